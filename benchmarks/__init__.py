@@ -1,0 +1,1 @@
+"""agentlog's benchmarks: ``python -m benchmarks`` runs them all."""

@@ -1,0 +1,65 @@
+"""Run every ``benchmarks/bench_*.py`` and print one table.
+
+Usage: ``python -m benchmarks [--quick] [--only AREA ...]``. Results are also
+written to ``benchmarks/results/latest.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import json
+import pkgutil
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from benchmarks.harness import Row
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:,.3f}" if abs(value) < 100 else f"{value:,.0f}"
+    return str(value)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks")
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    parser.add_argument("--only", nargs="*", default=None, help="areas to run, e.g. eventlog")
+    args = parser.parse_args(argv)
+    console = Console()
+    rows: list[Row] = []
+    here = Path(__file__).parent
+    for info in sorted(pkgutil.iter_modules([str(here)]), key=lambda m: m.name):
+        if not info.name.startswith("bench_"):
+            continue
+        area = info.name.removeprefix("bench_")
+        if args.only is not None and area not in args.only:
+            continue
+        console.print(f"[bold]running {info.name}[/bold]")
+        started = time.perf_counter()
+        module = importlib.import_module(f"benchmarks.{info.name}")
+        rows.extend(module.collect(args.quick))
+        console.print(f"  done in {time.perf_counter() - started:.1f}s")
+    table = Table(title="agentlog benchmarks")
+    for column in ("area", "benchmark", "median", "p99", "unit", "details"):
+        table.add_column(column, justify="right" if column in ("median", "p99") else "left")
+    for row in rows:
+        details = ", ".join(f"{k}={_fmt(v)}" for k, v in row.extra.items())
+        p99 = "" if row.p99 is None else _fmt(row.p99)
+        table.add_row(row.area, row.name, _fmt(row.median), p99, row.unit, details)
+    console.print(table)
+    out = here / "results" / "latest.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps([dataclasses.asdict(r) for r in rows], indent=2, default=str))
+    console.print(f"results written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""archive (filled in by its issue)."""

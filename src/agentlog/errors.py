@@ -1,0 +1,154 @@
+"""Every error agentlog raises, under one root.
+
+Driver errors (sqlite3, aiokafka, botocore, duckdb) are translated at the
+seam where they happen, with ``raise X from exc``, so callers only ever catch
+these types. Each message says what was wrong and what to do about it.
+
+The hierarchy::
+
+    AgentlogError
+    ├── ConfigError                 bad URL, bad option, bad CLI input
+    ├── EventLogError
+    │   ├── ConflictError           append at a seq that is not next (duplicate or gap)
+    │   ├── FencedError             a newer writer claimed the run; this one must stop
+    │   ├── LeaseHeldError          the run's writer lease is live in another process
+    │   ├── UnknownRunError         no event was ever recorded for that run id
+    │   ├── CorruptEventError       stored bytes that do not decode; names run and seq
+    │   │   └── UnknownEventTypeError
+    │   ├── NotSerializableError    a value msgpack cannot carry with builtin types
+    │   └── BackendUnavailableError unreachable broker, unreadable or read-only file
+    ├── ReplayError                 events that cannot fold into a state
+    ├── WorkflowError               raised by the runtime (see agentlog.runtime)
+    └── ArchiveError                raised by the archive (see agentlog.archive)
+
+``retryable`` is data on the error: True where the same call may succeed
+later without anyone changing anything (a broker that is restarting).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AgentlogError",
+    "ArchiveError",
+    "BackendUnavailableError",
+    "ConfigError",
+    "ConflictError",
+    "CorruptEventError",
+    "EventLogError",
+    "FencedError",
+    "LeaseHeldError",
+    "NotSerializableError",
+    "ReplayError",
+    "UnknownEventTypeError",
+    "UnknownRunError",
+    "WorkflowError",
+]
+
+
+class AgentlogError(Exception):
+    """Root of every error agentlog raises."""
+
+    retryable: bool = False
+
+
+class ConfigError(AgentlogError):
+    """A URL, option or argument that agentlog cannot use."""
+
+
+class EventLogError(AgentlogError):
+    """An error from the event log or its snapshot store."""
+
+
+class ConflictError(EventLogError):
+    """An append named a seq that is not the run's next one; nothing was written."""
+
+    def __init__(self, run_id: str, expected: int, got: int) -> None:
+        self.run_id, self.expected, self.got = run_id, expected, got
+        kind = "duplicate" if got < expected else "gap"
+        super().__init__(
+            f"run {run_id!r}: append at seq {got} conflicts ({kind}); the next seq is "
+            f"{expected}. Another writer appended first or the caller's view is stale: "
+            "reload the run and retry."
+        )
+
+
+class FencedError(EventLogError):
+    """This writer's epoch is older than the run's; a newer writer owns the run."""
+
+    def __init__(self, run_id: str, epoch: int, current: int) -> None:
+        self.run_id, self.epoch, self.current = run_id, epoch, current
+        super().__init__(
+            f"run {run_id!r}: writer epoch {epoch} is fenced by epoch {current}. "
+            "Another process took over this run; this writer must stop."
+        )
+
+
+class LeaseHeldError(EventLogError):
+    """A live writer still holds the run's lease."""
+
+    retryable = True
+
+    def __init__(self, run_id: str, owner: str, seconds_left: float) -> None:
+        self.run_id, self.owner, self.seconds_left = run_id, owner, seconds_left
+        super().__init__(
+            f"run {run_id!r} is owned by live writer {owner!r} for another "
+            f"{seconds_left:.1f}s; wait for its lease to expire or claim with force."
+        )
+
+
+class UnknownRunError(EventLogError):
+    """No event was ever recorded for the run id."""
+
+    def __init__(self, run_id: str, where: str = "") -> None:
+        self.run_id = run_id
+        suffix = f" in {where}" if where else ""
+        super().__init__(
+            f"unknown run {run_id!r}{suffix}; list the known runs with `agentlog runs`."
+        )
+
+
+class CorruptEventError(EventLogError):
+    """Stored bytes that do not decode into an event. They are never skipped."""
+
+    def __init__(self, run_id: str | None, seq: int | None, reason: str, where: str = "") -> None:
+        self.run_id, self.seq, self.reason, self.where = run_id, seq, reason, where
+        at = f" ({where})" if where else ""
+        super().__init__(
+            f"run {run_id!r} seq {seq}{at}: corrupt event: {reason}. The stored bytes "
+            "are kept as they are; restore them from a backup or archive, or upgrade "
+            "agentlog if they were written by a newer version."
+        )
+
+
+class UnknownEventTypeError(CorruptEventError):
+    """An event type this version of agentlog does not know."""
+
+
+class NotSerializableError(EventLogError):
+    """A value that the msgpack codec cannot carry with builtin types."""
+
+    def __init__(self, path: str, value_type: str) -> None:
+        self.path, self.value_type = path, value_type
+        super().__init__(
+            f"cannot serialize {value_type} at {path}: events carry only None, bool, "
+            "int, float, str, bytes, list, tuple, dict with str keys, datetime, UUID "
+            "and Decimal. Convert it to one of those first."
+        )
+
+
+class BackendUnavailableError(EventLogError):
+    """The storage behind the log cannot be reached or written."""
+
+    retryable = True
+
+
+class ReplayError(AgentlogError):
+    """Events that cannot be folded into a run state."""
+
+
+class WorkflowError(AgentlogError):
+    """An error raised by the durable runtime."""
+
+
+class ArchiveError(AgentlogError):
+    """An error raised by the archive."""

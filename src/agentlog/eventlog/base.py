@@ -1,0 +1,261 @@
+"""The EventLog seam: the one interface every backend implements.
+
+A backend stores, per run id:
+
+* the events, append-only, with conditional append (the batch's first seq
+  must be the run's next seq, and its writer epoch the run's current one);
+* a small run index (workflow, status, last seq, steps, writer lease) kept in
+  step with the events by :meth:`RunInfo.after`;
+* the writer claim: a monotonically increasing epoch plus an optional lease,
+  so that a newer writer fences older ones and a crashed writer's runs can be
+  taken over once its lease expires;
+* the latest snapshots (the last ``keep_snapshots``), opaque bytes that the
+  projector writes.
+
+Backends: :class:`~agentlog.eventlog.memory.MemoryEventLog` for unit tests,
+:class:`~agentlog.eventlog.sqlite.SqliteEventLog` (the embedded default) and
+``KafkaEventLog``. All pass ``tests/contract/eventlog_contract.py``.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from types import TracebackType
+from typing import Self
+
+from agentlog.errors import ConflictError, EventLogError, FencedError, UnknownRunError
+from agentlog.eventlog.events import (
+    Event,
+    RunStarted,
+    RunStatus,
+    StepCompleted,
+    status_after,
+)
+
+__all__ = ["EventLog", "RunInfo", "Snapshot", "check_batch"]
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A run's projected state as of ``seq``, encoded by the projector."""
+
+    run_id: str
+    seq: int
+    state: bytes
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """One row of the run index."""
+
+    run_id: str
+    workflow: str = ""
+    version: str = ""
+    status: str = RunStatus.RUNNING
+    last_seq: int = 0
+    steps: int = 0
+    started_at: datetime | None = None
+    updated_at: datetime | None = None
+    writer_epoch: int = 0
+    lease_owner: str = ""
+    lease_expires_at: datetime | None = None
+
+    def after(self, events: Sequence[Event]) -> RunInfo:
+        """This row once ``events`` (the next batch of the run) are recorded."""
+        workflow, version, status = self.workflow, self.version, self.status
+        steps, started = self.steps, self.started_at
+        for event in events:
+            status = status_after(status, event.type)
+            if isinstance(event.data, StepCompleted):
+                steps += 1
+            elif isinstance(event.data, RunStarted):
+                workflow, version = event.data.workflow, event.data.version
+                started = started or event.ts
+        return dataclasses.replace(
+            self,
+            workflow=workflow,
+            version=version,
+            status=status,
+            last_seq=events[-1].seq,
+            steps=steps,
+            started_at=started,
+            updated_at=events[-1].ts,
+        )
+
+
+def check_batch(events: Sequence[Event]) -> tuple[str, int, int]:
+    """Validate a batch's shape; return its run id, first seq and epoch.
+
+    Raises:
+        ValueError: an empty batch, or one that mixes runs or epochs.
+        ConflictError: seqs inside the batch that are not consecutive.
+    """
+    if not events:
+        raise ValueError("append needs at least one event")
+    first = events[0]
+    for offset, event in enumerate(events):
+        if event.run_id != first.run_id or event.writer_epoch != first.writer_epoch:
+            raise ValueError("one append batch must hold one run and one writer epoch")
+        if event.seq != first.seq + offset:
+            raise ConflictError(first.run_id, first.seq + offset, event.seq)
+    return first.run_id, first.seq, first.writer_epoch
+
+
+def check_next(run_id: str, last_seq: int, first_seq: int, epoch: int, current: int) -> None:
+    """Raise the conflict or fencing error that the append deserves, if any."""
+    if epoch < current:
+        raise FencedError(run_id, epoch, current)
+    if epoch > current:
+        raise EventLogError(
+            f"run {run_id!r}: writer epoch {epoch} was never claimed (current is "
+            f"{current}); call claim_writer() before appending."
+        )
+    if first_seq != last_seq + 1:
+        raise ConflictError(run_id, last_seq + 1, first_seq)
+
+
+class EventLog(abc.ABC):
+    """Append-only, per-run event storage with fencing and snapshots.
+
+    Every method is a coroutine; one instance may be shared by many tasks of
+    one event loop. Use it as an async context manager, or call :meth:`close`.
+    """
+
+    #: A URL that opens this log again, such as ``sqlite:///.agentlog/agentlog.db``.
+    url: str = ""
+
+    # -- events ---------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def append(self, events: Sequence[Event], *, durable: bool = True) -> None:
+        """Append a batch of one run's events, all or nothing.
+
+        Args:
+            events: consecutive events of one run and one writer epoch. The
+                first seq must be the run's last seq plus one.
+            durable: when True the batch is on stable storage before this
+                returns (fsync, or acks=all and committed); when False it may
+                sit in OS buffers, and a power loss could drop it.
+
+        Raises:
+            ConflictError: the first seq is a duplicate or leaves a gap.
+            FencedError: a newer writer claimed the run.
+        """
+
+    @abc.abstractmethod
+    def read(
+        self, run_id: str, *, after_seq: int = 0, upto_seq: int | None = None
+    ) -> AsyncIterator[Event]:
+        """The run's events with ``after_seq < seq <= upto_seq``, in seq order.
+
+        Raises:
+            UnknownRunError: nothing was ever recorded for ``run_id``.
+            CorruptEventError: a stored event does not decode; it names the seq.
+        """
+
+    async def tail(
+        self, run_id: str, *, after_seq: int = 0, poll_seconds: float = 0.05
+    ) -> AsyncIterator[Event]:
+        """Follow the run: yield events as they are recorded.
+
+        Ends after the run's terminal event (completed, failed or cancelled).
+        Backends without change notification poll every ``poll_seconds``.
+        """
+        while True:
+            async for event in self.read(run_id, after_seq=after_seq):
+                after_seq = event.seq
+                yield event
+                if status_after("", event.type) in RunStatus.TERMINAL:
+                    return
+            await asyncio.sleep(poll_seconds)
+
+    # -- the run index ----------------------------------------------------------
+
+    @abc.abstractmethod
+    async def find_run(self, run_id: str) -> RunInfo | None:
+        """The run's index row, or None if the run is unknown."""
+
+    async def get_run(self, run_id: str) -> RunInfo:
+        """The run's index row. Raises UnknownRunError if it is unknown."""
+        info = await self.find_run(run_id)
+        if info is None or info.last_seq == 0:
+            raise UnknownRunError(run_id, self.url)
+        return info
+
+    @abc.abstractmethod
+    async def list_runs(self, *, status: str | None = None) -> list[RunInfo]:
+        """Every run with at least one event, most recently updated first."""
+
+    # -- writers ----------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def claim_writer(
+        self,
+        run_id: str,
+        *,
+        owner: str = "",
+        lease_seconds: float | None = None,
+        force: bool = True,
+    ) -> int:
+        """Become the run's only writer; return the new epoch.
+
+        The epoch is one more than any earlier claim, so every older writer's
+        appends now fail with FencedError.
+
+        Args:
+            owner: who claims (host and pid, say), shown in the run index.
+            lease_seconds: how long the claim counts as live without a renewal;
+                None means until the next claim.
+            force: when False, raise LeaseHeldError instead of taking over a
+                run whose lease is still live.
+        """
+
+    @abc.abstractmethod
+    async def renew_lease(self, run_id: str, epoch: int, lease_seconds: float) -> None:
+        """Extend the writer's lease. Raises FencedError if it was taken over."""
+
+    @abc.abstractmethod
+    async def release_lease(self, run_id: str, epoch: int) -> None:
+        """End the writer's lease now (the epoch stays), unless fenced already."""
+
+    # -- snapshots ----------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def save_snapshot(self, snapshot: Snapshot) -> None:
+        """Store a snapshot, keeping only the newest ``keep_snapshots`` per run."""
+
+    @abc.abstractmethod
+    async def load_snapshot(self, run_id: str, *, at_or_before: int | None = None) -> Snapshot | None:
+        """The newest snapshot with ``seq <= at_or_before`` (any seq if None)."""
+
+    # -- retention ----------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def prune(self, run_id: str) -> None:
+        """Delete the run's events, snapshots and index row.
+
+        Only the archiver calls this, and only after the run's archive write
+        is confirmed.
+        """
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections and files."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

@@ -1,0 +1,266 @@
+"""The event envelope and the event vocabulary.
+
+An :class:`Event` is the envelope every backend stores: the run it belongs
+to, its ``seq`` (1, 2, 3, ... per run, no gaps), when it was written, the
+schema version its payload was written with, the writer epoch that wrote it,
+and its ``data``: one of the frozen payload classes below.
+
+Payloads carry builtin values only (see :mod:`agentlog.eventlog.codec`).
+A step records its writes as a *delta*, never the full state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+__all__ = [
+    "EVENT_TYPES",
+    "SCHEMA_V",
+    "Event",
+    "EventData",
+    "InterruptRaised",
+    "ResumeReceived",
+    "RunCancelled",
+    "RunCompleted",
+    "RunFailed",
+    "RunStarted",
+    "RunStatus",
+    "StepCompleted",
+    "StepFailed",
+    "SuperstepCommitted",
+    "TaskCompleted",
+    "TaskFailed",
+    "TaskStarted",
+    "WriterClaimed",
+    "status_after",
+    "utcnow",
+]
+
+#: The schema version this code writes. Older versions are upcast on read.
+SCHEMA_V = 1
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+class EventData:
+    """Base of every payload class. ``type`` is the stored type name."""
+
+    __slots__ = ()
+    type: ClassVar[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The payload as a plain dict of its fields (shallow)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted(EventData):
+    """A run began: what runs, with what input, under which guarantees."""
+
+    type: ClassVar[str] = "RunStarted"
+    workflow: str
+    version: str
+    input: Any
+    durability: str
+    fingerprint: str
+    limits: dict[str, Any] = field(default_factory=dict)
+    start: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class StepCompleted(EventData):
+    """One step of one branch finished; ``writes`` is its delta to the state.
+
+    Until its superstep commits, a StepCompleted is a *pending write*: after a
+    crash the branch that recorded it does not run again.
+    """
+
+    type: ClassVar[str] = "StepCompleted"
+    step: str
+    superstep: int
+    branch: int
+    writes: dict[str, Any]
+    goto: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class SuperstepCommitted(EventData):
+    """Every branch of a superstep finished; these steps run next."""
+
+    type: ClassVar[str] = "SuperstepCommitted"
+    superstep: int
+    next: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskStarted(EventData):
+    """A side effect is about to run, under a stable idempotency key."""
+
+    type: ClassVar[str] = "TaskStarted"
+    key: str
+    name: str
+    step: str
+    superstep: int
+    branch: int
+    call_index: int
+    attempt: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class TaskCompleted(EventData):
+    """A side effect's recorded result; it is returned, never recomputed."""
+
+    type: ClassVar[str] = "TaskCompleted"
+    key: str
+    result: Any
+    duration_ms: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFailed(EventData):
+    """A side effect raised; ``error`` is its type and message."""
+
+    type: ClassVar[str] = "TaskFailed"
+    key: str
+    error: str
+    attempt: int = 1
+    duration_ms: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class InterruptRaised(EventData):
+    """The run parked, waiting for a human; ``payload`` is what was asked."""
+
+    type: ClassVar[str] = "InterruptRaised"
+    step: str
+    superstep: int
+    branch: int
+    index: int
+    payload: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeReceived(EventData):
+    """The answer to the open interrupt."""
+
+    type: ClassVar[str] = "ResumeReceived"
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class StepFailed(EventData):
+    """An attempt of a step raised."""
+
+    type: ClassVar[str] = "StepFailed"
+    step: str
+    superstep: int
+    branch: int
+    attempt: int
+    error: str
+    retryable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class RunCompleted(EventData):
+    """The run reached its end."""
+
+    type: ClassVar[str] = "RunCompleted"
+    output: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunFailed(EventData):
+    """The run stopped on an error it cannot get past."""
+
+    type: ClassVar[str] = "RunFailed"
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunCancelled(EventData):
+    """The run was cancelled at a step boundary."""
+
+    type: ClassVar[str] = "RunCancelled"
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class WriterClaimed(EventData):
+    """A writer took the run over at ``epoch``, fencing every older one."""
+
+    type: ClassVar[str] = "WriterClaimed"
+    epoch: int
+    owner: str = ""
+
+
+EVENT_TYPES: dict[str, type[EventData]] = {
+    cls.type: cls
+    for cls in (
+        RunStarted,
+        StepCompleted,
+        SuperstepCommitted,
+        TaskStarted,
+        TaskCompleted,
+        TaskFailed,
+        InterruptRaised,
+        ResumeReceived,
+        StepFailed,
+        RunCompleted,
+        RunFailed,
+        RunCancelled,
+        WriterClaimed,
+    )
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """The envelope of one immutable, recorded event."""
+
+    run_id: str
+    seq: int
+    data: EventData
+    ts: datetime = field(default_factory=utcnow)
+    writer_epoch: int = 0
+    schema_v: int = SCHEMA_V
+
+    @property
+    def type(self) -> str:
+        """The stored type name, such as ``"StepCompleted"``."""
+        return self.data.type
+
+
+class RunStatus:
+    """The states a run moves through, as stored in the run index."""
+
+    RUNNING = "running"
+    WAITING = "waiting"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED})
+
+
+_STATUS_BY_TYPE = {
+    "RunStarted": RunStatus.RUNNING,
+    "InterruptRaised": RunStatus.WAITING,
+    "ResumeReceived": RunStatus.RUNNING,
+    "RunCompleted": RunStatus.COMPLETED,
+    "RunFailed": RunStatus.FAILED,
+    "RunCancelled": RunStatus.CANCELLED,
+}
+
+
+def status_after(status: str, event_type: str) -> str:
+    """The run's status once an event of ``event_type`` is recorded.
+
+    Every backend keeps its run index with this one function, so
+    ``agentlog runs`` shows the same thing whatever the backend.
+    """
+    return _STATUS_BY_TYPE.get(event_type, status)

@@ -1,0 +1,128 @@
+"""The in-memory backend: for unit tests and examples, never for production.
+
+It passes the same contract as the durable backends, but everything it holds
+is gone when the process ends (the pattern article's failure mode 2:
+"MemorySaver in production").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Sequence
+from datetime import timedelta
+
+from agentlog.errors import LeaseHeldError, UnknownRunError
+from agentlog.eventlog.base import EventLog, RunInfo, Snapshot, check_batch, check_next
+from agentlog.eventlog.codec import encode_payload
+from agentlog.eventlog.events import Event, RunStatus, status_after, utcnow
+
+__all__ = ["MemoryEventLog"]
+
+
+class MemoryEventLog(EventLog):
+    """Events, index and snapshots in dicts of this process."""
+
+    def __init__(self, *, keep_snapshots: int = 3) -> None:
+        self.url = "memory://"
+        self.keep_snapshots = keep_snapshots
+        self._events: dict[str, list[Event]] = {}
+        self._runs: dict[str, RunInfo] = {}
+        self._snapshots: dict[str, list[Snapshot]] = {}
+        self._changed = asyncio.Event()
+
+    async def append(self, events: Sequence[Event], *, durable: bool = True) -> None:
+        run_id, first_seq, epoch = check_batch(events)
+        info = self._runs.get(run_id) or RunInfo(run_id)
+        check_next(run_id, info.last_seq, first_seq, epoch, info.writer_epoch)
+        for event in events:  # the same serializability check the real stores make
+            encode_payload(event.data)
+        self._events.setdefault(run_id, []).extend(events)
+        self._runs[run_id] = info.after(events)
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def read(
+        self, run_id: str, *, after_seq: int = 0, upto_seq: int | None = None
+    ) -> AsyncIterator[Event]:
+        events = self._events.get(run_id)
+        if events is None:
+            raise UnknownRunError(run_id, self.url)
+        stop = len(events) if upto_seq is None else min(upto_seq, len(events))
+        for event in events[max(after_seq, 0) : stop]:
+            yield event
+
+    async def tail(
+        self, run_id: str, *, after_seq: int = 0, poll_seconds: float = 0.05
+    ) -> AsyncIterator[Event]:
+        while True:
+            changed = self._changed
+            for event in self._events.get(run_id, [])[after_seq:]:
+                after_seq = event.seq
+                yield event
+                if status_after("", event.type) in RunStatus.TERMINAL:
+                    return
+            await changed.wait()
+
+    async def find_run(self, run_id: str) -> RunInfo | None:
+        return self._runs.get(run_id)
+
+    async def list_runs(self, *, status: str | None = None) -> list[RunInfo]:
+        rows = [r for r in self._runs.values() if r.last_seq and status in (None, r.status)]
+        return sorted(rows, key=lambda r: r.updated_at or utcnow(), reverse=True)
+
+    async def claim_writer(
+        self,
+        run_id: str,
+        *,
+        owner: str = "",
+        lease_seconds: float | None = None,
+        force: bool = True,
+    ) -> int:
+        info = self._runs.get(run_id) or RunInfo(run_id)
+        now = utcnow()
+        if not force and info.lease_expires_at is not None and info.lease_expires_at > now:
+            raise LeaseHeldError(
+                run_id, info.lease_owner, (info.lease_expires_at - now).total_seconds()
+            )
+        expires = None if lease_seconds is None else now + timedelta(seconds=lease_seconds)
+        info = dataclasses.replace(
+            info, writer_epoch=info.writer_epoch + 1, lease_owner=owner, lease_expires_at=expires
+        )
+        self._runs[run_id] = info
+        return info.writer_epoch
+
+    async def renew_lease(self, run_id: str, epoch: int, lease_seconds: float) -> None:
+        info = self._current(run_id, epoch)
+        expires = utcnow() + timedelta(seconds=lease_seconds)
+        self._runs[run_id] = dataclasses.replace(info, lease_expires_at=expires)
+
+    async def release_lease(self, run_id: str, epoch: int) -> None:
+        info = self._current(run_id, epoch)
+        self._runs[run_id] = dataclasses.replace(info, lease_expires_at=None)
+
+    def _current(self, run_id: str, epoch: int) -> RunInfo:
+        info = self._runs.get(run_id)
+        if info is None:
+            raise UnknownRunError(run_id, self.url)
+        check_next(run_id, 0, 1, epoch, info.writer_epoch)
+        return info
+
+    async def save_snapshot(self, snapshot: Snapshot) -> None:
+        kept = self._snapshots.setdefault(snapshot.run_id, [])
+        kept[:] = [s for s in kept if s.seq != snapshot.seq] + [snapshot]
+        kept.sort(key=lambda s: s.seq)
+        del kept[: -self.keep_snapshots]
+
+    async def load_snapshot(
+        self, run_id: str, *, at_or_before: int | None = None
+    ) -> Snapshot | None:
+        for snapshot in reversed(self._snapshots.get(run_id, [])):
+            if at_or_before is None or snapshot.seq <= at_or_before:
+                return snapshot
+        return None
+
+    async def prune(self, run_id: str) -> None:
+        self._events.pop(run_id, None)
+        self._runs.pop(run_id, None)
+        self._snapshots.pop(run_id, None)

@@ -1,0 +1,64 @@
+"""Open an event log from a connection URL.
+
+=====================================  ============================================
+URL                                    backend
+=====================================  ============================================
+``sqlite:///relative/path.db``         :class:`SqliteEventLog` (the default is
+``sqlite:////absolute/path.db``        ``sqlite:///.agentlog/agentlog.db``)
+``memory://``                          :class:`MemoryEventLog` (tests only)
+``kafka://host:port[,host:port]/name``  ``KafkaEventLog``; ``name`` prefixes the
+                                       topics ``name.events`` and ``name.runs``
+=====================================  ============================================
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from agentlog.errors import ConfigError
+from agentlog.eventlog.base import EventLog
+
+__all__ = ["DEFAULT_LOG_URL", "open_log"]
+
+#: Where the embedded default keeps its one file.
+DEFAULT_LOG_URL = "sqlite:///.agentlog/agentlog.db"
+
+
+async def open_log(url: str = DEFAULT_LOG_URL, *, keep_snapshots: int = 3) -> EventLog:
+    """Open (and create where needed) the event log that ``url`` names.
+
+    Raises:
+        ConfigError: the URL's scheme or shape is not one of the above.
+        BackendUnavailableError: the file or broker cannot be reached.
+    """
+    parts = urlsplit(url)
+    if parts.scheme == "memory":
+        from agentlog.eventlog.memory import MemoryEventLog
+
+        return MemoryEventLog(keep_snapshots=keep_snapshots)
+    if parts.scheme == "sqlite":
+        from agentlog.eventlog.sqlite import SqliteEventLog
+
+        path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
+        if not path:
+            raise ConfigError(
+                f"bad log URL {url!r}: write sqlite:///relative/file.db or "
+                "sqlite:////absolute/file.db"
+            )
+        return SqliteEventLog(path, keep_snapshots=keep_snapshots)
+    if parts.scheme == "kafka":
+        from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog
+
+        name = parts.path.strip("/")
+        if not parts.netloc or not name:
+            raise ConfigError(
+                f"bad log URL {url!r}: write kafka://host:port/name, for example "
+                "kafka://127.0.0.1:9092/agentlog"
+            )
+        return await KafkaEventLog.connect(
+            KafkaConfig(bootstrap_servers=parts.netloc, name=name, keep_snapshots=keep_snapshots)
+        )
+    raise ConfigError(
+        f"bad log URL {url!r}: the scheme must be sqlite://, kafka:// or memory://, "
+        f"for example {DEFAULT_LOG_URL}"
+    )

@@ -1,0 +1,1 @@
+"""projector (filled in by its issue)."""

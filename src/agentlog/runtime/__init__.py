@@ -1,0 +1,1 @@
+"""runtime (filled in by its issue)."""
