@@ -237,11 +237,16 @@ class EventLog(abc.ABC):
     # -- retention ----------------------------------------------------------------
 
     @abc.abstractmethod
-    async def prune(self, run_id: str) -> None:
-        """Delete the run's events, snapshots and index row.
+    async def prune(self, run_id: str, *, keep_latest_snapshot: bool = False) -> None:
+        """Delete the run's events and snapshots, and its index row.
 
         Only the archiver calls this, and only after the run's archive write
         is confirmed.
+
+        Args:
+            keep_latest_snapshot: keep the newest snapshot and the index row,
+                so the run's state still loads from the hot store while its
+                events live only in the archive.
         """
 
     # -- lifecycle ------------------------------------------------------------------

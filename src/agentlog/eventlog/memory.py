@@ -47,6 +47,8 @@ class MemoryEventLog(EventLog):
     ) -> AsyncIterator[Event]:
         events = self._events.get(run_id)
         if events is None:
+            if run_id in self._runs:  # pruned, its events live in the archive
+                return
             raise UnknownRunError(run_id, self.url)
         stop = len(events) if upto_seq is None else min(upto_seq, len(events))
         for event in events[max(after_seq, 0) : stop]:
@@ -122,7 +124,10 @@ class MemoryEventLog(EventLog):
                 return snapshot
         return None
 
-    async def prune(self, run_id: str) -> None:
+    async def prune(self, run_id: str, *, keep_latest_snapshot: bool = False) -> None:
         self._events.pop(run_id, None)
-        self._runs.pop(run_id, None)
-        self._snapshots.pop(run_id, None)
+        kept = self._snapshots.pop(run_id, [])
+        if keep_latest_snapshot and kept:
+            self._snapshots[run_id] = kept[-1:]
+        else:
+            self._runs.pop(run_id, None)
