@@ -18,7 +18,16 @@ The hierarchy::
     │   ├── NotSerializableError    a value msgpack cannot carry with builtin types
     │   └── BackendUnavailableError unreachable broker, unreadable or read-only file
     ├── ReplayError                 events that cannot fold into a state
-    ├── WorkflowError               raised by the runtime (see agentlog.runtime)
+    ├── WorkflowError               raised by the runtime
+    │   ├── WorkflowDefinitionError a workflow or step declared wrongly
+    │   ├── UnknownWorkflowError    a run's workflow is not registered in this runtime
+    │   ├── RunExistsError          start() of a run id that exists with another workflow
+    │   ├── RunNotWaitingError      resume() of a run that is not parked on an interrupt
+    │   ├── InvalidResumeValueError a resume value that does not fit what the interrupt expects
+    │   ├── VersionMismatchError    the run was recorded under other code, no migration
+    │   ├── UnknownStepError        a step routed to a step the workflow does not have
+    │   ├── InvalidWriteError       a step wrote a key the state schema does not have
+    │   └── RunFailedError          result() of a run that failed or was cancelled
     └── ArchiveError                raised by the archive (see agentlog.archive)
 
 ``retryable`` is data on the error: True where the same call may succeed
@@ -32,6 +41,8 @@ __all__ = [
     "ArchiveError",
     "BackendUnavailableError",
     "ConfigError",
+    "InvalidResumeValueError",
+    "InvalidWriteError",
     "ConflictError",
     "CorruptEventError",
     "EventLogError",
@@ -39,8 +50,15 @@ __all__ = [
     "LeaseHeldError",
     "NotSerializableError",
     "ReplayError",
+    "RunExistsError",
+    "RunFailedError",
+    "RunNotWaitingError",
     "UnknownEventTypeError",
     "UnknownRunError",
+    "UnknownStepError",
+    "UnknownWorkflowError",
+    "VersionMismatchError",
+    "WorkflowDefinitionError",
     "WorkflowError",
 ]
 
@@ -148,6 +166,42 @@ class ReplayError(AgentlogError):
 
 class WorkflowError(AgentlogError):
     """An error raised by the durable runtime."""
+
+
+class WorkflowDefinitionError(WorkflowError):
+    """A workflow or step declared wrongly (caught when it is defined)."""
+
+
+class UnknownWorkflowError(WorkflowError):
+    """A run's workflow is not registered with this runtime."""
+
+
+class RunExistsError(WorkflowError):
+    """A run with this id exists and belongs to another workflow."""
+
+
+class RunNotWaitingError(WorkflowError):
+    """resume() of a run that is not parked on an interrupt."""
+
+
+class InvalidResumeValueError(WorkflowError):
+    """A resume value that does not fit what the interrupt said it expects."""
+
+
+class VersionMismatchError(WorkflowError):
+    """The run was recorded under another workflow version or state schema."""
+
+
+class UnknownStepError(WorkflowError):
+    """A step routed to a step name the workflow does not have."""
+
+
+class InvalidWriteError(WorkflowError):
+    """A step wrote a state key the workflow's schema does not declare."""
+
+
+class RunFailedError(WorkflowError):
+    """result() of a run that failed or was cancelled."""
 
 
 class ArchiveError(AgentlogError):

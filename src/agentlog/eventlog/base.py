@@ -211,7 +211,7 @@ class EventLog(abc.ABC):
         Args:
             owner: who claims (host and pid, say), shown in the run index.
             lease_seconds: how long the claim counts as live without a renewal;
-                None means until the next claim.
+                None means no lease: a later ``force=False`` claim succeeds.
             force: when False, raise LeaseHeldError instead of taking over a
                 run whose lease is still live.
         """

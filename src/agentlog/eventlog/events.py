@@ -26,6 +26,7 @@ __all__ = [
     "RunCancelled",
     "RunCompleted",
     "RunFailed",
+    "RunMigrated",
     "RunStarted",
     "RunStatus",
     "StepCompleted",
@@ -71,6 +72,10 @@ class RunStarted(EventData):
     fingerprint: str
     limits: dict[str, Any] = field(default_factory=dict)
     start: list[str] = field(default_factory=list)
+    #: The reducer name of each state key ("replace", "append", "merge" or a
+    #: user-registered name), so a replay without the workflow's code (the CLI)
+    #: folds the same way.
+    reducers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +148,8 @@ class InterruptRaised(EventData):
     branch: int
     index: int
     payload: Any
+    #: The answer's shape that resume checks: a type name or {key: type name}.
+    expects: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +198,22 @@ class RunCancelled(EventData):
 
 
 @dataclass(frozen=True, slots=True)
+class RunMigrated(EventData):
+    """A registered migration moved a parked run to new workflow code.
+
+    This is the one event that records whole state ``values``: migrations
+    are rare, and replaying one must not need the migration's code.
+    """
+
+    type: ClassVar[str] = "RunMigrated"
+    from_version: str
+    to_version: str
+    fingerprint: str
+    reducers: dict[str, str]
+    values: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class WriterClaimed(EventData):
     """A writer took the run over at ``epoch``, fencing every older one."""
 
@@ -214,6 +237,7 @@ EVENT_TYPES: dict[str, type[EventData]] = {
         RunCompleted,
         RunFailed,
         RunCancelled,
+        RunMigrated,
         WriterClaimed,
     )
 }

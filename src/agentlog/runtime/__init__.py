@@ -1,1 +1,26 @@
-"""runtime (filled in by its issue)."""
+"""The durable runtime: workflows of steps, tasks, interrupts, durability modes."""
+
+from agentlog.runtime.context import Interrupted, StepContext, idempotency_key
+from agentlog.runtime.executor import RunExecutor
+from agentlog.runtime.runtime import RunHandle, Runtime, RuntimeConfig
+from agentlog.runtime.workflow import Next, RetryPolicy, Step, Workflow, end, goto
+from agentlog.runtime.writer import DURABILITY_MODES, Durability, RunWriter
+
+__all__ = [
+    "DURABILITY_MODES",
+    "Durability",
+    "Interrupted",
+    "Next",
+    "RetryPolicy",
+    "RunExecutor",
+    "RunHandle",
+    "RunWriter",
+    "Runtime",
+    "RuntimeConfig",
+    "Step",
+    "StepContext",
+    "Workflow",
+    "end",
+    "goto",
+    "idempotency_key",
+]

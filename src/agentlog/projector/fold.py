@@ -1,0 +1,185 @@
+"""fold: the one function that turns events into a RunState.
+
+``fold(events)`` is deterministic, and ``fold(tail, fold(head)) ==
+fold(head + tail)``; that is what makes snapshots and time travel correct.
+Writes of a superstep's branches wait as *pending writes* and are applied,
+in branch order, when the superstep commits, so parallel branches all read
+the state as it was when the superstep began.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from agentlog.errors import ReplayError
+from agentlog.eventlog.events import (
+    Event,
+    InterruptRaised,
+    ResumeReceived,
+    RunCancelled,
+    RunCompleted,
+    RunFailed,
+    RunMigrated,
+    RunStarted,
+    RunStatus,
+    StepCompleted,
+    StepFailed,
+    SuperstepCommitted,
+    TaskCompleted,
+    TaskFailed,
+    TaskStarted,
+    WriterClaimed,
+)
+from agentlog.projector.reducers import REDUCERS, replace
+from agentlog.projector.state import RunState, interrupt_key
+
+__all__ = ["apply", "apply_writes", "fold"]
+
+
+def apply_writes(
+    values: dict[str, Any], reducers: dict[str, str], writes: dict[str, Any]
+) -> dict[str, Any]:
+    """A new ``values`` with ``writes`` reduced in by the named reducers."""
+    values = dict(values)
+    for key, update in writes.items():
+        reducer = REDUCERS.get(reducers.get(key, "replace"), replace)
+        values[key] = reducer(values.get(key), update)
+    return values
+
+
+def _run_started(state: RunState, data: RunStarted) -> None:
+    state.status = RunStatus.RUNNING
+    state.workflow, state.version = data.workflow, data.version
+    state.fingerprint, state.durability = data.fingerprint, data.durability
+    state.input, state.limits = data.input, dict(data.limits)
+    state.reducers = dict(data.reducers)
+    state.next_steps = list(data.start)
+    initial = data.input if isinstance(data.input, dict) else {}
+    state.values = apply_writes({}, state.reducers, initial)
+
+
+def _step_completed(state: RunState, data: StepCompleted) -> None:
+    state.steps += 1
+    state.pending[data.branch] = {"step": data.step, "writes": data.writes, "goto": data.goto}
+
+
+def _superstep_committed(state: RunState, data: SuperstepCommitted) -> None:
+    for branch in sorted(state.pending):
+        state.values = apply_writes(state.values, state.reducers, state.pending[branch]["writes"])
+    state.superstep = data.superstep + 1
+    state.next_steps = list(data.next)
+    state.pending, state.attempts, state.resume_values = {}, {}, {}
+
+
+def _task_started(state: RunState, data: TaskStarted) -> None:
+    state.tasks[data.key] = {
+        "name": data.name,
+        "step": data.step,
+        "status": "started",
+        "attempts": data.attempt,
+    }
+
+
+def _task_completed(state: RunState, data: TaskCompleted) -> None:
+    task = state.tasks.setdefault(data.key, {"name": "", "step": "", "attempts": 1})
+    task.update(status="completed", result=data.result, duration_ms=data.duration_ms)
+
+
+def _task_failed(state: RunState, data: TaskFailed) -> None:
+    task = state.tasks.setdefault(data.key, {"name": "", "step": "", "attempts": 1})
+    task.update(status="failed", error=data.error, attempts=data.attempt)
+
+
+def _interrupt_raised(state: RunState, data: InterruptRaised) -> None:
+    state.status = RunStatus.WAITING
+    state.interrupts.append(
+        {
+            "step": data.step,
+            "superstep": data.superstep,
+            "branch": data.branch,
+            "index": data.index,
+            "payload": data.payload,
+            "expects": data.expects,
+        }
+    )
+
+
+def _resume_received(state: RunState, data: ResumeReceived) -> None:
+    state.status = RunStatus.RUNNING
+    if state.interrupts:
+        answered = state.interrupts.pop(0)
+        key = interrupt_key(answered["superstep"], answered["branch"], answered["index"])
+        state.resume_values[key] = data.value
+
+
+def _step_failed(state: RunState, data: StepFailed) -> None:
+    state.attempts[data.branch] = data.attempt
+
+
+def _run_completed(state: RunState, data: RunCompleted) -> None:
+    state.status, state.output, state.next_steps = RunStatus.COMPLETED, data.output, []
+
+
+def _run_failed(state: RunState, data: RunFailed) -> None:
+    state.status, state.error = RunStatus.FAILED, data.error
+
+
+def _run_cancelled(state: RunState, data: RunCancelled) -> None:
+    state.status, state.error = RunStatus.CANCELLED, data.reason
+
+
+def _run_migrated(state: RunState, data: RunMigrated) -> None:
+    state.version, state.fingerprint = data.to_version, data.fingerprint
+    state.reducers, state.values = dict(data.reducers), dict(data.values)
+
+
+def _writer_claimed(state: RunState, data: WriterClaimed) -> None:
+    state.writer_epoch = data.epoch
+
+
+_APPLY: dict[type, Callable[[RunState, Any], None]] = {
+    RunStarted: _run_started,
+    StepCompleted: _step_completed,
+    SuperstepCommitted: _superstep_committed,
+    TaskStarted: _task_started,
+    TaskCompleted: _task_completed,
+    TaskFailed: _task_failed,
+    InterruptRaised: _interrupt_raised,
+    ResumeReceived: _resume_received,
+    StepFailed: _step_failed,
+    RunCompleted: _run_completed,
+    RunFailed: _run_failed,
+    RunCancelled: _run_cancelled,
+    RunMigrated: _run_migrated,
+    WriterClaimed: _writer_claimed,
+}
+
+
+def apply(state: RunState, event: Event) -> None:
+    """Fold one event into ``state`` in place (for the state's sole owner).
+
+    Raises:
+        ReplayError: the event is not the next one of this run, or a
+            reducer rejects a recorded write.
+    """
+    if event.seq != state.seq + 1 or (state.run_id and event.run_id != state.run_id):
+        raise ReplayError(
+            f"run {event.run_id!r}: event seq {event.seq} cannot follow seq {state.seq} "
+            f"of run {state.run_id!r}; the history has a gap or belongs to another run."
+        )
+    try:
+        _APPLY[type(event.data)](state, event.data)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ReplayError(
+            f"run {event.run_id!r} seq {event.seq}: cannot fold {event.type}: {exc}"
+        ) from exc
+    state.run_id, state.seq = event.run_id, event.seq
+
+
+def fold(events: Iterable[Event], initial: RunState | None = None) -> RunState:
+    """The state after ``events``, starting from ``initial`` (not mutated)."""
+    state = initial.copy() if initial is not None else RunState()
+    for event in events:
+        apply(state, event)
+    return state

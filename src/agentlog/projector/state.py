@@ -1,0 +1,90 @@
+"""RunState: everything a run's events add up to.
+
+A RunState is built by :func:`agentlog.projector.fold.fold` and by nothing
+else: the runtime's live state and a replayed state come from the same code.
+All its fields are builtin values, so it round-trips through the codec as a
+snapshot.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from agentlog.eventlog.events import RunStatus
+
+__all__ = ["RunState", "interrupt_key"]
+
+
+def interrupt_key(superstep: int, branch: int, index: int) -> str:
+    """Where a resume value belongs: the n-th interrupt of a branch's step."""
+    return f"{superstep}:{branch}:{index}"
+
+
+@dataclass(slots=True)
+class RunState:
+    """The folded state of one run as of ``seq``.
+
+    Treat a RunState you are handed as a value: :func:`fold` never mutates
+    the state passed to it, and neither should callers.
+    """
+
+    run_id: str = ""
+    #: The seq of the last event folded in.
+    seq: int = 0
+    status: str = ""
+    workflow: str = ""
+    version: str = ""
+    fingerprint: str = ""
+    durability: str = ""
+    input: Any = None
+    limits: dict[str, Any] = field(default_factory=dict)
+    #: Reducer name per state key, as the run recorded them.
+    reducers: dict[str, str] = field(default_factory=dict)
+    #: The state built by the reducers from every committed write.
+    values: dict[str, Any] = field(default_factory=dict)
+    #: Steps completed across the whole run, resumes included.
+    steps: int = 0
+    #: The superstep that runs next (or is running), from 0.
+    superstep: int = 0
+    #: The steps of that superstep, one branch each, in branch order.
+    next_steps: list[str] = field(default_factory=list)
+    #: Pending writes: branch -> {"step", "writes", "goto"} of branches of the
+    #: current superstep that finished before it committed.
+    pending: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: Failed attempts per branch of the current superstep.
+    attempts: dict[int, int] = field(default_factory=dict)
+    #: Side effects by idempotency key: {"name", "step", "status",
+    #: "result" | "error", "attempts", "duration_ms"}.
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Open interrupts, oldest first: {"step", "superstep", "branch", "index",
+    #: "payload", "expects"}.
+    interrupts: list[dict[str, Any]] = field(default_factory=list)
+    #: Answers to interrupts of the current superstep, by :func:`interrupt_key`.
+    resume_values: dict[str, Any] = field(default_factory=dict)
+    output: Any = None
+    error: str = ""
+    #: The writer epoch of the last WriterClaimed.
+    writer_epoch: int = 0
+
+    @property
+    def is_terminal(self) -> bool:
+        """True once the run completed, failed or was cancelled."""
+        return self.status in RunStatus.TERMINAL
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as builtin values (for snapshots, JSON and diffs)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunState:
+        """Rebuild from :meth:`to_dict` output (msgpack turns int keys back to int)."""
+        state = cls(**data)
+        state.pending = {int(k): v for k, v in state.pending.items()}
+        state.attempts = {int(k): v for k, v in state.attempts.items()}
+        return state
+
+    def copy(self) -> RunState:
+        """A deep copy that shares nothing mutable with this state."""
+        return copy.deepcopy(self)

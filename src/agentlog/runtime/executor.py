@@ -1,0 +1,211 @@
+"""The executor: drives one run, superstep by superstep, until it parks or ends.
+
+One superstep runs its branches (the steps in ``state.next_steps``)
+concurrently. Branches that already recorded their writes (pending writes,
+from before a crash or a failure) do not run again. When every branch has
+finished, the superstep commits: SuperstepCommitted names the next steps,
+and the branches' writes are reduced into the state.
+
+Errors fall in three groups:
+
+* a step raised: StepFailed is recorded, the step's retry policy decides,
+  and when the tries are used up the run fails (RunFailed);
+* the run's contract was broken (a write to an undeclared key, a route to an
+  unknown step, a value that cannot be serialized): nothing wrong is
+  recorded, the error is raised to the caller, and the run stays resumable
+  once the code is fixed;
+* the log said no (fenced by a newer writer, storage down): the executor
+  stops at once and raises it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+
+from agentlog.errors import (
+    AgentlogError,
+    InvalidWriteError,
+    NotSerializableError,
+    UnknownStepError,
+    WorkflowError,
+)
+from agentlog.eventlog.events import (
+    RunCancelled,
+    RunCompleted,
+    RunFailed,
+    StepCompleted,
+    StepFailed,
+    SuperstepCommitted,
+)
+from agentlog.projector.fold import apply_writes
+from agentlog.projector.state import RunState
+from agentlog.runtime.context import Interrupted, StepContext
+from agentlog.runtime.workflow import Next, Step, Workflow
+from agentlog.runtime.writer import RunWriter
+
+__all__ = ["RunExecutor"]
+
+log = structlog.get_logger("agentlog.runtime")
+
+_DONE, _INTERRUPTED = "done", "interrupted"
+
+
+class RunExecutor:
+    """Runs one run's supersteps with one writer."""
+
+    def __init__(self, writer: RunWriter, workflow: Workflow) -> None:
+        self.writer, self.workflow = writer, workflow
+        self.cancel_requested = asyncio.Event()
+
+    @property
+    def state(self) -> RunState:
+        """The live state (equal to a replay of what was emitted)."""
+        return self.writer.state
+
+    async def run(self) -> RunState:
+        """Run until the run parks, ends, or an error stops this writer."""
+        structlog.contextvars.bind_contextvars(run_id=self.state.run_id)
+        try:
+            await self._loop()
+            await self.writer.close()
+        except (WorkflowError, NotSerializableError):
+            await self.writer.close()  # keep what was recorded (paid task results)
+            raise
+        except BaseException:
+            self.writer.abandon()
+            raise
+        log.info("run stopped", status=self.state.status, steps=self.state.steps)
+        return self.state
+
+    async def _loop(self) -> None:
+        state, emit = self.state, self.writer.emit
+        while not state.is_terminal and not state.interrupts:
+            if self.cancel_requested.is_set():
+                emit(RunCancelled("cancelled at a step boundary"))
+                break
+            if not state.next_steps:
+                emit(RunCompleted())
+                break
+            todo = [(b, name) for b, name in enumerate(state.next_steps) if b not in state.pending]
+            limit = state.limits.get("max_steps")
+            if limit is not None and state.steps + len(todo) > limit:
+                emit(
+                    RunFailed(
+                        f"StepLimitExceeded: the run has taken {state.steps} of its "
+                        f"{limit} steps and the next superstep needs {len(todo)} more"
+                    )
+                )
+                break
+            outcomes = await self._superstep(todo, parallel=len(state.next_steps) > 1)
+            failures = [o for o in outcomes if o not in (_DONE, _INTERRUPTED)]
+            if failures:
+                emit(RunFailed(failures[0]))
+                break
+            if _INTERRUPTED in outcomes:
+                break
+            goto = [t for b in sorted(state.pending) for t in state.pending[b]["goto"]]
+            emit(SuperstepCommitted(state.superstep, list(dict.fromkeys(goto))))
+            await self.writer.flush()
+
+    async def _superstep(self, todo: list[tuple[int, str]], *, parallel: bool) -> list[str]:
+        values = self.state.values  # replaced, never mutated, on commit
+        if len(todo) == 1:
+            branch, name = todo[0]
+            return [await self._branch(branch, name, values, parallel=parallel)]
+        tasks = [
+            asyncio.create_task(self._branch(b, name, values, parallel=True)) for b, name in todo
+        ]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
+    async def _branch(
+        self, branch: int, name: str, values: Mapping[str, Any], *, parallel: bool
+    ) -> str:
+        step = self.workflow.steps.get(name)
+        if step is None:
+            raise UnknownStepError(
+                f"run {self.state.run_id!r} is at step {name!r}, which workflow "
+                f"{self.workflow.name!r} v{self.workflow.version} does not define"
+            )
+        with structlog.contextvars.bound_contextvars(step=name, branch=branch):
+            return await self._attempts(step, branch, values, parallel=parallel)
+
+    async def _attempts(
+        self, step: Step, branch: int, values: Mapping[str, Any], *, parallel: bool
+    ) -> str:
+        name, superstep = step.name, self.state.superstep
+        attempt = self.state.attempts.get(branch, 0) + 1
+        while True:
+            ctx = StepContext(
+                self.writer,
+                step=name,
+                superstep=superstep,
+                branch=branch,
+                attempt=attempt,
+                state=values,
+            )
+            try:
+                writes, goto = self._check(step, await step.fn(ctx))
+            except Interrupted as interrupted:
+                ctx._record_interrupt(interrupted)
+                log.info("run parks on interrupt", payload=interrupted.payload)
+                return await self._finish_branch(_INTERRUPTED, parallel)
+            except AgentlogError:
+                raise
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                retry = step.retry.retries(exc, attempt)
+                self.writer.emit(StepFailed(name, superstep, branch, attempt, error, retry))
+                await self.writer.flush()
+                log.warning("step failed", attempt=attempt, error=error, retry=retry)
+                if not retry:
+                    return f"step {name!r} failed after {attempt} attempt(s): {error}"
+                await asyncio.sleep(step.retry.delay(attempt))
+                attempt += 1
+                continue
+            self.writer.emit(StepCompleted(name, superstep, branch, writes, goto))
+            return await self._finish_branch(_DONE, parallel)
+
+    async def _finish_branch(self, outcome: str, parallel: bool) -> str:
+        if parallel:  # a finished branch's writes are recorded at once
+            await self.writer.flush()
+        return outcome
+
+    def _check(self, step: Step, result: object) -> tuple[dict[str, Any], list[str]]:
+        """Validate a step's result; return its writes and next steps."""
+        if isinstance(result, Next):
+            writes, goto = dict(result.writes), list(result.goto)
+        elif result is None or isinstance(result, Mapping):
+            writes, goto = dict(result or {}), list(step.then)
+        else:
+            raise InvalidWriteError(
+                f"step {step.name!r} returned {type(result).__name__}; return a dict of "
+                "writes, goto(...), end(...) or None"
+            )
+        declared = self.workflow.reducers
+        for key in writes:
+            if declared and key not in declared:
+                raise InvalidWriteError(
+                    f"step {step.name!r} wrote {key!r}, which the state schema of "
+                    f"{self.workflow.name!r} does not declare (keys: {sorted(declared)})"
+                )
+        try:
+            apply_writes(self.state.values, self.state.reducers, writes)
+        except (TypeError, ValueError) as exc:
+            raise InvalidWriteError(f"step {step.name!r}: a reducer rejected its write: {exc}")
+        for target in goto:
+            if target not in self.workflow.steps:
+                raise UnknownStepError(
+                    f"step {step.name!r} routed to {target!r}; workflow "
+                    f"{self.workflow.name!r} has steps {sorted(self.workflow.steps)}"
+                )
+        return writes, goto

@@ -1,0 +1,241 @@
+"""Workflows: named, versioned graphs of async steps over a reduced state.
+
+A sketch::
+
+    wf = Workflow("research", version="2",
+                  state={"topic": replace, "notes": append, "draft": replace})
+
+    @wf.step(then="draft")
+    async def search(ctx: StepContext) -> dict[str, Any]:
+        hits = await ctx.task("search", web_search, ctx.state["topic"])
+        return {"notes": hits}           # a delta, reduced into the state
+
+    @wf.step
+    async def draft(ctx: StepContext) -> Next:
+        text = await ctx.task("llm.draft", llm, ctx.state["notes"])
+        return goto("review", "notify", draft=text)   # fan out to two branches
+
+A step returns its writes (a dict), a :class:`Next` (writes plus where to go:
+one step, several steps in parallel, or nowhere, which ends the run), or
+None. A dict or None follows the step's static ``then`` edge, or ends the run
+if it has none.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeAlias, overload
+
+from agentlog.errors import WorkflowDefinitionError
+from agentlog.projector.reducers import REDUCERS, Reducer, reducer_name
+
+if TYPE_CHECKING:
+    from agentlog.runtime.context import StepContext
+
+__all__ = ["Migration", "Next", "RetryPolicy", "Step", "StepFn", "Workflow", "end", "goto"]
+
+
+@dataclass(frozen=True, slots=True)
+class Next:
+    """What a step wrote and where the run goes next (no steps: the end)."""
+
+    writes: Mapping[str, Any] = field(default_factory=dict)
+    goto: tuple[str, ...] = ()
+
+
+def goto(*steps: str, **writes: Any) -> Next:
+    """Write ``writes``, then run ``steps`` (several run in parallel)."""
+    return Next(writes, tuple(steps))
+
+
+def end(**writes: Any) -> Next:
+    """Write ``writes``, then end the run."""
+    return Next(writes, ())
+
+
+StepResult: TypeAlias = "Next | Mapping[str, Any] | None"
+StepFn = Callable[["StepContext"], Awaitable[StepResult]]
+#: ``values recorded under the old version -> values for this version``.
+Migration = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often a failing step is tried, and how long to wait between tries."""
+
+    attempts: int = 3
+    """Total tries, the first included; 1 means no retry."""
+
+    backoff_seconds: float = 0.2
+    """Wait before the second try."""
+
+    multiplier: float = 2.0
+    """Each further wait is this many times the previous one."""
+
+    max_backoff_seconds: float = 30.0
+    """Upper bound on any one wait."""
+
+    no_retry: tuple[type[BaseException], ...] = ()
+    """Exception types that fail the step at once."""
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after failed try number ``attempt``."""
+        wait = self.backoff_seconds * self.multiplier ** (attempt - 1)
+        return float(min(wait, self.max_backoff_seconds))
+
+    def retries(self, exc: BaseException, attempt: int) -> bool:
+        """Whether to try again after ``exc`` ended try number ``attempt``."""
+        return attempt < self.attempts and not isinstance(exc, self.no_retry)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """A registered step."""
+
+    name: str
+    fn: StepFn
+    then: tuple[str, ...]
+    retry: RetryPolicy
+
+
+class Workflow:
+    """A named, versioned set of steps over a state schema.
+
+    Args:
+        name: stable name; runs record it, and resume looks the code up by it.
+        version: bump it when a change must not silently resume old runs.
+        state: each state key and its reducer (a function or a registered
+            name: "replace", "append", "merge"). Steps may only write these keys.
+        start: the first step(s); defaults to the first step registered.
+        max_steps: the step limit, counted across the whole run, resumes included.
+        retry: the default retry policy of its steps.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        version: str = "1",
+        state: Mapping[str, Reducer | str] | None = None,
+        start: str | Sequence[str] | None = None,
+        max_steps: int = 10_000,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        if not name:
+            raise WorkflowDefinitionError("a workflow needs a non-empty name")
+        if max_steps < 1:
+            raise WorkflowDefinitionError(f"max_steps must be at least 1, got {max_steps}")
+        self.name, self.version, self.max_steps = name, str(version), max_steps
+        self.retry = retry or RetryPolicy()
+        self.reducers: dict[str, str] = {}
+        for key, reducer in (state or {}).items():
+            if isinstance(reducer, str):
+                if reducer not in REDUCERS:
+                    raise WorkflowDefinitionError(
+                        f"state key {key!r}: unknown reducer {reducer!r}; use one of "
+                        f"{sorted(REDUCERS)} or register_reducer() first"
+                    )
+                self.reducers[key] = reducer
+            else:
+                self.reducers[key] = reducer_name(reducer)
+        self._start = [start] if isinstance(start, str) else list(start or [])
+        self.steps: dict[str, Step] = {}
+        self.migrations: dict[str, Migration] = {}
+
+    @property
+    def start(self) -> list[str]:
+        """The step(s) a new run begins with."""
+        if self._start:
+            return list(self._start)
+        if not self.steps:
+            raise WorkflowDefinitionError(f"workflow {self.name!r} has no steps")
+        return [next(iter(self.steps))]
+
+    @property
+    def fingerprint(self) -> str:
+        """A hash of the state schema and the step graph's names.
+
+        A run records it; resuming under code with another fingerprint is a
+        version mismatch unless a migration is registered.
+        """
+        shape = {"state": sorted(self.reducers.items()), "steps": sorted(self.steps)}
+        return hashlib.sha256(json.dumps(shape).encode()).hexdigest()[:16]
+
+    @overload
+    def step(self, fn: StepFn) -> StepFn: ...
+
+    @overload
+    def step(
+        self,
+        *,
+        name: str | None = None,
+        then: str | Sequence[str] | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> Callable[[StepFn], StepFn]: ...
+
+    def step(
+        self,
+        fn: StepFn | None = None,
+        *,
+        name: str | None = None,
+        then: str | Sequence[str] | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> StepFn | Callable[[StepFn], StepFn]:
+        """Register an async step (usable bare or with options).
+
+        Args:
+            name: the step's name; defaults to the function's name.
+            then: where to go when the step returns a dict or None.
+            retry: this step's retry policy, instead of the workflow's.
+        """
+
+        def register(func: StepFn) -> StepFn:
+            step_name = name or getattr(func, "__name__", "")
+            if not step_name or step_name in self.steps:
+                raise WorkflowDefinitionError(
+                    f"workflow {self.name!r}: step name {step_name!r} is empty or taken"
+                )
+            edges = (then,) if isinstance(then, str) else tuple(then or ())
+            self.steps[step_name] = Step(step_name, func, edges, retry or self.retry)
+            return func
+
+        return register(fn) if fn is not None else register
+
+    def migration(self, from_version: str) -> Callable[[Migration], Migration]:
+        """Register how to move a parked run recorded under ``from_version``.
+
+        The function takes the run's state values and returns the values for
+        this version; the result is recorded (RunMigrated), so replay never
+        needs the migration's code.
+        """
+
+        def register(fn: Migration) -> Migration:
+            self.migrations[str(from_version)] = fn
+            return fn
+
+        return register
+
+    def validate(self) -> None:
+        """Check that every edge and start names a step.
+
+        Raises:
+            WorkflowDefinitionError: naming the missing step.
+        """
+        for target in self.start:
+            if target not in self.steps:
+                raise WorkflowDefinitionError(
+                    f"workflow {self.name!r}: start step {target!r} is not defined"
+                )
+        for step in self.steps.values():
+            for target in step.then:
+                if target not in self.steps:
+                    raise WorkflowDefinitionError(
+                        f"workflow {self.name!r}: step {step.name!r} goes to "
+                        f"undefined step {target!r}"
+                    )
+
+    def __repr__(self) -> str:
+        return f"Workflow({self.name!r}, version={self.version!r}, steps={list(self.steps)})"
