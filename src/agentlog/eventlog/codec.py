@@ -29,6 +29,7 @@ replaying to the same state.
 
 from __future__ import annotations
 
+import base64
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -47,6 +48,7 @@ __all__ = [
     "decode_payload",
     "encode_event",
     "encode_payload",
+    "jsonable",
     "pack",
     "unpack",
 ]
@@ -124,6 +126,26 @@ def unpack(raw: bytes) -> Any:
         raise
     except Exception as exc:  # msgpack raises several unrelated types
         raise ValueError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def jsonable(value: Any) -> Any:
+    """A JSON-ready rendering of a codec value, for people and SQL.
+
+    bytes become base64 text, datetimes ISO 8601, UUIDs and Decimals their
+    string form, and map keys strings. It is one-way: the msgpack bytes stay
+    the record.
+    """
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
 
 
 def encode_payload(data: EventData) -> bytes:

@@ -44,7 +44,7 @@ def idempotency_key(
     return hashlib.blake2b(raw.encode(), digest_size=16).hexdigest()
 
 
-class Interrupted(BaseException):  # noqa: N818 - control flow, like GeneratorExit
+class Interrupted(BaseException):
     """Raised by :meth:`StepContext.interrupt` to park the run.
 
     A BaseException, so that a step's ``except Exception`` does not swallow it.

@@ -201,7 +201,9 @@ class RunExecutor:
         try:
             apply_writes(self.state.values, self.state.reducers, writes)
         except (TypeError, ValueError) as exc:
-            raise InvalidWriteError(f"step {step.name!r}: a reducer rejected its write: {exc}")
+            raise InvalidWriteError(
+                f"step {step.name!r}: a reducer rejected its write: {exc}"
+            ) from exc
         for target in goto:
             if target not in self.workflow.steps:
                 raise UnknownStepError(

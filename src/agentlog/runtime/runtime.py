@@ -94,9 +94,9 @@ class RunHandle:
     runtime: Runtime
     run_id: str
 
-    async def wait(self, timeout: float | None = None) -> RunState:
+    async def wait(self) -> RunState:
         """See :meth:`Runtime.wait`."""
-        return await self.runtime.wait(self.run_id, timeout=timeout)
+        return await self.runtime.wait(self.run_id)
 
 
 _TYPE_NAMES: dict[str, type | tuple[type, ...]] = {
@@ -294,7 +294,7 @@ class Runtime:
         await self._release(run_id, epoch)
         return writer.state
 
-    async def wait(self, run_id: str, timeout: float | None = None) -> RunState:
+    async def wait(self, run_id: str) -> RunState:
         """Wait until the run parks on an interrupt or ends; return its state.
 
         A run executing in this process is awaited; one executing elsewhere is
@@ -302,11 +302,9 @@ class Runtime:
 
         Raises:
             Whatever stopped this process's writer (FencedError, a contract error).
-            TimeoutError: ``timeout`` seconds passed first.
-        """
-        return await asyncio.wait_for(self._wait(run_id), timeout)
 
-    async def _wait(self, run_id: str) -> RunState:
+        Wrap it in ``asyncio.timeout()`` to bound the wait.
+        """
         active = self._active.get(run_id)
         if active is not None:
             return await asyncio.shield(active[1])
