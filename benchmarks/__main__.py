@@ -10,11 +10,13 @@ import argparse
 import dataclasses
 import importlib
 import json
+import logging
 import pkgutil
 import sys
 import time
 from pathlib import Path
 
+import structlog
 from rich.console import Console
 from rich.table import Table
 
@@ -28,11 +30,12 @@ def _fmt(value: object) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--only", nargs="*", default=None, help="areas to run, e.g. eventlog")
     args = parser.parse_args(argv)
-    console = Console()
+    console = Console(width=max(Console().width, 200))
     rows: list[Row] = []
     here = Path(__file__).parent
     for info in sorted(pkgutil.iter_modules([str(here)]), key=lambda m: m.name):

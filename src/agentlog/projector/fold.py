@@ -5,6 +5,10 @@ fold(head + tail)``; that is what makes snapshots and time travel correct.
 Writes of a superstep's branches wait as *pending writes* and are applied,
 in branch order, when the superstep commits, so parallel branches all read
 the state as it was when the superstep began.
+
+``apply`` changes the state it is given (its owner's); ``fold`` first copies
+the state it starts from. Reducers may change values in place, so nothing
+outside the state may hold on to its values across an ``apply``.
 """
 
 from __future__ import annotations
@@ -39,13 +43,11 @@ __all__ = ["apply", "apply_writes", "fold"]
 
 def apply_writes(
     values: dict[str, Any], reducers: dict[str, str], writes: dict[str, Any]
-) -> dict[str, Any]:
-    """A new ``values`` with ``writes`` reduced in by the named reducers."""
-    values = dict(values)
+) -> None:
+    """Reduce ``writes`` into ``values`` in place, by the named reducers."""
     for key, update in writes.items():
         reducer = REDUCERS.get(reducers.get(key, "replace"), replace)
         values[key] = reducer(values.get(key), update)
-    return values
 
 
 def _run_started(state: RunState, data: RunStarted) -> None:
@@ -55,8 +57,8 @@ def _run_started(state: RunState, data: RunStarted) -> None:
     state.input, state.limits = data.input, dict(data.limits)
     state.reducers = dict(data.reducers)
     state.next_steps = list(data.start)
-    initial = data.input if isinstance(data.input, dict) else {}
-    state.values = apply_writes({}, state.reducers, initial)
+    state.values = {}
+    apply_writes(state.values, state.reducers, data.input if isinstance(data.input, dict) else {})
 
 
 def _step_completed(state: RunState, data: StepCompleted) -> None:
@@ -66,7 +68,7 @@ def _step_completed(state: RunState, data: StepCompleted) -> None:
 
 def _superstep_committed(state: RunState, data: SuperstepCommitted) -> None:
     for branch in sorted(state.pending):
-        state.values = apply_writes(state.values, state.reducers, state.pending[branch]["writes"])
+        apply_writes(state.values, state.reducers, state.pending[branch]["writes"])
     state.superstep = data.superstep + 1
     state.next_steps = list(data.next)
     state.pending, state.attempts, state.resume_values = {}, {}, {}

@@ -2,8 +2,13 @@
 
 A step records only its delta. Each key of a workflow's state has a reducer
 ``(current, update) -> new``; folding the recorded deltas through the
-reducers rebuilds the state. Reducers must be pure and deterministic: replay
-calls them again, years later, and must get the same state.
+reducers rebuilds the state. Reducers must be deterministic: replay calls
+them again, years later, and must get the same state.
+
+A reducer may change ``current`` in place and return it: the fold owns every
+value in the state it builds (it copies its starting state), which is what
+keeps a step of a long run O(delta) rather than O(state). It must never keep
+or change ``update``, which is the recorded event's own payload.
 
 Built in:
 
@@ -38,8 +43,8 @@ def replace(current: Any, update: Any) -> Any:
 
 
 def append(current: Any, update: Any) -> Any:
-    """Append a list of items (or one item) to the list."""
-    items = list(current) if current is not None else []
+    """Append a list of items (or one item) to the list (in place)."""
+    items = current if isinstance(current, list) else []
     if isinstance(update, list):
         items.extend(update)
     else:
@@ -48,10 +53,10 @@ def append(current: Any, update: Any) -> Any:
 
 
 def merge(current: Any, update: Any) -> Any:
-    """Shallow-merge a dict into the dict."""
+    """Shallow-merge a dict into the dict (in place)."""
     if not isinstance(update, dict):
         raise TypeError(f"merge reducer needs a dict update, got {type(update).__name__}")
-    merged = dict(current) if current is not None else {}
+    merged = current if isinstance(current, dict) else {}
     merged.update(update)
     return merged
 

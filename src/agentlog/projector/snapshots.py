@@ -73,9 +73,7 @@ def decode_state(snapshot: Snapshot) -> RunState | None:
         if state.seq != snapshot.seq or state.run_id != snapshot.run_id:
             raise ValueError("snapshot seq or run does not match its row")
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        log.warning(
-            "snapshot ignored", run_id=snapshot.run_id, seq=snapshot.seq, reason=str(exc)
-        )
+        log.warning("snapshot ignored", run_id=snapshot.run_id, seq=snapshot.seq, reason=str(exc))
         return None
     return state
 

@@ -21,6 +21,7 @@ Errors fall in three groups:
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,7 +42,7 @@ from agentlog.eventlog.events import (
     StepFailed,
     SuperstepCommitted,
 )
-from agentlog.projector.fold import apply_writes
+from agentlog.projector.reducers import REDUCERS, replace
 from agentlog.projector.state import RunState
 from agentlog.runtime.context import Interrupted, StepContext
 from agentlog.runtime.workflow import Next, Step, Workflow
@@ -198,12 +199,7 @@ class RunExecutor:
                     f"step {step.name!r} wrote {key!r}, which the state schema of "
                     f"{self.workflow.name!r} does not declare (keys: {sorted(declared)})"
                 )
-        try:
-            apply_writes(self.state.values, self.state.reducers, writes)
-        except (TypeError, ValueError) as exc:
-            raise InvalidWriteError(
-                f"step {step.name!r}: a reducer rejected its write: {exc}"
-            ) from exc
+        self._trial(step, writes)
         for target in goto:
             if target not in self.workflow.steps:
                 raise UnknownStepError(
@@ -211,3 +207,18 @@ class RunExecutor:
                     f"{self.workflow.name!r} has steps {sorted(self.workflow.steps)}"
                 )
         return writes, goto
+
+    def _trial(self, step: Step, writes: dict[str, Any]) -> None:
+        """Run the reducers on copies, so a bad write fails before it is recorded."""
+        for key, update in writes.items():
+            name = self.state.reducers.get(key, "replace")
+            if name in ("replace", "append"):
+                continue  # they take any value
+            current = copy.deepcopy(self.state.values.get(key))
+            try:
+                REDUCERS.get(name, replace)(current, update)
+            except (TypeError, ValueError) as exc:
+                raise InvalidWriteError(
+                    f"step {step.name!r}: the {name!r} reducer of {key!r} rejected its "
+                    f"write: {exc}"
+                ) from exc

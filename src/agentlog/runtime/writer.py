@@ -156,19 +156,31 @@ class RunWriter:
     async def _drain_forever(self) -> None:
         assert self._queue is not None
         while True:
-            item = await self._queue.get()
+            items = [await self._queue.get()]
+            while not self._queue.empty():  # group commit: one append for all waiting
+                items.append(self._queue.get_nowait())
             try:
                 if self._failure is None:
-                    if isinstance(item, RunState):
-                        await save_state(self.log, item)
-                    else:
-                        await self.log.append(item, durable=True)
-                        self.durable_seq = item[-1].seq
+                    await self._write_items(items)
             except Exception as exc:  # surfaced on the next emit/flush
                 self._failure = exc
                 log.warning("background write failed", error=str(exc))
             finally:
-                self._queue.task_done()
+                for _ in items:
+                    self._queue.task_done()
+
+    async def _write_items(self, items: list[_Item]) -> None:
+        batch: list[Event] = []
+        for item in items + [RunState()]:  # the sentinel flushes the last batch
+            if isinstance(item, list):
+                batch.extend(item)
+                continue
+            if batch:
+                await self.log.append(batch, durable=True)
+                self.durable_seq = batch[-1].seq
+                batch = []
+            if item.run_id:
+                await save_state(self.log, item)
 
     def _raise_failure(self) -> None:
         if self._failure is not None:

@@ -1,0 +1,188 @@
+"""Runtime benchmarks: the cost of a durable step, and agentlog next to LangGraph.
+
+1. Per-step cost of a one-step loop on SQLite in each durability mode, against
+   a plain Python loop doing the same work and against one raw sqlite3
+   INSERT + COMMIT with synchronous=FULL (the disk's floor for a durable step).
+2. The loop of N steps that each append a 500-byte message to a list, run by
+   agentlog and by LangGraph (StateGraph + SqliteSaver) in this same process:
+   time per step and bytes on disk, for N = 100, 1,000, 3,000 and durability
+   sync and async.
+
+Files go under ``.cache/bench`` in the repo, on the same disk as the code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import shutil
+import sqlite3
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+from benchmarks.harness import Row, row_from_samples, time_calls
+
+from agentlog.eventlog.sqlite import SqliteEventLog
+from agentlog.runtime import Runtime, RuntimeConfig, StepContext, Workflow, end, goto
+from agentlog.runtime.workflow import Next
+
+AREA = "runtime"
+MESSAGE = "m" * 500
+ROOT = Path(__file__).resolve().parent.parent / ".cache" / "bench"
+
+
+def _workdir() -> Path:
+    ROOT.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(dir=ROOT))
+
+
+def _disk_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def loop_workflow(steps: int) -> Workflow:
+    """One step that appends a 500-byte message and loops ``steps`` times."""
+    wf = Workflow(
+        "bench-loop", state={"messages": "append", "n": "replace"}, max_steps=steps + 10
+    )
+
+    @wf.step
+    async def loop(ctx: StepContext) -> Next:
+        n = ctx.state.get("n", 0) + 1
+        if n >= steps:
+            return end(messages=[MESSAGE], n=n)
+        return goto("loop", messages=[MESSAGE], n=n)
+
+    return wf
+
+
+async def _agentlog_loop(steps: int, durability: str) -> tuple[float, int]:
+    """Seconds per step and bytes on disk for one run of the loop."""
+    folder = _workdir()
+    try:
+        event_log = SqliteEventLog(str(folder / "agentlog.db"))
+        wf = loop_workflow(steps)
+        async with Runtime(event_log, workflows=[wf], config=RuntimeConfig()) as runtime:
+            started = time.perf_counter()
+            await runtime.start(wf, run_id="bench", durability=durability)
+            state = await runtime.wait("bench")
+            elapsed = time.perf_counter() - started
+        assert state.status == "completed" and state.steps == steps, state.status
+        await event_log.close()
+        return elapsed / steps, _disk_bytes(folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+class _LoopState(TypedDict):
+    messages: Annotated[list[str], operator.add]
+    n: int
+
+
+def _langgraph_loop(steps: int, durability: str) -> tuple[float, int]:
+    """The same loop in LangGraph with its SQLite checkpointer."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.graph import END, START, StateGraph
+
+    folder = _workdir()
+    try:
+
+        def node(state: _LoopState) -> dict[str, Any]:
+            return {"messages": [MESSAGE], "n": state["n"] + 1}
+
+        def route(state: _LoopState) -> str:
+            return "loop" if state["n"] < steps else END
+
+        graph = StateGraph(_LoopState)
+        graph.add_node("loop", node)
+        graph.add_edge(START, "loop")
+        graph.add_conditional_edges("loop", route)
+        conn = sqlite3.connect(folder / "langgraph.db", check_same_thread=False)
+        app = graph.compile(checkpointer=SqliteSaver(conn))
+        config: Any = {"configurable": {"thread_id": "bench"}, "recursion_limit": steps + 10}
+        started = time.perf_counter()
+        result = app.invoke({"messages": [], "n": 0}, config, durability=durability)
+        elapsed = time.perf_counter() - started
+        assert result["n"] == steps
+        conn.close()
+        return elapsed / steps, _disk_bytes(folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _raw_commit_seconds(repeat: int) -> list[float]:
+    folder = _workdir()
+    conn = sqlite3.connect(folder / "raw.db", isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)")
+    payload = MESSAGE.encode()
+
+    def commit() -> None:
+        conn.execute("BEGIN")
+        conn.execute("INSERT INTO t (v) VALUES (?)", (payload,))
+        conn.execute("COMMIT")
+
+    try:
+        return time_calls(commit, repeat)
+    finally:
+        conn.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _plain_loop_seconds(steps: int) -> float:
+    started = time.perf_counter()
+    state: dict[str, Any] = {"messages": [], "n": 0}
+    while state["n"] < steps:
+        state = {"messages": [*state["messages"], MESSAGE], "n": state["n"] + 1}
+    return (time.perf_counter() - started) / steps
+
+
+def collect(quick: bool) -> list[Row]:
+    """Run the runtime benchmarks (see the module docstring)."""
+    rows: list[Row] = []
+    steps, runs = (200, 3) if quick else (1000, 5)
+    raw = _raw_commit_seconds(100 if quick else 300)
+    raw_median = statistics.median(raw)
+    rows.append(row_from_samples(AREA, "raw sqlite3 INSERT+COMMIT (FULL)", raw, unit="us"))
+    plain = [_plain_loop_seconds(steps) for _ in range(runs)]
+    rows.append(row_from_samples(AREA, f"plain python loop step (N={steps})", plain, unit="us"))
+    for mode in ("sync", "async", "exit"):
+        samples = [asyncio.run(_agentlog_loop(steps, mode))[0] for _ in range(runs)]
+        median = statistics.median(samples)
+        rows.append(
+            row_from_samples(
+                AREA,
+                f"agentlog step, {mode} (N={steps})",
+                samples,
+                unit="us",
+                vs_raw_commit=round(median / raw_median, 2),
+                vs_plain_loop=round(median / statistics.median(plain), 1),
+                target="sync <= 2x raw commit" if mode == "sync" else "",
+            )
+        )
+    sizes = (100, 1000) if quick else (100, 1000, 3000)
+    for mode in ("sync", "async"):
+        for n in sizes:
+            ours, our_bytes = asyncio.run(_agentlog_loop(n, mode))
+            theirs, their_bytes = _langgraph_loop(n, mode)
+            rows.append(
+                Row(
+                    AREA,
+                    f"loop N={n} {mode}: agentlog vs LangGraph",
+                    "ms/step",
+                    ours * 1e3,
+                    None,
+                    {
+                        "langgraph_ms_per_step": round(theirs * 1e3, 3),
+                        "speedup": round(theirs / ours, 1),
+                        "agentlog_MB": round(our_bytes / 1e6, 2),
+                        "langgraph_MB": round(their_bytes / 1e6, 1),
+                        "bytes_ratio": round(their_bytes / max(our_bytes, 1), 0),
+                    },
+                )
+            )
+    return rows
