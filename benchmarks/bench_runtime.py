@@ -23,11 +23,10 @@ import time
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
-from benchmarks.harness import Row, row_from_samples, time_calls
-
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.runtime import Runtime, RuntimeConfig, StepContext, Workflow, end, goto
 from agentlog.runtime.workflow import Next
+from benchmarks.harness import Row, row_from_samples, time_calls
 
 AREA = "runtime"
 MESSAGE = "m" * 500

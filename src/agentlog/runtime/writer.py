@@ -171,7 +171,7 @@ class RunWriter:
 
     async def _write_items(self, items: list[_Item]) -> None:
         batch: list[Event] = []
-        for item in items + [RunState()]:  # the sentinel flushes the last batch
+        for item in [*items, RunState()]:  # the sentinel flushes the last batch
             if isinstance(item, list):
                 batch.extend(item)
                 continue
