@@ -109,9 +109,11 @@ def timeline_rows(events: Iterable[Event]) -> list[dict[str, Any]]:
 def print_timeline(rows: list[dict[str, Any]], title: str) -> None:
     """The timeline as a table."""
     table = Table(title=title, title_justify="left")
-    for column in ("seq", "time", "type", "step"):
-        table.add_column(column, justify="right" if column == "seq" else "left", no_wrap=True)
-    table.add_column("payload", no_wrap=True, overflow="ellipsis", ratio=1)
+    for column, width in (("seq", 3), ("time", 12), ("type", 18), ("step", 8)):
+        table.add_column(
+            column, justify="right" if column == "seq" else "left", no_wrap=True, min_width=width
+        )
+    table.add_column("payload", no_wrap=True, overflow="ellipsis")
     for row in rows:
         table.add_row(
             str(row["seq"]), row["ts"][11:23], row["type"], row["step"], _short(row["payload"])

@@ -219,13 +219,19 @@ def _spawn_worker(log_url: str, run_id: str, topic: str, outbox: Path) -> subpro
     )
 
 
+def _reap(worker: subprocess.Popen[bytes]) -> str:
+    """Wait for the worker and return what it wrote to stderr."""
+    _, stderr = worker.communicate()
+    return stderr.decode(errors="replace")
+
+
 async def _follow_until_exit(follower: Follower, worker: subprocess.Popen[bytes]) -> None:
     while worker.poll() is None:
         await follower.poll()
         await asyncio.sleep(0.05)
     await follower.poll()
+    output = _reap(worker)
     if worker.returncode != 0:
-        output = worker.stderr.read().decode() if worker.stderr else ""
         raise RuntimeError(f"demo worker failed: {output}")
 
 
@@ -244,10 +250,10 @@ async def run_demo(log_url: str, run_id: str, console: Console) -> None:
             if any(isinstance(e.data, StepCompleted) and e.data.superstep == 1 for e in events):
                 break
             if worker.poll() is not None:
-                raise RuntimeError("the worker ended before the fan-out; see its output")
+                raise RuntimeError(f"the worker ended before the fan-out: {_reap(worker)}")
             await asyncio.sleep(0.02)
         worker.send_signal(signal.SIGKILL)
-        worker.wait()
+        _reap(worker)
         await follower.poll()
         console.print(
             f"[bold red]💥 2. SIGKILL worker pid {worker.pid}[/bold red] mid fan-out; "

@@ -1,0 +1,60 @@
+"""The exported names are the public API: changing them is a decision, not an accident."""
+
+from __future__ import annotations
+
+import agentlog
+import agentlog.eventlog
+import agentlog.projector
+import agentlog.runtime
+
+
+def test_package_exports() -> None:
+    assert agentlog.__all__ == ["AgentlogError", "Event", "EventLog", "errors", "open_log"]
+
+
+def test_runtime_exports() -> None:
+    assert set(agentlog.runtime.__all__) == {
+        "DURABILITY_MODES",
+        "Durability",
+        "Interrupted",
+        "Next",
+        "RetryPolicy",
+        "RunExecutor",
+        "RunHandle",
+        "RunWriter",
+        "Runtime",
+        "RuntimeConfig",
+        "Step",
+        "StepContext",
+        "Workflow",
+        "end",
+        "goto",
+        "idempotency_key",
+    }
+
+
+def test_every_exported_name_exists() -> None:
+    for module in (agentlog, agentlog.eventlog, agentlog.projector, agentlog.runtime):
+        for name in module.__all__:
+            assert hasattr(module, name), f"{module.__name__}.{name}"
+
+
+def test_layers_import_one_way() -> None:
+    """eventlog imports none of the others; projector imports only eventlog."""
+    import ast
+    from pathlib import Path
+
+    root = Path(agentlog.__file__).parent
+    allowed = {
+        "eventlog": {"eventlog"},
+        "projector": {"eventlog", "projector"},
+        "runtime": {"eventlog", "projector", "runtime"},
+        "archive": {"eventlog", "projector", "archive"},
+    }
+    for layer, ok in allowed.items():
+        for path in (root / layer).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("agentlog."):
+                    target = node.module.split(".")[1]  # type: ignore[union-attr]
+                    if target in allowed:
+                        assert target in ok, f"{path.relative_to(root)} imports agentlog.{target}"
