@@ -9,11 +9,14 @@ run, an unreadable file, a bad URL) prints one line and exits with code 2.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from datetime import datetime
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import structlog
@@ -22,6 +25,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from agentlog.archive import ArchivedEventLog, open_archive
+from agentlog.archive.commands import register as register_archive_commands
+from agentlog.archive.store import DEFAULT_ARCHIVE_URL
 from agentlog.errors import AgentlogError, ConfigError
 from agentlog.eventlog.base import EventLog, RunInfo
 from agentlog.eventlog.codec import jsonable
@@ -44,6 +50,12 @@ app = typer.Typer(
 out = Console()
 err = Console(stderr=True)
 
+ArchiveOpt = Annotated[
+    str,
+    typer.Option(
+        "--archive", envvar="AGENTLOG_ARCHIVE", help="Archive URL (file:// or s3://bucket/prefix)."
+    ),
+]
 LogOpt = Annotated[
     str, typer.Option("--log", envvar="AGENTLOG_LOG", help="Event log URL (sqlite://, kafka://).")
 ]
@@ -67,9 +79,26 @@ def run_async(make: Callable[[], Awaitable[T]]) -> T:
         raise typer.Exit(2) from None
 
 
-async def open_history(url: str) -> EventLog:
-    """The hot log, with archived runs readable through it when an archive exists."""
-    return await open_log(url)
+@contextlib.asynccontextmanager
+async def history(log_url: str, archive_url: str) -> AsyncIterator[EventLog]:
+    """The hot log, with archived runs readable through it when an archive exists.
+
+    ``show``, ``state`` and ``diff`` read through this, so they work the same
+    on a run that was archived and pruned from the hot log.
+    """
+    hot = await open_log(log_url)
+    try:
+        local = archive_url.startswith("file://")
+        if local and not Path(archive_url[len("file://") :]).exists():  # noqa: ASYNC240
+            yield hot  # no archive was ever written
+            return
+        combined = ArchivedEventLog(hot, open_archive(archive_url))
+        try:
+            yield combined
+        finally:
+            await combined.close()
+    finally:
+        await hot.close()
 
 
 def _age(ts: datetime | None) -> str:
@@ -109,14 +138,17 @@ def timeline_rows(events: Iterable[Event]) -> list[dict[str, Any]]:
 def print_timeline(rows: list[dict[str, Any]], title: str) -> None:
     """The timeline as a table."""
     table = Table(title=title, title_justify="left")
-    for column, width in (("seq", 3), ("time", 12), ("type", 18), ("step", 8)):
-        table.add_column(
-            column, justify="right" if column == "seq" else "left", no_wrap=True, min_width=width
-        )
+    for column in ("seq", "time", "type", "step"):
+        table.add_column(column, justify="right" if column == "seq" else "left", no_wrap=True)
     table.add_column("payload", no_wrap=True, overflow="ellipsis")
+    room = max(20, out.width - 64)  # what the first four columns leave over
     for row in rows:
         table.add_row(
-            str(row["seq"]), row["ts"][11:23], row["type"], row["step"], _short(row["payload"])
+            str(row["seq"]),
+            row["ts"][11:23],
+            row["type"],
+            row["step"],
+            _short(row["payload"], room),
         )
     out.print(table)
 
@@ -138,13 +170,14 @@ def _info_json(info: RunInfo) -> dict[str, Any]:
 @app.command()
 def runs(
     log: LogOpt = DEFAULT_LOG_URL,
+    archive: ArchiveOpt = DEFAULT_ARCHIVE_URL,
     status: Annotated[str | None, typer.Option(help="Only runs in this status.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """List runs: workflow, status, steps, last event, age."""
 
     async def go() -> list[RunInfo]:
-        async with await open_history(log) as event_log:
+        async with history(log, archive) as event_log:
             return await event_log.list_runs(status=status)
 
     infos = run_async(go)
@@ -171,12 +204,13 @@ def runs(
 def show(
     run_id: Annotated[str, typer.Argument(help="The run id.")],
     log: LogOpt = DEFAULT_LOG_URL,
+    archive: ArchiveOpt = DEFAULT_ARCHIVE_URL,
     as_json: JsonOpt = False,
 ) -> None:
     """The run's timeline: seq, time, type, step, payload."""
 
     async def go() -> list[dict[str, Any]]:
-        async with await open_history(log) as event_log:
+        async with history(log, archive) as event_log:
             await event_log.get_run(run_id)
             return timeline_rows([e async for e in event_log.read(run_id)])
 
@@ -192,12 +226,13 @@ def state(
     run_id: Annotated[str, typer.Argument(help="The run id.")],
     at: Annotated[int | None, typer.Option("--at", help="Rebuild the state at this seq.")] = None,
     log: LogOpt = DEFAULT_LOG_URL,
+    archive: ArchiveOpt = DEFAULT_ARCHIVE_URL,
     as_json: JsonOpt = False,
 ) -> None:
     """The run's state now, or at any seq (time travel)."""
 
     async def go() -> dict[str, Any]:
-        async with await open_history(log) as event_log:
+        async with history(log, archive) as event_log:
             return (await load_state(event_log, run_id, at_seq=at)).to_dict()
 
     data = jsonable(run_async(go))
@@ -221,12 +256,13 @@ def diff(
     seq_a: Annotated[int, typer.Argument(help="From this seq.")],
     seq_b: Annotated[int, typer.Argument(help="To this seq.")],
     log: LogOpt = DEFAULT_LOG_URL,
+    archive: ArchiveOpt = DEFAULT_ARCHIVE_URL,
     as_json: JsonOpt = False,
 ) -> None:
     """What changed in the run's state between two seqs."""
 
     async def go() -> list[dict[str, Any]]:
-        async with await open_history(log) as event_log:
+        async with history(log, archive) as event_log:
             before = await load_state(event_log, run_id, at_seq=seq_a)
             after = await load_state(event_log, run_id, at_seq=seq_b)
             return [c.to_dict() for c in diff_states(before, after)]
@@ -336,18 +372,13 @@ def _configure(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show info logs.")] = False,
 ) -> None:
     level = logging.INFO if verbose else logging.WARNING
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level))
+    structlog.configure(  # logs go to stderr: stdout is for results (--json, sql)
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
 
 
-def _register_extensions() -> None:
-    try:
-        from agentlog.archive.commands import register
-    except ImportError:  # the archive extra (duckdb, pyarrow) is not installed
-        return
-    register(app)
-
-
-_register_extensions()
+register_archive_commands(app)  # archive, sql
 
 
 def main() -> None:

@@ -1,1 +1,67 @@
-"""archive (filled in by its issue)."""
+"""The archive: finished history as Parquet on a local folder or S3, retention, SQL.
+
+* :class:`Archiver` moves completed (and idle-expired) runs from the hot log
+  into Parquet, then prunes the hot log per :class:`RetentionPolicies`.
+* :class:`ArchiveStore` is where the files live: :class:`LocalArchiveStore`
+  (``file://.agentlog/archive``, the default) or :class:`S3ArchiveStore`;
+  :func:`open_archive` picks one from a URL.
+* :func:`open_sql` gives DuckDB views ``events``, ``runs``, ``tasks`` and
+  ``interrupts`` over the archive and the hot log together.
+* :class:`ArchivedEventLog` replays archived runs through the EventLog seam.
+"""
+
+from agentlog.archive.archiver import Archiver, ArchiverConfig, ArchiveSummary, RunPlan
+from agentlog.archive.errors import (
+    ArchiveAccessDeniedError,
+    ArchiveBucketMissingError,
+    ArchiveConfigError,
+    ArchiveCorruptError,
+    ArchiveError,
+    ArchiveQueryError,
+    ArchiveReadOnlyError,
+    ArchiveUnavailableError,
+    ArchiveWriteError,
+    RunNotArchivableError,
+)
+from agentlog.archive.history import ArchivedEventLog, ArchiveReader
+from agentlog.archive.retention import RetentionMode, RetentionPolicies, RetentionPolicy
+from agentlog.archive.sql import VIEWS, ArchiveSQL, open_sql
+from agentlog.archive.store import (
+    DEFAULT_ARCHIVE_URL,
+    ArchiveStore,
+    LocalArchiveStore,
+    S3ArchiveStore,
+    S3Config,
+    open_archive,
+)
+
+__all__ = [
+    "DEFAULT_ARCHIVE_URL",
+    "VIEWS",
+    "ArchiveAccessDeniedError",
+    "ArchiveBucketMissingError",
+    "ArchiveConfigError",
+    "ArchiveCorruptError",
+    "ArchiveError",
+    "ArchiveQueryError",
+    "ArchiveReadOnlyError",
+    "ArchiveReader",
+    "ArchiveSQL",
+    "ArchiveStore",
+    "ArchiveSummary",
+    "ArchiveUnavailableError",
+    "ArchiveWriteError",
+    "ArchivedEventLog",
+    "Archiver",
+    "ArchiverConfig",
+    "LocalArchiveStore",
+    "RetentionMode",
+    "RetentionPolicies",
+    "RetentionPolicy",
+    "RunNotArchivableError",
+    "RunPlan",
+    "S3ArchiveStore",
+    "S3Config",
+    "open_archive",
+    "open_sql",
+]

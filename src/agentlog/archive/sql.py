@@ -1,0 +1,209 @@
+"""SQL over the archive and the hot log together, with DuckDB.
+
+Views:
+
+* ``events``: one row per event (the Parquet columns, see
+  :mod:`agentlog.archive.writer`), archived runs and hot runs together. The
+  archive part reads exactly the files in the manifest; the hot part is read
+  through the EventLog seam (so it works for every backend) and holds only
+  the events the archive does not have yet, so no event is counted twice.
+* ``runs``: one row per run: workflow, version, status, steps, events,
+  started, ended, duration, error.
+* ``tasks``: one row per side effect (run_id, key): name, step, attempts,
+  status, started, ended, duration_ms, error.
+* ``interrupts``: one row per interrupt: what was asked, when, what was
+  answered, and how long it waited (``waited`` is NULL while it still waits).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from agentlog.archive.errors import ArchiveCorruptError, ArchiveQueryError
+from agentlog.archive.store import ArchiveStore
+from agentlog.archive.writer import EVENT_SCHEMA, Manifest, events_to_table
+from agentlog.eventlog.base import EventLog
+
+__all__ = ["VIEWS", "ArchiveSQL", "open_sql"]
+
+#: The view names, in the order ``--help`` lists them.
+VIEWS = ("events", "runs", "tasks", "interrupts")
+
+_STATUS_CASE = """CASE type
+    WHEN 'RunStarted' THEN 'running' WHEN 'InterruptRaised' THEN 'waiting'
+    WHEN 'ResumeReceived' THEN 'running' WHEN 'RunCompleted' THEN 'completed'
+    WHEN 'RunFailed' THEN 'failed' WHEN 'RunCancelled' THEN 'cancelled' END"""
+
+_RUNS = f"""
+CREATE VIEW runs AS
+SELECT run_id,
+       max(workflow) AS workflow,
+       max(version) AS version,
+       coalesce(arg_max({_STATUS_CASE}, seq) FILTER (WHERE type IN ('RunStarted',
+           'InterruptRaised', 'ResumeReceived', 'RunCompleted', 'RunFailed',
+           'RunCancelled')), 'running') AS status,
+       count(*) FILTER (WHERE type = 'StepCompleted') AS steps,
+       count(*) AS events,
+       min(ts) AS started,
+       max(ts) FILTER (WHERE type IN ('RunCompleted', 'RunFailed', 'RunCancelled')) AS ended,
+       max(ts) FILTER (WHERE type IN ('RunCompleted', 'RunFailed', 'RunCancelled'))
+           - min(ts) AS duration,
+       arg_max(payload_json ->> 'error', seq) FILTER (WHERE type = 'RunFailed') AS error
+FROM events GROUP BY run_id
+"""
+
+_TASKS = """
+CREATE VIEW tasks AS
+WITH started AS (
+    SELECT run_id, task_key, any_value(task_name) AS name, any_value(step) AS step,
+           count(*) AS attempts, min(ts) AS started
+    FROM events WHERE type = 'TaskStarted' GROUP BY run_id, task_key
+), ended AS (
+    SELECT run_id, task_key, arg_max(type, seq) AS outcome, max(ts) AS ended,
+           arg_max(duration_ms, seq) AS duration_ms,
+           arg_max(payload_json ->> 'error', seq) FILTER (WHERE type = 'TaskFailed') AS error
+    FROM events WHERE type IN ('TaskCompleted', 'TaskFailed') GROUP BY run_id, task_key
+)
+SELECT s.run_id, s.task_key AS key, s.name, s.step, s.attempts,
+       CASE e.outcome WHEN 'TaskCompleted' THEN 'completed' WHEN 'TaskFailed' THEN 'failed'
+            ELSE 'pending' END AS status,
+       s.started, e.ended,
+       coalesce(nullif(e.duration_ms, 0),
+                date_diff('microsecond', s.started, e.ended) / 1000.0) AS duration_ms,
+       e.error
+FROM started s LEFT JOIN ended e USING (run_id, task_key)
+"""
+
+_INTERRUPTS = """
+CREATE VIEW interrupts AS
+WITH raised AS (
+    SELECT run_id, seq, ts, step, payload_json -> '$.payload' AS asked
+    FROM events WHERE type = 'InterruptRaised'
+), resumed AS (
+    SELECT run_id, seq, ts, payload_json -> '$.value' AS answer
+    FROM events WHERE type = 'ResumeReceived'
+)
+SELECT r.run_id, r.seq, r.step, r.asked, r.ts AS raised_at,
+       a.answer, a.ts AS answered_at, a.ts - r.ts AS waited
+FROM raised r ASOF LEFT JOIN resumed a ON r.run_id = a.run_id AND r.seq < a.seq
+"""
+
+
+class ArchiveSQL:
+    """A DuckDB connection with the agentlog views. Close it when done."""
+
+    def __init__(self, conn: Any, archived_files: int, hot_events: int) -> None:
+        self.conn = conn
+        #: How many Parquet files the ``events`` view reads.
+        self.archived_files = archived_files
+        #: How many hot (not yet archived) events the ``events`` view holds.
+        self.hot_events = hot_events
+
+    def sql(self, query: str, params: list[Any] | None = None) -> Any:
+        """Run ``query``; return a DuckDB relation (for statements that have rows).
+
+        Raises:
+            ArchiveQueryError: DuckDB rejected the query; names the views.
+            ArchiveCorruptError: an archive file did not read.
+        """
+        try:
+            if params:
+                return self.conn.execute(query, params)
+            return self.conn.sql(query)
+        except duckdb.Error as exc:
+            raise _translate(query, exc) from exc
+
+    def arrow(self, query: str, params: list[Any] | None = None) -> pa.Table:
+        """Run ``query``; return its rows as an Arrow table."""
+        try:
+            result = self.sql(query, params)
+            if result is None:
+                return pa.table({})
+            return result.to_arrow_table()
+        except duckdb.Error as exc:
+            raise _translate(query, exc) from exc
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()
+
+    def __enter__(self) -> ArchiveSQL:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _translate(query: str, exc: Exception) -> Exception:
+    message = str(exc).strip()
+    lowered = message.lower()
+    if "parquet" in lowered and (
+        "magic" in lowered or "corrupt" in lowered or "invalid" in lowered
+    ):
+        named = re.search(r"file '([^']+)'", message)
+        where = named.group(1) if named else "(one of the archive files)"
+        return ArchiveCorruptError(where, message.splitlines()[0])
+    return ArchiveQueryError(query, message.replace("\n", " "), VIEWS)
+
+
+async def open_sql(
+    store: ArchiveStore | None = None, log: EventLog | None = None, *, memory_limit: str = ""
+) -> ArchiveSQL:
+    """A DuckDB connection whose views cover ``store``'s archive and ``log``'s hot events.
+
+    Args:
+        store: the archive; None for the hot log only.
+        log: the hot log; None for the archive only.
+        memory_limit: a DuckDB memory limit such as ``"1GB"`` (default: DuckDB's).
+    """
+    conn = duckdb.connect()
+    try:
+        if memory_limit:
+            conn.execute(f"SET memory_limit = '{memory_limit}'")
+        conn.execute("SET parquet_metadata_cache = true")
+        manifest = Manifest()
+        files: list[str] = []
+        if store is not None:
+            store.configure_duckdb(conn)
+            manifest = Manifest.load(store)
+            files = [store.location(key) for key in sorted(manifest.entries)]
+        hot = await _hot_table(log, manifest) if log is not None else EVENT_SCHEMA.empty_table()
+        conn.register("_hot_events", hot)
+        if files:
+            listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+            conn.execute(
+                "CREATE VIEW _archived_events AS SELECT * FROM "
+                f"read_parquet([{listed}], hive_partitioning=false)"
+            )
+        else:
+            conn.register("_archived_events", EVENT_SCHEMA.empty_table())
+        conn.execute(
+            "CREATE VIEW events AS SELECT * FROM _archived_events "
+            "UNION ALL BY NAME SELECT * FROM _hot_events"
+        )
+        for ddl in (_RUNS, _TASKS, _INTERRUPTS):
+            conn.execute(ddl)
+    except duckdb.Error as exc:
+        conn.close()
+        raise _translate("(creating the views)", exc) from exc
+    except BaseException:
+        conn.close()
+        raise
+    return ArchiveSQL(conn, len(files), len(hot))
+
+
+async def _hot_table(log: EventLog, manifest: Manifest) -> pa.Table:
+    """The hot events the archive does not hold yet, as rows of the events view."""
+    tables = []
+    for info in await log.list_runs():
+        upto = manifest.archived_upto(info.run_id)
+        if info.last_seq <= upto:
+            continue
+        events = [e async for e in log.read(info.run_id, after_seq=upto)]
+        if events:
+            tables.append(events_to_table(events, workflow=info.workflow, version=info.version))
+    return pa.concat_tables(tables) if tables else EVENT_SCHEMA.empty_table()
