@@ -231,7 +231,9 @@ class EventLog(abc.ABC):
         """Store a snapshot, keeping only the newest ``keep_snapshots`` per run."""
 
     @abc.abstractmethod
-    async def load_snapshot(self, run_id: str, *, at_or_before: int | None = None) -> Snapshot | None:
+    async def load_snapshot(
+        self, run_id: str, *, at_or_before: int | None = None
+    ) -> Snapshot | None:
         """The newest snapshot with ``seq <= at_or_before`` (any seq if None)."""
 
     # -- retention ----------------------------------------------------------------

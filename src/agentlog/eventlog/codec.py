@@ -67,7 +67,9 @@ def _default(obj: Any) -> Any:
     if isinstance(obj, datetime):
         if obj.tzinfo is None:
             raise TypeError("naive datetime")
-        return msgpack.Timestamp.from_datetime(obj)
+        # astimezone fails here, at write time, for an instant past year 9999 in
+        # UTC; otherwise it would be written and then never read back.
+        return msgpack.Timestamp.from_datetime(obj.astimezone(UTC))
     if isinstance(obj, uuid.UUID):
         return msgpack.ExtType(_EXT_UUID, obj.bytes)
     if isinstance(obj, Decimal):
@@ -116,6 +118,14 @@ def pack(value: Any, *, path: str = "value") -> bytes:
         raise NotSerializableError(where, what) from exc
 
 
+def _hashable(key: Any) -> Any:
+    return tuple(_hashable(item) for item in key) if isinstance(key, list) else key
+
+
+def _map_with_tuple_keys(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
+    return {_hashable(key): value for key, value in pairs}
+
+
 def unpack(raw: bytes) -> Any:
     """Decode bytes written by :func:`pack`. Raises ValueError on bad bytes."""
     try:
@@ -124,6 +134,22 @@ def unpack(raw: bytes) -> Any:
         )
     except ValueError:
         raise
+    except TypeError as exc:
+        if "unhashable" not in str(exc):
+            raise ValueError(f"{type(exc).__name__}: {exc}") from exc
+        # msgpack packs a tuple key as an array, which reads back as an
+        # unhashable list: read such keys back as tuples (the slow path only).
+        try:
+            return msgpack.unpackb(
+                raw,
+                raw=False,
+                ext_hook=_ext_hook,
+                timestamp=3,
+                strict_map_key=False,
+                object_pairs_hook=_map_with_tuple_keys,
+            )
+        except Exception as retry_exc:  # msgpack raises several unrelated types
+            raise ValueError(f"{type(retry_exc).__name__}: {retry_exc}") from retry_exc
     except Exception as exc:  # msgpack raises several unrelated types
         raise ValueError(f"{type(exc).__name__}: {exc}") from exc
 

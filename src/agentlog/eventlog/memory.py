@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import AsyncIterator, Sequence
-from datetime import timedelta
+from datetime import UTC, timedelta
 
-from agentlog.errors import LeaseHeldError, UnknownRunError
+from agentlog.errors import LeaseHeldError, NotSerializableError, UnknownRunError
 from agentlog.eventlog.base import EventLog, RunInfo, Snapshot, check_batch, check_next
 from agentlog.eventlog.codec import encode_payload
 from agentlog.eventlog.events import Event, RunStatus, status_after, utcnow
@@ -37,6 +37,13 @@ class MemoryEventLog(EventLog):
         check_next(run_id, info.last_seq, first_seq, epoch, info.writer_epoch)
         for event in events:  # the same serializability check the real stores make
             encode_payload(event.data)
+            if event.ts.tzinfo is None:
+                raise NotSerializableError(f"{event.type} seq {event.seq} ts", "naive datetime")
+        # Stored timestamps read back as UTC, as they do from the real stores.
+        events = [
+            e if e.ts.tzinfo is UTC else dataclasses.replace(e, ts=e.ts.astimezone(UTC))
+            for e in events
+        ]
         self._events.setdefault(run_id, []).extend(events)
         self._runs[run_id] = info.after(events)
         self._changed.set()

@@ -13,6 +13,7 @@ outside the state may hold on to its values across an ``apply``.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -41,9 +42,7 @@ from agentlog.projector.state import RunState, interrupt_key
 __all__ = ["apply", "apply_writes", "fold"]
 
 
-def apply_writes(
-    values: dict[str, Any], reducers: dict[str, str], writes: dict[str, Any]
-) -> None:
+def apply_writes(values: dict[str, Any], reducers: dict[str, str], writes: dict[str, Any]) -> None:
     """Reduce ``writes`` into ``values`` in place, by the named reducers."""
     for key, update in writes.items():
         reducer = REDUCERS.get(reducers.get(key, "replace"), replace)
@@ -133,7 +132,9 @@ def _run_cancelled(state: RunState, data: RunCancelled) -> None:
 
 def _run_migrated(state: RunState, data: RunMigrated) -> None:
     state.version, state.fingerprint = data.to_version, data.fingerprint
-    state.reducers, state.values = dict(data.reducers), dict(data.values)
+    # A deep copy: in-place reducers (append, merge) must own every value they
+    # grow, never the recorded payload's lists, or folding twice differs.
+    state.reducers, state.values = dict(data.reducers), copy.deepcopy(data.values)
 
 
 def _writer_claimed(state: RunState, data: WriterClaimed) -> None:

@@ -157,8 +157,11 @@ class RunExecutor:
             try:
                 writes, goto = self._check(step, await step.fn(ctx))
             except Interrupted as interrupted:
-                ctx._record_interrupt(interrupted)
-                log.info("run parks on interrupt", payload=interrupted.payload)
+                # One open interrupt at a time: if a sibling branch parked the
+                # run first, this branch asks again after that one is answered.
+                if not self.state.interrupts:
+                    ctx._record_interrupt(interrupted)
+                    log.info("run parks on interrupt", payload=interrupted.payload)
                 return await self._finish_branch(_INTERRUPTED, parallel)
             except AgentlogError:
                 raise
@@ -219,6 +222,5 @@ class RunExecutor:
                 REDUCERS.get(name, replace)(current, update)
             except (TypeError, ValueError) as exc:
                 raise InvalidWriteError(
-                    f"step {step.name!r}: the {name!r} reducer of {key!r} rejected its "
-                    f"write: {exc}"
+                    f"step {step.name!r}: the {name!r} reducer of {key!r} rejected its write: {exc}"
                 ) from exc

@@ -197,6 +197,8 @@ class Runtime:
         Raises:
             RunExistsError: the run id belongs to a run of another workflow.
             UnknownWorkflowError: ``workflow`` is a name not registered here.
+            LeaseHeldError: another process is starting this run id right now
+                and has recorded nothing yet; retry after its lease.
         """
         if isinstance(workflow, Workflow):
             if self.workflows.get(workflow.name) is not workflow:
@@ -218,10 +220,9 @@ class Runtime:
                     await self._take_over(wf, run_id, lambda state: [])
             return RunHandle(self, run_id)
         mode = durability or self.config.durability
-        try:
-            epoch = await self._claim(run_id)
-        except LeaseHeldError:  # another process is starting it right now
-            return RunHandle(self, run_id)
+        # LeaseHeldError here: another writer is starting this run right now
+        # and has recorded nothing yet (or died doing so, until its lease ends)
+        epoch = await self._claim(run_id)
         writer = RunWriter(
             self.log,
             RunState(run_id=run_id),

@@ -1,0 +1,172 @@
+"""The SQLite event log: per-append latency against raw sqlite3, batch and read throughput.
+
+Every figure is measured on files in a fresh directory under ``/work/main/.cache``
+(the same disk as the repository), removed afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sqlite3
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from agentlog.eventlog.codec import encode_payload
+from agentlog.eventlog.events import Event, TaskCompleted
+from agentlog.eventlog.sqlite import MIGRATIONS, SqliteEventLog
+from benchmarks.harness import Row, percentile, row_from_samples
+
+AREA = "eventlog"
+_CACHE = Path(__file__).resolve().parent.parent / ".cache"
+
+
+def _event(run_id: str, seq: int, epoch: int = 0) -> Event:
+    # About 500 bytes of payload once encoded.
+    return Event(run_id, seq, TaskCompleted(key=f"k{seq}", result="x" * 470), writer_epoch=epoch)
+
+
+def _raw_samples(path: str, n: int, size: int) -> list[float]:
+    """INSERT + COMMIT of one row with the same pragmas, schema and row size."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute(MIGRATIONS[0][0])  # the same events table
+    payload = os.urandom(size)
+    samples = []
+    for seq in range(1, n + 1):
+        start = time.perf_counter()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "INSERT INTO events VALUES (?,?,?,?,?,?,?)",
+            ("run", seq, "TaskCompleted", 1_700_000_000_000_000 + seq, 1, 0, payload),
+        )
+        conn.execute("COMMIT")
+        samples.append(time.perf_counter() - start)
+    conn.close()
+    return samples
+
+
+async def _log_samples(path: str, n: int) -> list[float]:
+    async with SqliteEventLog(path) as log:
+        epoch = await log.claim_writer("run")
+        samples = []
+        for seq in range(1, n + 1):
+            event = _event("run", seq, epoch)
+            start = time.perf_counter()
+            await log.append([event], durable=True)
+            samples.append(time.perf_counter() - start)
+        return samples
+
+
+async def _hop_samples(path: str, n: int) -> list[float]:
+    """A no-op round trip to the log's worker thread: the floor of every call."""
+    async with SqliteEventLog(path) as log:
+        samples = []
+        for _ in range(n):
+            start = time.perf_counter()
+            await log._call(int)
+            samples.append(time.perf_counter() - start)
+        return samples
+
+
+async def _batched(path: str, total: int, batch: int, durable: bool) -> tuple[float, float]:
+    """Events per wall second, and per CPU second of this process (both threads).
+
+    The machine is shared: the CPU figure shows what the code costs when
+    other processes take the cores away.
+    """
+    events = [_event("bulk", seq) for seq in range(1, total + 1)]
+    async with SqliteEventLog(path) as log:
+        start, cpu = time.perf_counter(), time.process_time()
+        for offset in range(0, total, batch):
+            await log.append(events[offset : offset + batch], durable=durable)
+        return total / (time.perf_counter() - start), total / (time.process_time() - cpu)
+
+
+async def _read(path: str, total: int) -> tuple[float, int]:
+    async with SqliteEventLog(path) as log:
+        for offset in range(0, total, 1000):
+            await log.append(
+                [_event("big", seq) for seq in range(offset + 1, offset + 1001)], durable=False
+            )
+        start = time.perf_counter()
+        count = 0
+        async for _event_read in log.read("big"):
+            count += 1
+        return count / (time.perf_counter() - start), count
+
+
+def collect(quick: bool) -> list[Row]:
+    """Measure the SQLite backend; see the module docstring."""
+    _CACHE.mkdir(exist_ok=True)
+    where = tempfile.mkdtemp(prefix="bench-eventlog-", dir=_CACHE)
+    try:
+        return _collect(where, quick)
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+
+
+def _collect(where: str, quick: bool) -> list[Row]:
+    n = 200 if quick else 2000
+    size = len(encode_payload(_event("run", 1).data))
+    # Alternate rounds so that disk noise hits both sides alike.
+    ours: list[float] = []
+    raw: list[float] = []
+    for round_ in range(4):
+        raw += _raw_samples(os.path.join(where, f"raw{round_}.db"), n // 4, size)
+        ours += asyncio.run(_log_samples(os.path.join(where, f"log{round_}.db"), n // 4))
+    ratio = statistics.median(ours) / statistics.median(raw)
+    rows = [
+        row_from_samples(
+            AREA,
+            "sqlite append 1 event, durable",
+            ours,
+            unit="us",
+            payload_bytes=size,
+            ratio_vs_raw=ratio,
+            ratio_p99=percentile(ours, 99) / percentile(raw, 99),
+            target="ratio<=1.5",
+            dir=where,
+        ),
+        row_from_samples(
+            AREA, "raw sqlite3 INSERT+COMMIT (same pragmas)", raw, unit="us", payload_bytes=size
+        ),
+    ]
+    rows.append(
+        row_from_samples(
+            AREA,
+            "worker-thread round trip (no-op)",
+            asyncio.run(_hop_samples(os.path.join(where, "hop.db"), n)),
+            unit="us",
+            note="part of every async call; cross-CPU thread wake-ups",
+        )
+    )
+    total = 20_000 if quick else 100_000
+    for durable in (True, False):
+        # Three fresh files each; the median of the three is the figure.
+        measured = [
+            asyncio.run(_batched(os.path.join(where, f"b{durable}{i}.db"), total, 1000, durable))
+            for i in range(3)
+        ]
+        rates = [wall for wall, _cpu in measured]
+        rows.append(
+            Row(
+                AREA,
+                f"sqlite append, batches of 1000, durable={durable}",
+                "events/s",
+                statistics.median(rates),
+                extra={
+                    "events": total,
+                    "runs": ", ".join(f"{r:,.0f}" for r in rates),
+                    "per_cpu_second": statistics.median(c for _wall, c in measured),
+                    "target": ">=100000",
+                },
+            )
+        )
+    rate, count = asyncio.run(_read(os.path.join(where, "read.db"), 10_000 if quick else 100_000))
+    rows.append(Row(AREA, "sqlite read one run", "events/s", rate, extra={"events": count}))
+    return rows

@@ -1,0 +1,22 @@
+"""The EventLog contract against the SQLite backend (a real file per test)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from agentlog.eventlog.sqlite import SqliteEventLog
+from tests.contract.eventlog_contract import EventLogContract
+
+
+class TestSqliteEventLog(EventLogContract):
+    @pytest.fixture
+    async def log(self, log_path: Path) -> AsyncIterator[SqliteEventLog]:
+        async with SqliteEventLog(log_path, keep_snapshots=self.keep_snapshots) as log:
+            yield log
+
+    @pytest.fixture
+    def log_url(self, log_path: Path) -> str:
+        return f"sqlite:///{log_path}"

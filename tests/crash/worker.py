@@ -1,0 +1,253 @@
+"""The crash-test worker: runs (or continues) one run, and may kill itself.
+
+Usage::
+
+    python -m tests.crash.worker LOG_URL RUN_ID DURABILITY DEDUP_URL GEN \
+        [--resume-with recover|start] [--kill-seq N --kill-when before|after]
+
+It prints ``READY`` once its runtime is open, so the test can SIGKILL it at
+a random moment after that. With ``--kill-seq N`` it SIGKILLs itself when a
+batch holding seq >= N is appended: ``before`` the append (the batch is lost,
+as if the process died with it in flight) or ``after`` it (durable, but
+nothing after it happened). Every side effect and every step execution is
+reported to the dedup service, a separate process with its own SQLite file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+import urllib.request
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import structlog
+
+from agentlog.errors import LeaseHeldError
+from agentlog.eventlog.base import EventLog, RunInfo, Snapshot
+from agentlog.eventlog.events import Event, RunStatus, utcnow
+from agentlog.eventlog.urls import open_log
+from agentlog.projector import load_state
+from agentlog.runtime import RetryPolicy, Runtime, RuntimeConfig, StepContext, Workflow, end, goto
+
+LEASE_SECONDS = 0.3
+EFFECT_LATENCY = 0.02
+ROUNDS = 3
+BRANCHES = "abcd"
+APPROVAL = {"approved": True}
+
+
+def _post(url: str, body: dict[str, Any]) -> Any:
+    request = urllib.request.Request(
+        url, json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def crash_workflow(run_id: str, dedup: str, gen: int) -> Workflow:
+    """plan -> 4 parallel searches (one fails its first try) -> merge -> 3 refine
+    rounds -> approval interrupt -> send."""
+    wf = Workflow(
+        "crash-agent",
+        state={
+            "topic": "replace",
+            "notes": "append",
+            "rounds": "append",
+            "draft": "replace",
+            "approved": "replace",
+            "sent": "replace",
+        },
+        retry=RetryPolicy(attempts=3, backoff_seconds=0.005),
+    )
+
+    def effect(kind: str, arg: str, idempotency_key: str) -> str:
+        body = {"run": run_id, "gen": gen, "key": idempotency_key, "kind": kind, "arg": arg}
+        result = str(_post(f"{dedup}/effect", body)["result"])
+        time.sleep(EFFECT_LATENCY)  # a model or an API takes a while to answer
+        return result
+
+    def report(ctx: StepContext) -> None:
+        body = {
+            "run": run_id,
+            "gen": gen,
+            "step": ctx.step,
+            "superstep": ctx.superstep,
+            "branch": ctx.branch,
+            "attempt": ctx.attempt,
+        }
+        _post(f"{dedup}/step", body)
+
+    @wf.step
+    async def plan(ctx: StepContext) -> Any:
+        report(ctx)
+        text = await ctx.task("llm", effect, "plan", ctx.state["topic"])
+        return goto(*[f"search_{b}" for b in BRANCHES], notes=[text])
+
+    for index, which in enumerate(BRANCHES):
+
+        async def search(ctx: StepContext, which: str = which, index: int = index) -> Any:
+            report(ctx)
+            first = await ctx.task("search", effect, "search", f"{which}1")
+            await asyncio.sleep(0.01 * index)
+            if which == "b" and ctx.attempt == 1:
+                raise RuntimeError("search_b flakes on its first try")
+            second = await ctx.task("search", effect, "search", f"{which}2")
+            return {"notes": [first, second]}
+
+        wf.step(name=f"search_{which}", then="merge")(search)
+
+    @wf.step
+    async def merge(ctx: StepContext) -> Any:
+        report(ctx)
+        return goto("refine", draft=" ".join(sorted(ctx.state["notes"])))
+
+    @wf.step
+    async def refine(ctx: StepContext) -> Any:
+        report(ctx)
+        done = len(ctx.state.get("rounds", []))
+        better = await ctx.task("llm", effect, "refine", f"{done}:{len(ctx.state['draft'])}")
+        nxt = "refine" if done + 1 < ROUNDS else "approve"
+        return goto(nxt, rounds=[better], draft=ctx.state["draft"] + "+")
+
+    @wf.step(then="send")
+    async def approve(ctx: StepContext) -> Any:
+        report(ctx)
+        answer = ctx.interrupt({"draft": ctx.state["draft"]}, expects={"approved": "bool"})
+        return {"approved": answer["approved"]}
+
+    @wf.step
+    async def send(ctx: StepContext) -> Any:
+        report(ctx)
+        receipt = await ctx.task("email", effect, "email", ctx.state["draft"][-12:])
+        return end(sent=receipt)
+
+    return wf
+
+
+class KillSwitchLog(EventLog):
+    """Delegates to a real log, and SIGKILLs this process at a chosen seq."""
+
+    def __init__(self, inner: EventLog, kill_seq: int | None, when: str) -> None:
+        self.inner, self.kill_seq, self.when = inner, kill_seq, when
+        self.url = inner.url
+
+    def _maybe_die(self, events: Sequence[Event], when: str) -> None:
+        if self.kill_seq is not None and self.when == when and events[-1].seq >= self.kill_seq:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    async def append(self, events: Sequence[Event], *, durable: bool = True) -> None:
+        self._maybe_die(events, "before")
+        await self.inner.append(events, durable=durable)
+        self._maybe_die(events, "after")
+
+    def read(
+        self, run_id: str, *, after_seq: int = 0, upto_seq: int | None = None
+    ) -> AsyncIterator[Event]:
+        return self.inner.read(run_id, after_seq=after_seq, upto_seq=upto_seq)
+
+    async def find_run(self, run_id: str) -> RunInfo | None:
+        return await self.inner.find_run(run_id)
+
+    async def list_runs(self, *, status: str | None = None) -> list[RunInfo]:
+        return await self.inner.list_runs(status=status)
+
+    async def claim_writer(
+        self,
+        run_id: str,
+        *,
+        owner: str = "",
+        lease_seconds: float | None = None,
+        force: bool = True,
+    ) -> int:
+        return await self.inner.claim_writer(
+            run_id, owner=owner, lease_seconds=lease_seconds, force=force
+        )
+
+    async def renew_lease(self, run_id: str, epoch: int, lease_seconds: float) -> None:
+        await self.inner.renew_lease(run_id, epoch, lease_seconds)
+
+    async def release_lease(self, run_id: str, epoch: int) -> None:
+        await self.inner.release_lease(run_id, epoch)
+
+    async def save_snapshot(self, snapshot: Snapshot) -> None:
+        await self.inner.save_snapshot(snapshot)
+
+    async def load_snapshot(
+        self, run_id: str, *, at_or_before: int | None = None
+    ) -> Snapshot | None:
+        return await self.inner.load_snapshot(run_id, at_or_before=at_or_before)
+
+    async def prune(self, run_id: str, *, keep_latest_snapshot: bool = False) -> None:
+        await self.inner.prune(run_id, keep_latest_snapshot=keep_latest_snapshot)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+async def _wait_for_lease(log: EventLog, run_id: str) -> None:
+    """Until the dead writer's lease has run out (bounded by the caller's timeout)."""
+    while True:
+        info = await log.find_run(run_id)
+        if info is None or info.lease_expires_at is None or info.lease_expires_at <= utcnow():
+            return
+        await asyncio.sleep(0.02)
+
+
+async def drive(args: argparse.Namespace) -> None:
+    log = KillSwitchLog(await open_log(args.log_url), args.kill_seq, args.kill_when)
+    wf = crash_workflow(args.run_id, args.dedup, args.gen)
+    config = RuntimeConfig(owner=f"gen-{args.gen}:{os.getpid()}", lease_seconds=LEASE_SECONDS)
+    async with log, Runtime(log, workflows=[wf], config=config) as rt:
+        print("READY", flush=True)
+        info = await log.find_run(args.run_id)
+        if info is None or info.last_seq == 0:
+            await _wait_for_lease(log, args.run_id)  # a process that died starting it
+            await rt.start(
+                wf, run_id=args.run_id, input={"topic": "durability"}, durability=args.durability
+            )
+        else:
+            await _wait_for_lease(log, args.run_id)
+            state = await load_state(log, args.run_id)
+            if state.status == RunStatus.RUNNING:
+                if args.resume_with == "recover":
+                    assert await rt.recover() == [args.run_id]
+                else:
+                    await rt.start(wf, run_id=args.run_id)
+        print("RUNNING", flush=True)
+        while True:
+            state = await rt.wait(args.run_id)
+            if state.status != RunStatus.WAITING:
+                break
+            while True:
+                try:
+                    await rt.resume(args.run_id, APPROVAL)
+                    break
+                except LeaseHeldError:  # the parking process died before releasing
+                    await _wait_for_lease(log, args.run_id)
+        print(json.dumps({"status": state.status, "values": state.values}), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("log_url")
+    parser.add_argument("run_id")
+    parser.add_argument("durability")
+    parser.add_argument("dedup")
+    parser.add_argument("gen", type=int)
+    parser.add_argument("--resume-with", default="recover", choices=["recover", "start"])
+    parser.add_argument("--kill-seq", type=int, default=None)
+    parser.add_argument("--kill-when", default="after", choices=["before", "after"])
+    args = parser.parse_args()
+    # stdout carries READY and the final report only; logs go to stderr
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    asyncio.run(asyncio.wait_for(drive(args), 60))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""Write the schema-v1 golden log: ``python -m tests.golden.make_golden``.
+
+Run it ONLY when adding a fixture for a new schema version (then commit the
+new files next to the old ones). ``test_golden.py`` never regenerates: it
+replays the committed bytes and compares with the committed expected state,
+so a change in the codec, the upcasters or the fold that alters how an old
+log replays fails the test.
+
+Three runs, so that every event type appears:
+
+* ``golden-main``: plan task, a fan-out whose branch fails once (StepFailed)
+  and whose task fails once (TaskFailed), a draft, an approval interrupt, a
+  migration to version 2 (RunMigrated), resume, an email task, completion;
+* ``golden-failed``: a step that fails for good (RunFailed);
+* ``golden-cancelled``: parked, then cancelled (RunCancelled).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from agentlog.eventlog.codec import encode_event
+from agentlog.eventlog.memory import MemoryEventLog
+from agentlog.projector import fold
+from agentlog.runtime import RetryPolicy, Runtime, RuntimeConfig, StepContext, Workflow, end, goto
+
+HERE = Path(__file__).parent
+LOG_FILE = HERE / "v1_run.jsonl"
+EXPECTED_FILE = HERE / "v1_expected.json"
+RUNS = ("golden-main", "golden-failed", "golden-cancelled")
+
+
+def build(version: str) -> Workflow:
+    state: dict[str, str] = {
+        "topic": "replace",
+        "notes": "append",
+        "meta": "merge",
+        "draft": "replace",
+        "sent": "replace",
+    }
+    if version == "2":
+        state["reviewer"] = "replace"
+    wf = Workflow(
+        "golden", version=version, state=state, retry=RetryPolicy(attempts=2, backoff_seconds=0.001)
+    )
+    flaky = {"step": 1, "task": 1}
+
+    @wf.step
+    async def plan(ctx: StepContext) -> Any:
+        if ctx.run_id == "golden-failed":
+            raise ValueError("the planner is broken")
+        text = await ctx.task("llm.plan", lambda: f"plan: {ctx.state['topic']}")
+        return goto("search_web", "search_docs", notes=[text], meta={"planned": True})
+
+    @wf.step(then="draft")
+    async def search_web(ctx: StepContext) -> Any:
+        if flaky["step"]:
+            flaky["step"] -= 1
+            raise ConnectionError("search timed out")
+        return {"notes": ["web hit"], "meta": {"web": 1}}
+
+    @wf.step(then="draft")
+    async def search_docs(ctx: StepContext) -> Any:
+        def fetch() -> str:
+            if flaky["task"]:
+                flaky["task"] -= 1
+                raise TimeoutError("docs API 503")
+            return "docs hit"
+
+        try:
+            hit = await ctx.task("docs", fetch)
+        except TimeoutError:
+            hit = await ctx.task("docs", fetch)  # a second call: a fresh key
+        return {"notes": [hit]}
+
+    @wf.step
+    async def draft(ctx: StepContext) -> Any:
+        text = await ctx.task("llm.draft", lambda: " | ".join(ctx.state["notes"]))
+        return goto("approve", draft=text)
+
+    @wf.step
+    async def approve(ctx: StepContext) -> Any:
+        answer = ctx.interrupt({"draft": ctx.state["draft"]}, expects={"approved": "bool"})
+        if not answer["approved"]:
+            return end(sent=None)
+        receipt = await ctx.task("email", lambda: "msg-0001")
+        return end(sent=receipt)
+
+    return wf
+
+
+async def generate() -> tuple[list[bytes], dict[str, Any]]:
+    log = MemoryEventLog()
+    config = RuntimeConfig(owner="golden-host:1", lease_seconds=60)
+    async with Runtime(log, workflows=[build("1")], config=config) as rt:
+        for run_id in RUNS:
+            await rt.start(
+                "golden", run_id=run_id, input={"topic": "event sourcing"}, durability="sync"
+            )
+            await rt.wait(run_id)
+        await rt.cancel("golden-cancelled", "the request was withdrawn")
+    v2 = build("2")
+    v2.migration("1")(lambda values: {**values, "reviewer": "ops"})
+    async with Runtime(log, workflows=[v2], config=config) as rt:
+        await rt.resume("golden-main", {"approved": True})
+        await rt.wait("golden-main")
+    raw: list[bytes] = []
+    expected: dict[str, Any] = {}
+    for run_id in RUNS:
+        events = [e async for e in log.read(run_id)]
+        raw.extend(encode_event(e) for e in events)
+        expected[run_id] = json.loads(json.dumps(fold(events).to_dict(), sort_keys=True))
+    return raw, expected
+
+
+def main() -> int:
+    raw, expected = asyncio.run(generate())
+    LOG_FILE.write_text(
+        "".join(json.dumps({"event": base64.b64encode(b).decode()}) + "\n" for b in raw)
+    )
+    EXPECTED_FILE.write_text(json.dumps(expected, indent=2, sort_keys=True) + "\n")
+    sys.stderr.write(f"wrote {len(raw)} events to {LOG_FILE} and {EXPECTED_FILE}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

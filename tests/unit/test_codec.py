@@ -1,0 +1,182 @@
+"""The msgpack codec: its documented encodings, its refusals, its upcaster chain."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta, timezone
+from decimal import Decimal
+from typing import Any
+
+import msgpack
+import pytest
+
+from agentlog.errors import CorruptEventError, NotSerializableError, UnknownEventTypeError
+from agentlog.eventlog import codec
+from agentlog.eventlog.codec import (
+    decode_event,
+    decode_payload,
+    encode_event,
+    encode_payload,
+    pack,
+    unpack,
+)
+from agentlog.eventlog.events import SCHEMA_V, Event, TaskCompleted, WriterClaimed
+
+
+def plain(raw: bytes) -> Any:
+    """Decode with bare msgpack, to see exactly what was stored."""
+    return msgpack.unpackb(raw, raw=False, strict_map_key=False)
+
+
+def test_builtin_values_are_native_msgpack() -> None:
+    value = {"n": None, "b": True, "i": -3, "f": 1.5, "s": "é", "by": b"\x00", "l": [1, [2]]}
+    assert plain(pack(value)) == value
+    assert pack(value) == msgpack.packb(value, use_bin_type=True)
+
+
+def test_tuple_reads_back_as_list_and_int_keys_survive() -> None:
+    assert unpack(pack((1, (2, 3)))) == [1, [2, 3]]
+    assert unpack(pack({1: "a", b"k": "b"})) == {1: "a", b"k": "b"}
+
+
+def test_aware_datetime_is_the_timestamp_extension_and_reads_back_utc() -> None:
+    moment = datetime(2026, 3, 4, 5, 6, 7, 890123, tzinfo=timezone(timedelta(hours=2)))
+    stored = plain(pack(moment))
+    assert isinstance(stored, msgpack.Timestamp)
+    assert stored.to_datetime() == moment
+    back = unpack(pack(moment))
+    assert back == moment
+    assert back.utcoffset() == timedelta(0)
+    assert back.hour == 3
+
+
+def test_datetime_before_1970_keeps_its_microseconds() -> None:
+    moment = datetime(1969, 12, 31, 23, 59, 59, 500000, tzinfo=UTC)
+    assert unpack(pack(moment)) == moment
+
+
+def test_uuid_is_extension_1_with_its_16_bytes() -> None:
+    value = uuid.UUID("12345678-1234-5678-1234-567812345678")
+    assert plain(pack(value)) == msgpack.ExtType(1, value.bytes)
+    assert unpack(pack(value)) == value
+
+
+def test_decimal_is_extension_2_with_its_ascii_string() -> None:
+    value = Decimal("-12.3400")
+    assert plain(pack(value)) == msgpack.ExtType(2, b"-12.3400")
+    back = unpack(pack(value))
+    assert back == value and str(back) == "-12.3400"
+
+
+def test_naive_datetime_is_refused_with_its_path() -> None:
+    with pytest.raises(NotSerializableError) as caught:
+        pack({"a": [1, datetime(2026, 1, 1)]})
+    assert caught.value.path == "value['a'][1]"
+    assert caught.value.value_type == "naive datetime"
+
+
+@pytest.mark.parametrize(
+    ("value", "path", "kind"),
+    [
+        ({"s": {1, 2}}, "value['s']", "set"),
+        ([object()], "value[0]", "object"),
+        ({"x": {"y": frozenset()}}, "value['x']['y']", "frozenset"),
+        ({frozenset(): "frozenset key"}, "value key frozenset()", "frozenset"),
+    ],
+)
+def test_unsupported_values_are_refused_with_their_path(value: Any, path: str, kind: str) -> None:
+    with pytest.raises(NotSerializableError) as caught:
+        pack(value)
+    assert (caught.value.path, caught.value.value_type) == (path, kind)
+    assert "Convert it" in str(caught.value)
+
+
+def test_tuple_keys_read_back_as_tuples() -> None:
+    # msgpack writes a tuple key as an array; reading it must not fail.
+    value = {(1, (2, "x")): "a", "n": {(3,): [4, 5]}}
+    assert unpack(pack(value)) == value
+
+
+def test_instant_past_year_9999_in_utc_is_refused_at_write() -> None:
+    late = datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-5)))
+    with pytest.raises(NotSerializableError):
+        pack({"when": late})
+
+
+def test_payload_path_starts_with_the_event_type() -> None:
+    with pytest.raises(NotSerializableError) as caught:
+        encode_payload(TaskCompleted("k", {"r": {3}}))
+    assert caught.value.path == "TaskCompleted['result']['r']"
+
+
+def test_payload_is_a_map_of_the_fields() -> None:
+    assert plain(encode_payload(WriterClaimed(3, "me"))) == {"epoch": 3, "owner": "me"}
+
+
+def test_event_round_trip_and_envelope_layout() -> None:
+    event = Event("r", 7, TaskCompleted("k", [1, "x"], 2.5), writer_epoch=4)
+    raw = encode_event(event)
+    run_id, seq, event_type, ts, schema_v, epoch, fields = plain(raw)
+    assert (run_id, seq, event_type, schema_v, epoch) == ("r", 7, "TaskCompleted", SCHEMA_V, 4)
+    assert ts.to_datetime() == event.ts
+    assert fields == {"key": "k", "result": [1, "x"], "duration_ms": 2.5}
+    assert decode_event(raw) == event
+
+
+def test_unknown_extension_type_is_corrupt() -> None:
+    raw = msgpack.packb({"key": "k", "result": msgpack.ExtType(9, b"x")}, use_bin_type=True)
+    with pytest.raises(CorruptEventError) as caught:
+        decode_payload("TaskCompleted", SCHEMA_V, raw, run_id="r", seq=5)
+    assert (caught.value.run_id, caught.value.seq) == ("r", 5)
+    assert "extension type 9" in caught.value.reason
+
+
+def test_class_path_in_stored_bytes_is_never_imported() -> None:
+    raw = msgpack.packb({"epoch": 1}, use_bin_type=True)
+    with pytest.raises(UnknownEventTypeError) as caught:
+        decode_payload("os.system", SCHEMA_V, raw, run_id="r", seq=1)
+    assert "os.system" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "raw", [b"", b"\xc1", b"\x93\x01", msgpack.packb([1, 2, 3]), msgpack.packb({"nope": 1})]
+)
+def test_bad_payload_bytes_are_corrupt(raw: bytes) -> None:
+    with pytest.raises(CorruptEventError):
+        decode_payload("TaskCompleted", SCHEMA_V, raw, run_id="r", seq=1)
+
+
+@pytest.mark.parametrize("schema_v", [0, -1, SCHEMA_V + 1])
+def test_schema_version_outside_the_known_range_is_corrupt(schema_v: int) -> None:
+    raw = encode_payload(WriterClaimed(1))
+    with pytest.raises(CorruptEventError, match="schema version"):
+        decode_payload("WriterClaimed", schema_v, raw, run_id="r", seq=1)
+
+
+def test_upcasters_run_in_order_up_to_the_current_version(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[tuple[int, str]] = []
+
+    def v1_to_v2(event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
+        calls.append((1, event_type))
+        return {"key": payload["id"], "res": payload["out"]}
+
+    def v2_to_v3(event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
+        calls.append((2, event_type))
+        return {"key": payload["key"], "result": payload["res"], "duration_ms": 1.0}
+
+    monkeypatch.setattr(codec, "SCHEMA_V", 3)
+    monkeypatch.setitem(codec.UPCASTERS, 1, v1_to_v2)
+    monkeypatch.setitem(codec.UPCASTERS, 2, v2_to_v3)
+    old = pack({"id": "k", "out": 42})
+    assert decode_payload("TaskCompleted", 1, old) == TaskCompleted("k", 42, 1.0)
+    assert calls == [(1, "TaskCompleted"), (2, "TaskCompleted")]
+    calls.clear()
+    middle = pack({"key": "k", "res": 7})
+    assert decode_payload("TaskCompleted", 2, middle) == TaskCompleted("k", 7, 1.0)
+    assert calls == [(2, "TaskCompleted")]
+    calls.clear()
+    current = pack({"key": "k", "result": 1})
+    assert decode_payload("TaskCompleted", 3, current) == TaskCompleted("k", 1)
+    assert calls == []
