@@ -34,13 +34,14 @@ from typing import Any
 from urllib.parse import quote
 from uuid import UUID
 
+import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from agentlog.archive.errors import ArchiveCorruptError
 from agentlog.archive.store import ArchiveStore
 from agentlog.errors import AgentlogError
-from agentlog.eventlog.codec import decode_payload, pack
+from agentlog.eventlog.codec import decode_payload, jsonable, pack
 from agentlog.eventlog.events import SCHEMA_V, Event, RunStarted, status_after
 
 __all__ = [
@@ -92,37 +93,13 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON-renderable")
 
 
-def _json_keys(value: Any) -> Any:
-    """Slow path: make every map key a string (msgpack allows int and bytes keys)."""
-    if isinstance(value, dict):
-        return {
-            (_json_default(k) if isinstance(k, bytes) else str(k)): _json_keys(v)
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [_json_keys(v) for v in value]
-    return value
-
-
 def payload_json(fields: dict[str, Any]) -> str:
     """A JSON rendering of a payload's fields, for SQL (not for replay)."""
-    if _orjson is not None:
-        try:
-            return str(_orjson.dumps(fields, default=_json_default).decode())
-        except TypeError:
-            pass  # non-str keys or an int beyond 64 bits: the stdlib path copes
     try:
-        return json.dumps(fields, default=_json_default, separators=(",", ":"), ensure_ascii=False)
-    except TypeError:
-        return json.dumps(
-            _json_keys(fields), default=_json_default, separators=(",", ":"), ensure_ascii=False
-        )
+        return orjson.dumps(fields, default=_json_default).decode()
+    except TypeError:  # non-str keys or an int beyond 64 bits: the slow path copes
+        return json.dumps(jsonable(fields), separators=(",", ":"), ensure_ascii=False)
 
-
-try:  # optional: several times faster than the stdlib, same output for our types
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - depends on the environment
-    _orjson = None  # type: ignore[assignment]
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
