@@ -44,9 +44,7 @@ def _disk_bytes(folder: Path) -> int:
 
 def loop_workflow(steps: int) -> Workflow:
     """One step that appends a 500-byte message and loops ``steps`` times."""
-    wf = Workflow(
-        "bench-loop", state={"messages": "append", "n": "replace"}, max_steps=steps + 10
-    )
+    wf = Workflow("bench-loop", state={"messages": "append", "n": "replace"}, max_steps=steps + 10)
 
     @wf.step
     async def loop(ctx: StepContext) -> Next:

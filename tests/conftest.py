@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-pytest_plugins: list[str] = ["tests.services.s3_server"]
+pytest_plugins: list[str] = ["tests.services.s3_server", "tests.services.kafka_broker"]
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 

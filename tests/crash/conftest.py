@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 #: Backends the crash suite kills workers on. "kafka" is wired below but left out:
 #: against the session broker, KafkaEventLog.connect() in the test process timed
 #: out (10 s) after the first worker; add it back here once that is fixed.
-CRASH_BACKENDS = ("sqlite",)
+CRASH_BACKENDS = ("sqlite", "kafka")
 
 
 @pytest.fixture(scope="session")

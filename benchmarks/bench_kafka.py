@@ -1,0 +1,187 @@
+"""Kafka backend benchmarks, against a real Apache Kafka 4.0 broker.
+
+Uses ``KAFKA_BOOTSTRAP_SERVERS`` when set; otherwise starts a broker from the
+Maven jars with ``scripts/kafka_broker.py`` in a temporary folder and stops
+it at the end. Rows:
+
+* ``sync append``: one event per step, ``durable=True`` (acks=all, committed
+  transaction), p50/p99, against raw aiokafka doing the same transactional
+  send + commit of the same bytes, in the same run (target p50 ratio <= 1.5);
+* ``async throughput``: ``durable=False`` appends across 100 concurrent runs,
+  events/s until all are committed (target >= 50,000/s);
+* ``resume``: a fresh process loads the latest snapshot and reads the events
+  after it, for a run among 1k / 100k / 1M events on its partition
+  (target < 100 ms at 1M); ``records_read`` shows the read is bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from aiokafka import AIOKafkaProducer
+
+from agentlog.eventlog.base import Snapshot
+from agentlog.eventlog.codec import encode_event
+from agentlog.eventlog.events import Event, TaskCompleted, utcnow
+from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog
+from benchmarks.harness import Row, row_from_samples
+
+AREA = "kafka"
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "kafka_broker.py"
+PAYLOAD = {"messages": ["x" * 200], "count": 1}
+
+
+def _event(run_id: str, seq: int, epoch: int = 0) -> Event:
+    return Event(run_id, seq, TaskCompleted(f"k{seq}", PAYLOAD), writer_epoch=epoch)
+
+
+async def _sync_append(bootstrap: str, steps: int) -> list[Row]:
+    name = f"bench{uuid.uuid4().hex[:8]}"
+    config = KafkaConfig(bootstrap_servers=bootstrap, name=name, partitions=4)
+    async with await KafkaEventLog.connect(config) as log:
+        epoch = await log.claim_writer("sync")
+        ours: list[float] = []
+        raw_samples: list[float] = []
+        raw = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"{name}.raw")
+        await raw.start()
+        try:
+            for seq in range(1, steps + 11):
+                event = _event("sync", seq, epoch)
+                value = encode_event(event)
+                start = time.perf_counter()
+                await log.append([event])
+                middle = time.perf_counter()
+                await raw.begin_transaction()
+                await raw.send(f"{name}.events", value, key=b"raw", partition=0)
+                await raw.commit_transaction()
+                end = time.perf_counter()
+                if seq > 10:  # warm-up
+                    ours.append(middle - start)
+                    raw_samples.append(end - middle)
+        finally:
+            await raw.stop()
+    ratio = statistics.median(ours) / statistics.median(raw_samples)
+    return [
+        row_from_samples(
+            AREA,
+            "sync append, 1 event/step",
+            ours,
+            steps=steps,
+            p50_ratio_vs_raw=ratio,
+            target="ratio<=1.5",
+        ),
+        row_from_samples(AREA, "raw aiokafka txn send+commit", raw_samples, steps=steps),
+    ]
+
+
+async def _async_throughput(bootstrap: str, runs: int, per_run: int) -> Row:
+    name = f"bench{uuid.uuid4().hex[:8]}"
+    config = KafkaConfig(bootstrap_servers=bootstrap, name=name, partitions=8)
+    batch = 50
+    async with await KafkaEventLog.connect(config) as log:
+        plans = {
+            f"run-{i}": [
+                [_event(f"run-{i}", seq) for seq in range(first, first + batch)]
+                for first in range(1, per_run + 1, batch)
+            ]
+            for i in range(runs)
+        }
+        # Open every run's producer first: that is start-up, not throughput.
+        await asyncio.gather(*(log.append(p[0]) for p in plans.values()))
+
+        async def drive(batches: list[list[Event]]) -> None:
+            for events in batches[1:]:
+                await log.append(events, durable=False)
+                await asyncio.sleep(0)  # the runs' steps interleave, as in a runtime
+
+        start = time.perf_counter()
+        await asyncio.gather(*(drive(p) for p in plans.values()))
+        await log.flush()  # until everything queued is committed
+        elapsed = time.perf_counter() - start
+    events = runs * (per_run - batch)
+    rate = events / elapsed
+    return Row(
+        AREA,
+        f"async throughput, {runs} runs",
+        "s",
+        elapsed,
+        None,
+        {"events": events, "events_per_s": rate, "target": "events_per_s>=50000"},
+    )
+
+
+async def _resume(bootstrap: str, total: int, repeat: int = 3) -> Row:
+    """A run holding a tenth of ``total`` events, interleaved with 9 other runs."""
+    name = f"bench{uuid.uuid4().hex[:8]}"
+    config = KafkaConfig(bootstrap_servers=bootstrap, name=name, partitions=1)
+    others, batch, snap_every = 9, 100, 1000
+    per_run = max(batch, total // (others + 1))
+    async with await KafkaEventLog.connect(config) as log:
+        for first in range(1, per_run + 1, batch):
+            for i in range(others):
+                events = [_event(f"other-{i}", s) for s in range(first, first + batch)]
+                await log.append(events, durable=False)
+            await log.append(
+                [_event("target", s) for s in range(first, first + batch)], durable=False
+            )
+            last = first + batch - 1
+            if last % snap_every == 0:
+                await log.save_snapshot(Snapshot("target", last, b"state", utcnow()))
+        await log.flush()
+    samples, records = [], []
+    for _ in range(repeat):
+        async with await KafkaEventLog.connect(config) as fresh:
+            start = time.perf_counter()
+            snapshot = await fresh.load_snapshot("target")
+            after = snapshot.seq if snapshot else 0
+            tail = [e async for e in fresh.read("target", after_seq=after)]
+            samples.append(time.perf_counter() - start)
+            records.append(fresh.last_read_records)
+            assert len(tail) == per_run - after
+    return row_from_samples(
+        AREA,
+        f"resume, {per_run * (others + 1):,} events in partition",
+        samples,
+        records_read=statistics.median(records),
+        target="<100ms at 1M",
+    )
+
+
+async def _all(bootstrap: str, quick: bool) -> list[Row]:
+    rows = await _sync_append(bootstrap, 30 if quick else 300)
+    rows.append(await _async_throughput(bootstrap, 100, 200 if quick else 2000))
+    for total in (1_000, 10_000) if quick else (1_000, 100_000, 1_000_000):
+        rows.append(await _resume(bootstrap, total))
+    return rows
+
+
+def collect(quick: bool) -> list[Row]:
+    """Run the Kafka benchmarks; start a broker unless KAFKA_BOOTSTRAP_SERVERS is set."""
+    given = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
+    if given:
+        return asyncio.run(_all(given, quick))
+    with tempfile.TemporaryDirectory(prefix="agentlog-kafka-bench-") as state:
+        started = subprocess.run(
+            [sys.executable, str(SCRIPT), "start", "--dir", state],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if started.returncode != 0:
+            raise RuntimeError(f"cannot start the Kafka broker: {started.stderr}")
+        try:
+            return asyncio.run(_all(started.stdout.strip(), quick))
+        finally:
+            subprocess.run(
+                [sys.executable, str(SCRIPT), "stop", "--dir", state],
+                capture_output=True,
+                check=False,
+            )

@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+"""Start, stop or inspect a single-node KRaft Apache Kafka broker for tests.
+
+The broker is the real one: Apache Kafka 4.0.x jars resolved from Maven
+Central by ``kafka/pom.xml`` (cached in ``.cache/kafka-jars``), run with
+``java -cp``. Everything it writes lives in one state folder (default
+``.cache/kafka-broker``)::
+
+    server.properties   the broker's config (ports chosen here, 127.0.0.1 only)
+    data/               the KRaft metadata and topic logs (formatted once)
+    broker.log          the JVM's stdout and stderr
+    broker.pid          the JVM's process id while it runs
+    bootstrap           host:port for clients, written once the broker answers
+
+Usage::
+
+    python scripts/kafka_broker.py start  [--dir DIR] [--timeout S]
+    python scripts/kafka_broker.py stop   [--dir DIR]
+    python scripts/kafka_broker.py kill   [--dir DIR]   # SIGKILL, for fault tests
+    python scripts/kafka_broker.py status [--dir DIR]
+
+``start`` on a folder that was started before reuses its data and its ports,
+so a broker killed mid-run comes back on the same log dir and address.
+It prints the bootstrap address on stdout. Exit status 0 means it answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+POM = ROOT / "kafka" / "pom.xml"
+LOG4J = ROOT / "kafka" / "log4j2.xml"
+JARS = ROOT / ".cache" / "kafka-jars"
+DEFAULT_DIR = ROOT / ".cache" / "kafka-broker"
+STARTED_LINE = "Kafka Server started"
+
+
+class BrokerError(RuntimeError):
+    """The broker could not be resolved, formatted, started or stopped."""
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def ensure_jars() -> Path:
+    """Resolve the broker jars with mvn once; later calls reuse the cache."""
+    marker = JARS / ".complete"
+    if marker.exists():
+        return JARS
+    JARS.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        "mvn",
+        "-q",
+        "-B",
+        "-f",
+        str(POM),
+        "dependency:copy-dependencies",
+        f"-DoutputDirectory={JARS}",
+        "-DincludeScope=runtime",
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0 or not any(JARS.glob("kafka_2.13-*.jar")):
+        raise BrokerError(
+            f"mvn could not resolve the Kafka jars (exit {done.returncode}):\n"
+            f"{done.stdout[-2000:]}{done.stderr[-2000:]}\n"
+            "Check that Maven Central is reachable and that `mvn` is installed."
+        )
+    marker.write_text("ok\n")
+    return JARS
+
+
+def _properties(state: Path, port: int, controller_port: int) -> str:
+    data = state / "data"
+    return "\n".join(
+        [
+            "process.roles=broker,controller",
+            "node.id=1",
+            f"controller.quorum.voters=1@127.0.0.1:{controller_port}",
+            f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+            f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
+            "controller.listener.names=CONTROLLER",
+            "inter.broker.listener.name=PLAINTEXT",
+            "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            f"log.dirs={data}",
+            "num.partitions=1",
+            "auto.create.topics.enable=false",
+            # One node: every internal topic has one replica. Few partitions keep
+            # the first transactional producer's start fast on a small machine.
+            "offsets.topic.replication.factor=1",
+            "offsets.topic.num.partitions=4",
+            "transaction.state.log.replication.factor=1",
+            "transaction.state.log.min.isr=1",
+            "transaction.state.log.num.partitions=4",
+            "share.coordinator.state.topic.replication.factor=1",
+            "share.coordinator.state.topic.min.isr=1",
+            "group.initial.rebalance.delay.ms=0",
+            # Let the cleaner compact the small runs topic promptly.
+            "log.cleaner.backoff.ms=1000",
+            "",
+        ]
+    )
+
+
+def _read_pid(state: Path) -> int | None:
+    try:
+        pid = int((state / "broker.pid").read_text().strip())
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return pid
+    return pid
+
+
+def _ports(state: Path) -> tuple[int, int]:
+    saved = state / "ports"
+    if saved.exists():
+        port, controller = saved.read_text().split()
+        return int(port), int(controller)
+    port, controller = _free_port(), _free_port()
+    saved.write_text(f"{port} {controller}\n")
+    return port, controller
+
+
+def _answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def start(state: Path, timeout: float = 90.0) -> str:
+    """Start the broker (formatting storage the first time); return host:port."""
+    state.mkdir(parents=True, exist_ok=True)
+    pid = _read_pid(state)
+    bootstrap_file = state / "bootstrap"
+    if pid is not None and bootstrap_file.exists():
+        return bootstrap_file.read_text().strip()
+    bootstrap_file.unlink(missing_ok=True)
+    jars = ensure_jars()
+    port, controller = _ports(state)
+    props = state / "server.properties"
+    props.write_text(_properties(state, port, controller))
+    classpath = f"{jars}/*"
+    java = ["java", "-Xms256m", "-Xmx768m", f"-Dlog4j2.configurationFile={LOG4J}"]
+    if not (state / "data" / "meta.properties").exists():
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        fmt = subprocess.run(
+            [
+                *java,
+                "-cp",
+                classpath,
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                cluster_id,
+                "-c",
+                str(props),
+                "--ignore-formatted",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if fmt.returncode != 0:
+            raise BrokerError(f"StorageTool format failed:\n{fmt.stdout}{fmt.stderr}")
+    log_path = state / "broker.log"
+    with log_path.open("ab") as log:
+        offset = log.tell()
+        proc = subprocess.Popen(
+            [*java, "-cp", classpath, "kafka.Kafka", str(props)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    (state / "broker.pid").write_text(f"{proc.pid}\n")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = log_path.read_text(errors="replace")[offset:][-3000:]
+            raise BrokerError(f"the broker exited with {proc.returncode}:\n{tail}")
+        with log_path.open("rb") as log:
+            log.seek(offset)
+            started = STARTED_LINE.encode() in log.read()
+        if started and _answers(port):
+            bootstrap = f"127.0.0.1:{port}"
+            bootstrap_file.write_text(bootstrap + "\n")
+            return bootstrap
+        time.sleep(0.2)
+    stop(state)
+    raise BrokerError(f"the broker did not answer within {timeout:.0f}s; see {log_path}")
+
+
+def stop(state: Path, timeout: float = 30.0) -> bool:
+    """Stop the broker cleanly (SIGTERM, then SIGKILL); True if one was running."""
+    pid = _read_pid(state)
+    (state / "bootstrap").unlink(missing_ok=True)
+    if pid is None:
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _read_pid(state) is not None:
+        _reap(pid)
+        time.sleep(0.1)
+    if _read_pid(state) is not None:
+        os.kill(pid, signal.SIGKILL)
+        _reap(pid)
+    (state / "broker.pid").unlink(missing_ok=True)
+    return True
+
+
+def kill(state: Path) -> bool:
+    """SIGKILL the broker JVM, as a crash would; its data stays for a restart."""
+    pid = _read_pid(state)
+    (state / "bootstrap").unlink(missing_ok=True)
+    if pid is None:
+        return False
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _read_pid(state) is not None:
+        _reap(pid)
+        time.sleep(0.05)
+    (state / "broker.pid").unlink(missing_ok=True)
+    return True
+
+
+def _reap(pid: int) -> None:
+    # The JVM is our child only when start() ran in this same process.
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=["start", "stop", "kill", "status"])
+    parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="state folder")
+    parser.add_argument("--timeout", type=float, default=90.0, help="seconds to wait")
+    args = parser.parse_args(argv)
+    state = args.dir.resolve()
+    try:
+        if args.command == "start":
+            print(start(state, args.timeout))
+        elif args.command == "stop":
+            print("stopped" if stop(state) else "not running")
+        elif args.command == "kill":
+            print("killed" if kill(state) else "not running")
+        else:
+            pid = _read_pid(state)
+            bootstrap = (state / "bootstrap").read_text().strip() if pid else ""
+            print(f"running pid={pid} bootstrap={bootstrap}" if pid else "not running")
+            return 0 if pid else 1
+    except BrokerError as exc:
+        print(f"kafka_broker: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,394 @@
+"""The Kafka backend: events on a real Apache Kafka 4.0.x broker, via aiokafka.
+
+Topics (created by :mod:`agentlog.eventlog.kafka_admin`):
+
+* ``<name>.events``: every event, keyed by run id, ``cleanup.policy=delete``.
+  A run's partition is chosen once and recorded in its index entry.
+* ``<name>.runs``: compacted; each run's index entry, writer epoch and lease,
+  and its latest snapshots, with the events offsets a read starts from (see
+  :mod:`agentlog.eventlog.kafka_records`).
+
+Writing. Each run has one transactional id, ``<name>.writer.<run_id>``. A
+writer first calls ``init_transactions`` with it, which fences every older
+producer of that run and aborts or completes their open transaction; only
+*then* does it read the run's tail (last seq and epoch). From that moment no
+one else can commit for the run without fencing this producer first, so the
+tail it holds stays true until a commit of its own fails with
+ProducerFenced. That is why two racing processes can never both append seq
+N: the one fenced last gets ProducerFenced, re-reads the tail, and stops with
+FencedError (a newer epoch) or ConflictError (the seq is taken). Events and
+the index entry go in one short transaction; readers use ``read_committed``.
+
+Reading is bounded: a read starts at the best known offset at or before the
+wanted seq (a snapshot's, the index entry's, or the run's first event) and
+reads its partition up to the high watermark, keeping records whose key is
+the run id. :attr:`KafkaEventLog.last_read_records` counts what it fetched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import random
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import structlog
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
+
+from agentlog.errors import (
+    AgentlogError,
+    BackendUnavailableError,
+    ConfigError,
+    FencedError,
+    LeaseHeldError,
+    UnknownRunError,
+)
+from agentlog.eventlog.base import EventLog, RunInfo, Snapshot, check_batch
+from agentlog.eventlog.codec import encode_event
+from agentlog.eventlog.events import Event, utcnow
+from agentlog.eventlog.kafka_admin import MAX_RECORD_BYTES, ensure_topics
+from agentlog.eventlog.kafka_reader import KafkaReader
+from agentlog.eventlog.kafka_records import (
+    SnapshotEntry,
+    encode_index,
+    encode_snapshot,
+    index_key,
+    snapshot_key,
+)
+from agentlog.eventlog.kafka_writer import WriterPool
+
+__all__ = ["KafkaConfig", "KafkaEventLog"]
+
+log = structlog.get_logger(__name__)
+
+#: Claims racing with other processes retry this many times before giving up.
+_CLAIM_ATTEMPTS = 20
+
+
+@dataclass(frozen=True)
+class KafkaConfig:
+    """How to reach the broker and lay out the topics."""
+
+    bootstrap_servers: str
+    """Comma-separated ``host:port`` of one or more brokers."""
+
+    name: str = "agentlog"
+    """Prefix of the topics ``<name>.events`` and ``<name>.runs``."""
+
+    keep_snapshots: int = 3
+    """How many of a run's newest snapshots to keep."""
+
+    partitions: int = 8
+    """Partitions of the events topic when this log creates it."""
+
+    replication_factor: int = 1
+    """Replicas of each topic when this log creates it (3 in production)."""
+
+    acks: str = "all"
+    """Producer acks. Fencing needs an idempotent transactional producer,
+    which Kafka allows only with ``all``; any other value is logged as a
+    warning and ``all`` is used."""
+
+    connect_timeout_s: float = 10.0
+    """How long :meth:`KafkaEventLog.connect` waits for the broker before
+    raising BackendUnavailableError."""
+
+    request_timeout_s: float = 30.0
+    """How long one read, or one append across broker restarts, may take
+    before it raises BackendUnavailableError."""
+
+    transaction_timeout_s: float = 15.0
+    """The broker aborts a transaction left open this long by a dead writer;
+    until then it holds back readers of its partition."""
+
+    index_every: int = 1000
+    """Rewrite a run's index entry at least every this many events, which
+    bounds how far ``find_run`` reads past it."""
+
+    async_linger_s: float = 0.01
+    """``durable=False`` appends wait this long for more before their
+    background commit: more events per transaction, fewer transactions."""
+
+    max_pending: int = 20000
+    """``durable=False`` appends queue at most this many events per run
+    before an append waits for the background commit."""
+
+    def __post_init__(self) -> None:
+        if not self.bootstrap_servers or not self.name:
+            raise ConfigError("KafkaConfig needs bootstrap_servers and a name")
+        if self.partitions < 1 or self.keep_snapshots < 1 or self.index_every < 1:
+            raise ConfigError("partitions, keep_snapshots and index_every must be >= 1")
+
+
+class KafkaEventLog(EventLog):
+    """The event log on Kafka topics. Open it with :meth:`connect`."""
+
+    def __init__(
+        self,
+        config: KafkaConfig,
+        admin: AIOKafkaAdminClient,
+        reader: KafkaReader,
+        pool: WriterPool,
+        plain: AIOKafkaProducer,
+        partitions: int,
+    ) -> None:
+        self.config = config
+        self.url = f"kafka://{config.bootstrap_servers}/{config.name}"
+        self.keep_snapshots = config.keep_snapshots
+        self._admin, self._reader, self._pool, self._plain = admin, reader, pool, plain
+        self._partitions = partitions
+
+    @property
+    def last_read_records(self) -> int:
+        """Records fetched from the events topic by the last read or find_run."""
+        return self._reader.last_read_records
+
+    @classmethod
+    async def connect(cls, config: KafkaConfig) -> KafkaEventLog:
+        """Create or check the topics, read the run index, and return the log.
+
+        Raises:
+            BackendUnavailableError: the broker did not answer within
+                ``config.connect_timeout_s``.
+            ConfigError: the events topic is compacted or cannot be created.
+        """
+        if str(config.acks).lower() not in ("all", "-1"):
+            log.warning(
+                "kafka_acks_not_all",
+                acks=config.acks,
+                hint="fencing needs a transactional producer, which uses acks=all",
+            )
+        common: dict[str, Any] = {
+            "bootstrap_servers": config.bootstrap_servers,
+            "request_timeout_ms": int(config.request_timeout_s * 1000),
+        }
+        started: list[Any] = []
+        try:
+            async with asyncio.timeout(config.connect_timeout_s):
+                admin = AIOKafkaAdminClient(**common)
+                await admin.start()
+                started.append(admin)
+                layout = await ensure_topics(
+                    admin, config.name, config.partitions, config.replication_factor
+                )
+                plain = AIOKafkaProducer(
+                    **common,
+                    acks="all",
+                    enable_idempotence=True,
+                    max_request_size=MAX_RECORD_BYTES,
+                )
+                started.append(plain)
+                await plain.start()
+                reader = KafkaReader(layout, common, config.request_timeout_s)
+                started.append(reader)
+                await reader.start()
+                await reader.catch_up()
+        except (TimeoutError, KafkaError, OSError) as exc:
+            for client in reversed(started):
+                await _quietly(client.close() if client is started[0] else client.stop())
+            raise BackendUnavailableError(
+                f"cannot reach Kafka at {config.bootstrap_servers} within "
+                f"{config.connect_timeout_s:g}s ({type(exc).__name__}: {exc}). Start the "
+                "broker (python scripts/kafka_broker.py start, or docker compose up -d "
+                "kafka) or fix the address in the log URL."
+            ) from exc
+        except BaseException:
+            for client in reversed(started):
+                await _quietly(client.close() if client is started[0] else client.stop())
+            raise
+        pool = WriterPool(config, layout, common, reader)
+        log.info(
+            "kafka_log_opened",
+            url=f"kafka://{config.bootstrap_servers}/{config.name}",
+            partitions=layout.events_partitions,
+        )
+        return cls(config, admin, reader, pool, plain, layout.events_partitions)
+
+    # -- events -----------------------------------------------------------------
+
+    async def append(self, events: Sequence[Event], *, durable: bool = True) -> None:
+        run_id, first_seq, epoch = check_batch(events)
+        # Encoded once, here, so NotSerializableError comes before anything is queued.
+        raw = [encode_event(event) for event in events]
+        await self._pool.append(run_id, list(events), raw, first_seq, epoch, durable=durable)
+
+    async def read(
+        self, run_id: str, *, after_seq: int = 0, upto_seq: int | None = None
+    ) -> AsyncIterator[Event]:
+        await self._pool.flush(run_id)
+        entry = await self._reader.entry(run_id)
+        if entry is None or (entry.info.last_seq == 0 and not entry.pruned):
+            raise UnknownRunError(run_id, self.url)
+        if entry.pruned or (upto_seq is not None and upto_seq <= after_seq):
+            return
+        hits = await self._reader.run_events(entry, after_seq, upto_seq)
+        for _offset, event in hits:
+            yield event
+
+    async def flush(self) -> None:
+        """Commit every ``durable=False`` append this process still has queued."""
+        await self._pool.flush_all()
+
+    # -- the run index ----------------------------------------------------------
+
+    async def find_run(self, run_id: str) -> RunInfo | None:
+        await self._pool.flush(run_id)
+        entry = await self._reader.entry(run_id)
+        if entry is None:
+            return None
+        if entry.pruned:
+            return entry.info
+        return (await self._reader.exact(entry))[0].info
+
+    async def list_runs(self, *, status: str | None = None) -> list[RunInfo]:
+        await self._pool.flush_all()
+        entries = await self._reader.all_exact()
+        rows = [e.info for e in entries if e.info.last_seq and status in (None, e.info.status)]
+        return sorted(rows, key=lambda r: r.updated_at or utcnow(), reverse=True)
+
+    # -- writers ----------------------------------------------------------------
+
+    async def claim_writer(
+        self,
+        run_id: str,
+        *,
+        owner: str = "",
+        lease_seconds: float | None = None,
+        force: bool = True,
+    ) -> int:
+        if not force:
+            # Look before fencing, so a refused claim does not disturb the holder.
+            entry = await self._reader.entry(run_id)
+            if entry is not None:
+                _check_lease(entry.info)
+        expires = None if lease_seconds is None else utcnow() + timedelta(seconds=lease_seconds)
+        for attempt in range(_CLAIM_ATTEMPTS):
+            writer = await self._pool.fresh(run_id)
+            if not force:
+                _check_lease(writer.head)
+            info = dataclasses.replace(
+                writer.head,
+                writer_epoch=writer.head.writer_epoch + 1,
+                lease_owner=owner,
+                lease_expires_at=expires,
+            )
+            try:
+                await self._pool.write_index(writer, info, claimed=True)
+            except FencedError:
+                # Another process opened the run's producer between our open and
+                # our commit; back off a little (spread out) and claim again.
+                if attempt == _CLAIM_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(random.uniform(0.005, 0.02) * (attempt + 1))
+                continue
+            log.info("kafka_writer_claimed", run_id=run_id, epoch=info.writer_epoch, owner=owner)
+            return info.writer_epoch
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def renew_lease(self, run_id: str, epoch: int, lease_seconds: float) -> None:
+        writer = await self._pool.current(run_id, epoch)
+        expires = utcnow() + timedelta(seconds=lease_seconds)
+        await self._pool.write_index(
+            writer, dataclasses.replace(writer.head, lease_expires_at=expires)
+        )
+
+    async def release_lease(self, run_id: str, epoch: int) -> None:
+        writer = await self._pool.current(run_id, epoch)
+        await self._pool.write_index(
+            writer, dataclasses.replace(writer.head, lease_expires_at=None)
+        )
+
+    # -- snapshots ----------------------------------------------------------------
+
+    async def save_snapshot(self, snapshot: Snapshot) -> None:
+        await self._pool.flush(snapshot.run_id)
+        entry = await self._reader.entry(snapshot.run_id)
+        if entry is None:
+            raise UnknownRunError(snapshot.run_id, self.url)
+        offset = await self._reader.snapshot_offset(entry, snapshot.seq)
+        kept = await self._reader.snapshots(snapshot.run_id)
+        seqs = sorted({s.snapshot.seq for s in kept} | {snapshot.seq})
+        runs = self._reader.layout.runs
+        saved = SnapshotEntry(snapshot, offset)
+        try:
+            await self._plain.send_and_wait(
+                runs,
+                encode_snapshot(saved),
+                key=snapshot_key(snapshot.run_id, snapshot.seq),
+                partition=0,
+            )
+            for old in seqs[: -self.keep_snapshots]:
+                await self._plain.send_and_wait(
+                    runs, None, key=snapshot_key(snapshot.run_id, old), partition=0
+                )
+        except KafkaError as exc:
+            raise BackendUnavailableError(
+                f"cannot save snapshot of run {snapshot.run_id!r} at seq {snapshot.seq} to "
+                f"topic {runs}: {exc}; retry when the broker is back"
+            ) from exc
+        self._reader.note_snapshot(saved)
+
+    async def load_snapshot(
+        self, run_id: str, *, at_or_before: int | None = None
+    ) -> Snapshot | None:
+        for kept in reversed(await self._reader.snapshots(run_id)):
+            if at_or_before is None or kept.snapshot.seq <= at_or_before:
+                return kept.snapshot
+        return None
+
+    # -- retention ----------------------------------------------------------------
+
+    async def prune(self, run_id: str, *, keep_latest_snapshot: bool = False) -> None:
+        """Forget the run's events; Kafka deletes the bytes with the partition.
+
+        A shared partition cannot drop one key's records, so the run's index
+        entry is marked pruned (reads then return nothing) or removed.
+        """
+        await self._pool.close_writer(run_id)
+        entry = await self._reader.entry(run_id)
+        if entry is not None and not entry.pruned:
+            entry = (await self._reader.exact(entry))[0]
+        kept = await self._reader.snapshots(run_id)
+        runs = self._reader.layout.runs
+        drop = kept[:-1] if keep_latest_snapshot else kept
+        try:
+            for old in drop:
+                key = snapshot_key(run_id, old.snapshot.seq)
+                await self._plain.send_and_wait(runs, None, key=key, partition=0)
+            if keep_latest_snapshot and kept and entry is not None:
+                value = encode_index(dataclasses.replace(entry, pruned=True))
+                await self._plain.send_and_wait(runs, value, key=index_key(run_id), partition=0)
+            elif entry is not None:
+                await self._plain.send_and_wait(runs, None, key=index_key(run_id), partition=0)
+        except KafkaError as exc:
+            raise BackendUnavailableError(f"cannot prune run {run_id!r}: {exc}") from exc
+        await self._reader.catch_up()
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def close(self) -> None:
+        try:
+            await self._pool.close()
+        finally:
+            await _quietly(self._reader.stop())
+            await _quietly(self._plain.stop())
+            await _quietly(self._admin.close())
+
+
+def _check_lease(info: RunInfo) -> None:
+    now = utcnow()
+    if info.lease_expires_at is not None and info.lease_expires_at > now:
+        raise LeaseHeldError(
+            info.run_id, info.lease_owner, (info.lease_expires_at - now).total_seconds()
+        )
+
+
+async def _quietly(awaitable: Any) -> None:
+    with contextlib.suppress(KafkaError, OSError, AgentlogError, RuntimeError):
+        await awaitable

@@ -1,0 +1,312 @@
+"""Bounded reads of the Kafka topics, for :class:`~agentlog.eventlog.kafka.KafkaEventLog`.
+
+Every read goes up to the partition's *high watermark* (asked with a
+``read_uncommitted`` consumer) through a ``read_committed`` consumer. So a
+read waits for transactions that were open when it started to end, and then
+sees every committed record: a read up to the last stable offset alone could
+miss a run's committed event that sits behind another run's open
+transaction. Transactions are short, so the wait is too.
+
+The runs topic is small (compacted, one partition) and is read into memory
+incrementally. An events read starts at the best known offset at or before
+the first wanted seq, never at the start of the partition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import dataclasses
+from typing import Any
+
+import structlog
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+
+from agentlog.errors import BackendUnavailableError, CorruptEventError
+from agentlog.eventlog.codec import decode_event
+from agentlog.eventlog.events import Event
+from agentlog.eventlog.kafka_admin import TopicLayout
+from agentlog.eventlog.kafka_records import (
+    IndexEntry,
+    SnapshotEntry,
+    decode_index,
+    decode_snapshot,
+    parse_key,
+)
+
+__all__ = ["KafkaReader"]
+
+log = structlog.get_logger(__name__)
+
+#: Known (seq, offset just after that event) points kept per run.
+_POINTS_PER_RUN = 32
+
+
+class KafkaReader:
+    """Reads the runs topic into memory and runs' events out of their partition."""
+
+    def __init__(self, layout: TopicLayout, common: dict[str, Any], timeout_s: float) -> None:
+        self.layout = layout
+        self.last_read_records = 0
+        self._timeout = timeout_s
+        fetch = {
+            "enable_auto_commit": False,
+            "auto_offset_reset": "earliest",
+            "fetch_max_wait_ms": 100,
+            "max_partition_fetch_bytes": 8 * 1024 * 1024,
+            "fetch_max_bytes": 64 * 1024 * 1024,
+        }
+        self._events = AIOKafkaConsumer(
+            **{**common, **fetch, "fetch_max_wait_ms": 10}, isolation_level="read_committed"
+        )
+        self._runs = AIOKafkaConsumer(**common, **fetch, isolation_level="read_committed")
+        self._hw = AIOKafkaConsumer(**common, isolation_level="read_uncommitted")
+        self._runs_tp = TopicPartition(layout.runs, 0)
+        self._events_lock = asyncio.Lock()
+        self._runs_lock = asyncio.Lock()
+        self._index: dict[str, IndexEntry] = {}
+        self._bad: dict[str, CorruptEventError] = {}
+        self._snaps: dict[str, dict[int, SnapshotEntry]] = {}
+        self._points: dict[str, list[tuple[int, int]]] = {}
+
+    async def start(self) -> None:
+        """Connect the three consumers and start reading the runs topic at 0."""
+        for consumer in (self._events, self._runs, self._hw):
+            await consumer.start()
+        self._runs.assign([self._runs_tp])
+        self._runs.seek(self._runs_tp, 0)
+        # Fetch the topics' metadata now, so the first read does not wait for it.
+        partitions = range(self.layout.events_partitions)
+        await self._hw.end_offsets(
+            [self._runs_tp, *(TopicPartition(self.layout.events, p) for p in partitions)]
+        )
+
+    async def stop(self) -> None:
+        """Close the consumers."""
+        for consumer in (self._events, self._runs, self._hw):
+            with contextlib.suppress(KafkaError, OSError):
+                await consumer.stop()
+
+    async def high_watermark(self, tp: TopicPartition) -> int:
+        """The offset after the last record written to ``tp``, committed or not."""
+        try:
+            async with asyncio.timeout(self._timeout):
+                offsets = await self._hw.end_offsets([tp])
+        except (TimeoutError, KafkaError) as exc:
+            raise self._unavailable(tp, exc) from exc
+        return int(offsets[tp])
+
+    def _unavailable(self, tp: TopicPartition, exc: BaseException) -> BackendUnavailableError:
+        return BackendUnavailableError(
+            f"cannot read topic {tp.topic} partition {tp.partition} within "
+            f"{self._timeout:g}s ({type(exc).__name__}: {exc}); is the broker up? "
+            "Retry once it answers."
+        )
+
+    async def _fetch(
+        self, consumer: AIOKafkaConsumer, tp: TopicPartition, target: int
+    ) -> list[Any]:
+        """Records from the consumer's position up to ``target`` (committed only)."""
+        records: list[Any] = []
+        try:
+            async with asyncio.timeout(self._timeout):
+                while await consumer.position(tp) < target:
+                    batch = await consumer.getmany(tp, timeout_ms=200)
+                    records.extend(batch.get(tp, ()))
+        except (TimeoutError, KafkaError) as exc:
+            raise self._unavailable(tp, exc) from exc
+        return records
+
+    # -- the runs topic -----------------------------------------------------------
+
+    async def catch_up(self) -> None:
+        """Apply every runs-topic record written up to now."""
+        async with self._runs_lock:
+            target = await self.high_watermark(self._runs_tp)
+            for record in await self._fetch(self._runs, self._runs_tp, target):
+                self._apply(record)
+
+    def _apply(self, record: Any) -> None:
+        where = f"topic {self._runs_tp.topic} partition 0 offset {record.offset}"
+        try:
+            kind, run_id, seq = parse_key(record.key or b"")
+        except (ValueError, UnicodeDecodeError):
+            log.error("kafka_runs_record_unreadable", where=where, key=record.key)
+            return
+        try:
+            if kind == "r":
+                if record.value is None:
+                    self._index.pop(run_id, None)
+                    self._points.pop(run_id, None)
+                else:
+                    self._index[run_id] = decode_index(record.value)
+                self._bad.pop(run_id, None)
+            elif record.value is None:
+                self._snaps.get(run_id, {}).pop(seq, None)
+            else:
+                self._snaps.setdefault(run_id, {})[seq] = decode_snapshot(run_id, record.value)
+        except ValueError as exc:
+            self._bad[run_id] = CorruptEventError(run_id, None, f"bad runs record: {exc}", where)
+
+    async def entry(self, run_id: str) -> IndexEntry | None:
+        """The run's latest index entry (not yet extended by later events)."""
+        await self.catch_up()
+        if run_id in self._bad:
+            raise self._bad[run_id]
+        return self._index.get(run_id)
+
+    async def snapshots(self, run_id: str) -> list[SnapshotEntry]:
+        """The run's stored snapshots, oldest first."""
+        await self.catch_up()
+        kept = self._snaps.get(run_id, {})
+        return [kept[seq] for seq in sorted(kept)]
+
+    def note_snapshot(self, entry: SnapshotEntry) -> None:
+        """Record a snapshot this process just wrote (before it reads it back)."""
+        self._snaps.setdefault(entry.snapshot.run_id, {})[entry.snapshot.seq] = entry
+
+    # -- where reads start ------------------------------------------------------------
+
+    def note_point(self, run_id: str, seq: int, offset_after: int) -> None:
+        """Remember that the run's event ``seq`` ends just before ``offset_after``."""
+        points = self._points.setdefault(run_id, [])
+        bisect.insort(points, (seq, offset_after))
+        del points[:-_POINTS_PER_RUN]
+
+    async def offset_before(self, run_id: str, seq: int) -> int:
+        """An events offset at or before the run's event ``seq`` (-1: none known)."""
+        entry = self._index.get(run_id)
+        best = -1
+        if entry is not None:
+            best = entry.first_offset
+            if 0 < entry.info.last_seq < seq:
+                best = max(best, entry.offset)
+        for kept in self._snaps.get(run_id, {}).values():
+            if kept.snapshot.seq < seq:
+                best = max(best, kept.offset)
+        for point_seq, offset_after in self._points.get(run_id, ()):
+            if point_seq < seq:
+                best = max(best, offset_after)
+        return best
+
+    async def snapshot_offset(self, entry: IndexEntry, seq: int) -> int:
+        """The offset of the run's event ``seq + 1``, or just after its last event."""
+        run_id = entry.info.run_id
+        for point_seq, offset_after in self._points.get(run_id, ()):
+            if point_seq == seq:
+                return offset_after
+        lower = await self.offset_before(run_id, seq + 1)
+        if entry.first_offset < 0:
+            return lower
+        hits = await self.scan(entry, lower, seq, seq + 1)
+        if hits:
+            return hits[0][0]
+        exact = (await self.exact(entry))[0]
+        return exact.offset if exact.info.last_seq <= seq else lower
+
+    # -- events -------------------------------------------------------------------------
+
+    async def _records(self, partition: int, start: int) -> list[Any]:
+        """Every committed record of an events partition from ``start`` on."""
+        tp = TopicPartition(self.layout.events, partition)
+        async with self._events_lock:
+            target = await self.high_watermark(tp)
+            self._events.assign([tp])
+            self._events.seek(tp, max(start, 0))
+            try:
+                records = await self._fetch(self._events, tp, target)
+            finally:
+                # Idle, the consumer would keep a long-poll fetch in flight that
+                # the next scan's seek has to wait out.
+                self._events.pause(tp)
+        self.last_read_records = len(records)
+        return records
+
+    async def scan(
+        self,
+        entry: IndexEntry,
+        start: int,
+        after_seq: int,
+        upto_seq: int | None,
+        records: list[Any] | None = None,
+    ) -> list[tuple[int, Event]]:
+        """The run's events with ``after_seq < seq <= upto_seq`` from ``start`` on.
+
+        Raises:
+            CorruptEventError: a record of this run does not decode, or its seq
+                or epoch would fork the history; names topic, partition, offset.
+        """
+        run_id = entry.info.run_id
+        tp = TopicPartition(self.layout.events, entry.partition)
+        key = run_id.encode()
+        if records is None:
+            records = await self._records(entry.partition, start)
+        hits: list[tuple[int, Event]] = []
+        prev_seq, prev_epoch = after_seq, 0
+        for record in records:
+            if record.key != key or record.offset < start:
+                continue
+            where = f"topic {tp.topic} partition {tp.partition} offset {record.offset}"
+            event = decode_event(record.value or b"", where=where)
+            if event.seq <= after_seq:
+                prev_epoch = max(prev_epoch, event.writer_epoch)
+                continue
+            if upto_seq is not None and event.seq > upto_seq:
+                break
+            if event.seq != prev_seq + 1:
+                raise CorruptEventError(
+                    run_id, event.seq, f"seq follows {prev_seq}: the history would fork", where
+                )
+            if event.writer_epoch < prev_epoch:
+                raise CorruptEventError(
+                    run_id,
+                    event.seq,
+                    f"writer epoch {event.writer_epoch} is older than {prev_epoch} (stale writer)",
+                    where,
+                )
+            prev_seq, prev_epoch = event.seq, event.writer_epoch
+            hits.append((record.offset, event))
+        if hits:
+            self.note_point(run_id, hits[-1][1].seq, hits[-1][0] + 1)
+        return hits
+
+    async def run_events(
+        self, entry: IndexEntry, after_seq: int, upto_seq: int | None
+    ) -> list[tuple[int, Event]]:
+        """The run's events after ``after_seq``, read from the best start offset."""
+        if entry.first_offset < 0:
+            return []
+        start = await self.offset_before(entry.info.run_id, after_seq + 1)
+        return await self.scan(entry, start, after_seq, upto_seq)
+
+    async def exact(self, entry: IndexEntry) -> tuple[IndexEntry, list[tuple[int, Event]]]:
+        """The entry extended by the events written after it, and those events."""
+        if entry.first_offset < 0 or entry.offset < 0:
+            return entry, []
+        hits = await self.scan(entry, entry.offset, entry.info.last_seq, None)
+        if not hits:
+            return entry, []
+        info = entry.info.after([event for _, event in hits])
+        return dataclasses.replace(entry, info=info, offset=hits[-1][0] + 1), hits
+
+    async def all_exact(self) -> list[IndexEntry]:
+        """Every run's exact index entry, reading each partition once."""
+        await self.catch_up()
+        out: list[IndexEntry] = []
+        by_partition: dict[int, list[IndexEntry]] = {}
+        for run_id, entry in list(self._index.items()):
+            if run_id in self._bad or entry.pruned or entry.offset < 0:
+                out.append(entry)
+            else:
+                by_partition.setdefault(entry.partition, []).append(entry)
+        for partition, entries in by_partition.items():
+            records = await self._records(partition, min(e.offset for e in entries))
+            for entry in entries:
+                hits = await self.scan(entry, entry.offset, entry.info.last_seq, None, records)
+                if hits:
+                    info = entry.info.after([event for _, event in hits])
+                    entry = dataclasses.replace(entry, info=info, offset=hits[-1][0] + 1)
+                out.append(entry)
+        return out

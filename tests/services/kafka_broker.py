@@ -1,0 +1,68 @@
+"""Pytest plugin: a real single-node Apache Kafka broker for the session.
+
+``kafka_bootstrap`` is the broker's ``host:port``. When
+``KAFKA_BOOTSTRAP_SERVERS`` is set it is used as it is; otherwise the broker
+is started from the Maven jars by ``scripts/kafka_broker.py`` in a temporary
+folder, once per session, and stopped at the end. A broker that cannot be
+started fails the tests that need it, with the reason; nothing is skipped
+(under CI=true or not).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "kafka_broker.py"
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def broker(command: str, state: Path, timeout: float = 120.0) -> str:
+    """Run ``scripts/kafka_broker.py COMMAND --dir STATE``; return its stdout.
+
+    Fails the calling test (never skips) when the script fails.
+    """
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), command, "--dir", str(state)],
+        capture_output=True,
+        text=True,
+        timeout=timeout + 30,
+        check=False,
+    )
+    if done.returncode != 0:
+        where = " (CI=true: a missing broker fails the run)" if IN_CI else ""
+        pytest.fail(
+            f"kafka_broker.py {command} failed{where}: {done.stderr.strip() or done.stdout}\n"
+            "Install a JDK 17+ and Maven, or point KAFKA_BOOTSTRAP_SERVERS at a running "
+            "broker.",
+            pytrace=False,
+        )
+    return done.stdout.strip()
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``host:port`` of a running Kafka 4.0 broker (KRaft, one node, 127.0.0.1)."""
+    given = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
+    if given:
+        yield given
+        return
+    state = tmp_path_factory.mktemp("kafka-broker")
+    bootstrap = broker("start", state)
+    try:
+        yield bootstrap
+    finally:
+        broker("stop", state)
+
+
+@pytest.fixture
+def kafka_name() -> str:
+    """A log name no other test uses, so each test starts from empty topics."""
+    return f"t{uuid.uuid4().hex[:12]}"
