@@ -367,6 +367,12 @@ def demo(
     run_async(lambda: run_demo(log, chosen, out))
 
 
+def _stderr_logger(*args: Any) -> structlog.PrintLogger:
+    # sys.stderr looked up per logger, not captured once: it may be swapped
+    # (pytest, CliRunner) after the CLI configured structlog
+    return structlog.PrintLogger(sys.stderr)
+
+
 @app.callback()
 def _configure(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show info logs.")] = False,
@@ -374,7 +380,7 @@ def _configure(
     level = logging.INFO if verbose else logging.WARNING
     structlog.configure(  # logs go to stderr: stdout is for results (--json, sql)
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=_stderr_logger,
     )
 
 

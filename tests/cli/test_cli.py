@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 from typer.testing import CliRunner
 
 from agentlog.cli import app
@@ -17,6 +19,13 @@ from agentlog.runtime import Runtime, StepContext, Workflow, end, goto
 from agentlog.runtime.workflow import Next
 
 runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def _restore_structlog() -> Iterator[None]:
+    """The CLI configures structlog for the process; put the defaults back."""
+    yield
+    structlog.reset_defaults()
 
 
 def _workflow() -> Workflow:
