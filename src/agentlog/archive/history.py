@@ -21,8 +21,8 @@ from agentlog.archive.errors import ArchiveCorruptError, ArchiveReadOnlyError
 from agentlog.archive.store import ArchiveStore
 from agentlog.archive.writer import Manifest, table_to_events
 from agentlog.errors import UnknownRunError
-from agentlog.eventlog.base import EventLog, RunInfo, Snapshot
-from agentlog.eventlog.events import Event, utcnow
+from agentlog.eventlog.base import EventLog, RunInfo, Snapshot, select_runs
+from agentlog.eventlog.events import Event
 
 __all__ = ["ArchiveReader", "ArchivedEventLog"]
 
@@ -156,8 +156,7 @@ class ArchivedEventLog(EventLog):
             info = await self.find_run(run_id)
             if info is not None:
                 rows[run_id] = info
-        chosen = [r for r in rows.values() if r.last_seq and status in (None, r.status)]
-        return sorted(chosen, key=lambda r: r.updated_at or utcnow(), reverse=True)
+        return select_runs(rows.values(), status)
 
     async def load_snapshot(
         self, run_id: str, *, at_or_before: int | None = None

@@ -22,22 +22,37 @@ from __future__ import annotations
 import abc
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
 from typing import Self
 
-from agentlog.errors import ConflictError, EventLogError, FencedError, UnknownRunError
+from agentlog.errors import (
+    ConflictError,
+    EventLogError,
+    FencedError,
+    LeaseHeldError,
+    UnknownRunError,
+)
 from agentlog.eventlog.events import (
     Event,
     RunStarted,
     RunStatus,
     StepCompleted,
     status_after,
+    utcnow,
 )
 
-__all__ = ["EventLog", "RunInfo", "Snapshot", "check_batch"]
+__all__ = [
+    "EventLog",
+    "RunInfo",
+    "Snapshot",
+    "check_batch",
+    "check_lease",
+    "check_next",
+    "select_runs",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +120,21 @@ def check_batch(events: Sequence[Event]) -> tuple[str, int, int]:
         if event.seq != first.seq + offset:
             raise ConflictError(first.run_id, first.seq + offset, event.seq)
     return first.run_id, first.seq, first.writer_epoch
+
+
+def select_runs(rows: Iterable[RunInfo], status: str | None) -> list[RunInfo]:
+    """Runs with at least one event (in ``status``, if given), newest update first."""
+    chosen = [r for r in rows if r.last_seq and status in (None, r.status)]
+    return sorted(chosen, key=lambda r: r.updated_at or utcnow(), reverse=True)
+
+
+def check_lease(info: RunInfo) -> None:
+    """Raise LeaseHeldError if another writer's lease on the run is still live."""
+    now = utcnow()
+    if info.lease_expires_at is not None and info.lease_expires_at > now:
+        raise LeaseHeldError(
+            info.run_id, info.lease_owner, (info.lease_expires_at - now).total_seconds()
+        )
 
 
 def check_next(run_id: str, last_seq: int, first_seq: int, epoch: int, current: int) -> None:

@@ -46,10 +46,16 @@ from agentlog.errors import (
     BackendUnavailableError,
     ConfigError,
     FencedError,
-    LeaseHeldError,
     UnknownRunError,
 )
-from agentlog.eventlog.base import EventLog, RunInfo, Snapshot, check_batch
+from agentlog.eventlog.base import (
+    EventLog,
+    RunInfo,
+    Snapshot,
+    check_batch,
+    check_lease,
+    select_runs,
+)
 from agentlog.eventlog.codec import encode_event
 from agentlog.eventlog.events import Event, utcnow
 from agentlog.eventlog.kafka_admin import MAX_RECORD_BYTES, ensure_topics
@@ -249,8 +255,7 @@ class KafkaEventLog(EventLog):
     async def list_runs(self, *, status: str | None = None) -> list[RunInfo]:
         await self._pool.flush_all()
         entries = await self._reader.all_exact()
-        rows = [e.info for e in entries if e.info.last_seq and status in (None, e.info.status)]
-        return sorted(rows, key=lambda r: r.updated_at or utcnow(), reverse=True)
+        return select_runs((e.info for e in entries), status)
 
     # -- writers ----------------------------------------------------------------
 
@@ -266,12 +271,12 @@ class KafkaEventLog(EventLog):
             # Look before fencing, so a refused claim does not disturb the holder.
             entry = await self._reader.entry(run_id)
             if entry is not None:
-                _check_lease(entry.info)
+                check_lease(entry.info)
         expires = None if lease_seconds is None else utcnow() + timedelta(seconds=lease_seconds)
         for attempt in range(_CLAIM_ATTEMPTS):
             writer = await self._pool.fresh(run_id)
             if not force:
-                _check_lease(writer.head)
+                check_lease(writer.head)
             info = dataclasses.replace(
                 writer.head,
                 writer_epoch=writer.head.writer_epoch + 1,
@@ -379,14 +384,6 @@ class KafkaEventLog(EventLog):
             await _quietly(self._reader.stop())
             await _quietly(self._plain.stop())
             await _quietly(self._admin.close())
-
-
-def _check_lease(info: RunInfo) -> None:
-    now = utcnow()
-    if info.lease_expires_at is not None and info.lease_expires_at > now:
-        raise LeaseHeldError(
-            info.run_id, info.lease_owner, (info.lease_expires_at - now).total_seconds()
-        )
 
 
 async def _quietly(awaitable: Any) -> None:

@@ -12,8 +12,16 @@ import dataclasses
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, timedelta
 
-from agentlog.errors import LeaseHeldError, NotSerializableError, UnknownRunError
-from agentlog.eventlog.base import EventLog, RunInfo, Snapshot, check_batch, check_next
+from agentlog.errors import NotSerializableError, UnknownRunError
+from agentlog.eventlog.base import (
+    EventLog,
+    RunInfo,
+    Snapshot,
+    check_batch,
+    check_lease,
+    check_next,
+    select_runs,
+)
 from agentlog.eventlog.codec import encode_payload
 from agentlog.eventlog.events import Event, RunStatus, status_after, utcnow
 
@@ -77,8 +85,7 @@ class MemoryEventLog(EventLog):
         return self._runs.get(run_id)
 
     async def list_runs(self, *, status: str | None = None) -> list[RunInfo]:
-        rows = [r for r in self._runs.values() if r.last_seq and status in (None, r.status)]
-        return sorted(rows, key=lambda r: r.updated_at or utcnow(), reverse=True)
+        return select_runs(self._runs.values(), status)
 
     async def claim_writer(
         self,
@@ -90,10 +97,8 @@ class MemoryEventLog(EventLog):
     ) -> int:
         info = self._runs.get(run_id) or RunInfo(run_id)
         now = utcnow()
-        if not force and info.lease_expires_at is not None and info.lease_expires_at > now:
-            raise LeaseHeldError(
-                run_id, info.lease_owner, (info.lease_expires_at - now).total_seconds()
-            )
+        if not force:
+            check_lease(info)
         expires = None if lease_seconds is None else now + timedelta(seconds=lease_seconds)
         info = dataclasses.replace(
             info, writer_epoch=info.writer_epoch + 1, lease_owner=owner, lease_expires_at=expires

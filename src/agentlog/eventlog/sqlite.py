@@ -45,11 +45,17 @@ from agentlog.errors import (
     BackendUnavailableError,
     ConflictError,
     CorruptEventError,
-    LeaseHeldError,
     NotSerializableError,
     UnknownRunError,
 )
-from agentlog.eventlog.base import EventLog, RunInfo, Snapshot, check_batch, check_next
+from agentlog.eventlog.base import (
+    EventLog,
+    RunInfo,
+    Snapshot,
+    check_batch,
+    check_lease,
+    check_next,
+)
 from agentlog.eventlog.codec import decode_payload, encode_payload
 from agentlog.eventlog.events import Event, RunStatus, status_after, utcnow
 from agentlog.eventlog.worker_thread import WorkerThread
@@ -419,9 +425,8 @@ class SqliteEventLog(EventLog):
             row = conn.execute(_SELECT_RUN, (run_id,)).fetchone()
             info = RunInfo(run_id) if row is None else _info_from_row(row)
             now = utcnow()
-            held = info.lease_expires_at
-            if not force and held is not None and held > now:
-                raise LeaseHeldError(run_id, info.lease_owner, (held - now).total_seconds())
+            if not force:
+                check_lease(info)
             expires = None if lease_seconds is None else now + timedelta(seconds=lease_seconds)
             epoch = info.writer_epoch + 1
             claimed = dataclasses.replace(
