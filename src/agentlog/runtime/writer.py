@@ -63,7 +63,6 @@ class RunWriter:
         self.log, self.state, self.epoch = event_log, state, epoch
         self.durability = durability
         self.snapshots = snapshots
-        self.durable_seq = state.seq
         self._last_snapshot_seq = state.seq
         self._buffer: list[Event] = []
         self._lock = asyncio.Lock()
@@ -145,13 +144,8 @@ class RunWriter:
         return snapshot
 
     async def _write_now(self) -> None:
-        if self._buffer:
-            batch = self._take()
-            await self.log.append(batch, durable=True)
-            self.durable_seq = batch[-1].seq
         snapshot = self._take_snapshot()
-        if snapshot is not None:
-            await save_state(self.log, snapshot)
+        await self._write_items([self._take()] if snapshot is None else [self._take(), snapshot])
 
     async def _drain_forever(self) -> None:
         assert self._queue is not None
@@ -177,7 +171,6 @@ class RunWriter:
                 continue
             if batch:
                 await self.log.append(batch, durable=True)
-                self.durable_seq = batch[-1].seq
                 batch = []
             if item.run_id:
                 await save_state(self.log, item)
