@@ -13,6 +13,7 @@ The hierarchy::
     │   ├── FencedError             a newer writer claimed the run; this one must stop
     │   ├── LeaseHeldError          the run's writer lease is live in another process
     │   ├── UnknownRunError         no event was ever recorded for that run id
+    │   │   └── RunArchivedError    the run's events were moved to the archive
     │   ├── CorruptEventError       stored bytes that do not decode; names run and seq
     │   │   └── UnknownEventTypeError
     │   ├── NotSerializableError    a value msgpack cannot carry with builtin types
@@ -23,6 +24,8 @@ The hierarchy::
     │   ├── UnknownWorkflowError    a run's workflow is not registered in this runtime
     │   ├── RunExistsError          start() of a run id that exists with another workflow
     │   ├── RunNotWaitingError      resume() of a run that is not parked on an interrupt
+    │   ├── RunNotFailedError       retry() of a run that has not failed
+    │   ├── NoLiveWriterError       wait() on a running run that no live writer drives
     │   ├── InvalidResumeValueError a resume value that does not fit what the interrupt expects
     │   ├── VersionMismatchError    the run was recorded under other code, no migration
     │   ├── UnknownStepError        a step routed to a step the workflow does not have
@@ -49,9 +52,12 @@ __all__ = [
     "FencedError",
     "LeaseHeldError",
     "NotSerializableError",
+    "NoLiveWriterError",
     "ReplayError",
+    "RunArchivedError",
     "RunExistsError",
     "RunFailedError",
+    "RunNotFailedError",
     "RunNotWaitingError",
     "UnknownEventTypeError",
     "UnknownRunError",
@@ -125,6 +131,19 @@ class UnknownRunError(EventLogError):
         )
 
 
+class RunArchivedError(UnknownRunError):
+    """The run exists, but its events now live only in the archive."""
+
+    def __init__(self, run_id: str, where: str = "") -> None:
+        EventLogError.__init__(
+            self,
+            f"run {run_id!r} is archived{f' from {where}' if where else ''}: its events live "
+            "in the archive now. Read it with `agentlog show RUN --archive URL` or "
+            "agentlog.archive; its run id stays taken.",
+        )
+        self.run_id = run_id
+
+
 class CorruptEventError(EventLogError):
     """Stored bytes that do not decode into an event. They are never skipped."""
 
@@ -182,6 +201,19 @@ class RunExistsError(WorkflowError):
 
 class RunNotWaitingError(WorkflowError):
     """resume() of a run that is not parked on an interrupt."""
+
+
+class RunNotFailedError(WorkflowError):
+    """retry() of a run that has not failed."""
+
+
+class NoLiveWriterError(WorkflowError):
+    """wait() on a running run whose writer is gone: nothing is driving it.
+
+    Call ``Runtime.recover()`` (or ``agentlog recover``) to continue it here.
+    """
+
+    retryable = True
 
 
 class InvalidResumeValueError(WorkflowError):

@@ -28,8 +28,8 @@ from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import structlog
 
+from agentlog._logging import get_logger
 from agentlog.archive.errors import ArchiveCorruptError, RunNotArchivableError
 from agentlog.archive.retention import (
     RetentionMode,
@@ -52,7 +52,7 @@ from agentlog.eventlog.events import Event, RunStatus, utcnow
 
 __all__ = ["ArchiveSummary", "Archiver", "ArchiverConfig", "Progress", "RunPlan"]
 
-_log = structlog.get_logger("agentlog.archive")
+_log = get_logger("agentlog.archive")
 
 #: Bytes the hot store spends per event besides the payload (envelope + index),
 #: used for the "before" figure of the summary; an estimate, not a measurement.

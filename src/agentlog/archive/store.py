@@ -31,8 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import structlog
-
+from agentlog._logging import get_logger
 from agentlog.archive.errors import (
     ArchiveAccessDeniedError,
     ArchiveBucketMissingError,
@@ -55,7 +54,7 @@ __all__ = [
 #: Where the archive lives when nothing is configured.
 DEFAULT_ARCHIVE_URL = "file://.agentlog/archive"
 
-_log = structlog.get_logger("agentlog.archive.store")
+_log = get_logger("agentlog.archive.store")
 
 
 class ArchiveStore(abc.ABC):

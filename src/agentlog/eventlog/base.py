@@ -80,6 +80,12 @@ class RunInfo:
     writer_epoch: int = 0
     lease_owner: str = ""
     lease_expires_at: datetime | None = None
+    archived: bool = False
+    """True once :meth:`EventLog.prune` moved the run's events to the archive.
+
+    The row stays (a tombstone) so that the run id stays taken: starting it
+    again returns the archived run instead of forking a second history.
+    """
 
     def after(self, events: Sequence[Event]) -> RunInfo:
         """This row once ``events`` (the next batch of the run) are recorded."""

@@ -36,11 +36,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-import structlog
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
+from agentlog._logging import get_logger
 from agentlog.errors import (
     AgentlogError,
     BackendUnavailableError,
@@ -71,7 +71,7 @@ from agentlog.eventlog.kafka_writer import WriterPool
 
 __all__ = ["KafkaConfig", "KafkaEventLog"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 #: Claims racing with other processes retry this many times before giving up.
 _CLAIM_ATTEMPTS = 20

@@ -17,15 +17,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import structlog
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
+from agentlog._logging import get_logger
 from agentlog.errors import ConfigError
 
 __all__ = ["TOPIC_ALREADY_EXISTS", "TopicLayout", "ensure_topics"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 TOPIC_ALREADY_EXISTS = 36
 #: Large payloads and snapshots: records up to 16 MiB.

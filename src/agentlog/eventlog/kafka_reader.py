@@ -20,10 +20,10 @@ import contextlib
 import dataclasses
 from typing import Any
 
-import structlog
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
+from agentlog._logging import get_logger
 from agentlog.errors import BackendUnavailableError, CorruptEventError
 from agentlog.eventlog.codec import decode_event
 from agentlog.eventlog.events import Event
@@ -38,7 +38,7 @@ from agentlog.eventlog.kafka_records import (
 
 __all__ = ["KafkaReader"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 #: Known (seq, offset just after that event) points kept per run.
 _POINTS_PER_RUN = 32

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import aiokafka.producer.sender as _aiokafka_sender
-import structlog
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import (
     InvalidProducerEpoch,
@@ -37,6 +36,7 @@ from aiokafka.errors import (
     RecordListTooLargeError,
 )
 
+from agentlog._logging import get_logger
 from agentlog.errors import (
     AgentlogError,
     BackendUnavailableError,
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
 __all__ = ["RunWriter", "WriterPool"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _FENCED = (ProducerFenced, InvalidProducerEpoch)
 # Errors that no retry can fix; any other error leaves a commit in doubt.

@@ -38,8 +38,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-import structlog
-
+from agentlog._logging import get_logger
 from agentlog.errors import (
     AgentlogError,
     BackendUnavailableError,
@@ -62,7 +61,7 @@ from agentlog.eventlog.worker_thread import WorkerThread
 
 __all__ = ["MIGRATIONS", "SqliteEventLog"]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 _T = TypeVar("_T")
 
 #: Schema migrations, applied in order; append only, never edit a shipped one.

@@ -8,12 +8,12 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import structlog
+from agentlog._logging import get_logger
 
 __all__ = ["WorkerThread"]
 
 _T = TypeVar("_T")
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 
 def _resolve(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import structlog
-
+from agentlog._logging import get_logger
 from agentlog.errors import ConfigError, UnknownRunError
 from agentlog.eventlog.base import EventLog, Snapshot
 from agentlog.eventlog.codec import pack, unpack
@@ -32,7 +31,7 @@ __all__ = [
     "save_state",
 ]
 
-log = structlog.get_logger("agentlog.projector")
+log = get_logger("agentlog.projector")
 
 #: Bumped whenever RunState's shape changes; older snapshots are ignored.
 SNAPSHOT_FORMAT = 1

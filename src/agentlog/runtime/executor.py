@@ -27,6 +27,7 @@ from typing import Any
 
 import structlog
 
+from agentlog._logging import get_logger
 from agentlog.errors import (
     AgentlogError,
     InvalidWriteError,
@@ -50,7 +51,7 @@ from agentlog.runtime.writer import RunWriter
 
 __all__ = ["RunExecutor"]
 
-log = structlog.get_logger("agentlog.runtime")
+log = get_logger("agentlog.runtime")
 
 _DONE, _INTERRUPTED = "done", "interrupted"
 

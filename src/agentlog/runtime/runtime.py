@@ -26,8 +26,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
 
-import structlog
-
+from agentlog._logging import get_logger
 from agentlog.errors import (
     FencedError,
     InvalidResumeValueError,
@@ -60,7 +59,7 @@ from agentlog.runtime.writer import RunWriter
 
 __all__ = ["RunHandle", "Runtime", "RuntimeConfig"]
 
-log = structlog.get_logger("agentlog.runtime")
+log = get_logger("agentlog.runtime")
 
 
 def _default_owner() -> str:

@@ -25,6 +25,7 @@ from typing import Literal
 
 import structlog
 
+from agentlog._logging import get_logger
 from agentlog.errors import ConfigError
 from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.codec import encode_payload
@@ -38,7 +39,7 @@ __all__ = ["DURABILITY_MODES", "Durability", "RunWriter"]
 Durability = Literal["sync", "async", "exit"]
 DURABILITY_MODES: tuple[str, ...] = ("sync", "async", "exit")
 
-log = structlog.get_logger("agentlog.runtime")
+log = get_logger("agentlog.runtime")
 
 # A queue item: a batch of events, or a state to snapshot once they are in.
 _Item = list[Event] | RunState
