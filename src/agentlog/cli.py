@@ -34,7 +34,7 @@ from agentlog.eventlog.codec import jsonable
 from agentlog.eventlog.events import Event, utcnow
 from agentlog.eventlog.urls import DEFAULT_LOG_URL, open_log
 from agentlog.projector import diff_states, load_state
-from agentlog.runtime import Runtime, Workflow
+from agentlog.runtime import RecoveryReport, Runtime, Workflow
 
 __all__ = ["app", "main", "timeline_rows"]
 
@@ -341,16 +341,20 @@ def cancel(
 def recover(log: LogOpt = DEFAULT_LOG_URL, apps: AppOpt = None) -> None:
     """Continue every running run whose writer died (its lease expired)."""
 
-    async def go() -> list[str]:
+    async def go() -> RecoveryReport:
         async with await Runtime.open(log, workflows=load_workflows(apps)) as runtime:
-            taken = await runtime.recover()
-            for run_id in taken:
+            report = await runtime.recover()
+            for run_id in report.recovered:
                 final = await runtime.wait(run_id)
                 out.print(f"run {run_id}: {final.status} at seq {final.seq}")
-            return taken
+            return report
 
-    taken = run_async(go)
-    out.print(f"recovered {len(taken)} run(s)")
+    report = run_async(go)
+    out.print(f"recovered {len(report.recovered)} run(s)")
+    for run_id, error in report.failed.items():
+        typer.echo(f"run {run_id}: not recovered: {error}", err=True)
+    if report.failed:
+        raise typer.Exit(1)
 
 
 @app.command()

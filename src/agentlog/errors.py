@@ -12,6 +12,7 @@ The hierarchy::
     │   ├── ConflictError           append at a seq that is not next (duplicate or gap)
     │   ├── FencedError             a newer writer claimed the run; this one must stop
     │   ├── LeaseHeldError          the run's writer lease is live in another process
+    │   ├── LeaseExpiredError       this writer's own lease ran out; it stops before an effect
     │   ├── UnknownRunError         no event was ever recorded for that run id
     │   │   └── RunArchivedError    the run's events were moved to the archive
     │   ├── CorruptEventError       stored bytes that do not decode; names run and seq
@@ -29,6 +30,7 @@ The hierarchy::
     │   ├── InvalidResumeValueError a resume value that does not fit what the interrupt expects
     │   ├── VersionMismatchError    the run was recorded under other code, no migration
     │   ├── UnknownStepError        a step routed to a step the workflow does not have
+    │   ├── InvalidRouteError       a step routed to the same step twice
     │   ├── InvalidWriteError       a step wrote a key the state schema does not have
     │   └── RunFailedError          result() of a run that failed or was cancelled
     └── ArchiveError                raised by the archive (see agentlog.archive)
@@ -45,11 +47,13 @@ __all__ = [
     "BackendUnavailableError",
     "ConfigError",
     "InvalidResumeValueError",
+    "InvalidRouteError",
     "InvalidWriteError",
     "ConflictError",
     "CorruptEventError",
     "EventLogError",
     "FencedError",
+    "LeaseExpiredError",
     "LeaseHeldError",
     "NotSerializableError",
     "NoLiveWriterError",
@@ -117,6 +121,23 @@ class LeaseHeldError(EventLogError):
         super().__init__(
             f"run {run_id!r} is owned by live writer {owner!r} for another "
             f"{seconds_left:.1f}s; wait for its lease to expire or claim with force."
+        )
+
+
+class LeaseExpiredError(EventLogError):
+    """This writer's lease ran out by its own clock; it must not begin a side effect.
+
+    The process was paused (SIGSTOP, a long GC, a sleeping laptop) or could
+    not renew its lease, so another process may own the run by now.
+    """
+
+    def __init__(self, run_id: str, epoch: int, overdue_seconds: float) -> None:
+        self.run_id, self.epoch, self.overdue_seconds = run_id, epoch, overdue_seconds
+        super().__init__(
+            f"run {run_id!r}: writer epoch {epoch} lost its lease {overdue_seconds:.1f}s ago "
+            "by its own clock (the process was paused or could not renew it); it stopped "
+            "before starting another side effect. The run is unharmed: `agentlog recover` "
+            "(or Runtime.recover()) continues it."
         )
 
 
@@ -226,6 +247,10 @@ class VersionMismatchError(WorkflowError):
 
 class UnknownStepError(WorkflowError):
     """A step routed to a step name the workflow does not have."""
+
+
+class InvalidRouteError(WorkflowError):
+    """A step routed to the same step more than once in one superstep."""
 
 
 class InvalidWriteError(WorkflowError):

@@ -216,7 +216,7 @@ async def drive(args: argparse.Namespace) -> None:
             state = await load_state(log, args.run_id)
             if state.status == RunStatus.RUNNING:
                 if args.resume_with == "recover":
-                    assert await rt.recover() == [args.run_id]
+                    assert (await rt.recover()).recovered == [args.run_id]
                 else:
                     await rt.start(wf, run_id=args.run_id)
         print("RUNNING", flush=True)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agentlog.errors import UnknownRunError, VersionMismatchError, WorkflowError
+from agentlog.errors import ConfigError, UnknownRunError, VersionMismatchError
 from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.events import RunStatus
 from agentlog.eventlog.memory import MemoryEventLog
@@ -64,7 +64,7 @@ async def test_run_id_is_required_and_decides_which_run_continues(event_log: Eve
     async with Runtime(event_log, workflows=[wf], config=config()) as rt:
         with pytest.raises(TypeError):
             await rt.start(wf)  # type: ignore[call-arg]  # no silent fresh id
-        with pytest.raises(WorkflowError, match="explicit, stable run_id"):
+        with pytest.raises(ConfigError, match="explicit, stable run_id"):
             await rt.start(wf, run_id="")
         await rt.start(wf, run_id="ticket-1", durability="sync")
         await run_to_rest(rt, "ticket-1")

@@ -8,7 +8,12 @@ from typing import Any
 
 import pytest
 
-from agentlog.errors import FencedError, RunExistsError, VersionMismatchError, WorkflowError
+from agentlog.errors import (
+    ConfigError,
+    FencedError,
+    RunExistsError,
+    VersionMismatchError,
+)
 from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.events import (
     RunMigrated,
@@ -145,7 +150,7 @@ async def test_task_result_survives_a_dead_process(event_log: EventLog) -> None:
     await rt1.close()  # the worker is gone mid-step; its lease is released
     gate.release.set()
     async with Runtime(event_log, workflows=[wf], config=config("two")) as rt2:
-        assert await rt2.recover() == ["s"]
+        assert (await rt2.recover()).recovered == ["s"]
         final = await run_to_rest(rt2, "s")
     assert final.values == {"out": "data"}
     assert calls.count == {"work": 2, "fetch": 1}
@@ -423,7 +428,7 @@ async def test_after_process_death_only_branches_without_writes_rerun(
     assert types.count("StepCompleted") == 3 and types.count("SuperstepCommitted") == 1
     await rt1.close()  # the process dies while b runs
     async with Runtime(event_log, workflows=[wf], config=config("two")) as rt2:
-        assert await rt2.recover() == ["f"]
+        assert (await rt2.recover()).recovered == ["f"]
         final = await run_to_rest(rt2, "f")
     assert final.values == {"out": ["a", "b", "c"]}
     assert calls.count == {"a": 1, "b": 2, "c": 1}
@@ -536,7 +541,7 @@ async def test_start_is_idempotent_on_run_id(event_log: EventLog) -> None:
         state = await run_to_rest(rt, "i")
         with pytest.raises(RunExistsError, match="research"):
             await rt.start(other, run_id="i")
-        with pytest.raises(WorkflowError, match="run_id"):
+        with pytest.raises(ConfigError, match="run_id"):
             await rt.start(wf, run_id="")
     assert state.values["topic"] == "a"
     assert (await types_of(event_log, "i")).count("RunStarted") == 1
@@ -619,9 +624,9 @@ async def test_recover_takes_expired_leases_and_leaves_live_ones(event_log: Even
             break
         await asyncio.sleep(0.02)
     async with Runtime(event_log, workflows=[wf], config=config("B")) as rt_b:
-        assert await rt_b.recover() == ["dead"]
+        assert (await rt_b.recover()).recovered == ["dead"]
         assert (await run_to_rest(rt_b, "dead")).status == RunStatus.COMPLETED
-        assert await rt_b.recover() == []
+        assert (await rt_b.recover()).recovered == []
     alive = await event_log.get_run("alive")
     assert alive.status == RunStatus.RUNNING and alive.lease_owner == "live-host:1"
     dead_types = await types_of(event_log, "dead")

@@ -85,34 +85,47 @@ def _ext_hook(code: int, data: bytes) -> Any:
     raise ValueError(f"unknown msgpack extension type {code}")
 
 
+#: msgpack's own nesting limit (its packer's default recursion limit).
+MAX_DEPTH = 511
+
+
 def _find_unserializable(value: Any, path: str) -> tuple[str, str] | None:
-    """Walk a value to name the first thing msgpack cannot carry (slow path)."""
-    if value is None or isinstance(value, bool | int | float | str | bytes | uuid.UUID | Decimal):
-        return None
-    if isinstance(value, datetime):
-        return None if value.tzinfo is not None else (path, "naive datetime")
-    if isinstance(value, list | tuple):
-        for i, item in enumerate(value):
-            found = _find_unserializable(item, f"{path}[{i}]")
-            if found:
-                return found
-        return None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str | int | bytes):
-                return (f"{path} key {key!r}", type(key).__name__)
-            found = _find_unserializable(item, f"{path}[{key!r}]")
-            if found:
-                return found
-        return None
-    return (path, type(value).__name__)
+    """Name the first thing msgpack cannot carry (slow path, after a failure).
+
+    Iterative, so a value that contains itself or is nested thousands of
+    levels deep is reported like any other bad value, never a RecursionError.
+    """
+    stack: list[tuple[Any, str, int]] = [(value, path, 0)]
+    while stack:
+        item, where, depth = stack.pop()
+        if item is None or isinstance(item, bool | int | float | str | bytes | uuid.UUID | Decimal):
+            continue
+        if isinstance(item, datetime):
+            if item.tzinfo is None:
+                return (where, "naive datetime")
+            continue
+        if depth >= MAX_DEPTH and isinstance(item, list | tuple | dict):
+            short = where if len(where) <= 120 else f"{where[:60]}...{where[-40:]}"
+            return (short, f"a value nested deeper than {MAX_DEPTH} levels (or containing itself)")
+        if isinstance(item, list | tuple):
+            children = [(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(item)]
+        elif isinstance(item, dict):
+            children = []
+            for key, v in item.items():
+                if not isinstance(key, str | int | bytes):
+                    return (f"{where} key {key!r}", type(key).__name__)
+                children.append((v, f"{where}[{key!r}]", depth + 1))
+        else:
+            return (where, type(item).__name__)
+        stack.extend(reversed(children))  # depth-first, in order: the first bad value wins
+    return None
 
 
 def pack(value: Any, *, path: str = "value") -> bytes:
     """Encode a builtin value; raise NotSerializableError naming the bad part."""
     try:
         return msgpack.packb(value, default=_default, use_bin_type=True)  # type: ignore[no-any-return]
-    except (TypeError, ValueError, OverflowError) as exc:
+    except (TypeError, ValueError, OverflowError, RecursionError) as exc:
         found = _find_unserializable(value, path)
         where, what = found if found else (path, str(exc))
         raise NotSerializableError(where, what) from exc

@@ -27,6 +27,7 @@ __all__ = [
     "RunCompleted",
     "RunFailed",
     "RunMigrated",
+    "RunRetried",
     "RunStarted",
     "RunStatus",
     "StepCompleted",
@@ -205,6 +206,19 @@ class RunCancelled(EventData):
 
 
 @dataclass(frozen=True, slots=True)
+class RunRetried(EventData):
+    """A failed run was retried under the same run id (``Runtime.retry``).
+
+    The run continues from its last committed superstep: branches whose
+    writes are recorded keep them, recorded task results stay, and every
+    other branch gets a fresh set of attempts.
+    """
+
+    type: ClassVar[str] = "RunRetried"
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class RunMigrated(EventData):
     """A registered migration moved a parked run to new workflow code.
 
@@ -244,6 +258,7 @@ EVENT_TYPES: dict[str, type[EventData]] = {
         RunCompleted,
         RunFailed,
         RunCancelled,
+        RunRetried,
         RunMigrated,
         WriterClaimed,
     )
@@ -285,6 +300,7 @@ _STATUS_BY_TYPE = {
     "RunCompleted": RunStatus.COMPLETED,
     "RunFailed": RunStatus.FAILED,
     "RunCancelled": RunStatus.CANCELLED,
+    "RunRetried": RunStatus.RUNNING,
 }
 
 

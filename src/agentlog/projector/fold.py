@@ -26,6 +26,7 @@ from agentlog.eventlog.events import (
     RunCompleted,
     RunFailed,
     RunMigrated,
+    RunRetried,
     RunStarted,
     RunStatus,
     StepCompleted,
@@ -130,6 +131,12 @@ def _run_cancelled(state: RunState, data: RunCancelled) -> None:
     state.status, state.error = RunStatus.CANCELLED, data.reason
 
 
+def _run_retried(state: RunState, data: RunRetried) -> None:
+    # Pending writes, next steps and task results stay: only the branches
+    # without recorded writes run again, each with fresh attempts.
+    state.status, state.error, state.attempts = RunStatus.RUNNING, "", {}
+
+
 def _run_migrated(state: RunState, data: RunMigrated) -> None:
     state.version, state.fingerprint = data.to_version, data.fingerprint
     # A deep copy: in-place reducers (append, merge) must own every value they
@@ -154,6 +161,7 @@ _APPLY: dict[type, Callable[[RunState, Any], None]] = {
     RunCompleted: _run_completed,
     RunFailed: _run_failed,
     RunCancelled: _run_cancelled,
+    RunRetried: _run_retried,
     RunMigrated: _run_migrated,
     WriterClaimed: _writer_claimed,
 }

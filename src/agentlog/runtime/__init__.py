@@ -2,15 +2,17 @@
 
 from agentlog.runtime.context import Interrupted, StepContext, idempotency_key
 from agentlog.runtime.executor import RunExecutor
-from agentlog.runtime.runtime import RunHandle, Runtime, RuntimeConfig
+from agentlog.runtime.runtime import VERBS, RecoveryReport, RunHandle, Runtime, RuntimeConfig
 from agentlog.runtime.workflow import Next, RetryPolicy, Step, Workflow, end, goto
 from agentlog.runtime.writer import DURABILITY_MODES, Durability, RunWriter
 
 __all__ = [
     "DURABILITY_MODES",
+    "VERBS",
     "Durability",
     "Interrupted",
     "Next",
+    "RecoveryReport",
     "RetryPolicy",
     "RunExecutor",
     "RunHandle",

@@ -1,10 +1,12 @@
 """StepContext: what a step sees, and its two durable calls.
 
-* ``await ctx.task(name, fn, *args)`` runs a side effect once. Its result is
-  recorded; on resume, replay or a retry of the step, the recorded result is
-  returned and ``fn`` is not called again. If the process died after
-  TaskStarted but before the result was recorded, ``fn`` runs again with the
-  same idempotency key, so the external service can drop the duplicate.
+* ``await ctx.task(name, fn, *args)`` runs a side effect at least once, with
+  a stable idempotency key, and records its result; on resume, replay or a
+  retry of the step, the recorded result is returned and ``fn`` is not
+  called again. If the process died after TaskStarted but before the result
+  was recorded, ``fn`` runs again with the same idempotency key, so the
+  external service can drop the duplicate. Before ``fn`` starts, its intent
+  (TaskStarted) is durable and this writer is checked to still own the run.
 * ``ctx.interrupt(payload)`` parks the run for a human. On resume the step
   runs again from its start; this time ``interrupt`` returns the answer. Code
   before it runs again too, which is why side effects belong in ``ctx.task``.
@@ -20,7 +22,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from agentlog.errors import AgentlogError
+from agentlog.errors import AgentlogError, NotSerializableError
 from agentlog.eventlog.codec import pack
 from agentlog.eventlog.events import InterruptRaised, TaskCompleted, TaskFailed, TaskStarted
 from agentlog.projector.state import interrupt_key
@@ -85,7 +87,10 @@ class StepContext:
         self._interrupts = 0
 
     async def task(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        """Run the side effect ``fn(*args, **kwargs)`` at most once per key.
+        """Run the side effect ``fn(*args, **kwargs)``; record and return its result.
+
+        The effect runs at least once: a crash between the effect and its
+        recorded result runs it again with the same idempotency key.
 
         ``fn`` may be sync (run in a worker thread) or async. If it takes a
         parameter named ``idempotency_key``, the stable key is passed in.
@@ -94,8 +99,11 @@ class StepContext:
             ``fn``'s result, or the recorded result on re-execution.
 
         Raises:
-            NotSerializableError: the result cannot be recorded; the run
-                stays resumable and the task runs again, same key.
+            NotSerializableError: the result cannot be recorded (recorded as
+                TaskFailed); the step is not retried, the run stays
+                resumable, and with fixed code the task runs again, same key.
+            FencedError, LeaseExpiredError: this writer no longer owns the
+                run; the effect was not started.
             Whatever ``fn`` raised (recorded as TaskFailed first).
         """
         index = self._task_calls.get(name, 0)
@@ -109,6 +117,7 @@ class StepContext:
             TaskStarted(key, name, self.step, self.superstep, self.branch, index, attempt)
         )
         await self._writer.sync_point()  # the intent is durable before the effect runs
+        self._writer.check_live()  # and this writer still owns the run
         if "idempotency_key" in _parameters(fn):
             kwargs["idempotency_key"] = key
         started = time.perf_counter()
@@ -124,7 +133,12 @@ class StepContext:
                 await self._writer.flush()
             raise
         elapsed = (time.perf_counter() - started) * 1000
-        pack(result, path=f"result of task {name!r}")  # fail before anything is recorded
+        try:
+            pack(result, path=f"result of task {name!r}")  # before anything is recorded
+        except NotSerializableError as exc:
+            self._writer.emit(TaskFailed(key, _describe(exc), attempt, elapsed))
+            await self._writer.flush()
+            raise
         self._writer.emit(TaskCompleted(key, result, elapsed))
         await self._writer.flush()
         return result

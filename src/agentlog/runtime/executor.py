@@ -10,6 +10,9 @@ Errors fall in three groups:
 
 * a step raised: StepFailed is recorded, the step's retry policy decides,
   and when the tries are used up the run fails (RunFailed);
+* a reducer raised while the superstep commits: StepFailed (not retryable,
+  naming the reducer and the key) and RunFailed are recorded; the pending
+  writes stay, so ``Runtime.retry`` with fixed code commits them;
 * the run's contract was broken (a write to an undeclared key, a route to an
   unknown step, a value that cannot be serialized): nothing wrong is
   recorded, the error is raised to the caller, and the run stays resumable
@@ -25,11 +28,10 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-import structlog
-
 from agentlog._logging import get_logger
 from agentlog.errors import (
     AgentlogError,
+    InvalidRouteError,
     InvalidWriteError,
     NotSerializableError,
     UnknownStepError,
@@ -62,6 +64,7 @@ class RunExecutor:
     def __init__(self, writer: RunWriter, workflow: Workflow) -> None:
         self.writer, self.workflow = writer, workflow
         self.cancel_requested = asyncio.Event()
+        self._log = log.bind(run_id=writer.state.run_id)
 
     @property
     def state(self) -> RunState:
@@ -70,7 +73,6 @@ class RunExecutor:
 
     async def run(self) -> RunState:
         """Run until the run parks, ends, or an error stops this writer."""
-        structlog.contextvars.bind_contextvars(run_id=self.state.run_id)
         try:
             await self._loop()
             await self.writer.close()
@@ -80,7 +82,9 @@ class RunExecutor:
         except BaseException:
             self.writer.abandon()
             raise
-        log.info("run stopped", status=self.state.status, steps=self.state.steps)
+        self._log.info(
+            "run stopped", status=self.state.status, steps=self.state.steps, seq=self.state.seq
+        )
         return self.state
 
     async def _loop(self) -> None:
@@ -108,6 +112,13 @@ class RunExecutor:
                 emit(RunFailed(failures[0]))
                 break
             if _INTERRUPTED in outcomes:
+                break
+            broken = self._commit_error()
+            if broken is not None:
+                step, branch, error = broken
+                attempt = state.attempts.get(branch, 0) + 1
+                emit(StepFailed(step, state.superstep, branch, attempt, error, False))
+                emit(RunFailed(error))
                 break
             goto = [t for b in sorted(state.pending) for t in state.pending[b]["goto"]]
             emit(SuperstepCommitted(state.superstep, list(dict.fromkeys(goto))))
@@ -138,8 +149,7 @@ class RunExecutor:
                 f"run {self.state.run_id!r} is at step {name!r}, which workflow "
                 f"{self.workflow.name!r} v{self.workflow.version} does not define"
             )
-        with structlog.contextvars.bound_contextvars(step=name, branch=branch):
-            return await self._attempts(step, branch, values, parallel=parallel)
+        return await self._attempts(step, branch, values, parallel=parallel)
 
     async def _attempts(
         self, step: Step, branch: int, values: Mapping[str, Any], *, parallel: bool
@@ -162,7 +172,7 @@ class RunExecutor:
                 # run first, this branch asks again after that one is answered.
                 if not self.state.interrupts:
                     ctx._record_interrupt(interrupted)
-                    log.info("run parks on interrupt", payload=interrupted.payload)
+                    self._log.info("run parks on interrupt", step=name, branch=branch)
                 return await self._finish_branch(_INTERRUPTED, parallel)
             except AgentlogError:
                 raise
@@ -171,7 +181,14 @@ class RunExecutor:
                 retry = step.retry.retries(exc, attempt)
                 self.writer.emit(StepFailed(name, superstep, branch, attempt, error, retry))
                 await self.writer.flush()
-                log.warning("step failed", attempt=attempt, error=error, retry=retry)
+                self._log.warning(
+                    "step failed",
+                    step=name,
+                    branch=branch,
+                    attempt=attempt,
+                    error=error,
+                    retry=retry,
+                )
                 if not retry:
                     return f"step {name!r} failed after {attempt} attempt(s): {error}"
                 await asyncio.sleep(step.retry.delay(attempt))
@@ -204,6 +221,11 @@ class RunExecutor:
                     f"{self.workflow.name!r} does not declare (keys: {sorted(declared)})"
                 )
         self._trial(step, writes)
+        if len(set(goto)) != len(goto):
+            raise InvalidRouteError(
+                f"step {step.name!r} routed to {goto}: a step can run only once per "
+                "superstep; route to each step once"
+            )
         for target in goto:
             if target not in self.workflow.steps:
                 raise UnknownStepError(
@@ -221,7 +243,41 @@ class RunExecutor:
             current = copy.deepcopy(self.state.values.get(key))
             try:
                 REDUCERS.get(name, replace)(current, update)
-            except (TypeError, ValueError) as exc:
+            except Exception as exc:
                 raise InvalidWriteError(
-                    f"step {step.name!r}: the {name!r} reducer of {key!r} rejected its write: {exc}"
+                    f"step {step.name!r}: the {name!r} reducer of {key!r} rejected its write: "
+                    f"{type(exc).__name__}: {exc}"
                 ) from exc
+
+    def _commit_error(self) -> tuple[str, int, str] | None:
+        """Reduce the pending writes on copies, as the commit will.
+
+        Returns:
+            None if the commit will fold; else the branch's step, the branch
+            and an error naming the reducer and the key. Branches read the
+            same start state, so a write that passed its own trial can still
+            fail here, after a sibling's write to the same key.
+        """
+        state, trial = self.state, {}
+        for branch in sorted(state.pending):
+            for key, update in state.pending[branch]["writes"].items():
+                name = state.reducers.get(key, "replace")
+                if name in ("replace", "append"):
+                    continue  # they take any value (and one key has one reducer)
+                if key not in trial:
+                    trial[key] = copy.deepcopy(state.values.get(key))
+                try:
+                    trial[key] = REDUCERS.get(name, replace)(trial[key], update)
+                except Exception as exc:
+                    step = state.pending[branch]["step"]
+                    return (
+                        step,
+                        branch,
+                        (
+                            f"ReducerError: the {name!r} reducer of state key {key!r} raised "
+                            f"{type(exc).__name__}: {exc} while superstep {state.superstep} "
+                            f"committed the writes of step {step!r} (branch {branch}); fix the "
+                            "reducer, then retry the run"
+                        ),
+                    )
+        return None

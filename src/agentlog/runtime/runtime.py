@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import os
 import socket
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -28,23 +29,29 @@ from typing import Any, Self
 
 from agentlog._logging import get_logger
 from agentlog.errors import (
+    AgentlogError,
+    ConfigError,
     FencedError,
     InvalidResumeValueError,
     LeaseHeldError,
+    NoLiveWriterError,
     RunExistsError,
     RunFailedError,
+    RunNotFailedError,
     RunNotWaitingError,
     UnknownRunError,
     UnknownWorkflowError,
     VersionMismatchError,
     WorkflowError,
 )
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog.base import EventLog, RunInfo
+from agentlog.eventlog.codec import pack
 from agentlog.eventlog.events import (
     EventData,
     ResumeReceived,
     RunCancelled,
     RunMigrated,
+    RunRetried,
     RunStarted,
     RunStatus,
     WriterClaimed,
@@ -55,9 +62,18 @@ from agentlog.projector.snapshots import SnapshotPolicy, load_state
 from agentlog.projector.state import RunState
 from agentlog.runtime.executor import RunExecutor
 from agentlog.runtime.workflow import Migration, Workflow
-from agentlog.runtime.writer import RunWriter
+from agentlog.runtime.writer import DURABILITY_MODES, RunWriter
 
-__all__ = ["RunHandle", "Runtime", "RuntimeConfig"]
+__all__ = ["RecoveryReport", "RunHandle", "Runtime", "RuntimeConfig", "VERBS"]
+
+#: The one verb table: which call does what to a run (in every wrong-verb error).
+VERBS = (
+    "start: a new run (the same run id returns the existing run); "
+    "resume: answer a waiting run's interrupt; "
+    "retry: continue a failed run under the same id; "
+    "recover: take over running runs whose writer died; "
+    "cancel: stop a run"
+)
 
 log = get_logger("agentlog.runtime")
 
@@ -93,9 +109,25 @@ class RunHandle:
     runtime: Runtime
     run_id: str
 
-    async def wait(self) -> RunState:
+    async def wait(self, *, timeout: float | None = None) -> RunState:  # noqa: ASYNC109
         """See :meth:`Runtime.wait`."""
-        return await self.runtime.wait(self.run_id)
+        return await self.runtime.wait(self.run_id, timeout=timeout)
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryReport:
+    """What :meth:`Runtime.recover` did."""
+
+    recovered: list[str] = field(default_factory=list)
+    """Run ids now continuing in this process."""
+
+    failed: dict[str, AgentlogError] = field(default_factory=dict)
+    """Run ids it could not recover, each with the typed reason."""
+
+    @property
+    def ok(self) -> bool:
+        """True when every run that needed recovery was recovered."""
+        return not self.failed
 
 
 _TYPE_NAMES: dict[str, type | tuple[type, ...]] = {
@@ -133,6 +165,35 @@ def _check_expected(expects: Any, value: Any, where: str = "value") -> None:
             f"{where} must be {expects}, got {type(value).__name__} {value!r}; resume again "
             "with the right shape (the run is still waiting)"
         )
+
+
+def _check_run_id(run_id: object) -> None:
+    if not isinstance(run_id, str) or not run_id:
+        raise ConfigError(
+            f"start() needs an explicit, stable run_id (non-empty text), got {run_id!r}"
+        )
+    try:
+        run_id.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ConfigError(
+            f"run id {run_id!r} is not valid text (it holds a lone surrogate); use printable text"
+        ) from exc
+
+
+def _lease_live(info: RunInfo) -> bool:
+    return info.lease_expires_at is not None and info.lease_expires_at > utcnow()
+
+
+def _verb_hint(status: str) -> str:
+    """Which verb fits a run in ``status`` (the verb table, in an error)."""
+    fits = {
+        RunStatus.WAITING: "It is waiting: answer it with resume.",
+        RunStatus.FAILED: "It failed: continue it with retry.",
+        RunStatus.RUNNING: "It is running: wait for it, or recover it if its writer died.",
+        RunStatus.COMPLETED: "It is finished: start a new run id, or fork it.",
+        RunStatus.CANCELLED: "It was cancelled: start a new run id.",
+    }
+    return f"{fits.get(status, '')} Verbs: {VERBS}."
 
 
 class Runtime:
@@ -193,7 +254,12 @@ class Runtime:
         Starting is idempotent on ``run_id``: an existing run is returned as it
         is (and continued here if it is running with no live writer).
 
+        Everything is checked before the run id is claimed, so a call with bad
+        arguments leaves nothing behind and a corrected call works at once.
+
         Raises:
+            ConfigError: a bad run id, input, durability or max_steps.
+            NotSerializableError: the input cannot be stored.
             RunExistsError: the run id belongs to a run of another workflow.
             UnknownWorkflowError: ``workflow`` is a name not registered here.
             LeaseHeldError: another process is starting this run id right now
@@ -205,8 +271,21 @@ class Runtime:
             wf = workflow
         else:
             wf = self._workflow(workflow)
-        if not run_id:
-            raise WorkflowError("start() needs an explicit, stable run_id")
+        _check_run_id(run_id)
+        mode = durability or self.config.durability
+        if mode not in DURABILITY_MODES:
+            raise ConfigError(
+                f"durability must be one of {', '.join(DURABILITY_MODES)}, got {mode!r}"
+            )
+        if max_steps is not None and (
+            isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
+        ):
+            raise ConfigError(f"max_steps must be a whole number of at least 1, got {max_steps!r}")
+        if input is not None and not isinstance(input, dict):
+            raise ConfigError(
+                f"input must be a dict of state keys to values, got {type(input).__name__}"
+            )
+        pack(input, path="input")
         info = await self.log.find_run(run_id)
         if info is not None and info.last_seq > 0:
             if info.workflow != wf.name:
@@ -214,35 +293,28 @@ class Runtime:
                     f"run {run_id!r} exists and belongs to workflow {info.workflow!r}, "
                     f"not {wf.name!r}; pick another run id"
                 )
-            if run_id not in self._active and info.status == RunStatus.RUNNING:
+            if (
+                run_id not in self._active
+                and info.status == RunStatus.RUNNING
+                and not info.archived
+            ):
                 with contextlib.suppress(LeaseHeldError):
                     await self._take_over(wf, run_id, lambda state: [])
             return RunHandle(self, run_id)
-        mode = durability or self.config.durability
+        started = RunStarted(
+            workflow=wf.name,
+            version=wf.version,
+            input=dict(input or {}),
+            durability=mode,
+            fingerprint=wf.fingerprint,
+            limits={"max_steps": max_steps if max_steps is not None else wf.max_steps},
+            start=wf.start,
+            reducers=dict(wf.reducers),
+        )
         # LeaseHeldError here: another writer is starting this run right now
         # and has recorded nothing yet (or died doing so, until its lease ends)
-        epoch = await self._claim(run_id)
-        writer = RunWriter(
-            self.log,
-            RunState(run_id=run_id),
-            epoch=epoch,
-            durability=mode,
-            snapshots=self.config.snapshots,
-        )
-        writer.emit(
-            RunStarted(
-                workflow=wf.name,
-                version=wf.version,
-                input=dict(input or {}),
-                durability=mode,
-                fingerprint=wf.fingerprint,
-                limits={"max_steps": max_steps or wf.max_steps},
-                start=wf.start,
-                reducers=dict(wf.reducers),
-            )
-        )
-        await writer.flush()
-        self._launch(wf, writer)
+        epoch, deadline = await self._claim(run_id)
+        await self._continue(wf, RunState(run_id=run_id), epoch, deadline, mode, [started])
         return RunHandle(self, run_id)
 
     async def resume(self, run_id: str, value: Any = None) -> RunHandle:
@@ -258,12 +330,39 @@ class Runtime:
         state = await load_state(self.log, run_id)
         self._require_waiting(state)
         _check_expected(state.interrupts[0].get("expects"), value)
+        pack(value, path="resume value")  # refused before anything is claimed
         wf = self._workflow(state.workflow)
         self._migration(wf, state)  # fail before anything is recorded
 
         def events(current: RunState) -> list[EventData]:
             self._require_waiting(current)
             return [ResumeReceived(value)]
+
+        await self._take_over(wf, run_id, events)
+        return RunHandle(self, run_id)
+
+    async def retry(self, run_id: str, reason: str = "retried by request") -> RunHandle:
+        """Continue a failed run under the same run id, here.
+
+        The run goes on from its last committed superstep: branches whose
+        writes are recorded keep them, recorded task results are returned
+        without running the effects again, and the other branches run with
+        fresh attempts (RunRetried is recorded).
+
+        Raises:
+            UnknownRunError: no such run.
+            RunNotFailedError: the run has not failed (see :data:`VERBS`).
+            VersionMismatchError: the run was recorded under other code.
+            LeaseHeldError: another process is retrying it right now.
+        """
+        state = await load_state(self.log, run_id)
+        self._require_failed(state)
+        wf = self._workflow(state.workflow)
+        self._migration(wf, state)  # fail before anything is recorded
+
+        def events(current: RunState) -> list[EventData]:
+            self._require_failed(current)
+            return [RunRetried(reason)]
 
         await self._take_over(wf, run_id, events)
         return RunHandle(self, run_id)
@@ -294,34 +393,55 @@ class Runtime:
         await self._release(run_id, epoch)
         return writer.state
 
-    async def wait(self, run_id: str) -> RunState:
+    async def wait(self, run_id: str, *, timeout: float | None = None) -> RunState:  # noqa: ASYNC109
         """Wait until the run parks on an interrupt or ends; return its state.
 
         A run executing in this process is awaited; one executing elsewhere is
-        followed through the log.
+        followed through the log for as long as a live writer holds its lease.
+
+        Args:
+            timeout: seconds to wait at most (None: no bound).
 
         Raises:
+            NoLiveWriterError: the run is running but no live writer drives it
+                (its writer died, or stopped on an error); ``recover()``
+                continues it.
+            TimeoutError: ``timeout`` passed first; the run is unharmed.
             Whatever stopped this process's writer (FencedError, a contract error).
-
-        Wrap it in ``asyncio.timeout()`` to bound the wait.
         """
-        active = self._active.get(run_id)
-        if active is not None:
-            return await asyncio.shield(active[1])
-        while True:
-            state = await load_state(self.log, run_id)
-            if state.status != RunStatus.RUNNING:
-                return state
-            await asyncio.sleep(self.config.poll_seconds)
+        async with asyncio.timeout(timeout):
+            active = self._active.get(run_id)
+            if active is not None:
+                return await asyncio.shield(active[1])
+            while True:
+                info = await self.log.get_run(run_id)
+                if info.status != RunStatus.RUNNING or info.archived:
+                    return await load_state(self.log, run_id)
+                if not _lease_live(info):
+                    # A writer writes its last events before it lets go of its
+                    # lease: look again before calling the run orphaned.
+                    info = await self.log.get_run(run_id)
+                    if info.status != RunStatus.RUNNING:
+                        continue
+                    if not _lease_live(info) and run_id not in self._active:
+                        raise NoLiveWriterError(
+                            f"run {run_id!r} is running but no live writer drives it (its "
+                            f"writer {info.lease_owner or 'unknown'!r} died or stopped on an "
+                            "error). Continue it with Runtime.recover() or `agentlog recover`."
+                        )
+                active = self._active.get(run_id)
+                if active is not None:
+                    return await asyncio.shield(active[1])
+                await asyncio.sleep(self.config.poll_seconds)
 
-    async def result(self, run_id: str) -> dict[str, Any]:
+    async def result(self, run_id: str, *, timeout: float | None = None) -> dict[str, Any]:  # noqa: ASYNC109
         """The final state values of a completed run.
 
         Raises:
             RunFailedError: the run failed or was cancelled.
             WorkflowError: the run is waiting on an interrupt.
         """
-        state = await self.wait(run_id)
+        state = await self.wait(run_id, timeout=timeout)
         if state.status == RunStatus.COMPLETED:
             return state.values
         if state.status == RunStatus.WAITING:
@@ -331,30 +451,31 @@ class Runtime:
             )
         raise RunFailedError(f"run {run_id!r} {state.status}: {state.error}")
 
-    async def recover(self) -> list[str]:
+    async def recover(self) -> RecoveryReport:
         """Take over every running run whose writer's lease expired.
 
+        One bad run never blocks the others: each run that cannot be taken
+        over (an unregistered workflow, a version mismatch, a corrupt event)
+        is reported with its typed error, and the rest are recovered.
+
         Returns:
-            The run ids now continuing in this process. Runs of workflows not
-            registered here are left alone (and logged).
+            The runs now continuing in this process, and those that could not.
         """
-        taken = []
-        now = utcnow()
+        report = RecoveryReport()
         for info in await self.log.list_runs(status=RunStatus.RUNNING):
-            if info.run_id in self._active:
-                continue
-            if info.lease_expires_at is not None and info.lease_expires_at > now:
-                continue
-            wf = self.workflows.get(info.workflow)
-            if wf is None:
-                log.warning("not recovered: workflow not registered", run_id=info.run_id)
+            if info.run_id in self._active or info.archived or _lease_live(info):
                 continue
             try:
+                wf = self._workflow(info.workflow)
                 await self._take_over(wf, info.run_id, lambda state: [])
             except (LeaseHeldError, RunNotWaitingError):
+                continue  # another process got there first, or it just ended
+            except AgentlogError as exc:
+                log.warning("run not recovered", run_id=info.run_id, error=str(exc))
+                report.failed[info.run_id] = exc
                 continue
-            taken.append(info.run_id)
-        return taken
+            report.recovered.append(info.run_id)
+        return report
 
     async def close(self) -> None:
         """Stop executing (runs stay resumable) and close an owned log."""
@@ -393,7 +514,15 @@ class Runtime:
         if state.status != RunStatus.WAITING or not state.interrupts:
             raise RunNotWaitingError(
                 f"run {state.run_id!r} is {state.status}, not waiting on an interrupt; "
-                "nothing was recorded"
+                f"nothing was recorded. {_verb_hint(state.status)}"
+            )
+
+    @staticmethod
+    def _require_failed(state: RunState) -> None:
+        if state.status != RunStatus.FAILED:
+            raise RunNotFailedError(
+                f"run {state.run_id!r} is {state.status}, not failed; nothing was recorded. "
+                f"{_verb_hint(state.status)}"
             )
 
     def _migration(self, wf: Workflow, state: RunState) -> Migration | None:
@@ -410,13 +539,16 @@ class Runtime:
             )
         return migration
 
-    async def _claim(self, run_id: str) -> int:
-        return await self.log.claim_writer(
+    async def _claim(self, run_id: str) -> tuple[int, float]:
+        """Claim the run; return the epoch and when the lease ends by our clock."""
+        asked_at = time.monotonic()  # the lease counts from no later than this
+        epoch = await self.log.claim_writer(
             run_id,
             owner=self.config.owner,
             lease_seconds=self.config.lease_seconds,
             force=False,
         )
+        return epoch, asked_at + self.config.lease_seconds
 
     async def _take_over(
         self,
@@ -425,37 +557,59 @@ class Runtime:
         events: Callable[[RunState], Sequence[EventData]],
     ) -> None:
         """Claim the run, reload it, record ``events(state)`` and continue it here."""
-        epoch = await self._claim(run_id)
+        epoch, deadline = await self._claim(run_id)
         try:
             state = await load_state(self.log, run_id)
             migration = self._migration(wf, state)
             extra = events(state)
             if state.status != RunStatus.RUNNING and not extra:
                 raise RunNotWaitingError(f"run {run_id!r} is {state.status}; nothing to do")
+            first: list[EventData] = [WriterClaimed(epoch, self.config.owner)]
+            if migration is not None:
+                values = migration(dict(state.values))
+                first.append(
+                    RunMigrated(
+                        state.version, wf.version, wf.fingerprint, dict(wf.reducers), values
+                    )
+                )
         except BaseException:
             await self._release(run_id, epoch)
             raise
-        writer = RunWriter(
-            self.log,
-            state,
-            epoch=epoch,
-            durability=state.durability or self.config.durability,
-            snapshots=self.config.snapshots,
-        )
-        writer.emit(WriterClaimed(epoch, self.config.owner))
-        if migration is not None:
-            writer.emit(
-                RunMigrated(
-                    state.version,
-                    wf.version,
-                    wf.fingerprint,
-                    dict(wf.reducers),
-                    migration(dict(state.values)),
-                )
+        mode = state.durability or self.config.durability
+        await self._continue(wf, state, epoch, deadline, mode, [*first, *extra])
+
+    async def _continue(
+        self,
+        wf: Workflow,
+        state: RunState,
+        epoch: int,
+        deadline: float,
+        mode: str,
+        events: Sequence[EventData],
+    ) -> None:
+        """As the run's claimed writer: record ``events``, then drive the run here.
+
+        On any failure before the run is handed to its task, the writer is
+        dropped and the lease released, so a corrected call can claim at once.
+        """
+        writer = None
+        try:
+            writer = RunWriter(
+                self.log,
+                state,
+                epoch=epoch,
+                durability=mode,
+                snapshots=self.config.snapshots,
+                lease_deadline=deadline,
             )
-        for data in extra:
-            writer.emit(data)
-        await writer.flush()
+            for data in events:
+                writer.emit(data)
+            await writer.flush()
+        except BaseException:
+            if writer is not None:
+                writer.abandon()
+            await self._release(state.run_id, epoch)
+            raise
         self._launch(wf, writer)
 
     def _launch(self, wf: Workflow, writer: RunWriter) -> None:
@@ -469,9 +623,7 @@ class Runtime:
         writer = executor.writer
         run_id, epoch = writer.state.run_id, writer.epoch
         fenced: list[FencedError] = []
-        heartbeat = asyncio.create_task(
-            self._heartbeat(run_id, epoch, asyncio.current_task(), fenced)
-        )
+        heartbeat = asyncio.create_task(self._heartbeat(writer, asyncio.current_task(), fenced))
         try:
             return await executor.run()
         except asyncio.CancelledError:
@@ -486,23 +638,27 @@ class Runtime:
 
     async def _heartbeat(
         self,
-        run_id: str,
-        epoch: int,
+        writer: RunWriter,
         owner: asyncio.Task[Any] | None,
         fenced: list[FencedError],
     ) -> None:
+        run_id, epoch, lease = writer.state.run_id, writer.epoch, self.config.lease_seconds
         while True:
-            await asyncio.sleep(self.config.lease_seconds / 3)
+            await asyncio.sleep(lease / 3)
+            sent_at = time.monotonic()
             try:
-                await self.log.renew_lease(run_id, epoch, self.config.lease_seconds)
+                await self.log.renew_lease(run_id, epoch, lease)
             except FencedError as exc:
                 log.warning("writer fenced; stopping", run_id=run_id, epoch=epoch)
+                writer.fence(exc)  # no side effect may start from here on
                 fenced.append(exc)
                 if owner is not None:
                     owner.cancel()
                 return
             except Exception as exc:  # storage hiccup: the next renewal may work
                 log.warning("lease renewal failed", run_id=run_id, error=str(exc))
+            else:
+                writer.lease_renewed(sent_at, lease)
 
     async def _release(self, run_id: str, epoch: int) -> None:
         with contextlib.suppress(FencedError, UnknownRunError):

@@ -24,6 +24,7 @@ if it has none.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -126,7 +127,7 @@ class Workflow:
     ) -> None:
         if not name:
             raise WorkflowDefinitionError("a workflow needs a non-empty name")
-        if max_steps < 1:
+        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
             raise WorkflowDefinitionError(f"max_steps must be at least 1, got {max_steps}")
         self.name, self.version, self.max_steps = name, str(version), max_steps
         self.retry = retry or RetryPolicy()
@@ -198,7 +199,18 @@ class Workflow:
                 raise WorkflowDefinitionError(
                     f"workflow {self.name!r}: step name {step_name!r} is empty or taken"
                 )
+            if not _is_async(func):
+                raise WorkflowDefinitionError(
+                    f"workflow {self.name!r}: step {step_name!r} is not an async function; "
+                    "declare it with `async def` (run blocking work in ctx.task, which "
+                    "moves a sync function to a thread)"
+                )
             edges = (then,) if isinstance(then, str) else tuple(then or ())
+            if len(set(edges)) != len(edges):
+                raise WorkflowDefinitionError(
+                    f"workflow {self.name!r}: step {step_name!r} has then={list(edges)}; "
+                    "a step can run only once per superstep, so name each step once"
+                )
             self.steps[step_name] = Step(step_name, func, edges, retry or self.retry)
             return func
 
@@ -239,3 +251,10 @@ class Workflow:
 
     def __repr__(self) -> str:
         return f"Workflow({self.name!r}, version={self.version!r}, steps={list(self.steps)})"
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    """An async function, a partial of one, or an object with an async ``__call__``."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - the method itself, not callable()
+    )

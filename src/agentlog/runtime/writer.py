@@ -13,20 +13,29 @@ pattern article defines them:
 * ``exit``: nothing is written until :meth:`close` (the run completed,
   failed or parked): no mid-run recovery, the cheapest mode.
 
+A failed write is sticky: once an append fails, every later flush, sync
+point and emit of this writer raises that failure. A waiter whose events
+were taken by the failed append must never return as if they were durable.
+
+Before a side effect, :meth:`check_live` also refuses to go on when this
+writer was fenced (the heartbeat saw a newer epoch) or when its lease ran
+out by its own monotonic clock (the process was paused): another process may
+own the run by then.
+
 Snapshots follow the :class:`SnapshotPolicy`; a snapshot is saved only after
-the events it covers are in the log.
+the events it covers are in the log. Snapshots are a cache: a failed save is
+logged and the run goes on; the next one is tried after ``every`` more events.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import Literal
 
-import structlog
-
 from agentlog._logging import get_logger
-from agentlog.errors import ConfigError
+from agentlog.errors import BackendUnavailableError, ConfigError, LeaseExpiredError
 from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.codec import encode_payload
 from agentlog.eventlog.events import Event, EventData, utcnow
@@ -56,6 +65,7 @@ class RunWriter:
         epoch: int,
         durability: str,
         snapshots: SnapshotPolicy,
+        lease_deadline: float | None = None,
     ) -> None:
         if durability not in DURABILITY_MODES:
             raise ConfigError(
@@ -71,6 +81,9 @@ class RunWriter:
         self._background: asyncio.Task[None] | None = None
         self._failure: BaseException | None = None
         self._pending_snapshot: RunState | None = None
+        #: time.monotonic() after which this writer's lease may have expired
+        self._lease_deadline = lease_deadline
+        self._log = log.bind(run_id=state.run_id, epoch=epoch)
         if durability == "async":
             self._queue = asyncio.Queue()
             self._background = asyncio.create_task(self._drain_forever())
@@ -87,7 +100,6 @@ class RunWriter:
         event = Event(self.state.run_id, self.state.seq + 1, data, utcnow(), self.epoch)
         apply(self.state, event)
         self._buffer.append(event)
-        structlog.contextvars.bind_contextvars(seq=event.seq)
         if self.snapshots.due(self.state, self._last_snapshot_seq):
             self._last_snapshot_seq = self.state.seq
             self._pending_snapshot = self.state.copy()
@@ -106,6 +118,9 @@ class RunWriter:
                 self._queue.put_nowait(snapshot)
             return
         async with self._lock:  # batches reach the log in seq order
+            # A flush that failed while this caller waited may have taken its
+            # events with it: fail too, never return as if they were durable.
+            self._raise_failure()
             await self._write_now()
 
     async def sync_point(self) -> None:
@@ -114,6 +129,31 @@ class RunWriter:
         if self._queue is not None:
             await self._queue.join()
             self._raise_failure()
+
+    def check_live(self) -> None:
+        """Raise unless this writer may begin a side effect now.
+
+        Raises:
+            FencedError: a newer writer owns the run (seen by a failed write
+                or by the lease heartbeat).
+            LeaseExpiredError: the lease ran out by this process's own clock.
+            Any earlier write failure.
+        """
+        self._raise_failure()
+        if self._lease_deadline is not None:
+            overdue = time.monotonic() - self._lease_deadline
+            if overdue >= 0:
+                raise LeaseExpiredError(self.state.run_id, self.epoch, overdue)
+
+    def lease_renewed(self, sent_at: float, lease_seconds: float) -> None:
+        """A renewal sent at ``sent_at`` (monotonic) succeeded."""
+        if self._lease_deadline is not None:
+            self._lease_deadline = max(self._lease_deadline, sent_at + lease_seconds)
+
+    def fence(self, error: BaseException) -> None:
+        """Stop this writer: every later write and side effect raises ``error``."""
+        if self._failure is None:
+            self._failure = error
 
     async def close(self) -> None:
         """Write everything still buffered (all modes) and stop the background task."""
@@ -157,9 +197,8 @@ class RunWriter:
             try:
                 if self._failure is None:
                     await self._write_items(items)
-            except Exception as exc:  # surfaced on the next emit/flush
-                self._failure = exc
-                log.warning("background write failed", error=str(exc))
+            except Exception:  # recorded by _write_items, surfaced on the next emit/flush
+                pass
             finally:
                 for _ in items:
                     self._queue.task_done()
@@ -171,10 +210,32 @@ class RunWriter:
                 batch.extend(item)
                 continue
             if batch:
-                await self.log.append(batch, durable=True)
+                await self._append(batch)
                 batch = []
             if item.run_id:
-                await save_state(self.log, item)
+                await self._save_snapshot(item)
+
+    async def _append(self, batch: list[Event]) -> None:
+        try:
+            await self.log.append(batch, durable=True)
+        except Exception as exc:
+            self._failure = exc
+            self._log.warning("write failed; the writer stops", error=str(exc))
+            raise
+        except asyncio.CancelledError:
+            # Whether the batch landed is unknown: nothing may go on as if it had.
+            self._failure = BackendUnavailableError(
+                f"run {self.state.run_id!r}: a write was interrupted before it was confirmed"
+            )
+            raise
+
+    async def _save_snapshot(self, state: RunState) -> None:
+        try:
+            await save_state(self.log, state)
+        except Exception as exc:  # a cache: the events are the truth
+            self._log.warning(
+                "snapshot save failed; the run goes on", seq=state.seq, error=str(exc)
+            )
 
     def _raise_failure(self) -> None:
         if self._failure is not None:
