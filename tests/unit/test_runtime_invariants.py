@@ -420,11 +420,9 @@ async def test_after_process_death_only_branches_without_writes_rerun(
     await rt1.start(wf, run_id="f", durability=durability)
     await asyncio.wait_for(gate.reached.wait(), 10)
     # a and c have finished: their writes are recorded at once, before b is done
-    for _ in range(200):
-        types = await types_of(event_log, "f")
-        if types.count("StepCompleted") == 3:
-            break
-        await asyncio.sleep(0.01)
+    async with asyncio.timeout(60):  # a condition, not a fixed number of polls
+        while (types := await types_of(event_log, "f")).count("StepCompleted") < 3:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
     assert types.count("StepCompleted") == 3 and types.count("SuperstepCommitted") == 1
     await rt1.close()  # the process dies while b runs
     async with Runtime(event_log, workflows=[wf], config=config("two")) as rt2:
@@ -580,7 +578,8 @@ async def test_cancel_waiting_running_and_finished_runs(event_log: EventLog) -> 
         await rt.start(wf, run_id="running", durability="sync")
         await asyncio.wait_for(gate.reached.wait(), 10)
         cancelling = asyncio.create_task(rt.cancel("running"))
-        await asyncio.sleep(0.01)
+        executor = rt._active["running"][0]
+        await asyncio.wait_for(executor.cancel_requested.wait(), 10)
         gate.release.set()
         stopped = await asyncio.wait_for(cancelling, 10)
         assert stopped.status == RunStatus.CANCELLED
