@@ -318,16 +318,18 @@ async def test_wait_says_when_no_live_writer_drives_a_run(event_log: EventLog) -
         await gate.wait()
         return end(x=1)
 
-    dead = Runtime(event_log, workflows=[wf], config=config("dead", lease_seconds=0.2))
+    dead = Runtime(event_log, workflows=[wf], config=config("dead"))
     await dead.start(wf, run_id="w", durability="sync")
     _, task = dead._active["w"]
-    task.cancel()  # the writer dies; its lease is not released
+    task.cancel()  # the writer stops mid-step
     await asyncio.gather(task, return_exceptions=True)
-    await event_log.claim_writer("w", owner="dead", lease_seconds=0.2)  # a lease still live
+    # a crashed writer's lease: still live for a while, then gone
+    epoch = await event_log.claim_writer("w", owner="crashed", lease_seconds=300)
     async with Runtime(event_log, workflows=[wf], config=config("new")) as rt:
         await rt.start(wf, run_id="w")  # within the lease: returns the existing run
         with pytest.raises(TimeoutError):
             await rt.wait("w", timeout=0.01)
+        await event_log.release_lease("w", epoch)  # as if it had run out
         with pytest.raises(NoLiveWriterError, match="recover"):
             await rt.wait("w", timeout=30)
         gate.set()

@@ -157,7 +157,11 @@ async def test_a_paused_zombie_does_not_send_after_a_takeover(
                 while True:
                     info = await rt.log.find_run("z")
                     expires = info.lease_expires_at if info else None
-                    if info is not None and expires is not None and expires < utcnow():
+                    if (
+                        info is not None
+                        and info.last_seq
+                        and (expires is None or expires < utcnow())
+                    ):
                         break
                     await asyncio.sleep(0.05)
                 taken_over.append(await rt.recover())

@@ -147,7 +147,7 @@ _WORKER = textwrap.dedent(
 
     async def main():
         rt = await Runtime.open(sys.argv[1], workflows=[survivor()],
-                               config=RuntimeConfig(owner="child", lease_seconds=0.2))
+                               config=RuntimeConfig(owner="child", lease_seconds=5.0))
         await rt.start("survivor", run_id="s", durability="sync")
         await rt.wait("s")
         os.kill(os.getpid(), signal.SIGKILL)  # die hard, without closing anything
