@@ -293,11 +293,7 @@ class Runtime:
                     f"run {run_id!r} exists and belongs to workflow {info.workflow!r}, "
                     f"not {wf.name!r}; pick another run id"
                 )
-            if (
-                run_id not in self._active
-                and info.status == RunStatus.RUNNING
-                and not info.archived
-            ):
+            if run_id not in self._active and info.status == RunStatus.RUNNING:
                 with contextlib.suppress(LeaseHeldError):
                     await self._take_over(wf, run_id, lambda state: [])
             return RunHandle(self, run_id)
@@ -415,7 +411,7 @@ class Runtime:
                 return await asyncio.shield(active[1])
             while True:
                 info = await self.log.get_run(run_id)
-                if info.status != RunStatus.RUNNING or info.archived:
+                if info.status != RunStatus.RUNNING:
                     return await load_state(self.log, run_id)
                 if not _lease_live(info):
                     # A writer writes its last events before it lets go of its
@@ -463,7 +459,7 @@ class Runtime:
         """
         report = RecoveryReport()
         for info in await self.log.list_runs(status=RunStatus.RUNNING):
-            if info.run_id in self._active or info.archived or _lease_live(info):
+            if info.run_id in self._active or _lease_live(info):
                 continue
             try:
                 wf = self._workflow(info.workflow)

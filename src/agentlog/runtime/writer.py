@@ -161,6 +161,7 @@ class RunWriter:
             if self._queue is not None:
                 await self.sync_point()
             async with self._lock:
+                self._raise_failure()  # after a failed write nothing more may be appended
                 await self._write_now()
         finally:
             if self._background is not None:
