@@ -5,11 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 from typer.testing import CliRunner
 
 from agentlog.cli import app
@@ -19,13 +17,6 @@ from agentlog.runtime import Runtime, StepContext, Workflow, end, goto
 from agentlog.runtime.workflow import Next
 
 runner = CliRunner()
-
-
-@pytest.fixture(autouse=True)
-def _restore_structlog() -> Iterator[None]:
-    """The CLI configures structlog for the process; put the defaults back."""
-    yield
-    structlog.reset_defaults()
 
 
 def _workflow() -> Workflow:
