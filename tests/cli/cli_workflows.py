@@ -1,0 +1,25 @@
+"""Workflows the CLI tests drive; also copied as a user's own file for ``--app``."""
+
+from __future__ import annotations
+
+from agentlog.runtime import StepContext, Workflow, end, goto
+from agentlog.runtime.workflow import Next
+
+
+def parked_workflow() -> Workflow:
+    """Writes a note, then parks on a yes/no question."""
+    wf = Workflow("cli-wf", state={"notes": "append", "answer": "replace"})
+
+    @wf.step
+    async def first(ctx: StepContext) -> Next:
+        return goto("second", notes=["one"])
+
+    @wf.step
+    async def second(ctx: StepContext) -> Next:
+        answer = ctx.interrupt({"question": "ok?"}, expects="bool")
+        return end(notes=["two"], answer=answer)
+
+    return wf
+
+
+workflows = [parked_workflow()]
