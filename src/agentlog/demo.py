@@ -28,10 +28,12 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from rich.console import Console
 from rich.markup import escape
 
+from agentlog.errors import ConfigError
 from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.codec import jsonable
 from agentlog.eventlog.events import Event, StepCompleted, utcnow
@@ -235,11 +237,23 @@ async def _follow_until_exit(follower: Follower, worker: subprocess.Popen[bytes]
         raise RuntimeError(f"demo worker failed: {output}")
 
 
-async def run_demo(log_url: str, run_id: str, console: Console) -> None:
-    """The whole demo (see the module docstring)."""
+async def run_demo(log_url: str, run_id: str, console: Console) -> dict[str, Any]:
+    """The whole demo (see the module docstring); returns what it did.
+
+    Raises:
+        ConfigError: ``log_url`` names a log that only this process can see
+            (``memory://``): the demo's workers run in processes of their own.
+    """
+    if urlsplit(log_url).scheme == "memory":
+        raise ConfigError(
+            f"the demo needs a log that other processes can share, and {log_url} lives in "
+            "this process only: use the default (sqlite:///.agentlog/agentlog.db), another "
+            "sqlite:///FILE, or kafka://HOST:PORT/NAME"
+        )
     topic = "durable execution for AI agents"
     outbox = outbox_path(log_url)
-    console.rule(f"agentlog demo · run [bold]{run_id}[/bold] · log {log_url}")
+    shown = escape(run_id)
+    console.rule(f"agentlog demo · run [bold]{shown}[/bold] · log {escape(log_url)}")
     async with await open_log(log_url) as event_log:
         follower = Follower(event_log, run_id, console)
 
@@ -284,22 +298,34 @@ async def run_demo(log_url: str, run_id: str, console: Console) -> None:
             final = await waiting
             await follower.poll()
 
-        from agentlog.cli import print_timeline, timeline_rows
+        from agentlog.cli.render import print_timeline, timeline_rows
 
         console.rule("6. replay timeline")
-        print_timeline(timeline_rows([e async for e in event_log.read(run_id)]), f"run {run_id}")
+        rows = timeline_rows([e async for e in event_log.read(run_id)])
+        print_timeline(rows, f"run {run_id}", console)
         emails = Outbox(outbox).sent(f"research: {topic} ({run_id})")
+        deliveries = [d for _, _, d in emails]
         console.print(
-            f"run [bold]{run_id}[/bold]: [bold green]{final.status}[/bold green] after "
+            f"run [bold]{shown}[/bold]: [bold green]{final.status}[/bold green] after "
             f"{final.steps} steps and 1 crash; emails sent: {len(emails)} "
-            f"(deliveries per key: {[d for _, _, d in emails]})"
+            f"(deliveries per key: {deliveries})"
         )
-        console.print(f"event log:  {log_url}")
-        console.print(f"outbox:     {outbox}")
+        console.print(f"event log:  {escape(log_url)}")
+        console.print(f"outbox:     {escape(str(outbox))}")
         console.print(
-            f"look again: agentlog show {run_id} · agentlog state {run_id} --at 5 · "
-            f"agentlog diff {run_id} 1 {final.seq} · agentlog runs"
+            f"look again: agentlog show {shown} · agentlog state {shown} --at 5 · "
+            f"agentlog diff {shown} 1 {final.seq} · agentlog runs"
         )
+    return {
+        "run_id": run_id,
+        "status": final.status,
+        "steps": final.steps,
+        "seq": final.seq,
+        "emails_sent": len(emails),
+        "deliveries_per_key": deliveries,
+        "log": log_url,
+        "outbox": str(outbox),
+    }
 
 
 async def _worker(log_url: str, run_id: str, topic: str, outbox: str) -> None:

@@ -2,58 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 from typer.testing import CliRunner
 
 from agentlog.cli import app
 from agentlog.demo import Outbox
-from agentlog.eventlog.sqlite import SqliteEventLog
-from agentlog.runtime import Runtime, StepContext, Workflow, end, goto
-from agentlog.runtime.workflow import Next
 
 runner = CliRunner()
-
-
-@pytest.fixture(autouse=True)
-def _restore_structlog() -> Iterator[None]:
-    """The CLI configures structlog for the process; put the defaults back."""
-    yield
-    structlog.reset_defaults()
-
-
-def _workflow() -> Workflow:
-    wf = Workflow("cli-wf", state={"notes": "append", "answer": "replace"})
-
-    @wf.step
-    async def first(ctx: StepContext) -> Next:
-        return goto("second", notes=["one"])
-
-    @wf.step
-    async def second(ctx: StepContext) -> Next:
-        answer = ctx.interrupt({"question": "ok?"}, expects="bool")
-        return end(notes=["two"], answer=answer)
-
-    return wf
-
-
-@pytest.fixture
-def log_url(tmp_path: Path) -> str:
-    url = f"sqlite:///{tmp_path / 'log.db'}"
-
-    async def build() -> None:
-        async with Runtime(SqliteEventLog(str(tmp_path / "log.db")), workflows=[_workflow()]) as rt:
-            await rt.start(_workflow(), run_id="r1", durability="sync")
-            await rt.wait("r1")
-
-    asyncio.run(build())
-    return url
 
 
 def _json(args: list[str]) -> object:
@@ -107,13 +66,7 @@ def test_state_time_travel_and_diff(log_url: str) -> None:
     assert by_path["status"]["after"] == "waiting"
 
 
-def test_resume_from_the_cli_with_app_option(log_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import sys
-    import types
-
-    module = types.ModuleType("cli_test_workflows")
-    module.workflows = [_workflow()]  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "cli_test_workflows", module)
+def test_resume_from_the_cli_with_app_option(log_url: str) -> None:
     bad = runner.invoke(
         app,
         [
@@ -124,7 +77,7 @@ def test_resume_from_the_cli_with_app_option(log_url: str, monkeypatch: pytest.M
             "--log",
             log_url,
             "--app",
-            "cli_test_workflows:workflows",
+            "tests.cli.cli_workflows:workflows",
         ],
     )
     assert bad.exit_code == 2 and "must be bool" in bad.output
@@ -138,7 +91,7 @@ def test_resume_from_the_cli_with_app_option(log_url: str, monkeypatch: pytest.M
             "--log",
             log_url,
             "--app",
-            "cli_test_workflows:workflows",
+            "tests.cli.cli_workflows:workflows",
         ],
     )
     assert ok.exit_code == 0, ok.output

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import agentlog
+import agentlog.cli
 import agentlog.eventlog
 import agentlog.projector
 import agentlog.runtime
@@ -35,17 +39,18 @@ def test_runtime_exports() -> None:
     }
 
 
+def test_cli_exports() -> None:
+    assert agentlog.cli.__all__ == ["app", "main"]
+
+
 def test_every_exported_name_exists() -> None:
-    for module in (agentlog, agentlog.eventlog, agentlog.projector, agentlog.runtime):
+    for module in (agentlog, agentlog.eventlog, agentlog.projector, agentlog.runtime, agentlog.cli):
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name}"
 
 
 def test_layers_import_one_way() -> None:
     """eventlog imports none of the others; projector imports only eventlog."""
-    import ast
-    from pathlib import Path
-
     root = Path(agentlog.__file__).parent
     allowed = {
         "eventlog": {"eventlog"},
@@ -60,3 +65,25 @@ def test_layers_import_one_way() -> None:
                     target = node.module.split(".")[1]  # type: ignore[union-attr]
                     if target in allowed:
                         assert target in ok, f"{path.relative_to(root)} imports agentlog.{target}"
+
+
+def _imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+def test_presentation_sits_at_the_top() -> None:
+    """Typer and Rich live only in cli/ (and the demo); no component imports the CLI."""
+    root = Path(agentlog.__file__).parent
+    for layer in ("eventlog", "projector", "runtime", "archive"):
+        for path in (root / layer).rglob("*.py"):
+            for name in _imports(path):
+                top = name.split(".")[0]
+                where = path.relative_to(root)
+                assert top not in ("typer", "rich"), f"{where} imports {name}"
+                assert not name.startswith("agentlog.cli"), f"{where} imports {name}"

@@ -8,11 +8,21 @@ Views:
   through the EventLog seam (so it works for every backend) and holds only
   the events the archive does not have yet, so no event is counted twice.
 * ``runs``: one row per run: workflow, version, status, steps, events,
-  started, ended, duration, error.
+  started, ended, duration (seconds, a DOUBLE; NULL until the run ends), error.
 * ``tasks``: one row per side effect (run_id, key): name, step, attempts,
   status, started, ended, duration_ms, error.
 * ``interrupts``: one row per interrupt: what was asked, when, what was
-  answered, and how long it waited (``waited`` is NULL while it still waits).
+  answered, and how long it waited (``waited``, seconds as a DOUBLE; NULL
+  while it still waits).
+
+Durations are plain seconds, not DuckDB intervals, so every output format
+(CSV, JSON, Parquet) can carry them.
+
+The connection is read-only over these views: only ``SELECT`` (and
+``EXPLAIN``) statements run; DuckDB's external access is switched off after
+the views are built, with only the manifest's files readable, and the
+configuration is locked, so a query cannot ``COPY``, ``ATTACH``, change
+settings, define or drop anything, or read any other file.
 """
 
 from __future__ import annotations
@@ -50,8 +60,8 @@ SELECT run_id,
        count(*) AS events,
        min(ts) AS started,
        max(ts) FILTER (WHERE type IN ('RunCompleted', 'RunFailed', 'RunCancelled')) AS ended,
-       max(ts) FILTER (WHERE type IN ('RunCompleted', 'RunFailed', 'RunCancelled'))
-           - min(ts) AS duration,
+       date_diff('microsecond', min(ts), max(ts) FILTER (WHERE type IN ('RunCompleted',
+           'RunFailed', 'RunCancelled'))) / 1e6 AS duration,
        arg_max(payload_json ->> 'error', seq) FILTER (WHERE type = 'RunFailed') AS error
 FROM events GROUP BY run_id
 """
@@ -88,9 +98,12 @@ WITH raised AS (
     FROM events WHERE type = 'ResumeReceived'
 )
 SELECT r.run_id, r.seq, r.step, r.asked, r.ts AS raised_at,
-       a.answer, a.ts AS answered_at, a.ts - r.ts AS waited
+       a.answer, a.ts AS answered_at, date_diff('microsecond', r.ts, a.ts) / 1e6 AS waited
 FROM raised r ASOF LEFT JOIN resumed a ON r.run_id = a.run_id AND r.seq < a.seq
 """
+
+
+_READ_ONLY = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
 
 
 class ArchiveSQL:
@@ -104,18 +117,38 @@ class ArchiveSQL:
         self.hot_events = hot_events
 
     def sql(self, query: str, params: list[Any] | None = None) -> Any:
-        """Run ``query``; return a DuckDB relation (for statements that have rows).
+        """Run the read-only ``query``; return a DuckDB relation.
 
         Raises:
-            ArchiveQueryError: DuckDB rejected the query; names the views.
+            ArchiveQueryError: an empty query, a statement other than SELECT or
+                EXPLAIN, or DuckDB rejected the query; names the views.
             ArchiveCorruptError: an archive file did not read.
         """
+        self._check_read_only(query)
         try:
             if params:
                 return self.conn.execute(query, params)
             return self.conn.sql(query)
         except duckdb.Error as exc:
             raise _translate(query, exc) from exc
+
+    def _check_read_only(self, query: str) -> None:
+        try:
+            statements = self.conn.extract_statements(query)
+        except duckdb.Error as exc:
+            raise _translate(query, exc) from exc
+        if not statements:
+            raise ArchiveQueryError(query, "the statement is empty; write a SELECT", VIEWS)
+        for statement in statements:
+            if statement.type not in _READ_ONLY:
+                kind = statement.type.name
+                raise ArchiveQueryError(
+                    query,
+                    f"{kind} statements are not allowed: `agentlog sql` is read-only over its "
+                    "views (SELECT and EXPLAIN only); to save rows use --format csv|json|parquet "
+                    "with --out FILE",
+                    VIEWS,
+                )
 
     def arrow(self, query: str, params: list[Any] | None = None) -> pa.Table:
         """Run ``query``; return its rows as an Arrow table."""
@@ -187,6 +220,7 @@ async def open_sql(
         )
         for ddl in (_RUNS, _TASKS, _INTERRUPTS):
             conn.execute(ddl)
+        _lock_down(conn, files)
     except duckdb.Error as exc:
         conn.close()
         raise _translate("(creating the views)", exc) from exc
@@ -194,6 +228,21 @@ async def open_sql(
         conn.close()
         raise
     return ArchiveSQL(conn, len(files), len(hot))
+
+
+def _lock_down(conn: Any, files: list[str]) -> None:
+    """From here on the connection reads the archive's own files and nothing else.
+
+    The S3 secret and the httpfs extension were set up before this; the
+    views read exactly ``files`` (local paths or s3:// URLs), which stay
+    allowed. Locking the configuration keeps a query from switching any of
+    this back on.
+    """
+    if files:
+        listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+        conn.execute(f"SET allowed_paths = [{listed}]")
+    conn.execute("SET enable_external_access = false")
+    conn.execute("SET lock_configuration = true")
 
 
 async def _hot_table(log: EventLog, manifest: Manifest) -> pa.Table:

@@ -13,6 +13,7 @@ URL                                    backend
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from agentlog.errors import ConfigError
@@ -24,11 +25,20 @@ __all__ = ["DEFAULT_LOG_URL", "open_log"]
 DEFAULT_LOG_URL = "sqlite:///.agentlog/agentlog.db"
 
 
-async def open_log(url: str = DEFAULT_LOG_URL, *, keep_snapshots: int = 3) -> EventLog:
-    """Open (and create where needed) the event log that ``url`` names.
+async def open_log(
+    url: str = DEFAULT_LOG_URL, *, keep_snapshots: int = 3, create: bool = True
+) -> EventLog:
+    """Open (and, with ``create``, create where needed) the event log that ``url`` names.
+
+    Args:
+        url: the log URL (see the module table).
+        keep_snapshots: how many snapshots per run the log keeps.
+        create: False for readers: a log that does not exist is an error,
+            never a new empty one.
 
     Raises:
-        ConfigError: the URL's scheme or shape is not one of the above.
+        ConfigError: the URL's scheme or shape is not one of the above, or
+            ``create`` is False and there is no log at ``url``.
         BackendUnavailableError: the file or broker cannot be reached.
     """
     parts = urlsplit(url)
@@ -44,6 +54,11 @@ async def open_log(url: str = DEFAULT_LOG_URL, *, keep_snapshots: int = 3) -> Ev
             raise ConfigError(
                 f"bad log URL {url!r}: write sqlite:///relative/file.db or "
                 "sqlite:////absolute/file.db"
+            )
+        if not create and not Path(path).is_file():  # noqa: ASYNC240 - one stat
+            raise ConfigError(
+                f"no log at {path} ({url}): check --log or AGENTLOG_LOG; commands that "
+                "only read never create a log"
             )
         return SqliteEventLog(path, keep_snapshots=keep_snapshots)
     if parts.scheme == "kafka":

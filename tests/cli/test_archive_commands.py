@@ -1,39 +1,17 @@
-"""The `archive` and `sql` commands, on a Typer app of their own."""
+"""The `archive` and `sql` commands."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
-import pytest
-import structlog
-import typer
 from typer.testing import CliRunner
 
-from agentlog.archive.commands import register
+from agentlog.cli import app
 from agentlog.eventlog.sqlite import SqliteEventLog
 from tests.archive.helpers import record_run
-
-
-@pytest.fixture(autouse=True)
-def _logs_to_stderr() -> Iterator[None]:
-    """Keep log lines out of stdout, as the real CLI does, so JSON and CSV parse."""
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
-    yield
-    structlog.reset_defaults()
-
-
-app = typer.Typer()
-register(app)
-
-
-@app.callback()
-def _root() -> None:
-    """agentlog (test app)."""
 
 
 def _seed(db: Path) -> None:

@@ -1,0 +1,71 @@
+"""The options every command shares, declared once."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from agentlog.archive import ArchivedEventLog, open_archive
+from agentlog.eventlog.base import EventLog
+from agentlog.eventlog.urls import open_log
+
+__all__ = ["AppOpt", "ArchiveOpt", "EndpointOpt", "JsonOpt", "LogOpt", "read_history"]
+
+LogOpt = Annotated[
+    str,
+    typer.Option(
+        "--log", envvar="AGENTLOG_LOG", help="Event log URL (sqlite:///FILE, kafka://HOST/NAME)."
+    ),
+]
+ArchiveOpt = Annotated[
+    str,
+    typer.Option(
+        "--archive",
+        envvar="AGENTLOG_ARCHIVE",
+        help="Archive URL: file://DIR or s3://BUCKET/PREFIX.",
+    ),
+]
+EndpointOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--endpoint",
+        envvar="AGENTLOG_S3_ENDPOINT",
+        help="An S3 endpoint such as http://127.0.0.1:9000 (MinIO); default: AWS settings.",
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+AppOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--app",
+        help="Where your workflows are: module:attribute or path/to/file.py:attribute, "
+        "naming a Workflow or a list of them (repeatable). The demo's workflow is always known.",
+    ),
+]
+
+
+@contextlib.asynccontextmanager
+async def read_history(log_url: str, archive_url: str) -> AsyncIterator[EventLog]:
+    """The existing hot log, with archived runs readable through it when an archive exists.
+
+    Read commands go through this: they never create a log (a mistyped
+    ``--log`` is an error, not a new empty database), and ``show``, ``state``
+    and ``diff`` work the same on a run that was archived and pruned.
+    """
+    hot = await open_log(log_url, create=False)
+    try:
+        local = archive_url.startswith("file://")
+        if local and not Path(archive_url[len("file://") :]).exists():  # noqa: ASYNC240
+            yield hot  # no archive was ever written
+            return
+        combined = ArchivedEventLog(hot, open_archive(archive_url))
+        try:
+            yield combined
+        finally:
+            await combined.close()
+    finally:
+        await hot.close()

@@ -1,0 +1,146 @@
+"""The one set of renderers: JSON for scripts, Rich tables and lines for people.
+
+Data is never Rich markup. Every value that comes from a run (ids, step
+names, payloads, errors, SQL rows) reaches the terminal as a
+:class:`rich.text.Text`, which Rich prints as it is: ``[bold]`` stays
+visible and ``:x:`` stays ``:x:``. The consoles themselves are made with
+markup, emoji and highlighting off, so a plain ``str`` is safe too.
+
+JSON is always valid JSON: ``NaN`` and the infinities become ``null`` (as
+JavaScript's ``JSON.stringify`` does), bytes base64 text, datetimes ISO 8601.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+import orjson
+from rich.console import Console, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from agentlog.eventlog.codec import jsonable
+from agentlog.eventlog.events import Event, utcnow
+
+__all__ = [
+    "age",
+    "cell",
+    "err",
+    "out",
+    "print_error",
+    "print_json",
+    "print_line",
+    "print_table",
+    "print_timeline",
+    "short",
+    "table",
+    "timeline_rows",
+    "to_json",
+]
+
+#: Results go to stdout; errors, progress and logs to stderr.
+out = Console(markup=False, emoji=False, highlight=False)
+err = Console(stderr=True, markup=False, emoji=False, highlight=False)
+
+
+def to_json(value: Any) -> str:
+    """``value`` as indented, always-valid JSON text."""
+    return orjson.dumps(jsonable(value), option=orjson.OPT_INDENT_2).decode()
+
+
+def print_json(value: Any) -> None:
+    """Print ``value`` as JSON on stdout, unstyled, so scripts can parse it."""
+    sys.stdout.write(to_json(value) + "\n")
+    sys.stdout.flush()
+
+
+def print_error(message: object) -> None:
+    """One line on stderr: ``error: <message>``."""
+    err.print(Text.assemble(("error:", "bold red"), " ", str(message)), soft_wrap=True)
+
+
+def print_line(*parts: str | tuple[str, str]) -> None:
+    """One line on stdout from plain text parts and ``(text, style)`` pairs."""
+    out.print(Text.assemble(*parts), soft_wrap=True)
+
+
+def cell(value: Any) -> Text:
+    """A table cell that shows ``value`` literally (never markup, never emoji)."""
+    return value if isinstance(value, Text) else Text("NULL" if value is None else str(value))
+
+
+def short(value: Any, width: int = 70) -> str:
+    """Compact JSON of ``value``, cut to ``width`` characters."""
+    text = orjson.dumps(jsonable(value)).decode()
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
+    """A table whose headers, title and cells all print literally."""
+    grid = Table(title=Text(title) if title else None, title_justify="left")
+    for column in columns:
+        grid.add_column(Text(column), overflow="fold")
+    for row in rows:
+        grid.add_row(*(cell(v) for v in row))
+    return grid
+
+
+def print_table(renderable: RenderableType, console: Console | None = None) -> None:
+    """Print a table (or any renderable) on stdout."""
+    (console or out).print(renderable)
+
+
+def age(ts: datetime | None) -> str:
+    """How long ago ``ts`` was, in the largest whole unit (``3h``)."""
+    if ts is None:
+        return ""
+    seconds = (utcnow() - ts).total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def timeline_rows(events: Iterable[Event]) -> list[dict[str, Any]]:
+    """One row per event: seq, time, type, step, and the rest of the payload."""
+    rows = []
+    for event in events:
+        payload = event.data.to_dict()
+        step = payload.pop("step", "") or payload.get("name", "")
+        rows.append(
+            {
+                "seq": event.seq,
+                "ts": event.ts.isoformat(),
+                "type": event.type,
+                "step": step,
+                "payload": jsonable(payload),
+            }
+        )
+    return rows
+
+
+def print_timeline(rows: list[dict[str, Any]], title: str, console: Console | None = None) -> None:
+    """The timeline as a table: seq, time, type, step, payload."""
+    console = console or out
+    grid = Table(title=Text(title), title_justify="left")
+    for column in ("seq", "time", "type", "step"):
+        grid.add_column(column, justify="right" if column == "seq" else "left", no_wrap=True)
+    grid.add_column("payload", no_wrap=True, overflow="ellipsis")
+    room = max(20, console.width - 64)  # what the first four columns leave over
+    for row in rows:
+        grid.add_row(
+            *(
+                cell(v)
+                for v in (
+                    row["seq"],
+                    row["ts"][11:23],
+                    row["type"],
+                    row["step"],
+                    short(row["payload"], room),
+                )
+            )
+        )
+    console.print(grid)

@@ -1,0 +1,164 @@
+"""The read commands: ``runs``, ``show``, ``state``, ``diff``. They never write."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+from rich.text import Text
+
+from agentlog.archive.store import DEFAULT_ARCHIVE_URL
+from agentlog.cli.app import command, run_async
+from agentlog.cli.options import ArchiveOpt, JsonOpt, LogOpt, read_history
+from agentlog.cli.render import (
+    age,
+    out,
+    print_json,
+    print_line,
+    print_table,
+    print_timeline,
+    short,
+    table,
+    timeline_rows,
+    to_json,
+)
+from agentlog.eventlog.base import RunInfo
+from agentlog.eventlog.codec import jsonable
+from agentlog.eventlog.events import RunStatus
+from agentlog.eventlog.urls import DEFAULT_LOG_URL
+from agentlog.projector import diff_states, load_state
+
+__all__ = ["Status", "info_json"]
+
+RunIdArg = Annotated[str, typer.Argument(help="The run id.")]
+
+
+class Status(StrEnum):
+    """The statuses ``runs --status`` accepts (any other value is exit code 2)."""
+
+    RUNNING = RunStatus.RUNNING
+    WAITING = RunStatus.WAITING
+    COMPLETED = RunStatus.COMPLETED
+    FAILED = RunStatus.FAILED
+    CANCELLED = RunStatus.CANCELLED
+
+
+def info_json(info: RunInfo) -> dict[str, Any]:
+    """A run's index row as a JSON object."""
+    return {
+        "run_id": info.run_id,
+        "workflow": info.workflow,
+        "version": info.version,
+        "status": info.status,
+        "steps": info.steps,
+        "last_seq": info.last_seq,
+        "started_at": info.started_at,
+        "updated_at": info.updated_at,
+        "writer": info.lease_owner,
+    }
+
+
+@command()
+def runs(
+    log: LogOpt = DEFAULT_LOG_URL,
+    archive: ArchiveOpt = DEFAULT_ARCHIVE_URL,
+    status: Annotated[Status | None, typer.Option(help="Only runs in this status.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List runs: workflow, status, steps, last event, age."""
+
+    async def go() -> list[RunInfo]:
+        async with read_history(log, archive) as event_log:
+            return await event_log.list_runs(status=status.value if status else None)
+
+    infos = run_async(go)
+    if as_json:
+        print_json([info_json(i) for i in infos])
+        return
+    rows = [
+        (i.run_id, f"{i.workflow} v{i.version}", i.status, i.steps, i.last_seq, age(i.updated_at))
+        for i in infos
+    ]
+    columns = ("run", "workflow", "status", "steps", "last event", "age")
+    print_table(table(f"runs in {log}", columns, rows))
+
+
+@command()
+def show(
+    run_id: RunIdArg,
+    log: LogOpt = DEFAULT_LOG_URL,
+    archive: ArchiveOpt = DEFAULT_ARCHIVE_URL,
+    as_json: JsonOpt = False,
+) -> None:
+    """The run's timeline: seq, time, type, step, payload."""
+
+    async def go() -> list[dict[str, Any]]:
+        async with read_history(log, archive) as event_log:
+            await event_log.get_run(run_id)
+            return timeline_rows([e async for e in event_log.read(run_id)])
+
+    rows = run_async(go)
+    if as_json:
+        print_json(rows)
+    else:
+        print_timeline(rows, f"run {run_id}")
+
+
+@command()
+def state(
+    run_id: RunIdArg,
+    at: Annotated[int | None, typer.Option("--at", help="Rebuild the state at this seq.")] = None,
+    log: LogOpt = DEFAULT_LOG_URL,
+    archive: ArchiveOpt = DEFAULT_ARCHIVE_URL,
+    as_json: JsonOpt = False,
+) -> None:
+    """The run's state now, or at any seq (time travel)."""
+
+    async def go() -> dict[str, Any]:
+        async with read_history(log, archive) as event_log:
+            return (await load_state(event_log, run_id, at_seq=at)).to_dict()
+
+    data = jsonable(run_async(go))
+    if as_json:
+        print_json(data)
+        return
+    print_line(
+        (run_id, "bold"),
+        f" at seq {data['seq']}: {data['status']}, {data['steps']} steps, "
+        f"superstep {data['superstep']}, next {short(data['next_steps'], 200)}",
+    )
+    if data["interrupts"]:
+        print_line(f"waiting on: {short(data['interrupts'][0]['payload'], 200)}")
+    if data["error"]:
+        print_line(("error:", "red"), f" {data['error']}")
+    out.print(Text(to_json(data["values"])))
+
+
+@command()
+def diff(
+    run_id: RunIdArg,
+    seq_a: Annotated[int, typer.Argument(help="From this seq.")],
+    seq_b: Annotated[int, typer.Argument(help="To this seq.")],
+    log: LogOpt = DEFAULT_LOG_URL,
+    archive: ArchiveOpt = DEFAULT_ARCHIVE_URL,
+    as_json: JsonOpt = False,
+) -> None:
+    """What changed in the run's state between two seqs."""
+
+    async def go() -> list[dict[str, Any]]:
+        async with read_history(log, archive) as event_log:
+            before = await load_state(event_log, run_id, at_seq=seq_a)
+            after = await load_state(event_log, run_id, at_seq=seq_b)
+            return [c.to_dict() for c in diff_states(before, after)]
+
+    changes = jsonable(run_async(go))
+    if as_json:
+        print_json(changes)
+        return
+    if not changes:
+        print_line("no changes")
+        return
+    rows = [(c["path"], c["op"], short(c["before"], 50), short(c["after"], 50)) for c in changes]
+    title = f"run {run_id}: seq {seq_a} -> {seq_b}"
+    print_table(table(title, ("path", "change", "before", "after"), rows))
