@@ -26,7 +26,7 @@ from agentlog.runtime import RetryPolicy, Runtime, RuntimeConfig, StepContext, W
 #: Backends every runtime unit test runs on.
 BACKENDS = ("memory", "sqlite")
 
-FAST_RETRY = RetryPolicy(attempts=3, backoff_seconds=0.001, multiplier=1.0)
+FAST_RETRY = RetryPolicy(max_attempts=3, initial_interval=0.001, backoff_coefficient=1.0)
 
 
 class Calls:

@@ -38,7 +38,16 @@ from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.codec import jsonable
 from agentlog.eventlog.events import Event, StepCompleted, utcnow
 from agentlog.eventlog.urls import open_log
-from agentlog.runtime import RetryPolicy, Runtime, RuntimeConfig, StepContext, Workflow, goto
+from agentlog.runtime import (
+    RetryPolicy,
+    Runtime,
+    RuntimeConfig,
+    StepContext,
+    Workflow,
+    current_idempotency_key,
+    end,
+    goto,
+)
 from agentlog.runtime.workflow import Next
 
 __all__ = ["Outbox", "demo_workflow", "run_demo"]
@@ -80,8 +89,15 @@ class Outbox:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         return sqlite3.connect(self.path, timeout=10)
 
-    def send(self, recipient: str, subject: str, body: str, *, idempotency_key: str) -> str:
-        """Deliver once per key; a repeat only bumps the delivery count."""
+    def send(
+        self, recipient: str, subject: str, body: str, *, idempotency_key: str | None = None
+    ) -> str:
+        """Deliver once per key; a repeat only bumps the delivery count.
+
+        Run as a task, the runtime fills in ``idempotency_key`` (it is also
+        :func:`~agentlog.runtime.current_idempotency_key`).
+        """
+        idempotency_key = idempotency_key or current_idempotency_key()
         with self._connect() as db:
             db.execute(
                 "INSERT INTO emails VALUES (?, ?, ?, ?, ?, 1) ON CONFLICT(key) "
@@ -122,7 +138,7 @@ def demo_workflow() -> Workflow:
             "email": "replace",
             "outbox": "replace",
         },
-        retry=RetryPolicy(attempts=3, backoff_seconds=0.3),
+        retry=RetryPolicy(max_attempts=3, initial_interval=0.3),
     )
 
     @wf.step
@@ -157,7 +173,7 @@ def demo_workflow() -> Workflow:
             expects={"approved": "bool"},
         )
         if not decision["approved"]:
-            return goto(approval=decision)
+            return end(approval=decision)
         return goto("send_email", approval=decision)
 
     @wf.step
@@ -170,7 +186,7 @@ def demo_workflow() -> Workflow:
             f"research: {ctx.state['topic']} ({ctx.run_id})",
             ctx.state["draft"],
         )
-        return goto(email=key)
+        return end(email=key)
 
     return wf
 

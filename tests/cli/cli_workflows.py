@@ -28,7 +28,7 @@ BROKEN = {"yes": True}
 
 def flaky_workflow() -> Workflow:
     """One step that fails while BROKEN says so (one attempt, no retry)."""
-    wf = Workflow("cli-flaky", state={"done": "replace"}, retry=RetryPolicy(attempts=1))
+    wf = Workflow("cli-flaky", state={"done": "replace"}, retry=RetryPolicy(max_attempts=1))
 
     @wf.step
     async def work(ctx: StepContext) -> Next:

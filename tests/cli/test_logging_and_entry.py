@@ -21,7 +21,9 @@ from agentlog.runtime import RetryPolicy, Runtime, StepContext, Workflow, end
 if sys.argv[1:] == ["configured"]:
     logging.basicConfig(level=logging.INFO)
 
-wf = Workflow("quiet", state={"n": "replace"}, retry=RetryPolicy(attempts=2, backoff_seconds=0))
+wf = Workflow(
+    "quiet", state={"n": "replace"}, retry=RetryPolicy(max_attempts=2, initial_interval=0)
+)
 
 @wf.step
 async def flaky(ctx: StepContext):

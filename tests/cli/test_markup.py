@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from agentlog.cli import app, render
 from agentlog.eventlog.sqlite import SqliteEventLog
-from agentlog.runtime import Runtime, StepContext, Workflow, goto
+from agentlog.runtime import Runtime, StepContext, Workflow, end, goto
 from agentlog.runtime.workflow import Next
 
 runner = CliRunner()
@@ -28,7 +28,7 @@ def _workflow() -> Workflow:
     @wf.step
     async def second(ctx: StepContext) -> Next:
         ctx.interrupt({"question": NOTE}, expects="bool")
-        return goto()
+        return end()
 
     return wf
 

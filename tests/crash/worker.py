@@ -63,7 +63,7 @@ def crash_workflow(run_id: str, dedup: str, gen: int) -> Workflow:
             "approved": "replace",
             "sent": "replace",
         },
-        retry=RetryPolicy(attempts=3, backoff_seconds=0.005),
+        retry=RetryPolicy(max_attempts=3, initial_interval=0.005),
     )
 
     def effect(kind: str, arg: str, idempotency_key: str) -> str:

@@ -46,7 +46,10 @@ def build(version: str) -> Workflow:
     if version == "2":
         state["reviewer"] = "replace"
     wf = Workflow(
-        "golden", version=version, state=state, retry=RetryPolicy(attempts=2, backoff_seconds=0.001)
+        "golden",
+        version=version,
+        state=state,
+        retry=RetryPolicy(max_attempts=2, initial_interval=0.001),
     )
     flaky = {"step": 1, "task": 1}
 

@@ -31,11 +31,14 @@ def test_runtime_exports() -> None:
         "RuntimeConfig",
         "Step",
         "StepContext",
+        "Target",
         "VERBS",
         "Workflow",
+        "current_idempotency_key",
         "end",
         "goto",
         "idempotency_key",
+        "task",
     }
 
 

@@ -98,7 +98,7 @@ async def test_task_result_is_returned_not_recomputed_after_interrupt_and_retry(
     wf = Workflow(
         "pay",
         state={"receipt": "replace", "answer": "replace"},
-        retry=RetryPolicy(attempts=2, backoff_seconds=0.001),
+        retry=RetryPolicy(max_attempts=2, initial_interval=0.001),
     )
     state = {"fail_once": True}
 
@@ -367,7 +367,7 @@ def _fan_out(calls: Calls, gate: Gate | None, *, b_attempts: int, b_fails: int) 
 
         wf.step(name=name)(done)
 
-    @wf.step(retry=RetryPolicy(attempts=b_attempts, backoff_seconds=0.001))
+    @wf.step(retry=RetryPolicy(max_attempts=b_attempts, initial_interval=0.001))
     async def b(ctx: StepContext) -> Any:
         calls.hit("b")
         if gate is not None and calls.count["b"] == 1:

@@ -1,9 +1,16 @@
 """The durable runtime: workflows of steps, tasks, interrupts, durability modes."""
 
-from agentlog.runtime.context import Interrupted, StepContext, idempotency_key
+from agentlog.runtime.context import (
+    Interrupted,
+    StepContext,
+    current_idempotency_key,
+    idempotency_key,
+)
 from agentlog.runtime.executor import RunExecutor
+from agentlog.runtime.retry import RetryPolicy
 from agentlog.runtime.runtime import VERBS, RecoveryReport, RunHandle, Runtime, RuntimeConfig
-from agentlog.runtime.workflow import Next, RetryPolicy, Step, Workflow, end, goto
+from agentlog.runtime.tasks import task
+from agentlog.runtime.workflow import Next, Step, Target, Workflow, end, goto
 from agentlog.runtime.writer import DURABILITY_MODES, Durability, RunWriter
 
 __all__ = [
@@ -21,8 +28,11 @@ __all__ = [
     "RuntimeConfig",
     "Step",
     "StepContext",
+    "Target",
     "Workflow",
+    "current_idempotency_key",
     "end",
     "goto",
     "idempotency_key",
+    "task",
 ]

@@ -1,4 +1,4 @@
-"""StepContext: what a step sees, and its two durable calls.
+"""StepContext: what a step sees, and its durable calls.
 
 * ``await ctx.task(name, fn, *args)`` runs a side effect at least once, with
   a stable idempotency key, and records its result; on resume, replay or a
@@ -7,30 +7,87 @@
   was recorded, ``fn`` runs again with the same idempotency key, so the
   external service can drop the duplicate. Before ``fn`` starts, its intent
   (TaskStarted) is durable and this writer is checked to still own the run.
+  Functions decorated with :func:`agentlog.runtime.task` do the same when
+  called inside a step, with their own retry policy and timeout.
+* ``await ctx.gather(*calls)`` runs tasks side by side as one structured
+  group: every call finishes and is recorded (or is cancelled) before the
+  step goes on, fails, retries or parks.
 * ``ctx.interrupt(payload)`` parks the run for a human. On resume the step
   runs again from its start; this time ``interrupt`` returns the answer. Code
-  before it runs again too, which is why side effects belong in ``ctx.task``.
+  before it runs again too, which is why side effects belong in tasks.
+
+No task outlives its step: the executor waits for every task call still in
+flight (say, a sibling in a plain ``asyncio.gather`` whose partner failed)
+to finish and be recorded before it records the step's failure, retries it
+or parks the run, so no effect runs again only because a sibling failed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import inspect
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-from agentlog.errors import AgentlogError, NotSerializableError
+from agentlog.errors import AgentlogError, NotSerializableError, WorkflowError
 from agentlog.eventlog.codec import pack
 from agentlog.eventlog.events import InterruptRaised, TaskCompleted, TaskFailed, TaskStarted
 from agentlog.projector.state import interrupt_key
+from agentlog.runtime.retry import NO_RETRY, RetryPolicy
 
 if TYPE_CHECKING:
     from agentlog.runtime.writer import RunWriter
 
-__all__ = ["Interrupted", "StepContext", "idempotency_key"]
+__all__ = [
+    "Interrupted",
+    "StepContext",
+    "current_context",
+    "current_idempotency_key",
+    "idempotency_key",
+    "is_async_callable",
+]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+
+_CONTEXT: contextvars.ContextVar[StepContext | None] = contextvars.ContextVar(
+    "agentlog_step_context", default=None
+)
+_TASK_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "agentlog_task_key", default=None
+)
+
+
+def current_context() -> StepContext:
+    """The StepContext of the step running in this task.
+
+    Raises:
+        WorkflowError: called outside a step.
+    """
+    ctx = _CONTEXT.get()
+    if ctx is None:
+        raise WorkflowError(
+            "a durable task was called outside a step; call it from a workflow step "
+            "(or call the undecorated function directly)"
+        )
+    return ctx
+
+
+def current_idempotency_key() -> str:
+    """The idempotency key of the task running now (inside the task's function).
+
+    Raises:
+        WorkflowError: called outside a task.
+    """
+    key = _TASK_KEY.get()
+    if key is None:
+        raise WorkflowError("current_idempotency_key() is only known inside a task's function")
+    return key
 
 
 def idempotency_key(
@@ -85,15 +142,28 @@ class StepContext:
         self.state: Mapping[str, Any] = MappingProxyType(state)
         self._task_calls: dict[str, int] = {}
         self._interrupts = 0
+        self._in_flight = 0
+        self._settled = asyncio.Event()
+        self._settled.set()
+
+    @overload
+    async def task(
+        self, name: str, fn: Callable[P, Awaitable[R]], /, *args: P.args, **kwargs: P.kwargs
+    ) -> R: ...
+
+    @overload
+    async def task(
+        self, name: str, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs
+    ) -> R: ...
 
     async def task(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """Run the side effect ``fn(*args, **kwargs)``; record and return its result.
 
         The effect runs at least once: a crash between the effect and its
-        recorded result runs it again with the same idempotency key.
-
-        ``fn`` may be sync (run in a worker thread) or async. If it takes a
-        parameter named ``idempotency_key``, the stable key is passed in.
+        recorded result runs it again with the same idempotency key. ``fn``
+        may be sync (run in a worker thread) or async. It learns its key
+        from :func:`current_idempotency_key`, or from a parameter named
+        ``idempotency_key``, which is filled in.
 
         Returns:
             ``fn``'s result, or the recorded result on re-execution.
@@ -106,6 +176,19 @@ class StepContext:
                 run; the effect was not started.
             Whatever ``fn`` raised (recorded as TaskFailed first).
         """
+        return await self.run_task(name, fn, args, kwargs)
+
+    async def run_task(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        retry: RetryPolicy = NO_RETRY,
+        time_limit: float | None = None,
+    ) -> Any:
+        """:meth:`task` with a retry policy and a time limit per try (for ``@task``)."""
         index = self._task_calls.get(name, 0)
         self._task_calls[name] = index + 1
         key = idempotency_key(self.run_id, self.step, self.superstep, self.branch, name, index)
@@ -113,35 +196,93 @@ class StepContext:
         if recorded is not None and recorded["status"] == "completed":
             return recorded["result"]
         attempt = recorded["attempts"] + 1 if recorded is not None else 1
-        self._writer.emit(
-            TaskStarted(key, name, self.step, self.superstep, self.branch, index, attempt)
-        )
-        await self._writer.sync_point()  # the intent is durable before the effect runs
-        self._writer.check_live()  # and this writer still owns the run
-        if "idempotency_key" in _parameters(fn):
-            kwargs["idempotency_key"] = key
-        started = time.perf_counter()
+        self._in_flight += 1
+        self._settled.clear()
         try:
-            if inspect.iscoroutinefunction(fn):
-                result = await fn(*args, **kwargs)
-            else:
-                result = await asyncio.to_thread(fn, *args, **kwargs)
+            while True:
+                try:
+                    return await self._attempt(
+                        name, index, key, attempt, fn, args, kwargs, time_limit
+                    )
+                except Exception as exc:
+                    if not retry.retries(exc, attempt):
+                        raise
+                    await asyncio.sleep(retry.delay(attempt))
+                    attempt += 1
+        finally:
+            self._in_flight -= 1
+            if not self._in_flight:
+                self._settled.set()
+
+    async def _attempt(
+        self,
+        name: str,
+        index: int,
+        key: str,
+        attempt: int,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        time_limit: float | None,
+    ) -> Any:
+        writer = self._writer
+        writer.emit(TaskStarted(key, name, self.step, self.superstep, self.branch, index, attempt))
+        await writer.sync_point()  # the intent is durable before the effect runs
+        writer.check_live()  # and this writer still owns the run
+        if "idempotency_key" in _parameters(fn):
+            kwargs = {**kwargs, "idempotency_key": key}
+        started = time.perf_counter()
+        token = _TASK_KEY.set(key)
+        try:
+            async with asyncio.timeout(time_limit):
+                if is_async_callable(fn):
+                    result = await fn(*args, **kwargs)
+                else:  # the thread sees the key too: to_thread copies the context
+                    result = await asyncio.to_thread(fn, *args, **kwargs)
         except Exception as exc:
             if not isinstance(exc, AgentlogError):
                 elapsed = (time.perf_counter() - started) * 1000
-                self._writer.emit(TaskFailed(key, _describe(exc), attempt, elapsed))
-                await self._writer.flush()
+                why = f"TimeoutError: over {time_limit}s" if isinstance(exc, TimeoutError) else None
+                writer.emit(TaskFailed(key, why or _describe(exc), attempt, elapsed))
+                await writer.flush()
             raise
+        finally:
+            _TASK_KEY.reset(token)
         elapsed = (time.perf_counter() - started) * 1000
         try:
             pack(result, path=f"result of task {name!r}")  # before anything is recorded
         except NotSerializableError as exc:
-            self._writer.emit(TaskFailed(key, _describe(exc), attempt, elapsed))
-            await self._writer.flush()
+            writer.emit(TaskFailed(key, _describe(exc), attempt, elapsed))
+            await writer.flush()
             raise
-        self._writer.emit(TaskCompleted(key, result, elapsed))
-        await self._writer.flush()
+        writer.emit(TaskCompleted(key, result, elapsed))
+        await writer.flush()
         return result
+
+    async def gather(self, *calls: Awaitable[T]) -> list[T]:
+        """Run task calls side by side; return their results in order.
+
+        Unlike a plain ``asyncio.gather``, every call finishes (and its result
+        or error is recorded) before this returns or raises, so a failure or
+        an interrupt in one call never leaves a sibling running, and no
+        effect runs again only because a sibling failed.
+
+        Raises:
+            The first error among the calls (an interrupt only if no call failed).
+        """
+        tasks = [asyncio.ensure_future(call) for call in calls]
+        try:
+            await asyncio.wait(tasks)
+        except BaseException:  # the step itself is cancelled: so are its calls
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        errors = [t.exception() for t in tasks if not t.cancelled() and t.exception()]
+        failure = next((e for e in errors if not isinstance(e, Interrupted)), None)
+        if failure is not None or errors:
+            raise failure or errors[0]  # type: ignore[misc]
+        return [t.result() for t in tasks]
 
     def interrupt(self, payload: Any = None, *, expects: Any = None) -> Any:
         """Park the run for a human; on resume, return their answer.
@@ -161,6 +302,10 @@ class StepContext:
         pack([payload, expects], path="interrupt payload")
         raise Interrupted(index, payload, expects)
 
+    async def _settle(self) -> None:
+        """Wait until no task call of this step is still running."""
+        await self._settled.wait()
+
     def _record_interrupt(self, interrupted: Interrupted) -> None:
         self._writer.emit(
             InterruptRaised(
@@ -172,6 +317,20 @@ class StepContext:
                 interrupted.expects,
             )
         )
+
+    def _enter(self) -> contextvars.Token[StepContext | None]:
+        return _CONTEXT.set(self)
+
+    @staticmethod
+    def _exit(token: contextvars.Token[StepContext | None]) -> None:
+        _CONTEXT.reset(token)
+
+
+def is_async_callable(fn: Callable[..., Any]) -> bool:
+    """An async function, a partial of one, or an object with an async ``__call__``."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - the method itself, not callable()
+    )
 
 
 def _parameters(fn: Callable[..., Any]) -> Mapping[str, inspect.Parameter]:

@@ -165,8 +165,14 @@ class RunExecutor:
                 attempt=attempt,
                 state=values,
             )
+            token = ctx._enter()  # @task functions find their step through it
             try:
-                writes, goto = self._check(step, await step.fn(ctx))
+                try:
+                    async with asyncio.timeout(step.timeout):
+                        result = await step.fn(ctx)
+                finally:
+                    await ctx._settle()  # no task call outlives its step
+                writes, goto = self._check(step, result)
             except Interrupted as interrupted:
                 # One open interrupt at a time: if a sibling branch parked the
                 # run first, this branch asks again after that one is answered.
@@ -178,22 +184,21 @@ class RunExecutor:
                 raise
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, TimeoutError) and step.timeout is not None:
+                    error = f"TimeoutError: step {name!r} took longer than {step.timeout}s"
                 retry = step.retry.retries(exc, attempt)
                 self.writer.emit(StepFailed(name, superstep, branch, attempt, error, retry))
                 await self.writer.flush()
                 self._log.warning(
-                    "step failed",
-                    step=name,
-                    branch=branch,
-                    attempt=attempt,
-                    error=error,
-                    retry=retry,
+                    "step failed", step=name, attempt=attempt, error=error, retry=retry
                 )
                 if not retry:
                     return f"step {name!r} failed after {attempt} attempt(s): {error}"
                 await asyncio.sleep(step.retry.delay(attempt))
                 attempt += 1
                 continue
+            finally:
+                ctx._exit(token)
             self.writer.emit(StepCompleted(name, superstep, branch, writes, goto))
             return await self._finish_branch(_DONE, parallel)
 
@@ -205,7 +210,8 @@ class RunExecutor:
     def _check(self, step: Step, result: object) -> tuple[dict[str, Any], list[str]]:
         """Validate a step's result; return its writes and next steps."""
         if isinstance(result, Next):
-            writes, goto = dict(result.writes), list(result.goto)
+            writes = dict(result.writes)
+            goto = [self.workflow.step_name(target) for target in result.goto]
         elif result is None or isinstance(result, Mapping):
             writes, goto = dict(result or {}), list(step.then)
         else:
@@ -231,6 +237,11 @@ class RunExecutor:
                 raise UnknownStepError(
                     f"step {step.name!r} routed to {target!r}; workflow "
                     f"{self.workflow.name!r} has steps {sorted(self.workflow.steps)}"
+                )
+            if step.routes and target not in step.routes and target not in step.then:
+                raise InvalidRouteError(
+                    f"step {step.name!r} routed to {target!r}, which is not among its "
+                    f"declared routes {list(step.routes)}; add it to routes= or fix the step"
                 )
         return writes, goto
 

@@ -24,19 +24,34 @@ if it has none.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
-from agentlog.errors import WorkflowDefinitionError
+from agentlog.errors import InvalidRouteError, WorkflowDefinitionError
 from agentlog.projector.reducers import REDUCERS, Reducer, reducer_name
+from agentlog.runtime.context import is_async_callable
+from agentlog.runtime.retry import RetryPolicy
 
 if TYPE_CHECKING:
     from agentlog.runtime.context import StepContext
 
-__all__ = ["Migration", "Next", "RetryPolicy", "Step", "StepFn", "Workflow", "end", "goto"]
+__all__ = [
+    "Migration",
+    "Next",
+    "RetryPolicy",
+    "Step",
+    "StepFn",
+    "Target",
+    "Workflow",
+    "end",
+    "goto",
+]
+
+
+#: Where a step can go: a step's name, or the step function itself.
+Target: TypeAlias = "str | Callable[..., Any]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,11 +59,19 @@ class Next:
     """What a step wrote and where the run goes next (no steps: the end)."""
 
     writes: Mapping[str, Any] = field(default_factory=dict)
-    goto: tuple[str, ...] = ()
+    goto: tuple[Target, ...] = ()
 
 
-def goto(*steps: str, **writes: Any) -> Next:
-    """Write ``writes``, then run ``steps`` (several run in parallel)."""
+def goto(*steps: Target, **writes: Any) -> Next:
+    """Write ``writes``, then run ``steps`` (several run in parallel).
+
+    A target is a step's name or its function. To end the run, use :func:`end`.
+
+    Raises:
+        InvalidRouteError: no step was named.
+    """
+    if not steps:
+        raise InvalidRouteError("goto() needs at least one step; to end the run, return end(...)")
     return Next(writes, tuple(steps))
 
 
@@ -64,35 +87,6 @@ Migration = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """How often a failing step is tried, and how long to wait between tries."""
-
-    attempts: int = 3
-    """Total tries, the first included; 1 means no retry."""
-
-    backoff_seconds: float = 0.2
-    """Wait before the second try."""
-
-    multiplier: float = 2.0
-    """Each further wait is this many times the previous one."""
-
-    max_backoff_seconds: float = 30.0
-    """Upper bound on any one wait."""
-
-    no_retry: tuple[type[BaseException], ...] = ()
-    """Exception types that fail the step at once."""
-
-    def delay(self, attempt: int) -> float:
-        """Seconds to wait after failed try number ``attempt``."""
-        wait = self.backoff_seconds * self.multiplier ** (attempt - 1)
-        return float(min(wait, self.max_backoff_seconds))
-
-    def retries(self, exc: BaseException, attempt: int) -> bool:
-        """Whether to try again after ``exc`` ended try number ``attempt``."""
-        return attempt < self.attempts and not isinstance(exc, self.no_retry)
-
-
-@dataclass(frozen=True, slots=True)
 class Step:
     """A registered step."""
 
@@ -100,6 +94,10 @@ class Step:
     fn: StepFn
     then: tuple[str, ...]
     retry: RetryPolicy
+    routes: tuple[str, ...] = ()
+    """The steps it may route to with goto() (empty: not declared, not checked)."""
+    timeout: float | None = None
+    """Seconds an attempt may take; then it fails with TimeoutError (and may retry)."""
 
 
 class Workflow:
@@ -145,6 +143,8 @@ class Workflow:
         self._start = [start] if isinstance(start, str) else list(start or [])
         self.steps: dict[str, Step] = {}
         self.migrations: dict[str, Migration] = {}
+        self._functions: dict[Callable[..., Any], str] = {}
+        self._raw_edges: dict[str, tuple[tuple[Target, ...], tuple[Target, ...]]] = {}
 
     @property
     def start(self) -> list[str]:
@@ -173,8 +173,10 @@ class Workflow:
         self,
         *,
         name: str | None = None,
-        then: str | Sequence[str] | None = None,
+        then: Target | Sequence[Target] | None = None,
+        routes: Sequence[Target] | None = None,
         retry: RetryPolicy | None = None,
+        timeout: float | None = None,
     ) -> Callable[[StepFn], StepFn]: ...
 
     def step(
@@ -182,16 +184,25 @@ class Workflow:
         fn: StepFn | None = None,
         *,
         name: str | None = None,
-        then: str | Sequence[str] | None = None,
+        then: Target | Sequence[Target] | None = None,
+        routes: Sequence[Target] | None = None,
         retry: RetryPolicy | None = None,
+        timeout: float | None = None,
     ) -> StepFn | Callable[[StepFn], StepFn]:
         """Register an async step (usable bare or with options).
 
         Args:
             name: the step's name; defaults to the function's name.
             then: where to go when the step returns a dict or None.
+            routes: every step it may route to with goto(): checked when the
+                workflow is registered, enforced at run time, and drawn by
+                :meth:`mermaid`.
             retry: this step's retry policy, instead of the workflow's.
+            timeout: seconds one attempt may take, so a hung model call
+                fails (and may retry) instead of holding the run forever.
         """
+        if timeout is not None and timeout <= 0:
+            raise WorkflowDefinitionError(f"a step timeout must be positive, got {timeout}")
 
         def register(func: StepFn) -> StepFn:
             step_name = name or getattr(func, "__name__", "")
@@ -199,19 +210,21 @@ class Workflow:
                 raise WorkflowDefinitionError(
                     f"workflow {self.name!r}: step name {step_name!r} is empty or taken"
                 )
-            if not _is_async(func):
+            if not is_async_callable(func):
                 raise WorkflowDefinitionError(
                     f"workflow {self.name!r}: step {step_name!r} is not an async function; "
                     "declare it with `async def` (run blocking work in ctx.task, which "
                     "moves a sync function to a thread)"
                 )
-            edges = (then,) if isinstance(then, str) else tuple(then or ())
+            edges = _targets(then)
             if len(set(edges)) != len(edges):
                 raise WorkflowDefinitionError(
                     f"workflow {self.name!r}: step {step_name!r} has then={list(edges)}; "
                     "a step can run only once per superstep, so name each step once"
                 )
-            self.steps[step_name] = Step(step_name, func, edges, retry or self.retry)
+            self._raw_edges[step_name] = (edges, _targets(routes))
+            self._functions[func] = step_name
+            self.steps[step_name] = Step(step_name, func, (), retry or self.retry, timeout=timeout)
             return func
 
         return register(fn) if fn is not None else register
@@ -230,19 +243,58 @@ class Workflow:
 
         return register
 
+    def step_name(self, target: Target) -> str:
+        """The name of the step ``target`` (a name or a registered step function).
+
+        Raises:
+            InvalidRouteError: a function that is not a step of this workflow.
+        """
+        if isinstance(target, str):
+            return target
+        name = self._functions.get(target)
+        if name is None:
+            raise InvalidRouteError(
+                f"{getattr(target, '__name__', target)!r} is not a step of workflow "
+                f"{self.name!r}; register it with @wf.step or route by name"
+            )
+        return name
+
+    def mermaid(self) -> str:
+        """The step graph as a Mermaid flowchart (``then`` edges and declared routes)."""
+        self.validate()
+        lines = ["flowchart TD", "    __start__([start])", "    __end__([end])"]
+        lines += [f"    __start__ --> {name}" for name in self.start]
+        for step in self.steps.values():
+            lines += [f"    {step.name} --> {target}" for target in step.then]
+            lines += [f"    {step.name} -.-> {target}" for target in step.routes]
+            if not step.then:
+                lines.append(f"    {step.name} -.-> __end__")
+        return "\n".join(lines) + "\n"
+
     def validate(self) -> None:
-        """Check that every edge and start names a step.
+        """Check that every edge, route and start names a step.
 
         Raises:
             WorkflowDefinitionError: naming the missing step.
         """
+        for name, (then, routes) in self._raw_edges.items():
+            try:
+                resolved = [self.step_name(t) for t in then], [self.step_name(t) for t in routes]
+            except InvalidRouteError as exc:
+                raise WorkflowDefinitionError(
+                    f"workflow {self.name!r}: step {name!r}: {exc}"
+                ) from None
+            step = self.steps[name]
+            self.steps[name] = Step(
+                name, step.fn, tuple(resolved[0]), step.retry, tuple(resolved[1]), step.timeout
+            )
         for target in self.start:
             if target not in self.steps:
                 raise WorkflowDefinitionError(
                     f"workflow {self.name!r}: start step {target!r} is not defined"
                 )
         for step in self.steps.values():
-            for target in step.then:
+            for target in (*step.then, *step.routes):
                 if target not in self.steps:
                     raise WorkflowDefinitionError(
                         f"workflow {self.name!r}: step {step.name!r} goes to "
@@ -253,8 +305,9 @@ class Workflow:
         return f"Workflow({self.name!r}, version={self.version!r}, steps={list(self.steps)})"
 
 
-def _is_async(fn: Callable[..., Any]) -> bool:
-    """An async function, a partial of one, or an object with an async ``__call__``."""
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)  # noqa: B004 - the method itself, not callable()
-    )
+def _targets(given: Target | Sequence[Target] | None) -> tuple[Target, ...]:
+    if given is None:
+        return ()
+    if isinstance(given, str) or callable(given):
+        return (given,)
+    return tuple(given)

@@ -1,0 +1,242 @@
+"""The public API of issue 9: structured parallel tasks, @task options, step timeouts, routes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import pytest
+
+from agentlog.errors import InvalidRouteError, WorkflowDefinitionError, WorkflowError
+from agentlog.eventlog.base import EventLog
+from agentlog.eventlog.events import RunStatus
+from agentlog.runtime import (
+    RetryPolicy,
+    Runtime,
+    StepContext,
+    Workflow,
+    current_idempotency_key,
+    end,
+    goto,
+    task,
+)
+from tests.runtime_support import FAST_RETRY, Calls, config, event_log, run_to_rest, types_of
+
+__all__ = ["event_log"]
+
+
+def _siblings(calls: Calls, gather: str, *, interrupt: bool = False) -> Workflow:
+    """A step running slow() and a sibling that fails once (or interrupts) side by side."""
+    wf = Workflow(f"sib-{gather}-{interrupt}", state={"out": "replace"}, retry=FAST_RETRY)
+    slow_started, retried = asyncio.Event(), asyncio.Event()
+
+    async def slow() -> str:
+        if calls.hit("slow") == 1:
+            slow_started.set()
+            # Still running when the sibling gives up. Without structure the
+            # step is retried now, and its retry runs slow() again; with it,
+            # no retry can start before this call is recorded, so it waits
+            # out the bound below (a hang guard, not a timing assumption).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(retried.wait(), 0.5)
+        return "slow done"
+
+    async def fails_once() -> str:
+        await slow_started.wait()
+        if calls.hit("fails_once") == 1:
+            raise RuntimeError("flaky tool")
+        return "ok"
+
+    @wf.step
+    async def work(ctx: StepContext) -> Any:
+        if ctx.attempt > 1:
+            retried.set()
+
+        async def other() -> str:
+            if interrupt:
+                await slow_started.wait()
+                return str(ctx.interrupt("approve?"))
+            return await ctx.task("fails_once", fails_once)
+
+        calls_ = (ctx.task("slow", slow), other())
+        results = await (ctx.gather(*calls_) if gather == "ctx" else asyncio.gather(*calls_))
+        return end(out=list(results))
+
+    return wf
+
+
+@pytest.mark.parametrize("gather", ["ctx", "asyncio"])
+async def test_a_failing_sibling_never_makes_an_effect_run_twice(
+    event_log: EventLog, gather: str
+) -> None:
+    calls = Calls()
+    wf = _siblings(calls, gather)
+    async with Runtime(event_log, workflows=[wf], config=config()) as rt:
+        await rt.start(wf, run_id="g", durability="sync")
+        final = await run_to_rest(rt, "g")
+    assert final.status == RunStatus.COMPLETED
+    assert final.values["out"] == ["slow done", "ok"]
+    assert calls.count["slow"] == 1  # recorded before the retry, so not run again
+    types = await types_of(event_log, "g")
+    assert types.index("TaskCompleted") < types.index("StepFailed")
+
+
+@pytest.mark.parametrize("gather", ["ctx", "asyncio"])
+async def test_a_sibling_that_interrupts_lets_the_other_finish_and_record(
+    event_log: EventLog, gather: str
+) -> None:
+    calls = Calls()
+    wf = _siblings(calls, gather, interrupt=True)
+    async with Runtime(event_log, workflows=[wf], config=config()) as rt:
+        await rt.start(wf, run_id="i", durability="sync")
+        parked = await run_to_rest(rt, "i")
+        assert parked.status == RunStatus.WAITING
+        types = await types_of(event_log, "i")
+        assert types.index("TaskCompleted") < types.index("InterruptRaised")
+        await rt.resume("i", "yes")
+        final = await run_to_rest(rt, "i")
+    assert final.values["out"] == ["slow done", "yes"]
+    assert calls.count["slow"] == 1
+
+
+async def test_task_decorator_retries_times_out_and_keeps_its_key(event_log: EventLog) -> None:
+    calls = Calls()
+    keys: list[str] = []
+
+    @task(name="charge", retry=RetryPolicy(max_attempts=3, initial_interval=0))
+    async def charge(cents: int) -> str:
+        keys.append(current_idempotency_key())
+        if calls.hit("charge") < 3:
+            raise ConnectionError("gateway hiccup")
+        return f"charged {cents}"
+
+    @task(timeout=0.01, retry=RetryPolicy(max_attempts=2, initial_interval=0))
+    async def hangs() -> str:
+        calls.hit("hangs")
+        await asyncio.Event().wait()
+        return "never"
+
+    wf = Workflow("pay", state={"receipt": "replace", "hung": "replace"})
+
+    @wf.step
+    async def pay(ctx: StepContext) -> Any:
+        receipt = await charge(500)
+        try:
+            await hangs()
+        except TimeoutError:
+            return end(receipt=receipt, hung=True)
+        return end(receipt=receipt, hung=False)
+
+    async with Runtime(event_log, workflows=[wf], config=config()) as rt:
+        await rt.start(wf, run_id="p", durability="sync")
+        final = await run_to_rest(rt, "p")
+    assert final.values == {"receipt": "charged 500", "hung": True}
+    assert calls.count == {"charge": 3, "hangs": 2}
+    assert len(set(keys)) == 1  # one idempotency key across the task's own retries
+    types = await types_of(event_log, "p")
+    assert types.count("TaskFailed") == 4 and "StepFailed" not in types
+    with pytest.raises(WorkflowError, match="outside a step"):
+        await charge(1)
+
+
+async def test_a_step_timeout_fails_a_hung_attempt_and_retries(event_log: EventLog) -> None:
+    calls = Calls()
+    wf = Workflow("hung", state={"x": "replace"}, retry=FAST_RETRY)
+
+    @wf.step(timeout=0.05)
+    async def model_call(ctx: StepContext) -> Any:
+        if calls.hit("model") == 1:
+            await asyncio.Event().wait()  # the first call hangs for good
+        return end(x=1)
+
+    async with Runtime(event_log, workflows=[wf], config=config()) as rt:
+        await rt.start(wf, run_id="t", durability="sync")
+        final = await run_to_rest(rt, "t")
+    assert final.values == {"x": 1} and calls.count["model"] == 2
+    failed = [e.data for e in await _events(event_log, "t") if e.type == "StepFailed"]
+    assert len(failed) == 1 and "took longer than 0.05s" in failed[0].error
+
+
+async def _events(log: EventLog, run_id: str) -> list[Any]:
+    return [e async for e in log.read(run_id)]
+
+
+async def test_routes_take_step_functions_are_checked_and_drawn(event_log: EventLog) -> None:
+    wf = Workflow("router", state={"path": "append"}, start="decide")
+
+    @wf.step
+    async def finish(ctx: StepContext) -> Any:
+        return end(path=["finish"])
+
+    @wf.step(routes=[finish, "review"])
+    async def decide(ctx: StepContext) -> Any:
+        return goto(finish if ctx.run_id == "ok" else "nowhere-declared", path=["decide"])
+
+    @wf.step(then=finish)
+    async def review(ctx: StepContext) -> Any:
+        return {"path": ["review"]}
+
+    wf.validate()
+    assert wf.steps["decide"].routes == ("finish", "review")
+    assert wf.steps["review"].then == ("finish",)
+    chart = wf.mermaid()
+    assert "decide -.-> finish" in chart and "review --> finish" in chart
+    assert chart.startswith("flowchart TD")
+    with pytest.raises(InvalidRouteError, match="at least one step"):
+        goto()
+    async with Runtime(event_log, config=config()) as rt:
+        rt.register(wf)
+        await rt.start("router", run_id="ok", durability="sync")
+        assert (await run_to_rest(rt, "ok")).values["path"] == ["decide", "finish"]
+
+
+async def test_undeclared_route_is_refused(event_log: EventLog) -> None:
+    wf = Workflow("strict", state={"x": "replace"})
+
+    @wf.step(routes=["b"])
+    async def a(ctx: StepContext) -> Any:
+        return goto("c")
+
+    @wf.step
+    async def b(ctx: StepContext) -> Any:
+        return end(x=1)
+
+    @wf.step
+    async def c(ctx: StepContext) -> Any:
+        return end(x=2)
+
+    async with Runtime(event_log, workflows=[wf], config=config()) as rt:
+        await rt.start(wf, run_id="r", durability="sync")
+        with pytest.raises(InvalidRouteError, match="declared routes"):
+            await rt.wait("r", timeout=20)
+
+
+def test_definition_errors() -> None:
+    wf = Workflow("defs")
+
+    async def stranger(ctx: StepContext) -> Any:
+        return None
+
+    @wf.step(routes=[stranger])
+    async def a(ctx: StepContext) -> Any:
+        return None
+
+    with pytest.raises(WorkflowDefinitionError, match="not a step of workflow"):
+        wf.validate()
+    with pytest.raises(WorkflowDefinitionError, match="max_attempts"):
+        RetryPolicy(max_attempts=0)
+    with pytest.raises(WorkflowDefinitionError, match="timeout"):
+        task(timeout=0)
+
+
+def test_retry_policy_backoff_and_non_retryable() -> None:
+    policy = RetryPolicy(
+        max_attempts=5, initial_interval=1, backoff_coefficient=3, max_interval=5,
+        non_retryable=(KeyError,),
+    )  # fmt: skip
+    assert [policy.delay(a) for a in (1, 2, 3)] == [1, 3, 5]
+    assert policy.retries(ValueError(), 4) and not policy.retries(ValueError(), 5)
+    assert not policy.retries(KeyError(), 1)
+    jittered = RetryPolicy(initial_interval=1, jitter=True)
+    assert all(0.5 <= jittered.delay(1) <= 1.5 for _ in range(50))
