@@ -94,7 +94,7 @@ class RunExecutor:
                 emit(RunCancelled("cancelled at a step boundary"))
                 break
             if not state.next_steps:
-                emit(RunCompleted())
+                emit(RunCompleted(output=copy.deepcopy(state.values)))  # the result, on record
                 break
             todo = [(b, name) for b, name in enumerate(state.next_steps) if b not in state.pending]
             limit = state.limits.get("max_steps")

@@ -110,8 +110,32 @@ class RunHandle:
     run_id: str
 
     async def wait(self, *, timeout: float | None = None) -> RunState:  # noqa: ASYNC109
-        """See :meth:`Runtime.wait`."""
+        """Wait until the run parks or ends; see :meth:`Runtime.wait`."""
         return await self.runtime.wait(self.run_id, timeout=timeout)
+
+    async def result(self, *, timeout: float | None = None) -> dict[str, Any]:  # noqa: ASYNC109
+        """The final values of the completed run; see :meth:`Runtime.result`."""
+        return await self.runtime.result(self.run_id, timeout=timeout)
+
+    async def state(self) -> RunState:
+        """The run's state now, without waiting; see :meth:`Runtime.get_state`."""
+        return await self.runtime.get_state(self.run_id)
+
+    async def status(self) -> str:
+        """The run's status now: one of :class:`RunStatus`."""
+        return (await self.runtime.get_state(self.run_id)).status
+
+    async def resume(self, value: Any = None) -> RunHandle:
+        """Answer the run's interrupt; see :meth:`Runtime.resume`."""
+        return await self.runtime.resume(self.run_id, value)
+
+    async def retry(self) -> RunHandle:
+        """Continue the failed run; see :meth:`Runtime.retry`."""
+        return await self.runtime.retry(self.run_id)
+
+    async def cancel(self, reason: str = "cancelled by request") -> RunState:
+        """Cancel the run; see :meth:`Runtime.cancel`."""
+        return await self.runtime.cancel(self.run_id, reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,6 +309,12 @@ class Runtime:
             raise ConfigError(
                 f"input must be a dict of state keys to values, got {type(input).__name__}"
             )
+        undeclared = sorted(set(input or {}) - set(wf.reducers)) if wf.reducers else []
+        if undeclared:
+            raise ConfigError(
+                f"input keys {undeclared} are not in the state of workflow {wf.name!r} "
+                f"(keys: {sorted(wf.reducers)}); declare them in Workflow(state=...)"
+            )
         pack(input, path="input")
         info = await self.log.find_run(run_id)
         if info is not None and info.last_seq > 0:
@@ -429,6 +459,18 @@ class Runtime:
                 if active is not None:
                     return await asyncio.shield(active[1])
                 await asyncio.sleep(self.config.poll_seconds)
+
+    async def get_state(self, run_id: str) -> RunState:
+        """The run's state now: this process's live state if it drives the run,
+        else the state folded from the log. A copy: changing it changes nothing.
+
+        Raises:
+            UnknownRunError: no such run.
+        """
+        active = self._active.get(run_id)
+        if active is not None:
+            return active[0].state.copy()
+        return await load_state(self.log, run_id)
 
     async def result(self, run_id: str, *, timeout: float | None = None) -> dict[str, Any]:  # noqa: ASYNC109
         """The final state values of a completed run.
