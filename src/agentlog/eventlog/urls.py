@@ -24,11 +24,21 @@ __all__ = ["DEFAULT_LOG_URL", "open_log"]
 DEFAULT_LOG_URL = "sqlite:///.agentlog/agentlog.db"
 
 
-async def open_log(url: str = DEFAULT_LOG_URL, *, keep_snapshots: int = 3) -> EventLog:
-    """Open (and create where needed) the event log that ``url`` names.
+async def open_log(
+    url: str = DEFAULT_LOG_URL, *, create: bool = True, keep_snapshots: int = 3
+) -> EventLog:
+    """Open the event log that ``url`` names, creating it where needed.
+
+    Args:
+        create: create a missing SQLite file (and its directories). Commands
+            that only read pass False: a mistyped path is then an error, not
+            a new empty log. A file that cannot be written (a read-only file
+            or filesystem) is opened read-only and can still be read.
+        keep_snapshots: how many of each run's newest snapshots to keep.
 
     Raises:
-        ConfigError: the URL's scheme or shape is not one of the above.
+        ConfigError: the URL's scheme or shape is not one of the above, or
+            ``create`` is False and there is no log at the path.
         BackendUnavailableError: the file or broker cannot be reached.
     """
     parts = urlsplit(url)
@@ -45,7 +55,7 @@ async def open_log(url: str = DEFAULT_LOG_URL, *, keep_snapshots: int = 3) -> Ev
                 f"bad log URL {url!r}: write sqlite:///relative/file.db or "
                 "sqlite:////absolute/file.db"
             )
-        return SqliteEventLog(path, keep_snapshots=keep_snapshots)
+        return SqliteEventLog(path, keep_snapshots=keep_snapshots, create=create)
     if parts.scheme == "kafka":
         from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog
 
