@@ -29,7 +29,7 @@ from agentlog.archive.retention import (
 )
 from agentlog.archive.sql import VIEWS
 from agentlog.archive.store import DEFAULT_ARCHIVE_URL, open_archive
-from agentlog.errors import AgentlogError
+from agentlog.errors import AgentlogError, ConfigError
 from agentlog.eventlog.urls import DEFAULT_LOG_URL, open_log
 
 __all__ = ["OutputFormat", "register"]
@@ -152,7 +152,8 @@ def register(app: typer.Typer) -> None:
         async def go() -> ArchiveSummary:
             config = ArchiverConfig(retention=_policies(retention or [], idle_after))
             store = open_archive(archive, endpoint_url=endpoint)
-            async with await open_log(log) as hot:
+            # A mistyped --log must not create an empty log (and report nothing to do).
+            async with await open_log(log, create=False) as hot:
                 archiver = Archiver(hot, store, config)
                 if dry_run:
                     return await archiver.run(dry_run=True, run_ids=run)
@@ -199,7 +200,15 @@ def register(app: typer.Typer) -> None:
 
         async def go() -> Any:
             store = open_archive(archive, endpoint_url=endpoint)
-            async with await open_log(log) as hot:
+            try:
+                hot = await open_log(log, create=False)
+            except ConfigError:
+                if log != DEFAULT_LOG_URL:
+                    raise
+                # No hot log where the default says: the archive alone is queried.
+                with await open_sql(store, None) as db:
+                    return db.arrow(query)
+            async with hot:
                 with await open_sql(store, hot) as db:
                     return db.arrow(query)
 
