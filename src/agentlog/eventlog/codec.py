@@ -201,10 +201,13 @@ def row_checksum(
     """The checksum of an event stored as columns (``ts_us``: microseconds since 1970, UTC).
 
     It covers every column, so a flipped byte in the seq, the type or the
-    payload alike is caught. Signed 64-bit, to fit an SQLite INTEGER.
+    payload alike is caught: the envelope columns, NUL-separated, seed the
+    hash of the payload. Signed 64-bit, to fit an SQLite INTEGER.
     """
-    head = pack([run_id, seq, event_type, ts_us, schema_v, epoch], path="envelope")
-    value = checksum(head, payload)
+    head = f"{run_id}\0{seq}\0{event_type}\0{ts_us}\0{schema_v}\0{epoch}".encode(
+        "utf-8", "surrogatepass"
+    )
+    value = xxhash.xxh3_64_intdigest(payload, seed=xxhash.xxh3_64_intdigest(head))
     return value - 2**64 if value >= 2**63 else value
 
 
