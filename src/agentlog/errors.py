@@ -169,6 +169,7 @@ class CorruptEventError(EventLogError):
     """Stored bytes that do not decode into an event. They are never skipped."""
 
     def __init__(self, run_id: str | None, seq: int | None, reason: str, where: str = "") -> None:
+        reason = reason.strip() or "the stored bytes do not decode (no detail was given)"
         self.run_id, self.seq, self.reason, self.where = run_id, seq, reason, where
         at = f" ({where})" if where else ""
         super().__init__(

@@ -18,8 +18,10 @@ from agentlog.archive import (
     open_sql,
 )
 from agentlog.archive.writer import MANIFEST_PREFIX, Manifest
+from agentlog.errors import RunArchivedError
 from agentlog.eventlog import Event, ResumeReceived, RunCompleted, Snapshot
 from agentlog.eventlog.sqlite import SqliteEventLog
+from agentlog.projector import decode_state, load_state
 from tests.archive.conftest import NOW
 from tests.archive.helpers import T0, read_all, record_run
 
@@ -40,7 +42,10 @@ async def test_finished_runs_are_archived_and_replay_identically(
     assert summary.events == sum(len(v) for v in expected.values())
     assert summary.pruned == 3 and summary.files >= 1 and summary.bytes_after > 0
     for run_id in expected:
-        assert await hot.find_run(run_id) is None  # pruned from the hot store
+        pruned = await hot.find_run(run_id)  # pruned from the hot store: a tombstone stays
+        assert pruned is not None and pruned.archived
+        with pytest.raises(RunArchivedError):
+            await read_all(hot, run_id)
     assert await read_all(hot, "live") == live  # the running run is untouched
     history = ArchivedEventLog(hot, store)
     for run_id, events in expected.items():
@@ -134,7 +139,7 @@ async def test_latest_snapshot_policy_keeps_the_snapshot_hot(
     assert snap is not None and snap.seq == 8
     assert await hot.load_snapshot("keep", at_or_before=7) is None
     assert await hot.load_snapshot("drop") is None
-    assert await hot.find_run("drop") is None
+    assert (await hot.get_run("drop")).archived
     again = await Archiver(hot, store, ArchiverConfig(policies)).run(now=NOW)
     assert again.events == 0 and again.pruned == 0
 
@@ -203,7 +208,7 @@ async def test_confirmed_but_unpruned_runs_are_pruned_by_the_next_pass(
         assert db.sql("SELECT count(*) FROM events").fetchone() == (len(events),)
     summary = await Archiver(hot, store).run(now=NOW)
     assert (summary.events, summary.pruned) == (0, 1)
-    assert await hot.find_run("a") is None
+    assert (await hot.get_run("a")).archived
     assert await read_all(ArchivedEventLog(hot, store), "a") == events
 
 
@@ -237,8 +242,14 @@ async def test_later_segment_without_run_started_keeps_workflow(
     bare = await record_run(hot, "bare", end=None, start=NOW - timedelta(days=30))
     await hot.save_snapshot(Snapshot("seg", 3, b"s", NOW - timedelta(days=30)))
     first = await Archiver(hot, store).run(now=NOW)
-    assert sorted(first.run_ids) == ["bare", "seg"] and first.pruned == 1
-    assert await read_all(hot, "bare") == bare  # no snapshot: stays hot to stay resumable
+    assert sorted(first.run_ids) == ["bare", "seg"] and first.pruned == 2
+    # Unfinished runs stay resumable: each got a good snapshot at its last seq first.
+    for run_id, recorded in (("bare", bare), ("seg", events)):
+        snapshot = await hot.load_snapshot(run_id)
+        assert snapshot is not None and snapshot.seq == len(recorded)
+        assert decode_state(snapshot) == await load_state(
+            ArchivedEventLog(hot, store), run_id, use_snapshots=False
+        )
     assert await read_all(ArchivedEventLog(hot, store), "seg") == events
     info = await hot.find_run("seg")
     assert info is not None

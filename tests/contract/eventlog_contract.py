@@ -15,89 +15,46 @@ Nothing here knows which backend it runs against.
 from __future__ import annotations
 
 import asyncio
-import json
+import dataclasses
 import os
-import subprocess
-import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta, timezone
-from pathlib import Path
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
 from agentlog.errors import (
+    ConfigError,
     ConflictError,
     EventLogError,
     FencedError,
     LeaseHeldError,
     NotSerializableError,
+    RunArchivedError,
     UnknownRunError,
 )
 from agentlog.eventlog.base import EventLog, Snapshot
 from agentlog.eventlog.codec import pack, unpack
 from agentlog.eventlog.events import (
     Event,
-    EventData,
     InterruptRaised,
     ResumeReceived,
     RunCompleted,
     RunFailed,
-    RunStarted,
     RunStatus,
     StepCompleted,
-    StepFailed,
-    SuperstepCommitted,
     TaskCompleted,
-    TaskFailed,
-    TaskStarted,
-    WriterClaimed,
+)
+from tests.contract.helpers import (
+    _T0,
+    ev,
+    every_event_type,
+    race_in_processes,
+    read_all,
+    seed,
+    started,
 )
 from tests.contract.writer_proc import race
-
-_REPO = Path(__file__).resolve().parents[2]
-_T0 = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
-
-
-def ev(run_id: str, seq: int, data: EventData | None = None, epoch: int = 0) -> Event:
-    """An event with a deterministic timestamp (one second per seq)."""
-    data = data if data is not None else TaskCompleted(key=f"k{seq}", result=seq)
-    return Event(run_id, seq, data, ts=_T0 + timedelta(seconds=seq), writer_epoch=epoch)
-
-
-def started(workflow: str = "wf") -> RunStarted:
-    return RunStarted(workflow, "1.0", {"q": "hi"}, "sync", "fp1", {"steps": 10}, ["a"])
-
-
-async def read_all(log: EventLog, run_id: str, **kwargs: Any) -> list[Event]:
-    return [event async for event in log.read(run_id, **kwargs)]
-
-
-async def seed(log: EventLog, run_id: str, count: int, epoch: int = 0) -> list[Event]:
-    """Append ``count`` events to a fresh run; return them."""
-    events = [ev(run_id, seq, epoch=epoch) for seq in range(1, count + 1)]
-    await log.append(events)
-    return events
-
-
-def every_event_type(run_id: str) -> list[Event]:
-    payloads: list[EventData] = [
-        started(),
-        WriterClaimed(epoch=0, owner="host:1"),
-        TaskStarted("key-1", "fetch", "a", 1, 0, 0),
-        TaskCompleted("key-1", {"uuid-ish": b"\x00\xff", "n": [1, 2.5, None]}, 12.5),
-        TaskFailed("key-2", "ValueError: nope", 2, 3.0),
-        StepCompleted("a", 1, 0, {"messages": ["x"], "count": 1}, ["b"]),
-        StepFailed("b", 2, 0, 1, "boom", retryable=False),
-        SuperstepCommitted(1, ["b"]),
-        InterruptRaised("b", 2, 0, 0, {"question": "ok?"}),
-        ResumeReceived({"answer": True}),
-        RunCompleted({"done": True}),
-    ]
-    return [
-        Event(run_id, seq, data, ts=_T0 + timedelta(microseconds=seq))
-        for seq, data in enumerate(payloads, start=1)
-    ]
 
 
 class EventLogContract:
@@ -376,17 +333,34 @@ class EventLogContract:
 
     # -- pruning ------------------------------------------------------------------------
 
-    async def test_prune_removes_one_run_only(self, log: EventLog) -> None:
-        await seed(log, "gone", 4)
+    async def test_prune_keeps_a_tombstone_and_the_run_id_stays_taken(self, log: EventLog) -> None:
+        epoch = await log.claim_writer("gone", owner="w")
+        await log.append(
+            [ev("gone", 1, started("flow"), epoch)]
+            + [ev("gone", seq, epoch=epoch) for seq in (2, 3)]
+            + [ev("gone", 4, RunCompleted("ok"), epoch)]
+        )
         kept = await seed(log, "kept", 3)
         await log.save_snapshot(Snapshot("gone", 4, b"g", _T0))
         await log.save_snapshot(Snapshot("kept", 3, b"k", _T0))
+        before = await log.get_run("gone")
         await log.prune("gone")
-        with pytest.raises(UnknownRunError):
+        after = await log.get_run("gone")
+        assert after.archived and not before.archived
+        assert dataclasses.replace(after, archived=False) == before  # nothing else changed
+        assert await log.find_run("gone") == after
+        assert {r.run_id for r in await log.list_runs()} == {"gone", "kept"}
+        assert [r.run_id for r in await log.list_runs(status=RunStatus.COMPLETED)] == ["gone"]
+        with pytest.raises(RunArchivedError) as caught:
             await read_all(log, "gone")
-        assert await log.find_run("gone") is None
+        assert caught.value.run_id == "gone" and isinstance(caught.value, UnknownRunError)
+        with pytest.raises(RunArchivedError):
+            await read_all(log, "gone", after_seq=2, upto_seq=3)
+        assert await read_all(log, "gone", after_seq=4) == []  # nothing asked was pruned
         assert await log.load_snapshot("gone") is None
-        assert [r.run_id for r in await log.list_runs()] == ["kept"]
+        with pytest.raises(ConflictError):  # the id stays taken: no second history
+            await log.append([ev("gone", 1, started("flow"), epoch)])
+        assert await log.get_run("gone") == after
         assert await read_all(log, "kept") == kept
         assert (await log.load_snapshot("kept")).state == b"k"  # type: ignore[union-attr]
 
@@ -398,7 +372,62 @@ class EventLogContract:
         assert (await log.load_snapshot("r")).seq == 4  # type: ignore[union-attr]
         assert await log.load_snapshot("r", at_or_before=3) is None
         info = await log.find_run("r")
-        assert info is not None and info.last_seq == 5
+        assert info is not None and info.last_seq == 5 and info.archived
+
+    async def test_pruned_unfinished_run_continues_after_its_last_seq(self, log: EventLog) -> None:
+        first = await log.claim_writer("r", owner="one")
+        await log.append([ev("r", 1, started(), first)] + [ev("r", s, epoch=first) for s in (2, 3)])
+        await log.save_snapshot(Snapshot("r", 3, b"s3", _T0))
+        await log.prune("r", keep_latest_snapshot=True)
+        second = await log.claim_writer("r", owner="two")
+        assert second > first  # the epoch survives the prune: old writers stay fenced
+        with pytest.raises(FencedError):
+            await log.append([ev("r", 4, epoch=first)])
+        more = [ev("r", 4, epoch=second), ev("r", 5, RunCompleted(), second)]
+        await log.append(more)
+        assert await read_all(log, "r", after_seq=3) == more
+        with pytest.raises(RunArchivedError):
+            await read_all(log, "r")
+        info = await log.get_run("r")
+        assert (info.last_seq, info.status, info.archived) == (5, RunStatus.COMPLETED, True)
+
+    async def test_prune_is_idempotent_and_ignores_unknown_runs(self, log: EventLog) -> None:
+        await seed(log, "r", 2)
+        await log.prune("r")
+        info = await log.get_run("r")
+        await log.prune("r")
+        await log.prune("r", keep_latest_snapshot=True)
+        assert await log.get_run("r") == info
+        await log.prune("nope")
+        assert await log.find_run("nope") is None
+        with pytest.raises(UnknownRunError) as caught:
+            await read_all(log, "nope")
+        assert not isinstance(caught.value, RunArchivedError)
+
+    # -- bad run ids and seqs -------------------------------------------------------------
+
+    async def test_run_id_that_is_not_utf8_text_is_a_config_error(self, log: EventLog) -> None:
+        bad = "run-\ud800"  # a lone surrogate: a Python str, but not text any store can keep
+        with pytest.raises(ConfigError, match="not valid text"):
+            await log.append([ev(bad, 1, started())])
+        with pytest.raises(ConfigError):
+            await log.find_run(bad)
+        with pytest.raises(ConfigError):
+            await read_all(log, bad)
+        with pytest.raises(ConfigError):
+            await log.claim_writer(bad)
+        with pytest.raises(ConfigError):
+            await log.load_snapshot(bad)
+        assert await log.list_runs() == []
+
+    async def test_seq_bounds_beyond_64_bits_are_empty_not_overflow(self, log: EventLog) -> None:
+        events = await seed(log, "r", 3)
+        await log.save_snapshot(Snapshot("r", 2, b"s2", _T0))
+        assert await read_all(log, "r", after_seq=2**70) == []
+        assert await read_all(log, "r", upto_seq=2**70) == events
+        assert await read_all(log, "r", after_seq=-(2**70)) == events
+        assert (await log.load_snapshot("r", at_or_before=2**70)).seq == 2  # type: ignore[union-attr]
+        assert await log.load_snapshot("r", at_or_before=-(2**70)) is None
 
     # -- tail -----------------------------------------------------------------------------
 
@@ -434,7 +463,7 @@ class EventLogContract:
                 *(race(log, "race", f"w{i}", claims, appends) for i in range(writers))
             )
         else:
-            results = await asyncio.to_thread(_race_in_processes, log_url, writers, claims, appends)
+            results = await asyncio.to_thread(race_in_processes, log_url, writers, claims, appends)
         written = {seq: (f"w{i}", epoch) for i, pairs in enumerate(results) for seq, epoch in pairs}
         events = await read_all(log, "race")
         seqs = [e.seq for e in events]
@@ -452,46 +481,3 @@ class EventLogContract:
         info = await log.get_run("race")
         assert info.writer_epoch == writers * claims
         assert info.last_seq == len(events) >= appends
-
-
-def _race_in_processes(url: str, writers: int, claims: int, appends: int) -> list[Any]:
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.contract.writer_proc",
-                url,
-                "race",
-                f"w{i}",
-                str(claims),
-                str(appends),
-            ],
-            cwd=_REPO,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(writers)
-    ]
-    try:
-        for proc in procs:
-            assert proc.stdout is not None
-            line = proc.stdout.readline()  # bounded by the test's timeout
-            assert line == "ready\n", (line, proc.stderr.read() if proc.stderr else "")
-        for proc in procs:
-            assert proc.stdin is not None
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
-        results = []
-        for proc in procs:
-            out, err = proc.communicate(timeout=120)
-            assert proc.returncode == 0, err
-            results.append([tuple(pair) for pair in json.loads(out)])
-        return results
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()

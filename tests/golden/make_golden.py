@@ -13,6 +13,11 @@ Three runs, so that every event type appears:
   migration to version 2 (RunMigrated), resume, an email task, completion;
 * ``golden-failed``: a step that fails for good (RunFailed);
 * ``golden-cancelled``: parked, then cancelled (RunCancelled).
+
+RunRetried came later (same schema version, a new type): its run,
+``golden-retried`` (fails for good, then ``Runtime.retry`` and completion),
+was appended to the committed files with ``--append-retried``; the bytes of
+the first three runs were not touched.
 """
 
 from __future__ import annotations
@@ -121,7 +126,45 @@ async def generate() -> tuple[list[bytes], dict[str, Any]]:
     return raw, expected
 
 
+async def generate_retried() -> tuple[list[bytes], dict[str, Any]]:
+    """The ``golden-retried`` run: a failure, a retry with fixed code, completion."""
+    log = MemoryEventLog()
+    config = RuntimeConfig(owner="golden-host:1", lease_seconds=60)
+    broken = {"yes": True}
+    wf = Workflow("golden-retry", state={"topic": "replace", "answer": "replace"},
+                  retry=RetryPolicy(max_attempts=1))  # fmt: skip
+
+    @wf.step
+    async def answer(ctx: StepContext) -> Any:
+        text = await ctx.task("llm.answer", lambda: f"about {ctx.state['topic']}")
+        if broken["yes"]:
+            raise ConnectionError("the model is down")
+        return end(answer=text)
+
+    async with Runtime(log, workflows=[wf], config=config) as rt:
+        await rt.start(wf, run_id="golden-retried", input={"topic": "retries"}, durability="sync")
+        await rt.wait("golden-retried")
+        broken["yes"] = False
+        await rt.retry("golden-retried")
+        await rt.wait("golden-retried")
+    events = [e async for e in log.read("golden-retried")]
+    expected = json.loads(json.dumps(fold(events).to_dict(), sort_keys=True))
+    return [encode_event(e) for e in events], {"golden-retried": expected}
+
+
+def append_retried() -> int:
+    raw, expected = asyncio.run(generate_retried())
+    with LOG_FILE.open("a") as out:
+        out.write("".join(json.dumps({"event": base64.b64encode(b).decode()}) + "\n" for b in raw))
+    committed = json.loads(EXPECTED_FILE.read_text())
+    EXPECTED_FILE.write_text(json.dumps({**committed, **expected}, indent=2, sort_keys=True) + "\n")
+    sys.stderr.write(f"appended {len(raw)} events of golden-retried\n")
+    return 0
+
+
 def main() -> int:
+    if sys.argv[1:] == ["--append-retried"]:
+        return append_retried()
     raw, expected = asyncio.run(generate())
     LOG_FILE.write_text(
         "".join(json.dumps({"event": base64.b64encode(b).decode()}) + "\n" for b in raw)

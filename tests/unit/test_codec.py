@@ -116,7 +116,9 @@ def test_payload_is_a_map_of_the_fields() -> None:
 def test_event_round_trip_and_envelope_layout() -> None:
     event = Event("r", 7, TaskCompleted("k", [1, "x"], 2.5), writer_epoch=4)
     raw = encode_event(event)
-    run_id, seq, event_type, ts, schema_v, epoch, fields = plain(raw)
+    body, stored = plain(raw)
+    assert stored == codec.checksum(body)
+    run_id, seq, event_type, ts, schema_v, epoch, fields = plain(body)
     assert (run_id, seq, event_type, schema_v, epoch) == ("r", 7, "TaskCompleted", SCHEMA_V, 4)
     assert ts.to_datetime() == event.ts
     assert fields == {"key": "k", "result": [1, "x"], "duration_ms": 2.5}
@@ -180,3 +182,50 @@ def test_upcasters_run_in_order_up_to_the_current_version(
     current = pack({"key": "k", "result": 1})
     assert decode_payload("TaskCompleted", 3, current) == TaskCompleted("k", 1)
     assert calls == []
+
+
+def test_envelope_without_a_checksum_still_decodes() -> None:
+    """Envelopes written before checksums (the golden v1 log) read, unverified."""
+    event = Event("r", 3, WriterClaimed(2, "me"), writer_epoch=2)
+    body, _ = plain(encode_event(event))
+    assert decode_event(body) == event
+
+
+def test_one_flipped_byte_anywhere_in_an_event_is_a_typed_error() -> None:
+    event = Event("run-7", 9, TaskCompleted("k", "MARKER-final", 1.5), writer_epoch=1)
+    raw = encode_event(event)
+    for i in range(len(raw)):
+        for bit in (0x01, 0x20):
+            damaged = bytearray(raw)
+            damaged[i] ^= bit
+            with pytest.raises(CorruptEventError) as caught:
+                decode_event(bytes(damaged), where="test")
+            assert caught.value.reason
+    flipped = raw.replace(b"MARKER", b"NARKER")
+    assert flipped != raw
+    with pytest.raises(CorruptEventError, match="checksum") as caught:
+        decode_event(flipped)
+    assert (caught.value.run_id, caught.value.seq) == ("run-7", 9)
+
+
+@pytest.mark.parametrize(
+    ("event_type", "fields", "bad"),
+    [
+        ("StepCompleted", {"step": "a", "superstep": 0, "branch": 0, "writes": [1]}, "writes"),
+        ("StepCompleted", {"step": "a", "superstep": "0", "branch": 0, "writes": {}}, "superstep"),
+        ("SuperstepCommitted", {"superstep": 0, "next": "b"}, "next"),
+        (
+            "RunStarted",
+            {"workflow": 1, "version": "1", "input": {}, "durability": "sync", "fingerprint": "f"},
+            "workflow",
+        ),
+        ("TaskCompleted", {"key": "k", "result": 1, "duration_ms": "slow"}, "duration_ms"),
+    ],
+)
+def test_payload_of_the_wrong_shape_is_corrupt_naming_run_and_seq(
+    event_type: str, fields: dict[str, Any], bad: str
+) -> None:
+    with pytest.raises(CorruptEventError) as caught:
+        decode_payload(event_type, SCHEMA_V, pack(fields), run_id="r", seq=4)
+    assert (caught.value.run_id, caught.value.seq) == ("r", 4)
+    assert bad in caught.value.reason

@@ -15,6 +15,7 @@ from agentlog.errors import (
     CorruptEventError,
     UnknownEventTypeError,
 )
+from agentlog.eventlog.codec import row_checksum
 from agentlog.eventlog.events import Event, RunCompleted, TaskCompleted
 from agentlog.eventlog.sqlite import MIGRATIONS, SqliteEventLog
 from agentlog.eventlog.urls import open_log
@@ -37,9 +38,21 @@ async def log(log_path: Path) -> AsyncIterator[SqliteEventLog]:
 
 
 def tamper(path: Path, sql: str, *params: object) -> None:
-    """Change the file behind agentlog's back, as a disk fault or a bad tool would."""
+    """Change a row behind agentlog's back, as a newer agentlog or another tool would.
+
+    The row's checksum is recomputed, so what the read sees is the changed
+    content itself (a flipped byte under a stale checksum is
+    tests/unit/test_storage_integrity.py).
+    """
     with closing(sqlite3.connect(path)) as conn, conn:
         assert conn.execute(sql, params).rowcount == 1
+        for row in conn.execute(
+            "SELECT run_id, seq, type, ts, schema_v, writer_epoch, payload FROM events"
+        ).fetchall():
+            conn.execute(
+                "UPDATE events SET checksum = ? WHERE run_id = ? AND seq = ?",
+                (row_checksum(*row), row[0], row[1]),
+            )
 
 
 def stored(path: Path, run_id: str, seq: int) -> tuple[str, bytes]:

@@ -9,8 +9,17 @@ One pass (:meth:`Archiver.run`):
 3. For each chunk of runs (grouped by workflow and day): read their events,
    write one Parquet file (confirmed), then its manifest entry (confirmed).
 4. Only then prune those runs from the hot log, as their policy says, and
-   only if nothing was appended to them meanwhile.
+   only if nothing was appended to them meanwhile. A pruned run keeps its
+   index row as a tombstone (``RunInfo.archived``): its id stays taken, and
+   a later pass skips it unless it has new hot events.
 5. Expire archive files whose runs are all past their workflow's TTL.
+
+A run that is not finished (running, or parked on an interrupt) is pruned
+only once its newest hot snapshot is a good one at its last seq: resume loads
+that snapshot instead of the pruned events. When the newest snapshot is
+older, the pass folds the run and saves a fresh one first; when it cannot
+(a reducer this process does not know, or a live writer's lease), the run
+stays hot.
 
 A crash at any point leaves a state the next pass completes: a file without
 a manifest entry is an orphan (deleted, then rewritten); a run whose entry
@@ -47,8 +56,10 @@ from agentlog.archive.writer import (
     events_to_table,
     file_key,
 )
+from agentlog.errors import EventLogError, ReplayError, RunArchivedError
 from agentlog.eventlog.base import EventLog, RunInfo
 from agentlog.eventlog.events import Event, RunStatus, utcnow
+from agentlog.projector import REDUCERS, decode_state, load_state, save_state
 
 __all__ = ["ArchiveSummary", "Archiver", "ArchiverConfig", "Progress", "RunPlan"]
 
@@ -161,6 +172,9 @@ class Archiver:
             infos = [await self.log.get_run(run_id) for run_id in run_ids]
         plans = []
         for info in infos:
+            upto = manifest.archived_upto(info.run_id)
+            if info.archived and upto >= info.last_seq:
+                continue  # pruned, and the archive holds all of it: nothing to do
             policy = self.config.retention.for_workflow(info.workflow)
             reason = _reason(info, policy, now)
             if reason is None:
@@ -169,18 +183,25 @@ class Archiver:
                         info.run_id, info.status, format_duration(policy.idle_after)
                     )
                 continue
-            upto = manifest.archived_upto(info.run_id)
             if upto > info.last_seq:
                 continue  # the hot row outlived its events (latest_snapshot); nothing to do
             if upto == info.last_seq and not await self._has_hot_events(info.run_id, upto):
+                continue
+            if info.archived and not await self._has_hot_events(info.run_id, upto + 1):
+                # Pruned into an archive that is not this one: its events are not here.
+                _log.warning("archived run not in this archive", run_id=info.run_id, seq=upto)
                 continue
             plans.append(RunPlan(info, upto + 1, reason, policy))
         plans.sort(key=lambda p: (p.info.workflow, _day(p.info), p.run_id))
         return plans
 
-    async def _has_hot_events(self, run_id: str, upto: int) -> bool:
-        async for _ in self.log.read(run_id, after_seq=max(0, upto - 1)):
-            return True
+    async def _has_hot_events(self, run_id: str, seq: int) -> bool:
+        """Whether seq ``seq`` of the run is still in the hot log."""
+        try:
+            async for _ in self.log.read(run_id, after_seq=max(0, seq - 1), upto_seq=seq):
+                return True
+        except RunArchivedError:
+            pass
         return False
 
     async def run(
@@ -338,15 +359,47 @@ class Archiver:
             # next pass archives the new events as a further segment.
             _log.warning("not pruning run that changed", run_id=plan.run_id, archived=upto)
             return 0
-        if plan.reason == "idle" and await self.log.load_snapshot(plan.run_id) is None:
-            # An unfinished run must stay resumable: its index row (writer epoch, last
-            # seq) survives a prune only with a snapshot, so without one it stays hot.
-            _log.info("idle run archived but kept hot: no snapshot", run_id=plan.run_id)
+        if info.status not in RunStatus.TERMINAL and not await self._resumable(info):
             return 0
         keep = plan.policy.mode is RetentionMode.LATEST_SNAPSHOT or plan.reason == "idle"
         await self.log.prune(plan.run_id, keep_latest_snapshot=keep)
         _log.info("pruned hot run", run_id=plan.run_id, seq=upto, keep_latest_snapshot=keep)
         return 1
+
+    async def _resumable(self, info: RunInfo) -> bool:
+        """Make the unfinished run's newest snapshot a good one at its last seq, if possible.
+
+        Resume loads that snapshot instead of the pruned events; a snapshot
+        older than the last seq would make the resumed writer append at a
+        seq that is taken (a ConflictError, and a run nobody can recover).
+        """
+        run_id = info.run_id
+        if info.lease_expires_at is not None and info.lease_expires_at > utcnow():
+            _log.info("unfinished run kept hot: a live writer holds it", run_id=run_id)
+            return False
+        snapshot = await self.log.load_snapshot(run_id)
+        if snapshot is not None and snapshot.seq == info.last_seq and decode_state(snapshot):
+            return True
+        try:
+            state = await load_state(self.log, run_id)
+        except (EventLogError, ReplayError) as exc:
+            _log.warning(
+                "unfinished run kept hot: its state does not load", run_id=run_id, error=str(exc)
+            )
+            return False
+        unknown = sorted(set(state.reducers.values()) - set(REDUCERS))
+        if state.seq != info.last_seq or unknown:
+            # Folding with a reducer this process does not know would save a wrong state.
+            _log.warning(
+                "unfinished run kept hot: cannot snapshot it here",
+                run_id=run_id,
+                seq=state.seq,
+                unknown_reducers=unknown,
+            )
+            return False
+        await save_state(self.log, state)
+        _log.info("snapshot saved before pruning an unfinished run", run_id=run_id, seq=state.seq)
+        return True
 
     def _expire(self, manifest: Manifest, now: datetime) -> int:
         expired = 0

@@ -5,7 +5,11 @@
 the archive for whatever was archived and pruned, so ``agentlog show``,
 ``state`` and ``diff`` work on archived runs without knowing it. A run's
 events come back in seq order with no gap: the archived segments, then the
-hot events after them. Writes raise :class:`ArchiveReadOnlyError`.
+hot events after them. A pruned run's hot index row (its tombstone, with
+``archived=True``) is its index row here too. A run pruned into another
+archive than this one raises :class:`~agentlog.errors.RunArchivedError`
+rather than returning part of its history. Writes raise
+:class:`ArchiveReadOnlyError`.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import duckdb
 from agentlog.archive.errors import ArchiveCorruptError, ArchiveReadOnlyError
 from agentlog.archive.store import ArchiveStore
 from agentlog.archive.writer import Manifest, table_to_events
-from agentlog.errors import UnknownRunError
+from agentlog.errors import RunArchivedError, UnknownRunError
 from agentlog.eventlog.base import EventLog, RunInfo, Snapshot, select_runs
 from agentlog.eventlog.events import Event
 
@@ -126,6 +130,8 @@ class ArchivedEventLog(EventLog):
                 run_id, after_seq=max(last, archived_upto), upto_seq=upto_seq
             ):
                 yield event
+        except RunArchivedError:
+            raise  # pruned from the hot log, but this archive does not hold those events
         except UnknownRunError:
             if not archived_upto:
                 raise

@@ -36,6 +36,7 @@ import pyarrow as pa
 from agentlog.archive.errors import ArchiveCorruptError, ArchiveQueryError
 from agentlog.archive.store import ArchiveStore
 from agentlog.archive.writer import EVENT_SCHEMA, Manifest, events_to_table
+from agentlog.errors import RunArchivedError
 from agentlog.eventlog.base import EventLog
 
 __all__ = ["VIEWS", "ArchiveSQL", "open_sql"]
@@ -252,7 +253,10 @@ async def _hot_table(log: EventLog, manifest: Manifest) -> pa.Table:
         upto = manifest.archived_upto(info.run_id)
         if info.last_seq <= upto:
             continue
-        events = [e async for e in log.read(info.run_id, after_seq=upto)]
+        try:
+            events = [e async for e in log.read(info.run_id, after_seq=upto)]
+        except RunArchivedError:
+            continue  # pruned into another archive than the one queried here
         if events:
             tables.append(events_to_table(events, workflow=info.workflow, version=info.version))
     return pa.concat_tables(tables) if tables else EVENT_SCHEMA.empty_table()

@@ -25,6 +25,7 @@ from agentlog.archive.store import DEFAULT_ARCHIVE_URL, open_archive
 from agentlog.cli.app import command, run_async
 from agentlog.cli.options import ArchiveOpt, EndpointOpt, JsonOpt, LogOpt
 from agentlog.cli.render import err, print_json, print_line, print_table, table, to_json
+from agentlog.errors import ConfigError
 from agentlog.eventlog.urls import DEFAULT_LOG_URL, open_log
 
 __all__ = ["OutputFormat"]
@@ -163,7 +164,15 @@ def sql_command(
 
     async def go() -> Any:
         store = open_archive(archive, endpoint_url=endpoint)
-        async with await open_log(log, create=False) as hot:
+        try:
+            hot = await open_log(log, create=False)
+        except ConfigError:
+            if log != DEFAULT_LOG_URL:
+                raise
+            # No hot log where the default says: the archive alone is queried.
+            with await open_sql(store, None) as db:
+                return db.arrow(query)
+        async with hot:
             with await open_sql(store, hot) as db:
                 return db.arrow(query)
 

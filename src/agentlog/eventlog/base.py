@@ -29,6 +29,7 @@ from types import TracebackType
 from typing import Self
 
 from agentlog.errors import (
+    ConfigError,
     ConflictError,
     EventLogError,
     FencedError,
@@ -51,6 +52,7 @@ __all__ = [
     "check_batch",
     "check_lease",
     "check_next",
+    "check_run_id",
     "select_runs",
 ]
 
@@ -110,6 +112,24 @@ class RunInfo:
         )
 
 
+def check_run_id(run_id: str) -> None:
+    """Raise ConfigError for a run id that no backend can store.
+
+    A run id is text that must encode as UTF-8 (for SQLite, Kafka keys and
+    Parquet alike): a lone surrogate, which Python strings allow, would
+    otherwise escape from a driver as UnicodeEncodeError.
+    """
+    if not isinstance(run_id, str):
+        raise ConfigError(f"a run id must be a str, not {type(run_id).__name__}: {run_id!r}")
+    try:
+        run_id.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ConfigError(
+            f"run id {run_id!r} is not valid text: {exc.reason} at index {exc.start}; "
+            "use a run id of plain UTF-8 text"
+        ) from exc
+
+
 def check_batch(events: Sequence[Event]) -> tuple[str, int, int]:
     """Validate a batch's shape; return its run id, first seq and epoch.
 
@@ -120,6 +140,7 @@ def check_batch(events: Sequence[Event]) -> tuple[str, int, int]:
     if not events:
         raise ValueError("append needs at least one event")
     first = events[0]
+    check_run_id(first.run_id)
     for offset, event in enumerate(events):
         if event.run_id != first.run_id or event.writer_epoch != first.writer_epoch:
             raise ValueError("one append batch must hold one run and one writer epoch")
@@ -190,9 +211,15 @@ class EventLog(abc.ABC):
     ) -> AsyncIterator[Event]:
         """The run's events with ``after_seq < seq <= upto_seq``, in seq order.
 
+        The seqs come with no gap, up to ``upto_seq`` or the run's last seq.
+
         Raises:
             UnknownRunError: nothing was ever recorded for ``run_id``.
-            CorruptEventError: a stored event does not decode; it names the seq.
+            RunArchivedError: the run was pruned (``RunInfo.archived``) and
+                the range starts before the first event still stored; read
+                it through the archive.
+            CorruptEventError: a stored event does not decode or fails its
+                checksum, or a seq is missing; it names the run and the seq.
         """
 
     async def tail(
@@ -276,15 +303,20 @@ class EventLog(abc.ABC):
 
     @abc.abstractmethod
     async def prune(self, run_id: str, *, keep_latest_snapshot: bool = False) -> None:
-        """Delete the run's events and snapshots, and its index row.
+        """Delete the run's events (and snapshots); keep its index row as a tombstone.
 
         Only the archiver calls this, and only after the run's archive write
-        is confirmed.
+        is confirmed. The index row stays with ``archived=True`` and every
+        other field unchanged (status, last seq, workflow, version, writer
+        epoch), so :meth:`find_run`, :meth:`get_run` and :meth:`list_runs`
+        still see the run and its id stays taken: appending seq 1 again is a
+        ConflictError, and an unfinished run continues at ``last_seq + 1``.
+        Pruning an unknown run, or a pruned one again, changes nothing.
 
         Args:
-            keep_latest_snapshot: keep the newest snapshot and the index row,
-                so the run's state still loads from the hot store while its
-                events live only in the archive.
+            keep_latest_snapshot: keep the newest snapshot, so the run's state
+                still loads from the hot store while its events live only in
+                the archive.
         """
 
     # -- lifecycle ------------------------------------------------------------------

@@ -25,11 +25,21 @@ Schema changes: a payload written at schema version ``v`` is passed through
 upcaster is a small pure function ``(type, payload) -> payload``, and each
 ships with a golden log fixture in ``tests/golden/`` that must keep
 replaying to the same state.
+
+Checksums: every stored event and snapshot carries an xxHash3-64 checksum,
+verified on every read, so that one flipped byte on disk is a
+:class:`~agentlog.errors.CorruptEventError` naming the run and seq, never a
+silently wrong state. :func:`encode_event` (what the Kafka backend stores)
+frames the envelope as ``[envelope bytes, checksum]``; the SQLite backend
+keeps the same checksum of its columns in a column (:func:`row_checksum`).
+Envelopes written before checksums existed (a bare 7-item array, such as the
+golden v1 log) still decode, unverified: there is no checksum to check.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -37,6 +47,7 @@ from decimal import Decimal
 from typing import Any
 
 import msgpack
+import xxhash
 
 from agentlog.errors import CorruptEventError, NotSerializableError, UnknownEventTypeError
 from agentlog.eventlog.events import EVENT_TYPES, SCHEMA_V, Event, EventData
@@ -44,12 +55,14 @@ from agentlog.eventlog.events import EVENT_TYPES, SCHEMA_V, Event, EventData
 __all__ = [
     "UPCASTERS",
     "Upcaster",
+    "checksum",
     "decode_event",
     "decode_payload",
     "encode_event",
     "encode_payload",
     "jsonable",
     "pack",
+    "row_checksum",
     "unpack",
 ]
 
@@ -187,6 +200,30 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
+def checksum(*parts: bytes) -> int:
+    """The xxHash3-64 checksum of ``parts`` concatenated, as an unsigned int."""
+    digest = xxhash.xxh3_64()
+    for part in parts:
+        digest.update(part)
+    return digest.intdigest()
+
+
+def row_checksum(
+    run_id: str, seq: int, event_type: str, ts_us: int, schema_v: int, epoch: int, payload: bytes
+) -> int:
+    """The checksum of an event stored as columns (``ts_us``: microseconds since 1970, UTC).
+
+    It covers every column, so a flipped byte in the seq, the type or the
+    payload alike is caught: the envelope columns, NUL-separated, seed the
+    hash of the payload. Signed 64-bit, to fit an SQLite INTEGER.
+    """
+    head = f"{run_id}\0{seq}\0{event_type}\0{ts_us}\0{schema_v}\0{epoch}".encode(
+        "utf-8", "surrogatepass"
+    )
+    value = xxhash.xxh3_64_intdigest(payload, seed=xxhash.xxh3_64_intdigest(head))
+    return value - 2**64 if value >= 2**63 else value
+
+
 def encode_payload(data: EventData) -> bytes:
     """The payload of an event as msgpack bytes (a map of its fields)."""
     return pack(data.to_dict(), path=data.type)
@@ -214,6 +251,44 @@ def decode_payload(
     return _build_payload(event_type, schema_v, fields, run_id, seq, where)
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_str_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+# What each annotated field type must hold once decoded. A payload that fits
+# its class's field names but not these (``writes`` that is a list, say) would
+# otherwise fail deep inside the fold with an AttributeError.
+_FIELD_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "str": lambda v: isinstance(v, str),
+    "int": _is_int,
+    "float": lambda v: isinstance(v, float) or _is_int(v),
+    "bool": lambda v: isinstance(v, bool),
+    "dict[str, Any]": lambda v: isinstance(v, dict),
+    "dict[str, str]": lambda v: isinstance(v, dict),
+    "list[str]": _is_str_list,
+}
+_SHAPES: dict[type[EventData], tuple[tuple[str, str], ...]] = {}
+
+
+def _check_fields(data: EventData) -> str:
+    """The first field whose value does not fit its declared type, or ''."""
+    shape = _SHAPES.get(type(data))
+    if shape is None:
+        fields = dataclasses.fields(data)  # type: ignore[arg-type]
+        shape = _SHAPES[type(data)] = tuple(
+            (f.name, str(f.type)) for f in fields if str(f.type) in _FIELD_CHECKS
+        )
+    for name, annotation in shape:
+        value = getattr(data, name)
+        if not _FIELD_CHECKS[annotation](value):
+            return f"field {name!r} holds {type(value).__name__}, not {annotation}"
+    return ""
+
+
 def _build_payload(
     event_type: str, schema_v: int, fields: Any, run_id: str | None, seq: int | None, where: str
 ) -> EventData:
@@ -229,15 +304,18 @@ def _build_payload(
     for version in range(schema_v, SCHEMA_V):
         fields = UPCASTERS[version](event_type, fields)
     try:
-        return cls(**fields)
+        data = cls(**fields)
     except TypeError as exc:
         raise CorruptEventError(
             run_id, seq, f"payload does not fit {event_type}: {exc}", where
         ) from exc
+    misfit = _check_fields(data)
+    if misfit:
+        raise CorruptEventError(run_id, seq, f"payload does not fit {event_type}: {misfit}", where)
+    return data
 
 
-def encode_event(event: Event) -> bytes:
-    """The whole envelope as one msgpack array (the Kafka record value)."""
+def _envelope(event: Event) -> bytes:
     return pack(
         [
             event.run_id,
@@ -252,8 +330,27 @@ def encode_event(event: Event) -> bytes:
     )
 
 
+def encode_event(event: Event) -> bytes:
+    """The whole envelope and its checksum as msgpack (the Kafka record value).
+
+    The value is ``[envelope, checksum]``: ``envelope`` the msgpack bytes of
+    the 7-item array (run id, seq, type, ts, schema_v, writer epoch,
+    payload), ``checksum`` their xxHash3-64.
+    """
+    body = _envelope(event)
+    return pack([body, checksum(body)], path=f"{event.type}")
+
+
+def _name_of(items: Any) -> tuple[str | None, int | None]:
+    """The run id and seq an envelope claims, when it got that far (for errors)."""
+    if not isinstance(items, list) or len(items) < 2:
+        return None, None
+    run_id, seq = items[0], items[1]
+    return (run_id if isinstance(run_id, str) else None), (seq if _is_int(seq) else None)
+
+
 def decode_event(raw: bytes, *, where: str = "") -> Event:
-    """Rebuild an envelope written by :func:`encode_event`.
+    """Rebuild an envelope written by :func:`encode_event`, verifying its checksum.
 
     Raises:
         CorruptEventError: naming the run and seq when the envelope got that
@@ -263,22 +360,36 @@ def decode_event(raw: bytes, *, where: str = "") -> Event:
         items = unpack(raw)
     except ValueError as exc:
         raise CorruptEventError(None, None, f"envelope does not decode: {exc}", where) from exc
+    if isinstance(items, list) and len(items) == 2:
+        body, stored = items
+        if not isinstance(body, bytes) or not _is_int(stored):
+            raise CorruptEventError(None, None, "checksummed frame has the wrong types", where)
+        try:
+            items = unpack(body)
+        except ValueError as exc:
+            raise CorruptEventError(None, None, f"envelope does not decode: {exc}", where) from exc
+        if checksum(body) != stored:
+            run_id, seq = _name_of(items)
+            raise CorruptEventError(
+                run_id,
+                seq,
+                f"checksum mismatch (stored {stored:#018x}, computed {checksum(body):#018x}): "
+                "the stored bytes changed after they were written",
+                where,
+            )
+    # else: a bare 7-item array, written before checksums existed (unverified).
     if not isinstance(items, list) or len(items) != 7:
         raise CorruptEventError(None, None, "envelope is not a 7-item array", where)
     run_id, seq, event_type, ts, schema_v, epoch, fields = items
     if not (
         isinstance(run_id, str)
-        and isinstance(seq, int)
+        and _is_int(seq)
         and isinstance(event_type, str)
         and isinstance(ts, datetime)
-        and isinstance(schema_v, int)
-        and isinstance(epoch, int)
+        and _is_int(schema_v)
+        and _is_int(epoch)
     ):
-        raise CorruptEventError(
-            run_id if isinstance(run_id, str) else None,
-            seq if isinstance(seq, int) else None,
-            "envelope fields have the wrong types",
-            where,
-        )
+        named_run, named_seq = _name_of(items)
+        raise CorruptEventError(named_run, named_seq, "envelope fields have the wrong types", where)
     data = _build_payload(event_type, schema_v, fields, run_id, seq, where)
     return Event(run_id, seq, data, ts.astimezone(UTC), epoch)

@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, timedelta
 
-from agentlog.errors import NotSerializableError, UnknownRunError
+from agentlog.errors import NotSerializableError, RunArchivedError, UnknownRunError
 from agentlog.eventlog.base import (
     EventLog,
     RunInfo,
@@ -20,6 +20,7 @@ from agentlog.eventlog.base import (
     check_batch,
     check_lease,
     check_next,
+    check_run_id,
     select_runs,
 )
 from agentlog.eventlog.codec import encode_payload
@@ -57,16 +58,26 @@ class MemoryEventLog(EventLog):
         self._changed.set()
         self._changed = asyncio.Event()
 
+    def _range(self, run_id: str, after_seq: int, upto_seq: int | None) -> list[Event]:
+        check_run_id(run_id)
+        info = self._runs.get(run_id)
+        if info is None:
+            raise UnknownRunError(run_id, self.url)
+        # Events stored from seq `offset + 1` on: after a prune, the archive holds the rest.
+        events = self._events.get(run_id, [])
+        offset = events[0].seq - 1 if events else info.last_seq
+        first = max(after_seq, 0) + 1
+        last = info.last_seq if upto_seq is None else min(upto_seq, info.last_seq)
+        if first > last:
+            return []
+        if first <= offset:
+            raise RunArchivedError(run_id, self.url)
+        return events[first - 1 - offset : last - offset]
+
     async def read(
         self, run_id: str, *, after_seq: int = 0, upto_seq: int | None = None
     ) -> AsyncIterator[Event]:
-        events = self._events.get(run_id)
-        if events is None:
-            if run_id in self._runs:  # pruned, its events live in the archive
-                return
-            raise UnknownRunError(run_id, self.url)
-        stop = len(events) if upto_seq is None else min(upto_seq, len(events))
-        for event in events[max(after_seq, 0) : stop]:
+        for event in self._range(run_id, after_seq, upto_seq):
             yield event
 
     async def tail(
@@ -74,7 +85,8 @@ class MemoryEventLog(EventLog):
     ) -> AsyncIterator[Event]:
         while True:
             changed = self._changed
-            for event in self._events.get(run_id, [])[after_seq:]:
+            events = self._range(run_id, after_seq, None) if run_id in self._runs else []
+            for event in events:
                 after_seq = event.seq
                 yield event
                 if status_after("", event.type) in RunStatus.TERMINAL:
@@ -82,6 +94,7 @@ class MemoryEventLog(EventLog):
             await changed.wait()
 
     async def find_run(self, run_id: str) -> RunInfo | None:
+        check_run_id(run_id)
         return self._runs.get(run_id)
 
     async def list_runs(self, *, status: str | None = None) -> list[RunInfo]:
@@ -95,6 +108,7 @@ class MemoryEventLog(EventLog):
         lease_seconds: float | None = None,
         force: bool = True,
     ) -> int:
+        check_run_id(run_id)
         info = self._runs.get(run_id) or RunInfo(run_id)
         now = utcnow()
         if not force:
@@ -116,6 +130,7 @@ class MemoryEventLog(EventLog):
         self._runs[run_id] = dataclasses.replace(info, lease_expires_at=None)
 
     def _current(self, run_id: str, epoch: int) -> RunInfo:
+        check_run_id(run_id)
         info = self._runs.get(run_id)
         if info is None:
             raise UnknownRunError(run_id, self.url)
@@ -123,6 +138,7 @@ class MemoryEventLog(EventLog):
         return info
 
     async def save_snapshot(self, snapshot: Snapshot) -> None:
+        check_run_id(snapshot.run_id)
         kept = self._snapshots.setdefault(snapshot.run_id, [])
         kept[:] = [s for s in kept if s.seq != snapshot.seq] + [snapshot]
         kept.sort(key=lambda s: s.seq)
@@ -131,15 +147,20 @@ class MemoryEventLog(EventLog):
     async def load_snapshot(
         self, run_id: str, *, at_or_before: int | None = None
     ) -> Snapshot | None:
+        check_run_id(run_id)
         for snapshot in reversed(self._snapshots.get(run_id, [])):
             if at_or_before is None or snapshot.seq <= at_or_before:
                 return snapshot
         return None
 
     async def prune(self, run_id: str, *, keep_latest_snapshot: bool = False) -> None:
+        check_run_id(run_id)
+        info = self._runs.get(run_id)
+        if info is None:
+            return
         self._events.pop(run_id, None)
         kept = self._snapshots.pop(run_id, [])
         if keep_latest_snapshot and kept:
             self._snapshots[run_id] = kept[-1:]
-        else:
-            self._runs.pop(run_id, None)
+        # The row stays as a tombstone: the run id stays taken.
+        self._runs[run_id] = dataclasses.replace(info, archived=True)

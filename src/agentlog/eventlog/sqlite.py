@@ -7,10 +7,20 @@ count is recorded in ``PRAGMA user_version``):
   integer microseconds since the Unix epoch, UTC) and ``payload`` holds the
   msgpack bytes of :func:`~agentlog.eventlog.codec.encode_payload`.
   ``UNIQUE(run_id, seq)`` is the last line of defence of the conditional
-  append.
+  append. ``checksum`` (migration 2) is
+  :func:`~agentlog.eventlog.codec.row_checksum` of the other columns,
+  verified on every read. Rows written before migration 2 have a NULL
+  checksum and are read unverified: the migration does not backfill them,
+  because a checksum computed now over bytes that may already have rotted
+  would vouch for the rot.
 * ``runs``: the run index and the writer claim (epoch and lease), updated in
-  the same transaction as the events, so the two never disagree.
-* ``snapshots``: the newest ``keep_snapshots`` snapshots of each run.
+  the same transaction as the events, so the two never disagree. A pruned
+  run keeps its row with ``archived = 1`` (a tombstone), so its id stays taken.
+* ``snapshots``: the newest ``keep_snapshots`` snapshots of each run (their
+  bytes carry the projector's own checksum).
+
+A read checks that the seqs it returns have no gap up to the run's last seq
+in the index, so a deleted row is a CorruptEventError naming the missing seq.
 
 Every write is one ``BEGIN IMMEDIATE`` transaction: it takes the file's
 write lock first, so the epoch and seq checks and the inserts see one
@@ -42,9 +52,11 @@ from agentlog._logging import get_logger
 from agentlog.errors import (
     AgentlogError,
     BackendUnavailableError,
+    ConfigError,
     ConflictError,
     CorruptEventError,
     NotSerializableError,
+    RunArchivedError,
     UnknownRunError,
 )
 from agentlog.eventlog.base import (
@@ -54,8 +66,9 @@ from agentlog.eventlog.base import (
     check_batch,
     check_lease,
     check_next,
+    check_run_id,
 )
-from agentlog.eventlog.codec import decode_payload, encode_payload
+from agentlog.eventlog.codec import decode_payload, encode_payload, row_checksum
 from agentlog.eventlog.events import Event, RunStatus, status_after, utcnow
 from agentlog.eventlog.worker_thread import WorkerThread
 
@@ -78,6 +91,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE TABLE snapshots (run_id TEXT NOT NULL, seq INTEGER NOT NULL, "
         "state BLOB NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY (run_id, seq))",
     ),
+    (
+        "ALTER TABLE events ADD COLUMN checksum INTEGER",
+        "ALTER TABLE runs ADD COLUMN archived INTEGER NOT NULL DEFAULT 0",
+    ),
 )
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -85,22 +102,25 @@ _MICROSECOND = timedelta(microseconds=1)
 _MAX_SEQ = 2**63 - 1
 _BUSY, _LOCKED, _READONLY, _CANTOPEN, _NOTADB, _FULL = 5, 6, 8, 14, 26, 13
 
-_RUN_COLUMNS = (
-    "run_id, workflow, version, status, last_seq, steps, started_at, updated_at, "
-    "writer_epoch, lease_owner, lease_expires_at"
-)
-# RunInfo's fields, in order; these three hold datetimes as microseconds.
-_RUN_FIELDS = tuple(_RUN_COLUMNS.split(", "))
-_TIME_COLUMNS = tuple(
-    _RUN_FIELDS.index(n) for n in ("started_at", "updated_at", "lease_expires_at")
-)
+# The run index columns are RunInfo's fields, by name.
+_RUN_FIELDS = tuple(f.name for f in dataclasses.fields(RunInfo))
+_RUN_COLUMNS = ", ".join(_RUN_FIELDS)
+_TIME_FIELDS = frozenset({"started_at", "updated_at", "lease_expires_at"})  # microseconds
 _SELECT_RUN = f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?"
-_UPSERT_RUN = f"INSERT OR REPLACE INTO runs ({_RUN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
-_INSERT_EVENT = "INSERT INTO events VALUES (?,?,?,?,?,?,?)"
+_UPSERT_RUN = (
+    f"INSERT OR REPLACE INTO runs ({_RUN_COLUMNS}) VALUES ({', '.join('?' * len(_RUN_FIELDS))})"
+)
+_EVENT_COLUMNS = "run_id, seq, type, ts, schema_v, writer_epoch, payload, checksum"
+_INSERT_EVENT = f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)"
 _READ_EVENTS = (
-    "SELECT seq, type, ts, schema_v, writer_epoch, payload FROM events "
+    "SELECT seq, type, ts, schema_v, writer_epoch, payload, checksum FROM events "
     "WHERE run_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?"
 )
+
+
+def _seq_param(seq: int) -> int:
+    """A seq bound as SQLite can take it: no stored seq is below 0 or above 2**63 - 1."""
+    return max(0, min(seq, _MAX_SEQ))
 
 
 def _to_us(moment: datetime, what: str = "ts") -> int:
@@ -114,16 +134,18 @@ def _from_us(us: int) -> datetime:
 
 
 def _info_from_row(row: Sequence[Any]) -> RunInfo:
-    values = list(row)
-    for i in _TIME_COLUMNS:
-        values[i] = None if values[i] is None else _from_us(values[i])
-    return RunInfo(*values)
+    values = dict(zip(_RUN_FIELDS, row, strict=True))
+    for name in _TIME_FIELDS:
+        values[name] = None if values[name] is None else _from_us(values[name])
+    values["archived"] = bool(values["archived"])
+    return RunInfo(**values)
 
 
 def _info_to_row(info: RunInfo) -> list[Any]:
     values = [getattr(info, name) for name in _RUN_FIELDS]
-    for i in _TIME_COLUMNS:
-        values[i] = None if values[i] is None else _to_us(values[i])
+    for i, name in enumerate(_RUN_FIELDS):
+        if name in _TIME_FIELDS and values[i] is not None:
+            values[i] = _to_us(values[i])
     return values
 
 
@@ -132,7 +154,38 @@ def _event_row(event: Event, epoch: int) -> tuple[Any, ...]:
     if ts.tzinfo is None:
         raise NotSerializableError(f"{data.type} seq {event.seq} ts", "naive datetime")
     us = (ts - _EPOCH) // _MICROSECOND
-    return (event.run_id, event.seq, data.type, us, event.schema_v, epoch, encode_payload(data))
+    row = (event.run_id, event.seq, data.type, us, event.schema_v, epoch, encode_payload(data))
+    return (*row, row_checksum(*row))
+
+
+def _event_from_row(run_id: str, row: Sequence[Any], where: str) -> Event:
+    """Verify a stored row's checksum and decode it.
+
+    Raises:
+        CorruptEventError: naming the run and seq.
+    """
+    seq, event_type, ts, schema_v, epoch, payload, stored = row
+    try:
+        if stored is not None:
+            computed = row_checksum(run_id, seq, event_type, ts, schema_v, epoch, payload)
+            if computed != stored:
+                raise CorruptEventError(
+                    run_id,
+                    seq,
+                    f"checksum mismatch (stored {stored}, computed {computed}): the row changed "
+                    "after it was written",
+                    where,
+                )
+        data = decode_payload(event_type, schema_v, payload, run_id=run_id, seq=seq, where=where)
+        return Event(run_id, seq, data, _from_us(ts), epoch)
+    except (TypeError, ValueError, OverflowError, NotSerializableError) as exc:
+        # Columns of the wrong type: written by something else than agentlog.
+        raise CorruptEventError(run_id, seq, f"bad envelope column: {exc}", where) from exc
+
+
+def _writable(path: Path) -> bool:
+    """Whether the file and its folder (for the WAL and its index) can be written."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
@@ -161,9 +214,14 @@ class SqliteEventLog(EventLog):
         read_batch: events fetched per round trip to the worker thread while
             reading, so a long run is never loaded into memory at once.
         read_only: open the file read-only (for replay and inspection);
-            every write then raises BackendUnavailableError.
+            every write then raises BackendUnavailableError. A file that
+            cannot be opened for writing (a read-only file or filesystem) is
+            opened read-only anyway, so it can still be read.
+        create: create the file (and its directories) if it is missing; when
+            False a missing file is a ConfigError and nothing is created.
 
     Raises:
+        ConfigError: ``create`` is False and there is no file at ``path``.
         BackendUnavailableError: the file cannot be created, opened or
             migrated (unwritable directory, not a database, newer schema).
     """
@@ -176,6 +234,7 @@ class SqliteEventLog(EventLog):
         busy_timeout: float = 5.0,
         read_batch: int = 1000,
         read_only: bool = False,
+        create: bool = True,
     ) -> None:
         self.path = os.fspath(path)
         self.url = "sqlite:///" + self.path
@@ -187,7 +246,7 @@ class SqliteEventLog(EventLog):
         self._closed = False
         self._changed = asyncio.Event()
         # Opened here, then only ever used by the worker thread.
-        self._conn = self._open()
+        self._conn = self._open(create)
         self._worker = WorkerThread(f"agentlog-sqlite {self.path}")
 
     # -- the worker thread ------------------------------------------------------
@@ -199,16 +258,39 @@ class SqliteEventLog(EventLog):
         error.retryable = code in (_BUSY, _LOCKED, _FULL)
         return error
 
-    def _open(self) -> sqlite3.Connection:
-        try:
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            error = self._unavailable(exc, "cannot create the directory")
-            error.retryable = False
-            raise error from exc
-        target = (
-            f"file:{quote(os.path.abspath(self.path))}?mode={'ro' if self.read_only else 'rwc'}"
-        )
+    def _open(self, create: bool) -> sqlite3.Connection:
+        path = Path(self.path)
+        if not create and not path.exists():
+            raise ConfigError(
+                f"no log at {self.path}: check the log URL (--log or AGENTLOG_LOG); "
+                "a command that only reads never creates one"
+            )
+        if create:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                error = self._unavailable(exc, "cannot create the directory")
+                error.retryable = False
+                raise error from exc
+        if not self.read_only and path.exists() and not _writable(path):
+            # A read-only file or filesystem: still readable, never written.
+            self.read_only = True
+        modes = ["ro", "ro&immutable=1"] if self.read_only else ["rwc"]
+        for i, mode in enumerate(modes):
+            try:
+                conn = self._connect(mode)
+            except BackendUnavailableError:
+                # A WAL file needs its -shm beside it; where none can be made
+                # (a read-only filesystem), nothing can change the file either.
+                if i + 1 < len(modes):
+                    continue
+                raise
+            break
+        _log.debug("sqlite_log_opened", path=self.path, read_only=self.read_only)
+        return conn
+
+    def _connect(self, mode: str) -> sqlite3.Connection:
+        target = f"file:{quote(os.path.abspath(self.path))}?mode={mode}"
         try:
             conn = sqlite3.connect(
                 target,
@@ -224,7 +306,6 @@ class SqliteEventLog(EventLog):
         except BaseException:
             conn.close()
             raise
-        _log.debug("sqlite_log_opened", path=self.path, read_only=self.read_only)
         return conn
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
@@ -232,6 +313,8 @@ class SqliteEventLog(EventLog):
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if not self.read_only:
                 conn.execute("PRAGMA journal_mode=WAL")
+            else:  # the first read: a WAL file that cannot be read fails here
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         except sqlite3.Error as exc:
             raise self._unavailable(exc, "cannot read the file") from exc
         if version > len(MIGRATIONS):
@@ -338,45 +421,74 @@ class SqliteEventLog(EventLog):
         await self._call(self._transact, body, durable=durable, doing="append failed")
         self._notify()
 
-    def _read_batch(
-        self, run_id: str, after_seq: int, upto_seq: int, first: bool
-    ) -> tuple[list[Event], AgentlogError | None, bool]:
+    def _read_start(self, run_id: str, after_seq: int, upto_seq: int) -> tuple[int, int]:
+        """The seqs a read must return, ``(first, last)``, from the run index.
+
+        Raises:
+            UnknownRunError: nothing was ever recorded for the run.
+            RunArchivedError: the range starts before the first event still
+                stored: the rest was pruned into the archive.
+        """
+        rows = self._query(_SELECT_RUN, (run_id,))
+        if not rows:
+            stored = self._query("SELECT max(seq) FROM events WHERE run_id = ?", (run_id,))[0][0]
+            if stored is not None:
+                # Events but no index row: the index was damaged, the events are not.
+                return after_seq + 1, min(upto_seq, stored)
+            raise UnknownRunError(run_id, self.url)
+        info = _info_from_row(rows[0])
+        first, last = after_seq + 1, min(upto_seq, info.last_seq)
+        if info.archived and first <= last:
+            stored = self._query("SELECT min(seq) FROM events WHERE run_id = ?", (run_id,))[0][0]
+            if stored is None or first < stored:
+                raise RunArchivedError(run_id, self.url)
+        return first, last
+
+    def _read_batch(self, run_id: str, after_seq: int, last: int) -> tuple[list[Event], Any]:
         """Decode up to one batch; a decode error is returned after the good events."""
-        rows = self._query(_READ_EVENTS, (run_id, after_seq, upto_seq, self._batch_size))
-        if first and not rows and not self._query(_SELECT_RUN, (run_id,)):
-            return [], UnknownRunError(run_id, self.url), True
+        rows = self._query(_READ_EVENTS, (run_id, after_seq, last, self._batch_size))
         events: list[Event] = []
-        for seq, event_type, ts, schema_v, epoch, payload in rows:
+        for row in rows:
+            if row[0] != after_seq + len(events) + 1:
+                return events, self._gap(run_id, after_seq + len(events) + 1, f"seq {row[0]}")
             try:
-                data = decode_payload(
-                    event_type, schema_v, payload, run_id=run_id, seq=seq, where=self.url
-                )
-                events.append(Event(run_id, seq, data, _from_us(ts), epoch))
+                events.append(_event_from_row(run_id, row, self.url))
             except CorruptEventError as exc:
-                return events, exc, True
-            except (TypeError, ValueError, OverflowError) as exc:
-                # Columns of the wrong type: written by something else than agentlog.
-                error = CorruptEventError(run_id, seq, f"bad envelope column: {exc}", self.url)
-                return events, error, True
-        return events, None, len(rows) < self._batch_size
+                return events, exc
+        if len(rows) < self._batch_size and after_seq + len(events) < last:
+            return events, self._gap(run_id, after_seq + len(events) + 1, "no event")
+        return events, None
+
+    def _gap(self, run_id: str, missing: int, found: str) -> AgentlogError:
+        rows = self._query(_SELECT_RUN, (run_id,))
+        if rows and _info_from_row(rows[0]).archived:
+            return RunArchivedError(run_id, self.url)  # pruned while we read
+        return CorruptEventError(
+            run_id,
+            missing,
+            f"seq {missing} is missing: {found} follows seq {missing - 1} (a deleted or "
+            "damaged row)",
+            self.url,
+        )
 
     async def read(
         self, run_id: str, *, after_seq: int = 0, upto_seq: int | None = None
     ) -> AsyncIterator[Event]:
-        upto = _MAX_SEQ if upto_seq is None else upto_seq
-        first = True
-        while True:
-            events, error, done = await self._call(self._read_batch, run_id, after_seq, upto, first)
-            first = False
+        check_run_id(run_id)
+        after = _seq_param(after_seq)
+        first, last = await self._call(
+            self._read_start, run_id, after, _MAX_SEQ if upto_seq is None else _seq_param(upto_seq)
+        )
+        after = first - 1
+        while after < last:
+            events, error = await self._call(self._read_batch, run_id, after, last)
             for event in events:
                 yield event
             if error is not None:
                 if isinstance(error, CorruptEventError):
-                    _log.error("corrupt_event", run_id=error.run_id, seq=error.seq, path=self.path)
+                    _log.debug("corrupt_event", run_id=error.run_id, seq=error.seq, path=self.path)
                 raise error
-            if done:
-                return
-            after_seq = events[-1].seq
+            after = events[-1].seq
 
     async def tail(
         self, run_id: str, *, after_seq: int = 0, poll_seconds: float = 0.05
@@ -391,6 +503,8 @@ class SqliteEventLog(EventLog):
                     yield event
                     if status_after("", event.type) in RunStatus.TERMINAL:
                         return
+            except RunArchivedError:
+                raise
             except UnknownRunError:
                 pass  # not started yet: wait for its first event
             with contextlib.suppress(TimeoutError):
@@ -399,6 +513,7 @@ class SqliteEventLog(EventLog):
     # -- the run index ------------------------------------------------------------
 
     async def find_run(self, run_id: str) -> RunInfo | None:
+        check_run_id(run_id)
         rows = await self._call(self._query, _SELECT_RUN, (run_id,))
         return _info_from_row(rows[0]) if rows else None
 
@@ -420,6 +535,8 @@ class SqliteEventLog(EventLog):
         lease_seconds: float | None = None,
         force: bool = True,
     ) -> int:
+        check_run_id(run_id)
+
         def body(conn: sqlite3.Connection) -> int:
             row = conn.execute(_SELECT_RUN, (run_id,)).fetchone()
             info = RunInfo(run_id) if row is None else _info_from_row(row)
@@ -439,6 +556,8 @@ class SqliteEventLog(EventLog):
         return epoch
 
     def _lease_update(self, run_id: str, epoch: int, expires: datetime | None) -> None:
+        check_run_id(run_id)
+
         def body(conn: sqlite3.Connection) -> None:
             row = conn.execute(
                 "SELECT writer_epoch FROM runs WHERE run_id = ?", (run_id,)
@@ -463,6 +582,7 @@ class SqliteEventLog(EventLog):
     # -- snapshots ----------------------------------------------------------------
 
     async def save_snapshot(self, snapshot: Snapshot) -> None:
+        check_run_id(snapshot.run_id)
         created = _to_us(snapshot.created_at, "created_at")
         row = (snapshot.run_id, snapshot.seq, snapshot.state, created)
 
@@ -480,7 +600,8 @@ class SqliteEventLog(EventLog):
     async def load_snapshot(
         self, run_id: str, *, at_or_before: int | None = None
     ) -> Snapshot | None:
-        upto = _MAX_SEQ if at_or_before is None else at_or_before
+        check_run_id(run_id)
+        upto = _MAX_SEQ if at_or_before is None else _seq_param(at_or_before)
         rows = await self._call(
             self._query,
             "SELECT seq, state, created_at FROM snapshots WHERE run_id = ? AND seq <= ? "
@@ -495,6 +616,8 @@ class SqliteEventLog(EventLog):
     # -- retention ----------------------------------------------------------------
 
     async def prune(self, run_id: str, *, keep_latest_snapshot: bool = False) -> None:
+        check_run_id(run_id)
+
         def body(conn: sqlite3.Connection) -> None:
             conn.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
             kept = conn.execute(
@@ -504,7 +627,8 @@ class SqliteEventLog(EventLog):
                 conn.execute("DELETE FROM snapshots WHERE run_id = ? AND seq < ?", (run_id, kept))
             else:
                 conn.execute("DELETE FROM snapshots WHERE run_id = ?", (run_id,))
-                conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+            # The row stays as a tombstone: the run id stays taken.
+            conn.execute("UPDATE runs SET archived = 1 WHERE run_id = ?", (run_id,))
 
         await self._call(self._transact, body, durable=True, doing="prune failed")
         _log.info("run_pruned", run_id=run_id, path=self.path, kept_snapshot=keep_latest_snapshot)

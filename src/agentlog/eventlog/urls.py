@@ -13,7 +13,6 @@ URL                                    backend
 
 from __future__ import annotations
 
-from pathlib import Path
 from urllib.parse import urlsplit
 
 from agentlog.errors import ConfigError
@@ -26,19 +25,20 @@ DEFAULT_LOG_URL = "sqlite:///.agentlog/agentlog.db"
 
 
 async def open_log(
-    url: str = DEFAULT_LOG_URL, *, keep_snapshots: int = 3, create: bool = True
+    url: str = DEFAULT_LOG_URL, *, create: bool = True, keep_snapshots: int = 3
 ) -> EventLog:
-    """Open (and, with ``create``, create where needed) the event log that ``url`` names.
+    """Open the event log that ``url`` names, creating it where needed.
 
     Args:
-        url: the log URL (see the module table).
-        keep_snapshots: how many snapshots per run the log keeps.
-        create: False for readers: a log that does not exist is an error,
-            never a new empty one.
+        create: create a missing SQLite file (and its directories). Commands
+            that only read pass False: a mistyped path is then an error, not
+            a new empty log. A file that cannot be written (a read-only file
+            or filesystem) is opened read-only and can still be read.
+        keep_snapshots: how many of each run's newest snapshots to keep.
 
     Raises:
         ConfigError: the URL's scheme or shape is not one of the above, or
-            ``create`` is False and there is no log at ``url``.
+            ``create`` is False and there is no log at the path.
         BackendUnavailableError: the file or broker cannot be reached.
     """
     parts = urlsplit(url)
@@ -55,12 +55,7 @@ async def open_log(
                 f"bad log URL {url!r}: write sqlite:///relative/file.db or "
                 "sqlite:////absolute/file.db"
             )
-        if not create and not Path(path).is_file():  # noqa: ASYNC240 - one stat
-            raise ConfigError(
-                f"no log at {path} ({url}): check --log or AGENTLOG_LOG; commands that "
-                "only read never create a log"
-            )
-        return SqliteEventLog(path, keep_snapshots=keep_snapshots)
+        return SqliteEventLog(path, keep_snapshots=keep_snapshots, create=create)
     if parts.scheme == "kafka":
         from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog
 

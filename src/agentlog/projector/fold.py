@@ -181,7 +181,9 @@ def apply(state: RunState, event: Event) -> None:
         )
     try:
         _APPLY[type(event.data)](state, event.data)
-    except (TypeError, ValueError, KeyError) as exc:
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        # A payload that decoded but is malformed (the codec checks field types;
+        # this catches what is inside them) must name its run and seq.
         raise ReplayError(
             f"run {event.run_id!r} seq {event.seq}: cannot fold {event.type}: {exc}"
         ) from exc

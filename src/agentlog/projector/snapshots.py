@@ -1,8 +1,12 @@
 """Snapshots: a run's folded state, saved so that resume reads only the tail.
 
 Snapshots are a cache of ``fold(events)``; the events stay the truth. A
-snapshot that does not decode, or was written in an older snapshot format,
-is logged and ignored, and the state is folded from the events instead.
+snapshot carries an xxHash3-64 checksum of its state bytes inside its own
+encoding, so every backend (SQLite's table, Kafka's runs topic) stores and
+returns it unchanged. A snapshot that fails its checksum, does not decode,
+or was written in an older snapshot format is never trusted: it is logged,
+and :func:`load_state` falls back to the run's previous snapshot (backends
+keep the last few), and in the end to the events alone.
 
 Load = the latest snapshot at or below the wanted seq, plus the events after
 it. That bounds resume time and memory by the snapshot interval, not by the
@@ -17,7 +21,7 @@ from dataclasses import dataclass
 from agentlog._logging import get_logger
 from agentlog.errors import ConfigError, UnknownRunError
 from agentlog.eventlog.base import EventLog, Snapshot
-from agentlog.eventlog.codec import pack, unpack
+from agentlog.eventlog.codec import checksum, pack, unpack
 from agentlog.eventlog.events import RunStatus, utcnow
 from agentlog.projector.fold import apply
 from agentlog.projector.state import RunState
@@ -33,8 +37,9 @@ __all__ = [
 
 log = get_logger("agentlog.projector")
 
-#: Bumped whenever RunState's shape changes; older snapshots are ignored.
-SNAPSHOT_FORMAT = 1
+#: Bumped whenever RunState's shape or the snapshot encoding changes; older
+#: snapshots are ignored. Format 2 added the checksum.
+SNAPSHOT_FORMAT = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,23 +63,54 @@ class SnapshotPolicy:
 
 
 def encode_state(state: RunState) -> bytes:
-    """A RunState as snapshot bytes."""
-    return pack({"format": SNAPSHOT_FORMAT, "state": state.to_dict()}, path="snapshot")
+    """A RunState as snapshot bytes: ``{"format", "state": bytes, "checksum"}``."""
+    body = pack(state.to_dict(), path="snapshot")
+    return pack({"format": SNAPSHOT_FORMAT, "state": body, "checksum": checksum(body)})
+
+
+def _verified_state(snapshot: Snapshot) -> RunState:
+    """The state in a snapshot; ValueError (and friends) saying why it is unusable."""
+    frame = unpack(snapshot.state)
+    if not isinstance(frame, dict):
+        raise ValueError("snapshot is not a map")
+    if frame.get("format") != SNAPSHOT_FORMAT:
+        raise ValueError(f"snapshot format {frame.get('format')!r} != {SNAPSHOT_FORMAT}")
+    body = frame.get("state")
+    if not isinstance(body, bytes) or frame.get("checksum") != checksum(body):
+        raise ValueError("checksum mismatch: the snapshot changed after it was written")
+    state = RunState.from_dict(unpack(body))
+    if state.seq != snapshot.seq or state.run_id != snapshot.run_id:
+        raise ValueError("snapshot seq or run does not match its row")
+    return state
 
 
 def decode_state(snapshot: Snapshot) -> RunState | None:
-    """The RunState in a snapshot, or None if it cannot be used."""
+    """The RunState in a snapshot, or None (logged) if it cannot be trusted."""
     try:
-        body = unpack(snapshot.state)
-        if body.get("format") != SNAPSHOT_FORMAT:
-            raise ValueError(f"snapshot format {body.get('format')} != {SNAPSHOT_FORMAT}")
-        state = RunState.from_dict(body["state"])
-        if state.seq != snapshot.seq or state.run_id != snapshot.run_id:
-            raise ValueError("snapshot seq or run does not match its row")
+        return _verified_state(snapshot)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        log.warning("snapshot ignored", run_id=snapshot.run_id, seq=snapshot.seq, reason=str(exc))
+        log.warning(
+            "snapshot ignored",
+            run_id=snapshot.run_id,
+            seq=snapshot.seq,
+            reason=f"{type(exc).__name__}: {exc}",
+        )
         return None
-    return state
+
+
+async def _latest_good_state(event_log: EventLog, run_id: str, at_seq: int | None) -> RunState:
+    """The newest snapshot at or before ``at_seq`` that passes its checks, else an empty state."""
+    bound = at_seq
+    while True:
+        snapshot = await event_log.load_snapshot(run_id, at_or_before=bound)
+        if snapshot is None:
+            return RunState()
+        state = decode_state(snapshot)
+        if state is not None:
+            return state
+        if snapshot.seq <= 1:
+            return RunState()
+        bound = snapshot.seq - 1  # fall back to the previous one
 
 
 async def save_state(event_log: EventLog, state: RunState) -> None:
@@ -89,16 +125,16 @@ async def load_state(
 
     Raises:
         UnknownRunError: nothing was recorded for ``run_id``.
-        ConfigError: ``at_seq`` is beyond the run's last event.
-        CorruptEventError, ReplayError: a recorded event cannot be folded.
+        RunArchivedError: the events needed were pruned into the archive.
+        ConfigError: ``at_seq`` is not a seq, or is beyond the run's last event.
+        CorruptEventError, ReplayError: a recorded event cannot be folded, or
+            a seq is missing.
     """
-    if at_seq is not None and at_seq < 1:
-        raise ConfigError(f"seq must be 1 or more, got {at_seq}")
-    state = None
-    if use_snapshots:
-        snapshot = await event_log.load_snapshot(run_id, at_or_before=at_seq)
-        state = decode_state(snapshot) if snapshot is not None else None
-    state = state or RunState()
+    if at_seq is not None and (
+        not isinstance(at_seq, int) or isinstance(at_seq, bool) or at_seq < 1
+    ):
+        raise ConfigError(f"seq must be a whole number, 1 or more; got {at_seq!r}")
+    state = await _latest_good_state(event_log, run_id, at_seq) if use_snapshots else RunState()
     async for event in event_log.read(run_id, after_seq=state.seq, upto_seq=at_seq):
         apply(state, event)
     if state.seq == 0:
