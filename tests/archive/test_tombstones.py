@@ -107,7 +107,7 @@ async def test_idle_running_run_with_an_old_snapshot_is_recovered_after_archivin
     assert summary.run_ids == ("r",) and summary.pruned == 1
     before = dict(calls.count)
     async with Runtime(hot, workflows=[wf], config=config(owner="recoverer")) as rt:
-        assert await rt.recover() == ["r"]
+        assert (await rt.recover()).recovered == ["r"]
         state = await run_to_rest(rt, "r")
     assert state.status == "completed" and state.values["sent"].startswith("sent:")
     info = await hot.get_run("r")
@@ -144,3 +144,31 @@ async def test_unfinished_run_with_a_live_writer_stays_hot(
     summary = await Archiver(hot, store, IDLE).run(now=NOW)
     assert summary.pruned == 0
     assert await read_all(hot, "busy") == events
+
+
+async def test_starting_an_archived_run_id_again_runs_nothing_again(
+    hot: SqliteEventLog, store: LocalArchiveStore
+) -> None:
+    """Issue 8 item 2: archive R, start R again: no second history, no second email."""
+    calls = Calls()
+    wf = research_workflow(calls, with_approval=False)
+    async with Runtime(hot, workflows=[wf], config=config()) as rt:
+        await rt.start(wf, run_id="R", input={"topic": "t"}, durability="sync")
+        assert (await run_to_rest(rt, "R")).status == "completed"
+    before = dict(calls.count)
+    last_seq = (await hot.get_run("R")).last_seq
+    await Archiver(hot, store).run(run_ids=["R"], now=utcnow() + timedelta(days=30))
+    assert (await hot.get_run("R")).archived
+    async with Runtime(hot, workflows=[wf], config=config("again")) as rt:
+        handle = await rt.start(wf, run_id="R", input={"topic": "t"}, durability="sync")
+        assert handle.run_id == "R"
+        with pytest.raises(RunArchivedError, match="archive"):
+            await rt.wait("R", timeout=20)
+    assert calls.count == before  # the email (and every other effect) ran once
+    info = await hot.get_run("R")
+    assert info.last_seq == last_seq and info.archived  # no second history
+    history = ArchivedEventLog(hot, store)
+    try:
+        assert (await load_state(history, "R")).status == "completed"
+    finally:
+        await history.close()
