@@ -26,6 +26,7 @@ def test_runtime_exports() -> None:
         "RetryPolicy",
         "RunExecutor",
         "RunHandle",
+        "RunStatus",
         "RunWriter",
         "Runtime",
         "RuntimeConfig",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any, ClassVar
 
 __all__ = [
@@ -282,15 +283,24 @@ class Event:
         return self.data.type
 
 
-class RunStatus:
-    """The states a run moves through, as stored in the run index."""
+class RunStatus(StrEnum):
+    """The states a run moves through, as stored in the run index.
+
+    A ``StrEnum``: each member is also its plain string ("running", ...), so
+    it compares equal to the stored value and prints as it.
+    """
 
     RUNNING = "running"
     WAITING = "waiting"
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
-    TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED})
+
+    #: The statuses a run never leaves on its own (retry() leaves FAILED).
+    TERMINAL: ClassVar[frozenset[str]]
+
+
+RunStatus.TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
 
 
 _STATUS_BY_TYPE = {

@@ -1,5 +1,6 @@
 """The durable runtime: workflows of steps, tasks, interrupts, durability modes."""
 
+from agentlog.eventlog.events import RunStatus
 from agentlog.runtime.context import (
     Interrupted,
     StepContext,
@@ -23,6 +24,7 @@ __all__ = [
     "RetryPolicy",
     "RunExecutor",
     "RunHandle",
+    "RunStatus",
     "RunWriter",
     "Runtime",
     "RuntimeConfig",

@@ -210,7 +210,7 @@ def _lease_live(info: RunInfo) -> bool:
 
 def _verb_hint(status: str) -> str:
     """Which verb fits a run in ``status`` (the verb table, in an error)."""
-    fits = {
+    fits: dict[str, str] = {
         RunStatus.WAITING: "It is waiting: answer it with resume.",
         RunStatus.FAILED: "It failed: continue it with retry.",
         RunStatus.RUNNING: "It is running: wait for it, or recover it if its writer died.",
