@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+import dataclasses
+from typing import Any, TypedDict
 
 import pytest
 
-from agentlog.errors import InvalidRouteError, WorkflowDefinitionError, WorkflowError
+from agentlog.errors import (
+    InvalidResumeValueError,
+    InvalidRouteError,
+    WorkflowDefinitionError,
+    WorkflowError,
+)
 from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.events import RunStatus
 from agentlog.runtime import (
@@ -240,3 +246,57 @@ def test_retry_policy_backoff_and_non_retryable() -> None:
     assert not policy.retries(KeyError(), 1)
     jittered = RetryPolicy(initial_interval=1, jitter=True)
     assert all(0.5 <= jittered.delay(1) <= 1.5 for _ in range(50))
+
+
+@dataclasses.dataclass
+class Approval:
+    approved: bool
+    note: str
+
+
+class Ticket(TypedDict):
+    approved: bool
+    reviewers: list[str]
+
+
+async def test_expects_takes_python_types_and_refuses_typos(event_log: EventLog) -> None:
+    wf = Workflow("approve", state={"got": "replace", "ticket": "replace"})
+
+    @wf.step(then="second")
+    async def first(ctx: StepContext) -> Any:
+        answer = ctx.interrupt("charge the card?", expects=Approval)
+        assert isinstance(answer, Approval)  # built from the stored answer
+        return {"got": dataclasses.asdict(answer)}
+
+    @wf.step
+    async def second(ctx: StepContext) -> Any:
+        return end(ticket=ctx.interrupt("ticket?", expects=Ticket))
+
+    typo = Workflow("typo", state={"ok": "replace"})
+
+    @typo.step
+    async def ask(ctx: StepContext) -> Any:
+        return end(ok=ctx.interrupt("delete prod?", expects={"approved": "boolean"}))
+
+    async with Runtime(event_log, workflows=[wf, typo], config=config()) as rt:
+        await rt.start(wf, run_id="a", durability="sync")
+        assert (await run_to_rest(rt, "a")).interrupts[0]["expects"] == {
+            "approved": "bool",
+            "note": "str",
+        }
+        with pytest.raises(InvalidResumeValueError, match="approved"):
+            await rt.resume("a", {"approved": "no", "note": "typo'd yes"})
+        await rt.resume("a", {"approved": True, "note": "ok"})
+        await run_to_rest(rt, "a")
+        with pytest.raises(InvalidResumeValueError, match="reviewers"):
+            await rt.resume("a", {"approved": True, "reviewers": "ann"})
+        await rt.resume("a", {"approved": True, "reviewers": ["ann"]})
+        final = await run_to_rest(rt, "a")
+        assert final.values == {
+            "got": {"approved": True, "note": "ok"},
+            "ticket": {"approved": True, "reviewers": ["ann"]},
+        }
+        await rt.start(typo, run_id="t", durability="sync")
+        with pytest.raises(WorkflowDefinitionError, match="'boolean' is not a type name"):
+            await rt.wait("t", timeout=20)
+    assert "InterruptRaised" not in await types_of(event_log, "t")  # never parked

@@ -37,6 +37,7 @@ from agentlog.errors import AgentlogError, NotSerializableError, WorkflowError
 from agentlog.eventlog.codec import pack
 from agentlog.eventlog.events import InterruptRaised, TaskCompleted, TaskFailed, TaskStarted
 from agentlog.projector.state import interrupt_key
+from agentlog.runtime.expects import build_answer, to_schema
 from agentlog.runtime.retry import NO_RETRY, RetryPolicy
 
 if TYPE_CHECKING:
@@ -289,18 +290,25 @@ class StepContext:
 
         Args:
             payload: what to show the human (builtin values).
-            expects: the answer's shape, checked by ``Runtime.resume``: a type
-                name ("str", "bool", "int", "float", "list", "dict") or a dict
-                of key -> type name.
+            expects: the answer's shape, checked by ``Runtime.resume`` before
+                anything is recorded: a type name ("str", "bool", "int",
+                "float", "list", "dict", "any"), a Python type (``bool``, a
+                TypedDict, a dataclass, a pydantic model), or a dict of key ->
+                either. A dataclass or pydantic model is built from the answer.
+
+        Raises:
+            WorkflowDefinitionError: ``expects`` names a type that cannot be
+                checked (a typo such as "boolean" must not accept any answer).
         """
+        schema = to_schema(expects)
         index = self._interrupts
         self._interrupts += 1
         key = interrupt_key(self.superstep, self.branch, index)
         answers = self._writer.state.resume_values
         if key in answers:
-            return answers[key]
-        pack([payload, expects], path="interrupt payload")
-        raise Interrupted(index, payload, expects)
+            return build_answer(expects, answers[key])
+        pack([payload, schema], path="interrupt payload")
+        raise Interrupted(index, payload, schema)
 
     async def _settle(self) -> None:
         """Wait until no task call of this step is still running."""

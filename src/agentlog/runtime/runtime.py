@@ -32,7 +32,6 @@ from agentlog.errors import (
     AgentlogError,
     ConfigError,
     FencedError,
-    InvalidResumeValueError,
     LeaseHeldError,
     NoLiveWriterError,
     RunExistsError,
@@ -61,6 +60,7 @@ from agentlog.eventlog.urls import DEFAULT_LOG_URL, open_log
 from agentlog.projector.snapshots import SnapshotPolicy, load_state
 from agentlog.projector.state import RunState
 from agentlog.runtime.executor import RunExecutor
+from agentlog.runtime.expects import check_answer
 from agentlog.runtime.workflow import Migration, Workflow
 from agentlog.runtime.writer import DURABILITY_MODES, RunWriter
 
@@ -152,43 +152,6 @@ class RecoveryReport:
     def ok(self) -> bool:
         """True when every run that needed recovery was recovered."""
         return not self.failed
-
-
-_TYPE_NAMES: dict[str, type | tuple[type, ...]] = {
-    "str": str,
-    "bool": bool,
-    "int": int,
-    "float": (int, float),
-    "list": list,
-    "dict": dict,
-}
-
-
-def _check_expected(expects: Any, value: Any, where: str = "value") -> None:
-    """Check a resume value against an interrupt's ``expects``."""
-    if expects is None or expects == "any":
-        return
-    if isinstance(expects, dict):
-        if not isinstance(value, dict):
-            raise InvalidResumeValueError(
-                f"{where} must be an object with keys {sorted(expects)}, got "
-                f"{type(value).__name__}; resume again with the right shape"
-            )
-        for key, sub in expects.items():
-            if key not in value:
-                raise InvalidResumeValueError(f"{where} is missing key {key!r}; resume again")
-            _check_expected(sub, value[key], f"{where}[{key!r}]")
-        return
-    wanted = _TYPE_NAMES.get(str(expects))
-    if wanted is None:
-        return
-    # bool is an int in Python, but True is not an answer to "int"
-    ok = isinstance(value, bool) if wanted is bool else isinstance(value, wanted)
-    if not ok or (wanted is not bool and isinstance(value, bool)):
-        raise InvalidResumeValueError(
-            f"{where} must be {expects}, got {type(value).__name__} {value!r}; resume again "
-            "with the right shape (the run is still waiting)"
-        )
 
 
 def _check_run_id(run_id: object) -> None:
@@ -355,7 +318,7 @@ class Runtime:
         """
         state = await load_state(self.log, run_id)
         self._require_waiting(state)
-        _check_expected(state.interrupts[0].get("expects"), value)
+        check_answer(state.interrupts[0].get("expects"), value)
         pack(value, path="resume value")  # refused before anything is claimed
         wf = self._workflow(state.workflow)
         self._migration(wf, state)  # fail before anything is recorded
