@@ -31,6 +31,7 @@ The hierarchy::
     │   ├── VersionMismatchError    the run was recorded under other code, no migration
     │   ├── UnknownStepError        a step routed to a step the workflow does not have
     │   ├── InvalidRouteError       a step routed to the same step twice
+    │   ├── NondeterminismError     a re-executed step asked for another task than recorded
     │   ├── InvalidWriteError       a step wrote a key the state schema does not have
     │   └── RunFailedError          result() of a run that failed or was cancelled
     └── ArchiveError                raised by the archive (see agentlog.archive)
@@ -57,6 +58,7 @@ __all__ = [
     "LeaseHeldError",
     "NotSerializableError",
     "NoLiveWriterError",
+    "NondeterminismError",
     "ReplayError",
     "RunArchivedError",
     "RunExistsError",
@@ -248,6 +250,27 @@ class VersionMismatchError(WorkflowError):
 
 class UnknownStepError(WorkflowError):
     """A step routed to a step name the workflow does not have."""
+
+
+class NondeterminismError(WorkflowError):
+    """A re-executed step asked for a different task than its history records.
+
+    Typically a task was renamed or reordered under a running run. Running the
+    new task would repeat work the old one already did (a charge, an email),
+    so nothing runs; the run stays resumable once the code matches again.
+    """
+
+    def __init__(
+        self, run_id: str, step: str, position: int, recorded: str, requested: str
+    ) -> None:
+        self.run_id, self.step, self.position = run_id, step, position
+        self.recorded, self.requested = recorded, requested
+        super().__init__(
+            f"run {run_id!r}, step {step!r}: task call #{position + 1} is {requested!r}, but "
+            f"the run's history has {recorded!r} there (it may already have run). The code "
+            "changed under a running run: restore the recorded task name and order, then "
+            "recover or resume the run; nothing was run or recorded."
+        )
 
 
 class InvalidRouteError(WorkflowError):

@@ -12,6 +12,7 @@ import pytest
 from agentlog.errors import (
     InvalidResumeValueError,
     InvalidRouteError,
+    NondeterminismError,
     WorkflowDefinitionError,
     WorkflowError,
 )
@@ -300,3 +301,56 @@ async def test_expects_takes_python_types_and_refuses_typos(event_log: EventLog)
         with pytest.raises(WorkflowDefinitionError, match="'boolean' is not a type name"):
             await rt.wait("t", timeout=20)
     assert "InterruptRaised" not in await types_of(event_log, "t")  # never parked
+
+
+def _checkout(calls: Calls, charge_name: str) -> Workflow:
+    wf = Workflow("checkout", state={"receipt": "replace", "ok": "replace"})
+
+    @wf.step
+    async def pay(ctx: StepContext) -> Any:
+        receipt = await ctx.task(charge_name, lambda: calls.hit("charge") and "rcpt-1")
+        ok = ctx.interrupt("ship it?", expects=bool)
+        return end(receipt=receipt, ok=ok)
+
+    return wf
+
+
+async def test_a_renamed_task_never_charges_twice(event_log: EventLog) -> None:
+    calls = Calls()
+    old = _checkout(calls, "payments.charge")
+    async with Runtime(event_log, workflows=[old], config=config("v1")) as rt:
+        await rt.start(old, run_id="c", durability="sync")
+        assert (await run_to_rest(rt, "c")).status == RunStatus.WAITING
+    renamed = _checkout(calls, "stripe.charge")  # a deploy renames the task
+    async with Runtime(event_log, workflows=[renamed], config=config("v2")) as rt:
+        await rt.resume("c", True)
+        with pytest.raises(NondeterminismError, match=r"'stripe.charge'.*'payments.charge'"):
+            await rt.wait("c", timeout=20)
+    assert calls.count["charge"] == 1
+    async with Runtime(event_log, workflows=[old], config=config("fixed")) as rt:
+        assert (await rt.recover()).recovered == ["c"]
+        assert (await run_to_rest(rt, "c")).values == {"receipt": "rcpt-1", "ok": True}
+    assert calls.count["charge"] == 1
+
+
+def test_the_fingerprint_covers_the_step_graph() -> None:
+    def build(then: str) -> Workflow:
+        wf = Workflow("graph", state={"x": "replace"})
+
+        @wf.step(then=then)
+        async def a(ctx: StepContext) -> Any:
+            return None
+
+        @wf.step
+        async def b(ctx: StepContext) -> Any:
+            return None
+
+        @wf.step
+        async def c(ctx: StepContext) -> Any:
+            return None
+
+        return wf
+
+    to_b, to_c = build("b"), build("c")
+    assert to_b.fingerprint != to_c.fingerprint
+    assert to_b.fingerprints[1] == to_c.fingerprints[1]  # the edge-blind legacy one

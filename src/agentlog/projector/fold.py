@@ -72,9 +72,12 @@ def _superstep_committed(state: RunState, data: SuperstepCommitted) -> None:
     state.superstep = data.superstep + 1
     state.next_steps = list(data.next)
     state.pending, state.attempts, state.resume_values = {}, {}, {}
+    state.branch_tasks = {}
 
 
 def _task_started(state: RunState, data: TaskStarted) -> None:
+    if data.key not in state.tasks and data.superstep == state.superstep:
+        state.branch_tasks.setdefault(data.branch, []).append(data.key)
     state.tasks[data.key] = {
         "name": data.name,
         "step": data.step,

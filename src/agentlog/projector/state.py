@@ -55,6 +55,10 @@ class RunState:
     pending: dict[int, dict[str, Any]] = field(default_factory=dict)
     #: Failed attempts per branch of the current superstep.
     attempts: dict[int, int] = field(default_factory=dict)
+    #: Task keys per branch of the current superstep, in the order the step
+    #: first called them: a re-execution that asks for another task at the
+    #: same position is nondeterministic.
+    branch_tasks: dict[int, list[str]] = field(default_factory=dict)
     #: Side effects by idempotency key: {"name", "step", "status",
     #: "result" | "error", "attempts", "duration_ms"}.
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -83,6 +87,7 @@ class RunState:
         state = cls(**data)
         state.pending = {int(k): v for k, v in state.pending.items()}
         state.attempts = {int(k): v for k, v in state.attempts.items()}
+        state.branch_tasks = {int(k): v for k, v in state.branch_tasks.items()}
         return state
 
     def copy(self) -> RunState:

@@ -33,7 +33,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-from agentlog.errors import AgentlogError, NotSerializableError, WorkflowError
+from agentlog.errors import (
+    AgentlogError,
+    NondeterminismError,
+    NotSerializableError,
+    WorkflowError,
+)
 from agentlog.eventlog.codec import pack
 from agentlog.eventlog.events import InterruptRaised, TaskCompleted, TaskFailed, TaskStarted
 from agentlog.projector.state import interrupt_key
@@ -143,6 +148,7 @@ class StepContext:
         self.state: Mapping[str, Any] = MappingProxyType(state)
         self._task_calls: dict[str, int] = {}
         self._interrupts = 0
+        self._positions = 0
         self._in_flight = 0
         self._settled = asyncio.Event()
         self._settled.set()
@@ -192,9 +198,12 @@ class StepContext:
         """:meth:`task` with a retry policy and a time limit per try (for ``@task``)."""
         index = self._task_calls.get(name, 0)
         self._task_calls[name] = index + 1
+        position, self._positions = self._positions, self._positions + 1
         key = idempotency_key(self.run_id, self.step, self.superstep, self.branch, name, index)
         recorded = self._writer.state.tasks.get(key)
-        if recorded is not None and recorded["status"] == "completed":
+        if recorded is None:
+            self._check_determinism(position, name)
+        elif recorded["status"] == "completed":
             return recorded["result"]
         attempt = recorded["attempts"] + 1 if recorded is not None else 1
         self._in_flight += 1
@@ -309,6 +318,15 @@ class StepContext:
             return build_answer(expects, answers[key])
         pack([payload, schema], path="interrupt payload")
         raise Interrupted(index, payload, schema)
+
+    def _check_determinism(self, position: int, name: str) -> None:
+        """Refuse a new task where the history has another one at this position."""
+        state = self._writer.state
+        keys = state.branch_tasks.get(self.branch, ())
+        if position < len(keys):
+            recorded = state.tasks[keys[position]]["name"]
+            if recorded != name:
+                raise NondeterminismError(self.run_id, self.step, position, recorded, name)
 
     async def _settle(self) -> None:
         """Wait until no task call of this step is still running."""

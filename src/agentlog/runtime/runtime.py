@@ -528,7 +528,7 @@ class Runtime:
 
     def _migration(self, wf: Workflow, state: RunState) -> Migration | None:
         """None if the run matches ``wf``; its migration if one is registered."""
-        if state.version == wf.version and state.fingerprint == wf.fingerprint:
+        if state.version == wf.version and state.fingerprint in wf.fingerprints:
             return None
         migration = wf.migrations.get(state.version)
         if migration is None:

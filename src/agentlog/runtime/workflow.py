@@ -157,13 +157,22 @@ class Workflow:
 
     @property
     def fingerprint(self) -> str:
-        """A hash of the state schema and the step graph's names.
+        """A hash of the state schema and the step graph: step names and edges.
 
         A run records it; resuming under code with another fingerprint is a
         version mismatch unless a migration is registered.
         """
+        self.validate()
+        edges = {s.name: [list(s.then), sorted(s.routes)] for s in self.steps.values()}
         shape = {"state": sorted(self.reducers.items()), "steps": sorted(self.steps)}
-        return hashlib.sha256(json.dumps(shape).encode()).hexdigest()[:16]
+        return _digest({**shape, "edges": sorted(edges.items())})
+
+    @property
+    def fingerprints(self) -> tuple[str, ...]:
+        """Every fingerprint a run of this code may carry: today's, and the one
+        runs recorded before edges were part of it (still accepted)."""
+        legacy = {"state": sorted(self.reducers.items()), "steps": sorted(self.steps)}
+        return self.fingerprint, _digest(legacy)
 
     @overload
     def step(self, fn: StepFn) -> StepFn: ...
@@ -311,3 +320,7 @@ def _targets(given: Target | Sequence[Target] | None) -> tuple[Target, ...]:
     if isinstance(given, str) or callable(given):
         return (given,)
     return tuple(given)
+
+
+def _digest(shape: object) -> str:
+    return hashlib.sha256(json.dumps(shape).encode()).hexdigest()[:16]
