@@ -22,6 +22,7 @@ def test_runtime_exports() -> None:
         "Durability",
         "Interrupted",
         "Next",
+        "PendingInterrupt",
         "RecoveryReport",
         "RetryPolicy",
         "RunExecutor",

@@ -163,10 +163,16 @@ class InterruptRaised(EventData):
 
 @dataclass(frozen=True, slots=True)
 class ResumeReceived(EventData):
-    """The answer to the open interrupt."""
+    """Answers to open interrupts.
+
+    ``answers`` maps interrupt ids to their answers (one or several). Events
+    recorded before interrupts had ids carry only ``value``: the answer to
+    the oldest open interrupt.
+    """
 
     type: ClassVar[str] = "ResumeReceived"
-    value: Any
+    value: Any = None
+    answers: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

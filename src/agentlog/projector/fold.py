@@ -38,7 +38,7 @@ from agentlog.eventlog.events import (
     WriterClaimed,
 )
 from agentlog.projector.reducers import REDUCERS, replace
-from agentlog.projector.state import RunState, interrupt_key
+from agentlog.projector.state import RunState, interrupt_id, interrupt_key
 
 __all__ = ["apply", "apply_writes", "fold"]
 
@@ -98,8 +98,13 @@ def _task_failed(state: RunState, data: TaskFailed) -> None:
 
 def _interrupt_raised(state: RunState, data: InterruptRaised) -> None:
     state.status = RunStatus.WAITING
+    key = interrupt_key(data.superstep, data.branch, data.index)
+    # Asked again (the branch re-ran while another interrupt was answered):
+    # it stays one open interrupt, in its place.
+    state.interrupts = [i for i in state.interrupts if interrupt_id(i) != key]
     state.interrupts.append(
         {
+            "id": key,
             "step": data.step,
             "superstep": data.superstep,
             "branch": data.branch,
@@ -112,10 +117,13 @@ def _interrupt_raised(state: RunState, data: InterruptRaised) -> None:
 
 def _resume_received(state: RunState, data: ResumeReceived) -> None:
     state.status = RunStatus.RUNNING
-    if state.interrupts:
-        answered = state.interrupts.pop(0)
-        key = interrupt_key(answered["superstep"], answered["branch"], answered["index"])
-        state.resume_values[key] = data.value
+    if data.answers is None:  # recorded before interrupts had ids: the oldest one
+        answers = {interrupt_id(state.interrupts[0]): data.value} if state.interrupts else {}
+    else:
+        answers = data.answers
+    for key, value in answers.items():
+        state.interrupts = [i for i in state.interrupts if interrupt_id(i) != key]
+        state.resume_values[key] = value
 
 
 def _step_failed(state: RunState, data: StepFailed) -> None:

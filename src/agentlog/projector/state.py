@@ -14,12 +14,21 @@ from typing import Any
 
 from agentlog.eventlog.events import RunStatus
 
-__all__ = ["RunState", "interrupt_key"]
+__all__ = ["RunState", "interrupt_id", "interrupt_key"]
 
 
 def interrupt_key(superstep: int, branch: int, index: int) -> str:
-    """Where a resume value belongs: the n-th interrupt of a branch's step."""
+    """An interrupt's id, and where its answer belongs: the n-th interrupt of a
+    branch's step in a superstep, such as ``"3:1:0"``."""
     return f"{superstep}:{branch}:{index}"
+
+
+def interrupt_id(interrupt: dict[str, Any]) -> str:
+    """The id of an open interrupt (entries from older snapshots carry none)."""
+    found = interrupt.get("id")
+    if isinstance(found, str):
+        return found
+    return interrupt_key(interrupt["superstep"], interrupt["branch"], interrupt["index"])
 
 
 @dataclass(slots=True)
@@ -62,8 +71,8 @@ class RunState:
     #: Side effects by idempotency key: {"name", "step", "status",
     #: "result" | "error", "attempts", "duration_ms"}.
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: Open interrupts, oldest first: {"step", "superstep", "branch", "index",
-    #: "payload", "expects"}.
+    #: Open interrupts, oldest first: {"id", "step", "superstep", "branch",
+    #: "index", "payload", "expects"}.
     interrupts: list[dict[str, Any]] = field(default_factory=list)
     #: Answers to interrupts of the current superstep, by :func:`interrupt_key`.
     resume_values: dict[str, Any] = field(default_factory=dict)

@@ -9,7 +9,14 @@ from agentlog.runtime.context import (
 )
 from agentlog.runtime.executor import RunExecutor
 from agentlog.runtime.retry import RetryPolicy
-from agentlog.runtime.runtime import VERBS, RecoveryReport, RunHandle, Runtime, RuntimeConfig
+from agentlog.runtime.runtime import (
+    VERBS,
+    PendingInterrupt,
+    RecoveryReport,
+    RunHandle,
+    Runtime,
+    RuntimeConfig,
+)
 from agentlog.runtime.tasks import task
 from agentlog.runtime.workflow import Next, Step, Target, Workflow, end, goto
 from agentlog.runtime.writer import DURABILITY_MODES, Durability, RunWriter
@@ -20,6 +27,7 @@ __all__ = [
     "Durability",
     "Interrupted",
     "Next",
+    "PendingInterrupt",
     "RecoveryReport",
     "RetryPolicy",
     "RunExecutor",

@@ -41,6 +41,7 @@ from agentlog.eventlog.events import (
     RunCancelled,
     RunCompleted,
     RunFailed,
+    RunStatus,
     StepCompleted,
     StepFailed,
     SuperstepCommitted,
@@ -89,7 +90,7 @@ class RunExecutor:
 
     async def _loop(self) -> None:
         state, emit = self.state, self.writer.emit
-        while not state.is_terminal and not state.interrupts:
+        while not state.is_terminal and state.status != RunStatus.WAITING:
             if self.cancel_requested.is_set():
                 emit(RunCancelled("cancelled at a step boundary"))
                 break
@@ -174,11 +175,11 @@ class RunExecutor:
                     await ctx._settle()  # no task call outlives its step
                 writes, goto = self._check(step, result)
             except Interrupted as interrupted:
-                # One open interrupt at a time: if a sibling branch parked the
-                # run first, this branch asks again after that one is answered.
-                if not self.state.interrupts:
-                    ctx._record_interrupt(interrupted)
-                    self._log.info("run parks on interrupt", step=name, branch=branch)
+                # Every branch that asks records its interrupt (each has an id);
+                # one still unanswered after a resume is recorded again, so
+                # the run is waiting again.
+                ctx._record_interrupt(interrupted)
+                self._log.info("run parks on interrupt", step=name, branch=branch)
                 return await self._finish_branch(_INTERRUPTED, parallel)
             except AgentlogError:
                 raise

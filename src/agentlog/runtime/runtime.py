@@ -22,7 +22,7 @@ import contextlib
 import os
 import socket
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
@@ -32,6 +32,7 @@ from agentlog.errors import (
     AgentlogError,
     ConfigError,
     FencedError,
+    InvalidResumeValueError,
     LeaseHeldError,
     NoLiveWriterError,
     RunExistsError,
@@ -58,13 +59,20 @@ from agentlog.eventlog.events import (
 )
 from agentlog.eventlog.urls import DEFAULT_LOG_URL, open_log
 from agentlog.projector.snapshots import SnapshotPolicy, load_state
-from agentlog.projector.state import RunState
+from agentlog.projector.state import RunState, interrupt_id
 from agentlog.runtime.executor import RunExecutor
 from agentlog.runtime.expects import check_answer
 from agentlog.runtime.workflow import Migration, Workflow
 from agentlog.runtime.writer import DURABILITY_MODES, RunWriter
 
-__all__ = ["RecoveryReport", "RunHandle", "Runtime", "RuntimeConfig", "VERBS"]
+__all__ = [
+    "VERBS",
+    "PendingInterrupt",
+    "RecoveryReport",
+    "RunHandle",
+    "Runtime",
+    "RuntimeConfig",
+]
 
 #: The one verb table: which call does what to a run (in every wrong-verb error).
 VERBS = (
@@ -125,9 +133,15 @@ class RunHandle:
         """The run's status now: one of :class:`RunStatus`."""
         return (await self.runtime.get_state(self.run_id)).status
 
-    async def resume(self, value: Any = None) -> RunHandle:
-        """Answer the run's interrupt; see :meth:`Runtime.resume`."""
-        return await self.runtime.resume(self.run_id, value)
+    async def resume(
+        self, value: Any = None, *, answers: Mapping[str, Any] | None = None
+    ) -> RunHandle:
+        """Answer open interrupts; see :meth:`Runtime.resume`."""
+        return await self.runtime.resume(self.run_id, value, answers=answers)
+
+    async def pending(self) -> list[PendingInterrupt]:
+        """The open interrupts; see :meth:`Runtime.pending`."""
+        return await self.runtime.pending(self.run_id)
 
     async def retry(self) -> RunHandle:
         """Continue the failed run; see :meth:`Runtime.retry`."""
@@ -136,6 +150,23 @@ class RunHandle:
     async def cancel(self, reason: str = "cancelled by request") -> RunState:
         """Cancel the run; see :meth:`Runtime.cancel`."""
         return await self.runtime.cancel(self.run_id, reason)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingInterrupt:
+    """An open interrupt of a waiting run (see :meth:`Runtime.pending`)."""
+
+    id: str
+    """Answer it with ``resume(run_id, {id: value})``."""
+
+    step: str
+    """The step that asked."""
+
+    payload: Any
+    """What the step showed."""
+
+    expects: Any
+    """The answer's shape (a type name, or a dict of them), or None for any."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +183,29 @@ class RecoveryReport:
     def ok(self) -> bool:
         """True when every run that needed recovery was recovered."""
         return not self.failed
+
+
+def _answers(state: RunState, value: Any, answers: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Interrupt id -> answer, checked against the open interrupts' ``expects``."""
+    open_ = {interrupt_id(i): i for i in state.interrupts}
+    if answers is None and isinstance(value, Mapping) and value and set(value) <= set(open_):
+        answers = value  # resume(run_id, {interrupt_id: value})
+    if answers is None:
+        if len(open_) != 1:
+            raise InvalidResumeValueError(
+                f"run {state.run_id!r} has {len(open_)} open interrupts ({sorted(open_)}); "
+                "answer them by id: resume(run_id, {id: value}) (see pending())"
+            )
+        answers = {next(iter(open_)): value}
+    chosen = dict(answers)
+    for key, answer in chosen.items():
+        if key not in open_:
+            raise InvalidResumeValueError(
+                f"run {state.run_id!r} has no open interrupt {key!r}; open: {sorted(open_)}"
+            )
+        where = "value" if len(open_) == 1 else f"answer to {key!r}"
+        check_answer(open_[key].get("expects"), answer, where)
+    return chosen
 
 
 def _check_run_id(run_id: object) -> None:
@@ -306,29 +360,52 @@ class Runtime:
         await self._continue(wf, RunState(run_id=run_id), epoch, deadline, mode, [started])
         return RunHandle(self, run_id)
 
-    async def resume(self, run_id: str, value: Any = None) -> RunHandle:
-        """Answer the run's open interrupt and continue the run here.
+    async def resume(
+        self, run_id: str, value: Any = None, *, answers: Mapping[str, Any] | None = None
+    ) -> RunHandle:
+        """Answer open interrupts and continue the run here.
+
+        With one interrupt open, ``value`` answers it. With several, answer
+        one or more by id (see :meth:`pending`): ``resume(run_id, {id: value})``
+        or ``resume(run_id, answers={id: value})``; the run goes on with the
+        answered branches and parks again while others still wait.
 
         Raises:
             UnknownRunError: no such run.
             RunNotWaitingError: the run is not parked on an interrupt.
-            InvalidResumeValueError: ``value`` does not fit what the interrupt expects.
+            InvalidResumeValueError: an answer does not fit what its interrupt
+                expects, names no open interrupt, or several are open and
+                none was named. Nothing is recorded.
+            NotSerializableError: an answer cannot be stored. Nothing is recorded.
             VersionMismatchError: the run was recorded under other code.
             LeaseHeldError: another process is resuming it right now.
         """
         state = await load_state(self.log, run_id)
         self._require_waiting(state)
-        check_answer(state.interrupts[0].get("expects"), value)
-        pack(value, path="resume value")  # refused before anything is claimed
+        chosen = _answers(state, value, answers)
+        pack(chosen, path="resume value")  # refused before anything is claimed
         wf = self._workflow(state.workflow)
         self._migration(wf, state)  # fail before anything is recorded
 
         def events(current: RunState) -> list[EventData]:
             self._require_waiting(current)
-            return [ResumeReceived(value)]
+            _answers(current, None, chosen)  # still open, now that we own the run
+            return [ResumeReceived(answers=chosen)]
 
         await self._take_over(wf, run_id, events)
         return RunHandle(self, run_id)
+
+    async def pending(self, run_id: str) -> list[PendingInterrupt]:
+        """The run's open interrupts, oldest first (empty unless it is waiting).
+
+        Raises:
+            UnknownRunError: no such run.
+        """
+        state = await self.get_state(run_id)
+        return [
+            PendingInterrupt(interrupt_id(i), i["step"], i["payload"], i.get("expects"))
+            for i in state.interrupts
+        ]
 
     async def retry(self, run_id: str, reason: str = "retried by request") -> RunHandle:
         """Continue a failed run under the same run id, here.
@@ -447,7 +524,8 @@ class Runtime:
             return state.values
         if state.status == RunStatus.WAITING:
             raise WorkflowError(
-                f"run {run_id!r} is waiting on an interrupt: {state.interrupts[0]['payload']!r}; "
+                f"run {run_id!r} is waiting on {len(state.interrupts)} interrupt(s), first: "
+                f"{state.interrupts[0]['payload']!r}; "
                 "resume it first"
             )
         raise RunFailedError(f"run {run_id!r} {state.status}: {state.error}")
