@@ -110,8 +110,15 @@ class KafkaConfig:
     before it raises BackendUnavailableError."""
 
     transaction_timeout_s: float = 15.0
-    """The broker aborts a transaction left open this long by a dead writer;
-    until then it holds back readers of its partition."""
+    """The broker aborts a transaction left open this long by a dead writer.
+    Readers do not wait for it: see ``stalled_transaction_s``."""
+
+    stalled_transaction_s: float = 2.0
+    """A read held this long by one open transaction aborts it, by opening
+    the transactional id of the run that wrote it (a dead writer's would
+    otherwise hold every reader of the partition for
+    ``transaction_timeout_s``). A healthy transaction lasts milliseconds; a
+    live writer whose transaction is aborted only retries it."""
 
     index_every: int = 1000
     """Rewrite a run's index entry at least every this many events, which
@@ -130,6 +137,8 @@ class KafkaConfig:
             raise ConfigError("KafkaConfig needs bootstrap_servers and a name")
         if self.partitions < 1 or self.keep_snapshots < 1 or self.index_every < 1:
             raise ConfigError("partitions, keep_snapshots and index_every must be >= 1")
+        if self.stalled_transaction_s <= 0:
+            raise ConfigError("stalled_transaction_s must be > 0")
 
 
 class KafkaEventLog(EventLog):
@@ -175,11 +184,13 @@ class KafkaEventLog(EventLog):
             "request_timeout_ms": int(config.request_timeout_s * 1000),
         }
         started: list[Any] = []
+        stage = "connecting"
         try:
             async with asyncio.timeout(config.connect_timeout_s):
                 admin = AIOKafkaAdminClient(**common)
                 await admin.start()
                 started.append(admin)
+                stage = "creating or checking the topics"
                 layout = await ensure_topics(
                     admin, config.name, config.partitions, config.replication_factor
                 )
@@ -191,19 +202,17 @@ class KafkaEventLog(EventLog):
                 )
                 started.append(plain)
                 await plain.start()
-                reader = KafkaReader(layout, common, config.request_timeout_s)
+                reader = KafkaReader(
+                    layout, common, config.request_timeout_s, config.stalled_transaction_s
+                )
                 started.append(reader)
                 await reader.start()
+                stage = f"reading the run index (topic {layout.runs})"
                 await reader.catch_up()
         except (TimeoutError, KafkaError, OSError) as exc:
             for client in reversed(started):
                 await _quietly(client.close() if client is started[0] else client.stop())
-            raise BackendUnavailableError(
-                f"cannot reach Kafka at {config.bootstrap_servers} within "
-                f"{config.connect_timeout_s:g}s ({type(exc).__name__}: {exc}). Start the "
-                "broker (python scripts/kafka_broker.py start, or docker compose up -d "
-                "kafka) or fix the address in the log URL."
-            ) from exc
+            raise BackendUnavailableError(_connect_failure(config, stage, exc)) from exc
         except BaseException:
             for client in reversed(started):
                 await _quietly(client.close() if client is started[0] else client.stop())
@@ -384,6 +393,23 @@ class KafkaEventLog(EventLog):
             await _quietly(self._reader.stop())
             await _quietly(self._plain.stop())
             await _quietly(self._admin.close())
+
+
+def _connect_failure(config: KafkaConfig, stage: str, exc: BaseException) -> str:
+    """What went wrong in :meth:`KafkaEventLog.connect`, by the stage it reached."""
+    cause = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    where = f"Kafka at {config.bootstrap_servers}"
+    if stage == "connecting":
+        return (
+            f"cannot reach {where} within {config.connect_timeout_s:g}s ({cause}). Start the "
+            "broker (python scripts/kafka_broker.py start, or docker compose up -d kafka) "
+            "or fix the address in the log URL."
+        )
+    return (
+        f"connected to {where}, but {stage} did not finish within "
+        f"{config.connect_timeout_s:g}s ({cause}). The broker answers but is slow or "
+        "overloaded; retry, or raise connect_timeout_s."
+    )
 
 
 async def _quietly(awaitable: Any) -> None:

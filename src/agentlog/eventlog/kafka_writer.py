@@ -116,7 +116,7 @@ class WriterPool:
     async def _producer(self, run_id: str) -> AIOKafkaProducer:
         producer = AIOKafkaProducer(
             **self._common,
-            transactional_id=f"{self._config.name}.writer.{run_id}",
+            transactional_id=self._layout.writer_id(run_id),
             transaction_timeout_ms=int(self._config.transaction_timeout_s * 1000),
             max_request_size=MAX_RECORD_BYTES,
             max_batch_size=1024 * 1024,
