@@ -28,7 +28,6 @@ the run id. :attr:`KafkaEventLog.last_read_records` counts what it fetched.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import random
 from collections.abc import AsyncIterator, Sequence
@@ -42,7 +41,6 @@ from aiokafka.errors import KafkaError
 
 from agentlog._logging import get_logger
 from agentlog.errors import (
-    AgentlogError,
     BackendUnavailableError,
     ConfigError,
     FencedError,
@@ -59,6 +57,7 @@ from agentlog.eventlog.base import (
 from agentlog.eventlog.codec import encode_event
 from agentlog.eventlog.events import Event, utcnow
 from agentlog.eventlog.kafka_admin import MAX_RECORD_BYTES, ensure_topics
+from agentlog.eventlog.kafka_clients import stop_quietly
 from agentlog.eventlog.kafka_reader import KafkaReader
 from agentlog.eventlog.kafka_records import (
     SnapshotEntry,
@@ -75,6 +74,8 @@ log = get_logger(__name__)
 
 #: Claims racing with other processes retry this many times before giving up.
 _CLAIM_ATTEMPTS = 20
+#: How long closing one client may take (a producer waits for its queue).
+_STOP_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -211,11 +212,11 @@ class KafkaEventLog(EventLog):
                 await reader.catch_up()
         except (TimeoutError, KafkaError, OSError) as exc:
             for client in reversed(started):
-                await _quietly(client.close() if client is started[0] else client.stop())
+                await stop_quietly(client, _STOP_S)
             raise BackendUnavailableError(_connect_failure(config, stage, exc)) from exc
         except BaseException:
             for client in reversed(started):
-                await _quietly(client.close() if client is started[0] else client.stop())
+                await stop_quietly(client, _STOP_S)
             raise
         pool = WriterPool(config, layout, common, reader)
         log.info(
@@ -390,9 +391,9 @@ class KafkaEventLog(EventLog):
         try:
             await self._pool.close()
         finally:
-            await _quietly(self._reader.stop())
-            await _quietly(self._plain.stop())
-            await _quietly(self._admin.close())
+            await self._reader.stop()
+            await stop_quietly(self._plain, _STOP_S)
+            await stop_quietly(self._admin, _STOP_S)
 
 
 def _connect_failure(config: KafkaConfig, stage: str, exc: BaseException) -> str:
@@ -410,8 +411,3 @@ def _connect_failure(config: KafkaConfig, stage: str, exc: BaseException) -> str
         f"{config.connect_timeout_s:g}s ({cause}). The broker answers but is slow or "
         "overloaded; retry, or raise connect_timeout_s."
     )
-
-
-async def _quietly(awaitable: Any) -> None:
-    with contextlib.suppress(KafkaError, OSError, AgentlogError, RuntimeError):
-        await awaitable

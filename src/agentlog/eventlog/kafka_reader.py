@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 import dataclasses
 from typing import Any
 
@@ -39,6 +38,7 @@ from agentlog.errors import BackendUnavailableError, CorruptEventError
 from agentlog.eventlog.codec import decode_event
 from agentlog.eventlog.events import Event
 from agentlog.eventlog.kafka_admin import TopicLayout
+from agentlog.eventlog.kafka_clients import stop_quietly
 from agentlog.eventlog.kafka_records import (
     IndexEntry,
     SnapshotEntry,
@@ -53,6 +53,8 @@ log = get_logger(__name__)
 
 #: Known (seq, offset just after that event) points kept per run.
 _POINTS_PER_RUN = 32
+#: How long closing one consumer may take.
+_STOP_S = 5.0
 
 
 class KafkaReader:
@@ -102,10 +104,8 @@ class KafkaReader:
     async def stop(self) -> None:
         """Close the consumers."""
         for consumer in (self._events, self._runs, self._hw, self._peek):
-            if consumer is None:
-                continue
-            with contextlib.suppress(KafkaError, OSError):
-                await consumer.stop()
+            if consumer is not None:
+                await stop_quietly(consumer, _STOP_S)
 
     async def high_watermark(self, tp: TopicPartition) -> int:
         """The offset after the last record written to ``tp``, committed or not."""
@@ -187,8 +187,7 @@ class KafkaReader:
         except KafkaError as exc:
             log.warning("kafka_stalled_transaction_not_aborted", run_id=run_id, error=str(exc))
         finally:
-            with contextlib.suppress(KafkaError, OSError, RuntimeError):
-                await producer.stop()
+            await stop_quietly(producer, _STOP_S)
 
     async def _transaction_run(self, tp: TopicPartition, offset: int) -> str | None:
         """The run whose record (committed or not) is at ``offset`` of ``tp``."""
