@@ -44,6 +44,7 @@ from agentlog.errors import (
     BackendUnavailableError,
     ConfigError,
     FencedError,
+    RunArchivedError,
     UnknownRunError,
 )
 from agentlog.eventlog.base import (
@@ -241,9 +242,15 @@ class KafkaEventLog(EventLog):
         entry = await self._reader.entry(run_id)
         if entry is None or (entry.info.last_seq == 0 and not entry.pruned):
             raise UnknownRunError(run_id, self.url)
-        if entry.pruned or (upto_seq is not None and upto_seq <= after_seq):
+        if upto_seq is not None and upto_seq <= after_seq:
+            return
+        if entry.pruned:
+            # Archived: no event is left here, only the index entry (and maybe a snapshot).
+            if after_seq < entry.info.last_seq:
+                raise RunArchivedError(run_id, self.url)
             return
         hits = await self._reader.run_events(entry, after_seq, upto_seq)
+        self._reader.check_complete(entry, hits, after_seq, upto_seq)
         for _offset, event in hits:
             yield event
 
@@ -363,7 +370,9 @@ class KafkaEventLog(EventLog):
         """Forget the run's events; Kafka deletes the bytes with the partition.
 
         A shared partition cannot drop one key's records, so the run's index
-        entry is marked pruned (reads then return nothing) or removed.
+        entry is rewritten as archived (``pruned``): reads of its events then
+        raise RunArchivedError, while find_run, get_run and list_runs still
+        show the run, so its id stays taken.
         """
         await self._pool.close_writer(run_id)
         entry = await self._reader.entry(run_id)
@@ -376,13 +385,18 @@ class KafkaEventLog(EventLog):
             for old in drop:
                 key = snapshot_key(run_id, old.snapshot.seq)
                 await self._plain.send_and_wait(runs, None, key=key, partition=0)
-            if keep_latest_snapshot and kept and entry is not None:
-                value = encode_index(dataclasses.replace(entry, pruned=True))
-                await self._plain.send_and_wait(runs, value, key=index_key(run_id), partition=0)
-            elif entry is not None:
-                await self._plain.send_and_wait(runs, None, key=index_key(run_id), partition=0)
+            if entry is not None:
+                archived = dataclasses.replace(
+                    entry, info=dataclasses.replace(entry.info, archived=True), pruned=True
+                )
+                await self._plain.send_and_wait(
+                    runs, encode_index(archived), key=index_key(run_id), partition=0
+                )
         except KafkaError as exc:
-            raise BackendUnavailableError(f"cannot prune run {run_id!r}: {exc}") from exc
+            raise BackendUnavailableError(
+                f"cannot prune run {run_id!r}: {exc}; nothing of it was lost (its archive "
+                "write is confirmed). Run the retention pass again when the broker is back."
+            ) from exc
         await self._reader.catch_up()
 
     # -- lifecycle ------------------------------------------------------------------

@@ -358,6 +358,9 @@ class KafkaReader:
                 continue
             if upto_seq is not None and event.seq > upto_seq:
                 break
+            if event.seq > prev_seq + 1:
+                missing = f"missing: the next stored event is seq {event.seq}"
+                raise CorruptEventError(run_id, prev_seq + 1, missing, where)
             if event.seq != prev_seq + 1:
                 raise CorruptEventError(
                     run_id, event.seq, f"seq follows {prev_seq}: the history would fork", where
@@ -374,6 +377,28 @@ class KafkaReader:
         if hits:
             self.note_point(run_id, hits[-1][1].seq, hits[-1][0] + 1)
         return hits
+
+    def check_complete(
+        self,
+        entry: IndexEntry,
+        hits: list[tuple[int, Event]],
+        after_seq: int,
+        upto_seq: int | None,
+    ) -> None:
+        """Raise CorruptEventError if the index names events the read did not find.
+
+        The index entry is committed in the same transaction as the events it
+        counts, so every seq up to its ``last_seq`` must be on the topic.
+        """
+        wanted = entry.info.last_seq if upto_seq is None else min(upto_seq, entry.info.last_seq)
+        got = hits[-1][1].seq if hits else after_seq
+        if got < wanted:
+            raise CorruptEventError(
+                entry.info.run_id,
+                got + 1,
+                f"missing: the run index says the run has {entry.info.last_seq} events",
+                f"topic {self.layout.events} partition {entry.partition}",
+            )
 
     async def run_events(
         self, entry: IndexEntry, after_seq: int, upto_seq: int | None
