@@ -30,12 +30,13 @@ import argparse
 import base64
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,12 +57,40 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def cluster_id(random_bytes: Callable[[int], bytes] = os.urandom) -> str:
+    """A new KRaft cluster id: 16 random bytes, URL-safe base64, never starting with ``-``.
+
+    StorageTool reads an argument that starts with ``-`` as a flag, so one id
+    in 64 would fail ``format -t ID``; Kafka's own ``Uuid.randomUuid`` skips
+    such ids the same way.
+    """
+    while True:
+        text = base64.urlsafe_b64encode(random_bytes(16)).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
+def _java() -> str:
+    java = shutil.which("java")
+    if java is None:
+        raise BrokerError(
+            "java is not on PATH: install a JDK 17+ (the broker runs on the JVM), or point "
+            "KAFKA_BOOTSTRAP_SERVERS at a running broker."
+        )
+    return java
+
+
 def ensure_jars() -> Path:
     """Resolve the broker jars with mvn once; later calls reuse the cache."""
     marker = JARS / ".complete"
     if marker.exists():
         return JARS
     JARS.mkdir(parents=True, exist_ok=True)
+    if shutil.which("mvn") is None:
+        raise BrokerError(
+            f"the Kafka jars are not in {JARS} and mvn is not on PATH to fetch them: "
+            "install Maven, or copy the jars there."
+        )
     cmd = [
         "mvn",
         "-q",
@@ -160,9 +189,8 @@ def start(state: Path, timeout: float = 90.0) -> str:
     props = state / "server.properties"
     props.write_text(_properties(state, port, controller))
     classpath = f"{jars}/*"
-    java = ["java", "-Xms256m", "-Xmx768m", f"-Dlog4j2.configurationFile={LOG4J}"]
+    java = [_java(), "-Xms256m", "-Xmx768m", f"-Dlog4j2.configurationFile={LOG4J}"]
     if not (state / "data" / "meta.properties").exists():
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         fmt = subprocess.run(
             [
                 *java,
@@ -171,7 +199,7 @@ def start(state: Path, timeout: float = 90.0) -> str:
                 "kafka.tools.StorageTool",
                 "format",
                 "-t",
-                cluster_id,
+                cluster_id(),
                 "-c",
                 str(props),
                 "--ignore-formatted",
@@ -181,7 +209,10 @@ def start(state: Path, timeout: float = 90.0) -> str:
             check=False,
         )
         if fmt.returncode != 0:
-            raise BrokerError(f"StorageTool format failed:\n{fmt.stdout}{fmt.stderr}")
+            raise BrokerError(
+                f"formatting the broker storage in {state / 'data'} failed (kafka.tools."
+                f"StorageTool exit {fmt.returncode}):\n{fmt.stdout}{fmt.stderr}"
+            )
     log_path = state / "broker.log"
     with log_path.open("ab") as log:
         offset = log.tell()

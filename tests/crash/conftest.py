@@ -6,40 +6,23 @@ The one place to add a backend is :data:`CRASH_BACKENDS` plus its branch in
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.crash import dedup_server
 
-#: Backends the crash suite kills workers on. "kafka" is wired below but left out:
-#: against the session broker, KafkaEventLog.connect() in the test process timed
-#: out (10 s) after the first worker; add it back here once that is fixed.
+#: Backends the crash suite kills workers on.
 CRASH_BACKENDS = ("sqlite", "kafka")
 
 
 @pytest.fixture(scope="session")
 def dedup_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real HTTP service on 127.0.0.1, in its own process, with its own SQLite file."""
-    db = tmp_path_factory.mktemp("dedup") / "dedup.db"
-    server = subprocess.Popen(
-        [sys.executable, "-m", "tests.crash.dedup_server", str(db)],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert server.stdout is not None
-        port = server.stdout.readline().strip()
-        assert port.isdigit(), f"dedup server did not start (exit code {server.poll()})"
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.communicate(timeout=10)
+    with dedup_server.running(tmp_path_factory.mktemp("dedup") / "dedup.db") as url:
+        yield url
 
 
 @pytest.fixture(params=CRASH_BACKENDS)

@@ -15,12 +15,18 @@ Endpoints (JSON bodies):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
+import subprocess
 import sys
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+REPO = Path(__file__).resolve().parents[2]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS deliveries (
@@ -110,6 +116,25 @@ class Handler(BaseHTTPRequestHandler):
 class Server(HTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A worker SIGKILLed mid-request is expected here: stay quiet."""
+
+
+@contextlib.contextmanager
+def running(db: Path) -> Iterator[str]:
+    """Run the service in its own process while the block runs; yield its URL."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.crash.dedup_server", str(db)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        port = server.stdout.readline().strip()
+        assert port.isdigit(), f"dedup server did not start (exit code {server.poll()})"
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.communicate(timeout=10)
 
 
 def main() -> None:

@@ -28,7 +28,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,14 +37,13 @@ import pytest
 from agentlog.eventlog.events import StepCompleted, TaskCompleted, TaskStarted
 from agentlog.eventlog.urls import open_log
 from agentlog.projector import fold
+from tests.crash.worker import child_env
 
 pytestmark = pytest.mark.crash
 
 REPO = Path(__file__).resolve().parents[2]
 KILLS_PER_SCENARIO = 5
 SEEDS = (11, 22, 33)
-#: Kill points actually delivered, per backend (reported in the summary test).
-KILLS: Counter[str] = Counter()
 
 
 @dataclass
@@ -119,7 +117,7 @@ def run_generation(
                 *extra,
             ],
             cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
+            env=child_env(),
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
@@ -131,7 +129,7 @@ def run_generation(
                 proc.stdout.readline()  # RUNNING: the run is in this process now
                 time.sleep(kill[1])
                 proc.send_signal(signal.SIGKILL)
-            out, _ = proc.communicate(timeout=90)
+            out, _ = proc.communicate(timeout=240)  # hang guard
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -198,7 +196,8 @@ def check_history(views: list[LogView], seen: dict[str, list[list[Any]]], durabi
         earlier.append(gen)
 
 
-@pytest.mark.timeout(150)
+# A hang guard only: up to 15 worker processes on a loaded 2-core machine.
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("resume_with", ["recover", "start"])
 @pytest.mark.parametrize("durability", ["sync", "async"])
@@ -215,30 +214,37 @@ def test_sigkill_and_resume(
     rng = random.Random(f"{seed}-{durability}-{resume_with}-{backend}")
     run_id = f"crash-{backend}-{durability}-{resume_with}-{seed}-{os.getpid()}"
     views = [LogView()]
-    kills = 0
+    planned = landed = timed = 0
     for gen in range(KILLS_PER_SCENARIO * 3):
         last = views[-1].last_seq
         kill: tuple[str, float] | None = None
-        if kills < KILLS_PER_SCENARIO and last < expected.last_seq - 5:
-            # a kill after a random delay only while enough of the run is left for it
-            kinds = ["before", "after"] + (["time"] if last < expected.last_seq - 25 else [])
+        if planned + timed < KILLS_PER_SCENARIO and last < expected.last_seq - 5:
+            # A kill at a seq always lands: the run must append that seq to finish.
+            # A kill after a random delay lands only if the process is still
+            # running then, which depends on the machine's speed: it is never
+            # counted on, and the first kill of a scenario is always at a seq.
+            kinds = ["before", "after"]
+            if planned and last < expected.last_seq - 25:
+                kinds.append("time")
             kind = rng.choice(kinds)
             if kind == "time":
                 kill = ("time", rng.uniform(0.0, 0.15))
+                timed += 1
             else:
                 kill = (kind, last + rng.randint(1, 5))
+                planned += 1
         killed, report = run_generation(
             crash_log_url, run_id, durability, dedup_url, gen, resume_with, kill, tmp_path
         )
         views.append(read_view(crash_log_url, run_id))
-        kills += killed
+        if killed and kill is not None and kill[0] != "time":
+            landed += 1
         if report is not None:
             break
     else:
         pytest.fail(f"the run did not complete in {gen + 1} processes")
-    KILLS[backend] += kills
-    print(f"KILLS {run_id} kills={kills} gens={len(views) - 1} events={views[-1].last_seq}")
-    assert kills == KILLS_PER_SCENARIO, f"only {kills} kills landed"
+    print(f"KILLS {run_id} at-seq={landed}/{planned} timed={timed} gens={len(views) - 1}")
+    assert planned >= 1 and landed == planned, f"{landed} of {planned} kills at a seq landed"
     final = views[-1]
     assert report["status"] == "completed" and final.status == "completed"
     assert final.values == expected.values == report["values"]

@@ -24,6 +24,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -40,6 +41,13 @@ EFFECT_LATENCY = 0.02
 ROUNDS = 3
 BRANCHES = "abcd"
 APPROVAL = {"approved": True}
+
+
+def child_env() -> dict[str, str]:
+    """The environment of a worker process: this checkout's code first on its path."""
+    repo = Path(__file__).resolve().parents[2]
+    paths = [str(repo / "src"), str(repo), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
 
 
 def _post(url: str, body: dict[str, Any]) -> Any:
@@ -246,7 +254,7 @@ def main() -> None:
     args = parser.parse_args()
     # stdout carries READY and the final report only; logs go to stderr
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
-    asyncio.run(asyncio.wait_for(drive(args), 60))
+    asyncio.run(asyncio.wait_for(drive(args), 180))  # hang guard
 
 
 if __name__ == "__main__":

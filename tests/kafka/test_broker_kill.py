@@ -36,24 +36,28 @@ async def test_run_survives_broker_sigkill_without_loss_or_duplicates(tmp_path: 
         )
         log = await KafkaEventLog.connect(config)
         acked: list[int] = []
+        halfway, killed = asyncio.Event(), asyncio.Event()
 
         async def run() -> None:
             epoch = await log.claim_writer("survivor", owner="test")
             for seq in range(1, STEPS + 1):
+                if seq == KILL_AFTER + 1:
+                    # Wait for the kill, so the rest of the run meets the outage
+                    # however fast this machine is.
+                    halfway.set()
+                    await killed.wait()
                 data = TaskCompleted(key=f"step-{seq}", result=seq)
                 await log.append([Event("survivor", seq, data, writer_epoch=epoch)])
                 acked.append(seq)
 
         task = asyncio.create_task(run())
-        while len(acked) < KILL_AFTER:
-            assert not task.done(), task
-            await asyncio.sleep(0.01)
+        await asyncio.wait_for(halfway.wait(), timeout=120)  # hang guard
+        assert not task.done(), task
         await asyncio.to_thread(broker, "kill", state)
-        killed_at = len(acked)
+        killed.set()  # the next appends find no broker and must wait it out
         await asyncio.sleep(1.0)
         await asyncio.to_thread(broker, "start", state)
         await asyncio.wait_for(task, timeout=150)
-        assert killed_at < STEPS  # the kill really happened mid-run
         assert acked == list(range(1, STEPS + 1))
         seqs = [e.seq async for e in log.read("survivor")]
         assert seqs == list(range(1, STEPS + 1))

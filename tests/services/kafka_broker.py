@@ -38,10 +38,12 @@ def broker(command: str, state: Path, timeout: float = 120.0) -> str:
     )
     if done.returncode != 0:
         where = " (CI=true: a missing broker fails the run)" if IN_CI else ""
+        # The script's own message says what failed and what to do about it
+        # (java missing, jars not fetched, storage format, broker exit).
+        reason = done.stderr.strip() or done.stdout.strip() or f"exit {done.returncode}"
         pytest.fail(
-            f"kafka_broker.py {command} failed{where}: {done.stderr.strip() or done.stdout}\n"
-            "Install a JDK 17+ and Maven, or point KAFKA_BOOTSTRAP_SERVERS at a running "
-            "broker.",
+            f"kafka_broker.py {command} --dir {state} failed{where}: {reason}\n"
+            "(To use a broker you run yourself instead, set KAFKA_BOOTSTRAP_SERVERS.)",
             pytrace=False,
         )
     return done.stdout.strip()

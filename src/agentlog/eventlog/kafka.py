@@ -28,7 +28,6 @@ the run id. :attr:`KafkaEventLog.last_read_records` counts what it fetched.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import random
 from collections.abc import AsyncIterator, Sequence
@@ -42,10 +41,10 @@ from aiokafka.errors import KafkaError
 
 from agentlog._logging import get_logger
 from agentlog.errors import (
-    AgentlogError,
     BackendUnavailableError,
     ConfigError,
     FencedError,
+    RunArchivedError,
     UnknownRunError,
 )
 from agentlog.eventlog.base import (
@@ -59,6 +58,7 @@ from agentlog.eventlog.base import (
 from agentlog.eventlog.codec import encode_event
 from agentlog.eventlog.events import Event, utcnow
 from agentlog.eventlog.kafka_admin import MAX_RECORD_BYTES, ensure_topics
+from agentlog.eventlog.kafka_clients import stop_quietly
 from agentlog.eventlog.kafka_reader import KafkaReader
 from agentlog.eventlog.kafka_records import (
     SnapshotEntry,
@@ -75,6 +75,8 @@ log = get_logger(__name__)
 
 #: Claims racing with other processes retry this many times before giving up.
 _CLAIM_ATTEMPTS = 20
+#: How long closing one client may take (a producer waits for its queue).
+_STOP_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -110,8 +112,15 @@ class KafkaConfig:
     before it raises BackendUnavailableError."""
 
     transaction_timeout_s: float = 15.0
-    """The broker aborts a transaction left open this long by a dead writer;
-    until then it holds back readers of its partition."""
+    """The broker aborts a transaction left open this long by a dead writer.
+    Readers do not wait for it: see ``stalled_transaction_s``."""
+
+    stalled_transaction_s: float = 2.0
+    """A read held this long by one open transaction aborts it, by opening
+    the transactional id of the run that wrote it (a dead writer's would
+    otherwise hold every reader of the partition for
+    ``transaction_timeout_s``). A healthy transaction lasts milliseconds; a
+    live writer whose transaction is aborted only retries it."""
 
     index_every: int = 1000
     """Rewrite a run's index entry at least every this many events, which
@@ -130,6 +139,8 @@ class KafkaConfig:
             raise ConfigError("KafkaConfig needs bootstrap_servers and a name")
         if self.partitions < 1 or self.keep_snapshots < 1 or self.index_every < 1:
             raise ConfigError("partitions, keep_snapshots and index_every must be >= 1")
+        if self.stalled_transaction_s <= 0:
+            raise ConfigError("stalled_transaction_s must be > 0")
 
 
 class KafkaEventLog(EventLog):
@@ -175,11 +186,13 @@ class KafkaEventLog(EventLog):
             "request_timeout_ms": int(config.request_timeout_s * 1000),
         }
         started: list[Any] = []
+        stage = "connecting"
         try:
             async with asyncio.timeout(config.connect_timeout_s):
                 admin = AIOKafkaAdminClient(**common)
                 await admin.start()
                 started.append(admin)
+                stage = "creating or checking the topics"
                 layout = await ensure_topics(
                     admin, config.name, config.partitions, config.replication_factor
                 )
@@ -191,22 +204,20 @@ class KafkaEventLog(EventLog):
                 )
                 started.append(plain)
                 await plain.start()
-                reader = KafkaReader(layout, common, config.request_timeout_s)
+                reader = KafkaReader(
+                    layout, common, config.request_timeout_s, config.stalled_transaction_s
+                )
                 started.append(reader)
                 await reader.start()
+                stage = f"reading the run index (topic {layout.runs})"
                 await reader.catch_up()
         except (TimeoutError, KafkaError, OSError) as exc:
             for client in reversed(started):
-                await _quietly(client.close() if client is started[0] else client.stop())
-            raise BackendUnavailableError(
-                f"cannot reach Kafka at {config.bootstrap_servers} within "
-                f"{config.connect_timeout_s:g}s ({type(exc).__name__}: {exc}). Start the "
-                "broker (python scripts/kafka_broker.py start, or docker compose up -d "
-                "kafka) or fix the address in the log URL."
-            ) from exc
+                await stop_quietly(client, _STOP_S)
+            raise BackendUnavailableError(_connect_failure(config, stage, exc)) from exc
         except BaseException:
             for client in reversed(started):
-                await _quietly(client.close() if client is started[0] else client.stop())
+                await stop_quietly(client, _STOP_S)
             raise
         pool = WriterPool(config, layout, common, reader)
         log.info(
@@ -231,9 +242,15 @@ class KafkaEventLog(EventLog):
         entry = await self._reader.entry(run_id)
         if entry is None or (entry.info.last_seq == 0 and not entry.pruned):
             raise UnknownRunError(run_id, self.url)
-        if entry.pruned or (upto_seq is not None and upto_seq <= after_seq):
+        if upto_seq is not None and upto_seq <= after_seq:
+            return
+        if entry.pruned:
+            # Archived: no event is left here, only the index entry (and maybe a snapshot).
+            if after_seq < entry.info.last_seq:
+                raise RunArchivedError(run_id, self.url)
             return
         hits = await self._reader.run_events(entry, after_seq, upto_seq)
+        self._reader.check_complete(entry, hits, after_seq, upto_seq)
         for _offset, event in hits:
             yield event
 
@@ -353,7 +370,9 @@ class KafkaEventLog(EventLog):
         """Forget the run's events; Kafka deletes the bytes with the partition.
 
         A shared partition cannot drop one key's records, so the run's index
-        entry is marked pruned (reads then return nothing) or removed.
+        entry is rewritten as archived (``pruned``): reads of its events then
+        raise RunArchivedError, while find_run, get_run and list_runs still
+        show the run, so its id stays taken.
         """
         await self._pool.close_writer(run_id)
         entry = await self._reader.entry(run_id)
@@ -366,13 +385,18 @@ class KafkaEventLog(EventLog):
             for old in drop:
                 key = snapshot_key(run_id, old.snapshot.seq)
                 await self._plain.send_and_wait(runs, None, key=key, partition=0)
-            if keep_latest_snapshot and kept and entry is not None:
-                value = encode_index(dataclasses.replace(entry, pruned=True))
-                await self._plain.send_and_wait(runs, value, key=index_key(run_id), partition=0)
-            elif entry is not None:
-                await self._plain.send_and_wait(runs, None, key=index_key(run_id), partition=0)
+            if entry is not None:
+                archived = dataclasses.replace(
+                    entry, info=dataclasses.replace(entry.info, archived=True), pruned=True
+                )
+                await self._plain.send_and_wait(
+                    runs, encode_index(archived), key=index_key(run_id), partition=0
+                )
         except KafkaError as exc:
-            raise BackendUnavailableError(f"cannot prune run {run_id!r}: {exc}") from exc
+            raise BackendUnavailableError(
+                f"cannot prune run {run_id!r}: {exc}; nothing of it was lost (its archive "
+                "write is confirmed). Run the retention pass again when the broker is back."
+            ) from exc
         await self._reader.catch_up()
 
     # -- lifecycle ------------------------------------------------------------------
@@ -381,11 +405,23 @@ class KafkaEventLog(EventLog):
         try:
             await self._pool.close()
         finally:
-            await _quietly(self._reader.stop())
-            await _quietly(self._plain.stop())
-            await _quietly(self._admin.close())
+            await self._reader.stop()
+            await stop_quietly(self._plain, _STOP_S)
+            await stop_quietly(self._admin, _STOP_S)
 
 
-async def _quietly(awaitable: Any) -> None:
-    with contextlib.suppress(KafkaError, OSError, AgentlogError, RuntimeError):
-        await awaitable
+def _connect_failure(config: KafkaConfig, stage: str, exc: BaseException) -> str:
+    """What went wrong in :meth:`KafkaEventLog.connect`, by the stage it reached."""
+    cause = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    where = f"Kafka at {config.bootstrap_servers}"
+    if stage == "connecting":
+        return (
+            f"cannot reach {where} within {config.connect_timeout_s:g}s ({cause}). Start the "
+            "broker (python scripts/kafka_broker.py start, or docker compose up -d kafka) "
+            "or fix the address in the log URL."
+        )
+    return (
+        f"connected to {where}, but {stage} did not finish within "
+        f"{config.connect_timeout_s:g}s ({cause}). The broker answers but is slow or "
+        "overloaded; retry, or raise connect_timeout_s."
+    )

@@ -36,9 +36,14 @@ class TopicLayout:
     """The names and partition counts of the topics one log uses."""
 
     def __init__(self, name: str, events_partitions: int) -> None:
+        self.name = name
         self.events = f"{name}.events"
         self.runs = f"{name}.runs"
         self.events_partitions = events_partitions
+
+    def writer_id(self, run_id: str) -> str:
+        """The transactional id of the run's writer: whoever opens it fences the others."""
+        return f"{self.name}.writer.{run_id}"
 
 
 def _wanted(name: str, partitions: int, replication: int) -> list[NewTopic]:

@@ -5,7 +5,18 @@ Every read goes up to the partition's *high watermark* (asked with a
 read waits for transactions that were open when it started to end, and then
 sees every committed record: a read up to the last stable offset alone could
 miss a run's committed event that sits behind another run's open
-transaction. Transactions are short, so the wait is too.
+transaction.
+
+A healthy transaction lasts milliseconds. One left open by a writer that
+died (SIGKILL, a lost host) would hold the partition's last stable offset,
+and so every reader of the partition and every process opening the log,
+until the broker times it out (``transaction_timeout_s``). A read that has
+been held at the same last stable offset for ``stalled_s`` therefore looks
+at the record there (with a ``read_uncommitted`` consumer), whose key names
+the run, and opens that run's transactional id: ``init_transactions`` makes
+the coordinator abort the open transaction at once. A live writer whose
+transaction is aborted that way only retries it (its epoch did not change);
+a dead one has nothing left to lose.
 
 The runs topic is small (compacted, one partition) and is read into memory
 incrementally. An events read starts at the best known offset at or before
@@ -16,11 +27,10 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 import dataclasses
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from agentlog._logging import get_logger
@@ -28,6 +38,7 @@ from agentlog.errors import BackendUnavailableError, CorruptEventError
 from agentlog.eventlog.codec import decode_event
 from agentlog.eventlog.events import Event
 from agentlog.eventlog.kafka_admin import TopicLayout
+from agentlog.eventlog.kafka_clients import stop_quietly
 from agentlog.eventlog.kafka_records import (
     IndexEntry,
     SnapshotEntry,
@@ -42,15 +53,22 @@ log = get_logger(__name__)
 
 #: Known (seq, offset just after that event) points kept per run.
 _POINTS_PER_RUN = 32
+#: How long closing one consumer may take.
+_STOP_S = 5.0
 
 
 class KafkaReader:
     """Reads the runs topic into memory and runs' events out of their partition."""
 
-    def __init__(self, layout: TopicLayout, common: dict[str, Any], timeout_s: float) -> None:
+    def __init__(
+        self, layout: TopicLayout, common: dict[str, Any], timeout_s: float, stalled_s: float
+    ) -> None:
         self.layout = layout
         self.last_read_records = 0
-        self._timeout = timeout_s
+        self._timeout, self._stalled_s, self._common = timeout_s, stalled_s, common
+        #: A read_uncommitted consumer that looks at a stalled transaction's first record.
+        self._peek: AIOKafkaConsumer | None = None
+        self._peek_lock = asyncio.Lock()
         fetch = {
             "enable_auto_commit": False,
             "auto_offset_reset": "earliest",
@@ -85,9 +103,9 @@ class KafkaReader:
 
     async def stop(self) -> None:
         """Close the consumers."""
-        for consumer in (self._events, self._runs, self._hw):
-            with contextlib.suppress(KafkaError, OSError):
-                await consumer.stop()
+        for consumer in (self._events, self._runs, self._hw, self._peek):
+            if consumer is not None:
+                await stop_quietly(consumer, _STOP_S)
 
     async def high_watermark(self, tp: TopicPartition) -> int:
         """The offset after the last record written to ``tp``, committed or not."""
@@ -98,7 +116,17 @@ class KafkaReader:
             raise self._unavailable(tp, exc) from exc
         return int(offsets[tp])
 
-    def _unavailable(self, tp: TopicPartition, exc: BaseException) -> BackendUnavailableError:
+    def _unavailable(
+        self, tp: TopicPartition, exc: BaseException, held_at: int | None = None
+    ) -> BackendUnavailableError:
+        if held_at is not None:
+            return BackendUnavailableError(
+                f"reading topic {tp.topic} partition {tp.partition} did not finish within "
+                f"{self._timeout:g}s: an open transaction at offset {held_at} holds the "
+                "partition's last stable offset and could not be aborted "
+                f"({type(exc).__name__}: {exc}). The broker answers; retry, or wait for its "
+                "transaction timeout to end that transaction."
+            )
         return BackendUnavailableError(
             f"cannot read topic {tp.topic} partition {tp.partition} within "
             f"{self._timeout:g}s ({type(exc).__name__}: {exc}); is the broker up? "
@@ -108,16 +136,91 @@ class KafkaReader:
     async def _fetch(
         self, consumer: AIOKafkaConsumer, tp: TopicPartition, target: int
     ) -> list[Any]:
-        """Records from the consumer's position up to ``target`` (committed only)."""
+        """Records from the consumer's position up to ``target`` (committed only).
+
+        A read held at the last stable offset for ``stalled_s`` aborts the
+        transaction that holds it (see the module docstring).
+        """
         records: list[Any] = []
+        loop = asyncio.get_running_loop()
+        held_at: int | None = None
         try:
             async with asyncio.timeout(self._timeout):
-                while await consumer.position(tp) < target:
+                position = await consumer.position(tp)
+                since = loop.time()
+                while position < target:
                     batch = await consumer.getmany(tp, timeout_ms=200)
                     records.extend(batch.get(tp, ()))
+                    now_at = await consumer.position(tp)
+                    if now_at != position:
+                        position, since, held_at = now_at, loop.time(), None
+                        continue
+                    stable = consumer.last_stable_offset(tp)
+                    if stable is None or not 0 <= stable <= position:
+                        continue  # not held by a transaction: still fetching
+                    held_at = position
+                    if loop.time() - since >= self._stalled_s:
+                        await self._abort_stalled(tp, position)
+                        since = loop.time()
         except (TimeoutError, KafkaError) as exc:
-            raise self._unavailable(tp, exc) from exc
+            raise self._unavailable(tp, exc, held_at) from exc
         return records
+
+    async def _abort_stalled(self, tp: TopicPartition, offset: int) -> None:
+        """Abort the open transaction whose first record is at ``offset`` of ``tp``."""
+        run_id = await self._transaction_run(tp, offset)
+        if run_id is None:
+            return
+        writer_id = self.layout.writer_id(run_id)
+        log.warning(
+            "kafka_stalled_transaction_aborted",
+            topic=tp.topic,
+            partition=tp.partition,
+            offset=offset,
+            run_id=run_id,
+            stalled_s=self._stalled_s,
+            hint="its writer died or hangs; opening its transactional id aborts it",
+        )
+        producer = AIOKafkaProducer(**self._common, transactional_id=writer_id)
+        try:
+            await producer.start()  # init_transactions: the coordinator aborts the open one
+        except KafkaError as exc:
+            log.warning("kafka_stalled_transaction_not_aborted", run_id=run_id, error=str(exc))
+        finally:
+            await stop_quietly(producer, _STOP_S)
+
+    async def _transaction_run(self, tp: TopicPartition, offset: int) -> str | None:
+        """The run whose record (committed or not) is at ``offset`` of ``tp``."""
+        async with self._peek_lock:
+            if self._peek is None:
+                self._peek = AIOKafkaConsumer(
+                    **self._common, enable_auto_commit=False, isolation_level="read_uncommitted"
+                )
+                await self._peek.start()
+            peek = self._peek
+            peek.assign([tp])
+            peek.seek(tp, offset)
+            try:
+                while True:  # bounded by the caller's timeout
+                    batch = await peek.getmany(tp, timeout_ms=200)
+                    for record in batch.get(tp, ()):
+                        if record.offset >= offset:
+                            return self._run_of(tp, record.key or b"")
+            finally:
+                peek.pause(tp)
+
+    def _run_of(self, tp: TopicPartition, key: bytes) -> str | None:
+        try:
+            if tp.topic == self.layout.events:
+                return key.decode()
+            kind, run_id, _seq = parse_key(key)
+        except (ValueError, UnicodeDecodeError):
+            kind, run_id = "", ""
+        if kind != "r":
+            # Not one of our writers' records: leave it to the broker's timeout.
+            log.warning("kafka_stalled_transaction_unknown", topic=tp.topic, key=key)
+            return None
+        return run_id
 
     # -- the runs topic -----------------------------------------------------------
 
@@ -255,6 +358,9 @@ class KafkaReader:
                 continue
             if upto_seq is not None and event.seq > upto_seq:
                 break
+            if event.seq > prev_seq + 1:
+                missing = f"missing: the next stored event is seq {event.seq}"
+                raise CorruptEventError(run_id, prev_seq + 1, missing, where)
             if event.seq != prev_seq + 1:
                 raise CorruptEventError(
                     run_id, event.seq, f"seq follows {prev_seq}: the history would fork", where
@@ -271,6 +377,28 @@ class KafkaReader:
         if hits:
             self.note_point(run_id, hits[-1][1].seq, hits[-1][0] + 1)
         return hits
+
+    def check_complete(
+        self,
+        entry: IndexEntry,
+        hits: list[tuple[int, Event]],
+        after_seq: int,
+        upto_seq: int | None,
+    ) -> None:
+        """Raise CorruptEventError if the index names events the read did not find.
+
+        The index entry is committed in the same transaction as the events it
+        counts, so every seq up to its ``last_seq`` must be on the topic.
+        """
+        wanted = entry.info.last_seq if upto_seq is None else min(upto_seq, entry.info.last_seq)
+        got = hits[-1][1].seq if hits else after_seq
+        if got < wanted:
+            raise CorruptEventError(
+                entry.info.run_id,
+                got + 1,
+                f"missing: the run index says the run has {entry.info.last_seq} events",
+                f"topic {self.layout.events} partition {entry.partition}",
+            )
 
     async def run_events(
         self, entry: IndexEntry, after_seq: int, upto_seq: int | None

@@ -51,6 +51,7 @@ class IndexEntry:
     partition: int
     first_offset: int
     offset: int
+    #: The run's events were archived and pruned: none is read from the events topic.
     pruned: bool = False
 
 
@@ -112,12 +113,15 @@ def decode_index(raw: bytes) -> IndexEntry:
     fields: dict[str, Any] = value["info"]
     try:
         info = RunInfo(**{k: v for k, v in fields.items() if k in _INFO_FIELDS})
+        pruned = bool(value.get("pruned", False))
+        if pruned and not info.archived:  # written before RunInfo had ``archived``
+            info = dataclasses.replace(info, archived=True)
         return IndexEntry(
             info,
             int(value["partition"]),
             int(value["first_offset"]),
             int(value["offset"]),
-            bool(value.get("pruned", False)),
+            pruned,
         )
     except (KeyError, TypeError) as exc:
         raise ValueError(f"index entry does not fit: {exc}") from exc

@@ -19,10 +19,8 @@ there, so nothing committed is lost or duplicated.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import zlib
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import aiokafka.producer.sender as _aiokafka_sender
@@ -48,8 +46,10 @@ from agentlog.errors import (
 from agentlog.eventlog.base import RunInfo, check_next
 from agentlog.eventlog.events import Event
 from agentlog.eventlog.kafka_admin import MAX_RECORD_BYTES, TopicLayout
+from agentlog.eventlog.kafka_clients import stop_quietly
 from agentlog.eventlog.kafka_reader import KafkaReader
-from agentlog.eventlog.kafka_records import IndexEntry, encode_index, index_key
+from agentlog.eventlog.kafka_records import IndexEntry
+from agentlog.eventlog.kafka_txn import RunWriter, send_events, send_index
 
 if TYPE_CHECKING:
     from agentlog.eventlog.kafka import KafkaConfig
@@ -70,35 +70,8 @@ _REFUSED = (MessageSizeTooLargeError, RecordListTooLargeError, InvalidTopicError
 # process.
 _aiokafka_sender.BACKOFF_OVERRIDE = 0.002
 _FENCE_RETRIES = 3
-
-
-@dataclass(eq=False)
-class RunWriter:
-    """One run's producer and the tail it knows to be true."""
-
-    run_id: str
-    producer: AIOKafkaProducer
-    partition: int
-    first_offset: int
-    offset: int
-    committed: RunInfo
-    has_entry: bool
-    since_index: int = 0
-    #: Accepted but not yet committed: each event with its encoded record value.
-    pending: list[tuple[Event, bytes]] = field(default_factory=list)
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    task: asyncio.Task[None] | None = None
-    error: AgentlogError | None = None
-    #: The run as of every accepted append, committed or queued.
-    head: RunInfo = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.head = self.committed
-
-    def reset_head(self) -> None:
-        """Recompute ``head`` from the committed tail and the queue."""
-        events = [event for event, _ in self.pending]
-        self.head = self.committed.after(events) if events else self.committed
+#: How long closing a discarded producer may take (it waits for its queue).
+_STOP_S = 5.0
 
 
 class WriterPool:
@@ -116,7 +89,7 @@ class WriterPool:
     async def _producer(self, run_id: str) -> AIOKafkaProducer:
         producer = AIOKafkaProducer(
             **self._common,
-            transactional_id=f"{self._config.name}.writer.{run_id}",
+            transactional_id=self._layout.writer_id(run_id),
             transaction_timeout_ms=int(self._config.transaction_timeout_s * 1000),
             max_request_size=MAX_RECORD_BYTES,
             max_batch_size=1024 * 1024,
@@ -125,8 +98,7 @@ class WriterPool:
             async with asyncio.timeout(self._config.request_timeout_s):
                 await producer.start()  # init_transactions: fences older producers
         except (TimeoutError, KafkaError, OSError) as exc:
-            with contextlib.suppress(KafkaError, OSError, RuntimeError):
-                await producer.stop()
+            await stop_quietly(producer, _STOP_S)
             raise BackendUnavailableError(
                 f"run {run_id!r}: cannot start a transactional producer at "
                 f"{self._config.bootstrap_servers} ({type(exc).__name__}: {exc}); "
@@ -145,8 +117,7 @@ class WriterPool:
         try:
             entry, partition = await self._tail(run_id)
         except BaseException:
-            with contextlib.suppress(KafkaError, OSError, RuntimeError):
-                await producer.stop()
+            await stop_quietly(producer, _STOP_S)
             raise
         if entry is None:
             return RunWriter(run_id, producer, partition, -1, -1, RunInfo(run_id), False)
@@ -155,22 +126,15 @@ class WriterPool:
         )
 
     async def _reopen(self, writer: RunWriter) -> None:
-        with contextlib.suppress(KafkaError, OSError, RuntimeError):
-            await writer.producer.stop()
-        fresh = await self._open(writer.run_id)
-        writer.producer, writer.partition = fresh.producer, fresh.partition
-        writer.first_offset, writer.offset = fresh.first_offset, fresh.offset
-        writer.committed, writer.has_entry = fresh.committed, fresh.has_entry
-        writer.since_index = 0
-        writer.reset_head()
+        await stop_quietly(writer.producer, _STOP_S)
+        writer.adopt(await self._open(writer.run_id))
 
     async def get(self, run_id: str) -> RunWriter:
         """This process's writer of the run, opened (and fencing) if needed."""
         writer = self._writers.get(run_id)
         if writer is None or writer.error is not None:
             if writer is not None:  # its producer may sit mid-transaction: retire it
-                with contextlib.suppress(KafkaError, OSError, RuntimeError):
-                    await writer.producer.stop()
+                await stop_quietly(writer.producer, _STOP_S)
             writer = await self._open(run_id)
             self._writers[run_id] = writer
         return writer
@@ -198,6 +162,25 @@ class WriterPool:
         fenced = self._fenced.get(run_id)
         if fenced is not None and epoch <= fenced[0]:
             raise FencedError(run_id, epoch, fenced[1])
+
+    def _fence(self, run_id: str, epoch: int, current: int) -> FencedError:
+        """Remember that ``epoch`` is fenced, so later calls fail without asking Kafka."""
+        self._fenced[run_id] = (epoch, max(current, epoch))
+        return FencedError(run_id, epoch, max(current, epoch))
+
+    async def _retire(self, writer: RunWriter, error: AgentlogError) -> None:
+        """Never use this writer again: later calls on it raise ``error``.
+
+        Its producer may be fenced (aiokafka's FATAL_ERROR state, in which any
+        further transaction fails with an AssertionError) or mid-transaction.
+        """
+        if writer.error is None:
+            writer.error = error
+        writer.pending.clear()
+        writer.reset_head()
+        if self._writers.get(writer.run_id) is writer:
+            del self._writers[writer.run_id]
+        await stop_quietly(writer.producer, _STOP_S)
 
     # -- appending ---------------------------------------------------------------------
 
@@ -255,54 +238,72 @@ class WriterPool:
 
     async def _flush(self, writer: RunWriter) -> None:
         async with writer.lock:
-            if writer.error is not None:
-                raise writer.error
-            if not writer.pending:
-                return
-            batch = list(writer.pending)
-            try:
-                await self._commit(writer, batch)
-            except AgentlogError as exc:
-                writer.error = exc
-                writer.pending.clear()
-                writer.reset_head()
-                if self._writers.get(writer.run_id) is writer:
-                    del self._writers[writer.run_id]
-                with contextlib.suppress(KafkaError, OSError, RuntimeError):
-                    await writer.producer.stop()
-                raise
-            del writer.pending[: len(batch)]
+            await self._flush_locked(writer)
+
+    async def _flush_locked(self, writer: RunWriter) -> None:
+        if writer.error is not None:
+            raise writer.error
+        if not writer.pending:
+            return
+        batch = list(writer.pending)
+        try:
+            await self._commit(writer, batch)
+        except AgentlogError as exc:
+            await self._retire(writer, exc)
+            raise
+        del writer.pending[: len(batch)]
 
     async def _commit(self, writer: RunWriter, batch: list[tuple[Event, bytes]]) -> None:
+        """Commit the batch, across fences by same-epoch writers and broker restarts.
+
+        The whole commit, retries included, takes at most ``request_timeout_s``.
+
+        Raises:
+            FencedError: a newer epoch owns the run.
+            ConflictError: another writer of this epoch wrote these seqs.
+            BackendUnavailableError: not confirmed in time; the batch may or
+                may not be recorded (the writer reopens, which settles it).
+            EventLogError: Kafka refused the batch (too large, say).
+        """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._config.request_timeout_s
+        first = batch[0][0].seq
+        try:
+            async with asyncio.timeout_at(deadline):
+                await self._commit_until_done(writer, batch, deadline)
+        except TimeoutError as exc:
+            raise BackendUnavailableError(
+                f"run {writer.run_id!r}: append at seq {first} not confirmed within "
+                f"{self._config.request_timeout_s:g}s (the broker does not answer). It may "
+                "or may not be recorded: re-read the run once the broker answers, then retry."
+            ) from exc
+
+    async def _commit_until_done(
+        self, writer: RunWriter, batch: list[tuple[Event, bytes]], deadline: float
+    ) -> None:
+        loop = asyncio.get_running_loop()
         run_id, first, epoch = writer.run_id, batch[0][0].seq, batch[0][0].writer_epoch
         fences = in_doubt = 0
         while True:
             try:
-                await self._transact(writer, batch)
+                await send_events(writer, batch, self._layout, self._config.index_every)
+                self._reader.note_point(run_id, writer.committed.last_seq, writer.offset)
                 return
             except _FENCED as exc:
                 fences += 1
                 entry, _ = await self._tail(run_id)
                 current = entry.info if entry is not None else RunInfo(run_id)
                 if current.writer_epoch > epoch or fences > _FENCE_RETRIES:
-                    self._fenced[run_id] = (epoch, max(current.writer_epoch, epoch))
-                    raise FencedError(run_id, epoch, current.writer_epoch) from exc
+                    raise self._fence(run_id, epoch, current.writer_epoch) from exc
                 if current.last_seq >= first:
                     raise ConflictError(run_id, current.last_seq + 1, first) from exc
-                # Fenced by a writer of the same epoch that wrote nothing: take it back.
+                # Fenced by a writer of the same epoch that wrote nothing (or by a
+                # reader that aborted a stalled transaction of ours): take it back.
             except KafkaError as exc:
                 in_doubt += 0 if exc.retriable else 1
                 if isinstance(exc, _REFUSED) or in_doubt > _FENCE_RETRIES:
                     raise EventLogError(
                         f"run {run_id!r}: Kafka refused the append at seq {first}: {exc}"
-                    ) from exc
-                if loop.time() > deadline:
-                    raise BackendUnavailableError(
-                        f"run {run_id!r}: append at seq {first} not confirmed within "
-                        f"{self._config.request_timeout_s:g}s ({exc}); retry once the broker "
-                        "answers"
                     ) from exc
                 log.warning("kafka_append_retry", run_id=run_id, seq=first, error=str(exc))
                 await asyncio.sleep(0.5)
@@ -311,78 +312,24 @@ class WriterPool:
             except BackendUnavailableError:
                 if loop.time() > deadline:
                     raise
+                await asyncio.sleep(0.5)
                 continue
             done = writer.committed
             if done.writer_epoch > epoch:
-                self._fenced[run_id] = (epoch, done.writer_epoch)
-                raise FencedError(run_id, epoch, done.writer_epoch)
+                raise self._fence(run_id, epoch, done.writer_epoch)
             if done.last_seq >= batch[-1][0].seq:
                 return  # the transaction in doubt did commit
             if done.last_seq != first - 1:
                 raise ConflictError(run_id, done.last_seq + 1, first)
 
-    async def _transact(self, writer: RunWriter, batch: list[tuple[Event, bytes]]) -> None:
-        producer, key = writer.producer, writer.run_id.encode()
-        info = writer.committed.after([event for event, _ in batch])
-        with_index = (
-            not writer.has_entry
-            or writer.first_offset < 0  # the entry must say where the events start
-            or info.status != writer.committed.status
-            or writer.since_index + len(batch) >= self._config.index_every
-        )
-        # (base-offset future, records in that record batch); one record batch's
-        # offsets are consecutive, which gives every event's offset.
-        sent: list[tuple[asyncio.Future[Any], int]] = []
-        try:
-            await producer.begin_transaction()
-            builder, count = producer.create_batch(), 0
-            for _event, value in batch:
-                if builder.append(key=key, value=value, timestamp=None) is None:
-                    sent.append((await self._send_batch(writer, builder), count))
-                    # The first record of a batch always fits, however large.
-                    builder, count = producer.create_batch(), 0
-                    builder.append(key=key, value=value, timestamp=None)
-                count += 1
-            sent.append((await self._send_batch(writer, builder), count))
-            first_offset = writer.first_offset
-            if with_index:
-                metas = await asyncio.gather(*(future for future, _ in sent))
-                first_offset = first_offset if first_offset >= 0 else metas[0].offset
-                last = metas[-1].offset + sent[-1][1] - 1
-                entry = IndexEntry(info, writer.partition, first_offset, last + 1)
-                await producer.send(
-                    self._layout.runs,
-                    encode_index(entry),
-                    key=index_key(writer.run_id),
-                    partition=0,
-                )
-            await producer.commit_transaction()
-        except BaseException as exc:
-            for future, _ in sent:
-                future.add_done_callback(_consume)
-            _interrupted(writer, exc)
-            raise
-        base = sent[0][0].result().offset
-        last = sent[-1][0].result().offset + sent[-1][1] - 1
-        writer.first_offset = first_offset if first_offset >= 0 else base
-        writer.offset = last + 1
-        writer.committed, writer.has_entry = info, writer.has_entry or with_index
-        writer.since_index = 0 if with_index else writer.since_index + len(batch)
-        self._reader.note_point(writer.run_id, info.last_seq, writer.offset)
-
-    async def _send_batch(self, writer: RunWriter, builder: Any) -> asyncio.Future[Any]:
-        future: asyncio.Future[Any] = await writer.producer.send_batch(
-            builder, self._layout.events, partition=writer.partition
-        )
-        return future
-
     async def write_index(self, writer: RunWriter, info: RunInfo, *, claimed: bool = False) -> None:
-        """Commit a new index entry for the run (a claim or a lease change)."""
+        """Commit a new index entry for the run (a claim or a lease change).
+
+        Raises:
+            FencedError: another epoch claimed the run first; the writer is retired.
+        """
         async with writer.lock:
-            if writer.pending:
-                batch = list(writer.pending)
-                await self._commit(writer, batch)
-                del writer.pending[: len(batch)]
+            await self._flush_locked(writer)
             base_epoch = writer.committed.writer_epoch
             wanted = info
             for attempt in range(_FENCE_RETRIES + 1):
@@ -393,63 +340,53 @@ class WriterPool:
                     lease_expires_at=wanted.lease_expires_at,
                 )
                 try:
-                    await self._send_index(writer, info)
+                    await send_index(writer, info, self._layout)
                     break
-                except _FENCED as exc:
-                    tail, _ = await self._tail(writer.run_id)
-                    current = tail.info.writer_epoch if tail is not None else 0
-                    await self._drop(writer)
-                    raise FencedError(
-                        writer.run_id, info.writer_epoch, max(current, info.writer_epoch)
-                    ) from exc
                 except KafkaError as exc:
-                    # In doubt (Kafka 4 answers some fenced EndTxn with an error
-                    # aiokafka does not know): reopen, which settles the old
-                    # transaction, and look at what the index says now.
-                    try:
-                        await self._reopen(writer)
-                    except BackendUnavailableError:
-                        await self._drop(writer)
-                        raise
-                    now = writer.committed
-                    if (now.writer_epoch, now.lease_owner, now.lease_expires_at) == (
-                        info.writer_epoch,
-                        info.lease_owner,
-                        info.lease_expires_at,
-                    ):
-                        break  # it did commit
-                    if now.writer_epoch != base_epoch or attempt == _FENCE_RETRIES:
-                        await self._drop(writer)
-                        raise FencedError(
-                            writer.run_id, info.writer_epoch, max(now.writer_epoch, base_epoch)
-                        ) from exc
+                    if await self._settle_index(writer, info, base_epoch, attempt, exc):
+                        break
             writer.committed, writer.has_entry = info, True
             writer.reset_head()
             if claimed:
                 self._fenced.pop(writer.run_id, None)
 
-    async def _send_index(self, writer: RunWriter, info: RunInfo) -> None:
-        entry = IndexEntry(info, writer.partition, writer.first_offset, writer.offset)
-        producer = writer.producer
-        await producer.begin_transaction()
-        future = await producer.send(
-            self._layout.runs,
-            encode_index(entry),
-            key=index_key(writer.run_id),
-            partition=0,
-        )
-        try:
-            await producer.commit_transaction()
-        except BaseException as exc:
-            future.add_done_callback(_consume)
-            _interrupted(writer, exc)
-            raise
+    async def _settle_index(
+        self, writer: RunWriter, info: RunInfo, base_epoch: int, attempt: int, exc: KafkaError
+    ) -> bool:
+        """After a failed index commit: True if it did commit, False to send it again.
 
-    async def _drop(self, writer: RunWriter) -> None:
-        if self._writers.get(writer.run_id) is writer:
-            del self._writers[writer.run_id]
-        with contextlib.suppress(KafkaError, OSError, RuntimeError):
-            await writer.producer.stop()
+        The failure may be a fence by a newer epoch, a fence by a reader that
+        aborted a stalled transaction of ours, or a commit in doubt (Kafka 4
+        answers some fenced EndTxn with an error aiokafka does not know). The
+        producer is reopened either way, since aiokafka cannot use it again.
+
+        Raises:
+            FencedError: a newer epoch owns the run; the writer is retired.
+        """
+        # Look before reopening: reopening would fence a newer writer back.
+        tail, _ = await self._tail(writer.run_id)
+        current = tail.info if tail is not None else RunInfo(writer.run_id)
+        if _same_claim(current, info) or (
+            current.writer_epoch == base_epoch and attempt < _FENCE_RETRIES
+        ):
+            try:
+                await self._reopen(writer)  # settles our transaction in doubt
+            except BackendUnavailableError as unavailable:
+                await self._retire(writer, unavailable)
+                raise
+            current = writer.committed
+            if _same_claim(current, info):
+                return True
+            if current.writer_epoch == base_epoch and attempt < _FENCE_RETRIES:
+                return False
+        if info.writer_epoch > base_epoch:  # a claim that lost the race: claim_writer retries
+            fenced = FencedError(
+                writer.run_id, info.writer_epoch, max(current.writer_epoch, info.writer_epoch)
+            )
+        else:
+            fenced = self._fence(writer.run_id, base_epoch, current.writer_epoch)
+        await self._retire(writer, fenced)
+        raise fenced from exc
 
     # -- closing -------------------------------------------------------------------------
 
@@ -462,8 +399,7 @@ class WriterPool:
             if writer.pending and writer.error is None:
                 await self._flush(writer)
         finally:
-            with contextlib.suppress(KafkaError, OSError, RuntimeError):
-                await writer.producer.stop()
+            await stop_quietly(writer.producer, _STOP_S)
 
     async def close(self) -> None:
         """Commit every queue and close every producer."""
@@ -477,22 +413,9 @@ class WriterPool:
             raise errors[0]
 
 
-def _interrupted(writer: RunWriter, exc: BaseException) -> None:
-    """Retire a writer whose transaction stopped half way for a non-Kafka reason.
-
-    A cancelled task (or any error outside aiokafka) can leave the producer
-    in the middle of a transaction; the next use opens a fresh producer,
-    whose init_transactions settles the one in doubt, and reads the true tail.
-    """
-    if not isinstance(exc, KafkaError) and writer.error is None:
-        writer.error = BackendUnavailableError(
-            f"run {writer.run_id!r}: a Kafka transaction was interrupted "
-            f"({type(exc).__name__}); the writer reopens on next use"
-        )
-
-
-def _consume(future: asyncio.Future[Any]) -> None:
-    # A send future of a failed transaction holds the same error; read it so
-    # asyncio does not log "exception was never retrieved".
-    if not future.cancelled():
-        future.exception()
+def _same_claim(now: RunInfo, wanted: RunInfo) -> bool:
+    return (now.writer_epoch, now.lease_owner, now.lease_expires_at) == (
+        wanted.writer_epoch,
+        wanted.lease_owner,
+        wanted.lease_expires_at,
+    )
