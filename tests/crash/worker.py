@@ -29,7 +29,7 @@ from typing import Any
 
 import structlog
 
-from agentlog.errors import LeaseHeldError
+from agentlog.errors import LeaseExpiredError, LeaseHeldError
 from agentlog.eventlog.base import EventLog, RunInfo, Snapshot
 from agentlog.eventlog.events import Event, RunStatus, utcnow
 from agentlog.eventlog.urls import open_log
@@ -37,6 +37,8 @@ from agentlog.projector import load_state
 from agentlog.runtime import RetryPolicy, Runtime, RuntimeConfig, StepContext, Workflow, end, goto
 
 LEASE_SECONDS = 0.3
+#: Exit code of a worker that stopped itself because its lease ran out.
+LEASE_LOST = 75
 EFFECT_LATENCY = 0.02
 ROUNDS = 3
 BRANCHES = "abcd"
@@ -254,7 +256,13 @@ def main() -> None:
     args = parser.parse_args()
     # stdout carries READY and the final report only; logs go to stderr
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
-    asyncio.run(asyncio.wait_for(drive(args), 180))  # hang guard
+    try:
+        asyncio.run(asyncio.wait_for(drive(args), 180))  # hang guard
+    except LeaseExpiredError:
+        # This process was too slow (a loaded machine) to renew its short
+        # lease, and stopped before its next side effect, as a zombie must:
+        # like a kill, the next generation takes the run over.
+        sys.exit(LEASE_LOST)
 
 
 if __name__ == "__main__":
