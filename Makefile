@@ -31,8 +31,8 @@ test-fast: $(STAMP)
 
 ## lint: ruff and mypy --strict
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks scripts
-	$(BIN)/ruff format --check src tests benchmarks scripts
+	$(BIN)/ruff check src tests benchmarks scripts examples
+	$(BIN)/ruff format --check src tests benchmarks scripts examples
 	$(BIN)/mypy
 
 ## bench: every benchmark, one table (python -m benchmarks)

@@ -63,7 +63,7 @@ from agentlog.projector.state import RunState, interrupt_id
 from agentlog.runtime.executor import RunExecutor
 from agentlog.runtime.expects import check_answer
 from agentlog.runtime.workflow import Migration, Workflow
-from agentlog.runtime.writer import DURABILITY_MODES, RunWriter
+from agentlog.runtime.writer import DURABILITY_MODES, Durability, RunWriter
 
 __all__ = [
     "VERBS",
@@ -100,7 +100,7 @@ class RuntimeConfig:
     lease_seconds: float = 30.0
     """How long a writer's claim lives without renewal; renewed every third of it."""
 
-    durability: str = "async"
+    durability: Durability = "async"
     """Default durability mode for new runs: "sync", "async" or "exit"."""
 
     snapshots: SnapshotPolicy = field(default_factory=SnapshotPolicy)
@@ -287,7 +287,7 @@ class Runtime:
         *,
         run_id: str,
         input: dict[str, Any] | None = None,
-        durability: str | None = None,
+        durability: Durability | None = None,
         max_steps: int | None = None,
     ) -> RunHandle:
         """Start a run, or return the existing run with this id.

@@ -1,0 +1,40 @@
+"""Deliberate mistakes a user could make with the public API; mypy --strict must report each.
+
+Each line that must be reported ends with ``# seeded: <what>``. This file is
+type-checked by ``tests/unit/test_typing.py`` and never run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentlog.runtime import RetryPolicy, Runtime, RuntimeConfig, StepContext, Workflow, end, task
+
+
+@task
+async def charge(customer: str, cents: int) -> str:
+    return f"{customer}:{cents}"
+
+
+@task(retry=RetryPolicy(max_attempts=3))
+def lookup(order_id: int) -> dict[str, Any]:
+    return {"id": order_id}
+
+
+wf = Workflow("shop", state={"receipt": "replace"})
+
+
+@wf.step
+async def pay(ctx: StepContext) -> Any:
+    await charge(500, "cus_1")  # seeded: swapped task arguments
+    cents: int = await charge("cus_1", 500)  # seeded: wrong result type
+    await ctx.task("charge", charge, "cus_1")  # seeded: missing task argument
+    await ctx.task("lookup", lookup, "not-an-int")  # seeded: wrong argument type via ctx.task
+    order: str = await lookup(7)  # seeded: sync task result type
+    return end(receipt=cents, order=order)
+
+
+async def main(rt: Runtime) -> None:
+    await rt.start(wf, run_id="r", durability="fast")  # seeded: bad durability
+    RuntimeConfig(durability="sometimes")  # seeded: bad default durability
+    RetryPolicy(max_attempts="3")  # seeded: bad retry option
