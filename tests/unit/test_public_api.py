@@ -31,6 +31,7 @@ def test_runtime_exports() -> None:
         "RunWriter",
         "Runtime",
         "RuntimeConfig",
+        "Send",
         "Step",
         "StepContext",
         "Target",

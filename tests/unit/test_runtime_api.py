@@ -18,9 +18,11 @@ from agentlog.errors import (
 )
 from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.events import RunStatus
+from agentlog.projector import load_state
 from agentlog.runtime import (
     RetryPolicy,
     Runtime,
+    Send,
     StepContext,
     Workflow,
     current_idempotency_key,
@@ -354,3 +356,33 @@ def test_the_fingerprint_covers_the_step_graph() -> None:
     to_b, to_c = build("b"), build("c")
     assert to_b.fingerprint != to_c.fingerprint
     assert to_b.fingerprints[1] == to_c.fingerprints[1]  # the edge-blind legacy one
+
+
+async def test_send_fans_out_over_a_dynamic_list(event_log: EventLog) -> None:
+    calls = Calls()
+    wf = Workflow("fanout", state={"topics": "replace", "hits": "append"}, retry=FAST_RETRY)
+
+    @wf.step
+    async def plan(ctx: StepContext) -> Any:
+        return goto(*(Send(search, topic=t) for t in ctx.state["topics"]))
+
+    @wf.step(then="summarize")
+    async def search(ctx: StepContext) -> Any:
+        topic = ctx.input["topic"]
+        hit = await ctx.task("web.search", lambda: calls.hit(topic) and f"hit:{topic}")
+        if topic == "b" and calls.hit("b-step") == 1:
+            raise ConnectionError("flaky after its task")  # this branch alone runs again
+        return {"hits": [hit]}
+
+    @wf.step
+    async def summarize(ctx: StepContext) -> Any:
+        return end(hits=[f"{len(ctx.state['hits'])} hits"])
+
+    async with Runtime(event_log, workflows=[wf], config=config()) as rt:
+        await rt.start(wf, run_id="f", input={"topics": ["a", "b", "c"]}, durability="sync")
+        final = await run_to_rest(rt, "f")
+    assert final.values["hits"] == ["hit:a", "hit:b", "hit:c", "3 hits"]
+    assert [calls.count[t] for t in "abc"] == [1, 1, 1]  # recorded searches never re-ran
+    assert calls.count["b-step"] == 2
+    replayed = await load_state(event_log, "f", use_snapshots=False)
+    assert replayed.values == final.values

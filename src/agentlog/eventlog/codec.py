@@ -259,6 +259,12 @@ def _is_str_list(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
+def _is_branch(value: Any) -> bool:
+    return isinstance(value, str) or (
+        isinstance(value, dict) and isinstance(value.get("step"), str)
+    )
+
+
 # What each annotated field type must hold once decoded. A payload that fits
 # its class's field names but not these (``writes`` that is a list, say) would
 # otherwise fail deep inside the fold with an AttributeError.
@@ -270,6 +276,7 @@ _FIELD_CHECKS: dict[str, Callable[[Any], bool]] = {
     "dict[str, Any]": lambda v: isinstance(v, dict),
     "dict[str, str]": lambda v: isinstance(v, dict),
     "list[str]": _is_str_list,
+    "list[Branch]": lambda v: isinstance(v, list) and all(map(_is_branch, v)),
 }
 _SHAPES: dict[type[EventData], tuple[tuple[str, str], ...]] = {}
 

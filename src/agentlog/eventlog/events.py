@@ -15,9 +15,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeAlias
 
 __all__ = [
+    "Branch",
     "EVENT_TYPES",
     "SCHEMA_V",
     "Event",
@@ -69,6 +70,11 @@ class EventData:
 _FIELD_NAMES: dict[type[EventData], tuple[str, ...]] = {}
 
 
+#: One branch of a superstep: a step's name, or ``{"step": name, "input": value}``
+#: for a branch started by ``Send`` (its own input, seen as ``ctx.input``).
+Branch: TypeAlias = "str | dict[str, Any]"
+
+
 @dataclass(frozen=True, slots=True)
 class RunStarted(EventData):
     """A run began: what runs, with what input, under which guarantees."""
@@ -100,7 +106,7 @@ class StepCompleted(EventData):
     superstep: int
     branch: int
     writes: dict[str, Any]
-    goto: list[str] = field(default_factory=list)
+    goto: list[Branch] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +115,7 @@ class SuperstepCommitted(EventData):
 
     type: ClassVar[str] = "SuperstepCommitted"
     superstep: int
-    next: list[str]
+    next: list[Branch]
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,9 +12,19 @@ import copy
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from agentlog.eventlog.events import RunStatus
+from agentlog.eventlog.events import Branch, RunStatus
 
-__all__ = ["RunState", "interrupt_id", "interrupt_key"]
+__all__ = ["RunState", "branch_input", "branch_step", "interrupt_id", "interrupt_key"]
+
+
+def branch_step(branch: Branch) -> str:
+    """The step a branch runs."""
+    return branch if isinstance(branch, str) else str(branch["step"])
+
+
+def branch_input(branch: Branch) -> Any:
+    """The input a ``Send`` gave the branch (None for a plain step)."""
+    return None if isinstance(branch, str) else branch.get("input")
 
 
 def interrupt_key(superstep: int, branch: int, index: int) -> str:
@@ -58,7 +68,7 @@ class RunState:
     #: The superstep that runs next (or is running), from 0.
     superstep: int = 0
     #: The steps of that superstep, one branch each, in branch order.
-    next_steps: list[str] = field(default_factory=list)
+    next_steps: list[Branch] = field(default_factory=list)
     #: Pending writes: branch -> {"step", "writes", "goto"} of branches of the
     #: current superstep that finished before it committed.
     pending: dict[int, dict[str, Any]] = field(default_factory=dict)

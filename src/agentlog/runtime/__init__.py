@@ -18,7 +18,7 @@ from agentlog.runtime.runtime import (
     RuntimeConfig,
 )
 from agentlog.runtime.tasks import task
-from agentlog.runtime.workflow import Next, Step, Target, Workflow, end, goto
+from agentlog.runtime.workflow import Next, Send, Step, Target, Workflow, end, goto
 from agentlog.runtime.writer import DURABILITY_MODES, Durability, RunWriter
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "RunWriter",
     "Runtime",
     "RuntimeConfig",
+    "Send",
     "Step",
     "StepContext",
     "Target",

@@ -130,6 +130,7 @@ class StepContext:
         branch: its branch index inside the superstep.
         attempt: 1 on the first try, 2 on the first retry, ...
         state: the run's state values as of the superstep's start (read-only).
+        input: what a ``Send`` gave this branch (a dict), or None.
     """
 
     def __init__(
@@ -141,8 +142,10 @@ class StepContext:
         branch: int,
         attempt: int,
         state: Mapping[str, Any],
+        input: Any = None,
     ) -> None:
         self._writer = writer
+        self.input = input
         self.run_id = writer.state.run_id
         self.step, self.superstep, self.branch, self.attempt = step, superstep, branch, attempt
         self.state: Mapping[str, Any] = MappingProxyType(state)

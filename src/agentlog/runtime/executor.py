@@ -38,6 +38,7 @@ from agentlog.errors import (
     WorkflowError,
 )
 from agentlog.eventlog.events import (
+    Branch,
     RunCancelled,
     RunCompleted,
     RunFailed,
@@ -47,9 +48,9 @@ from agentlog.eventlog.events import (
     SuperstepCommitted,
 )
 from agentlog.projector.reducers import REDUCERS, replace
-from agentlog.projector.state import RunState
+from agentlog.projector.state import RunState, branch_input, branch_step
 from agentlog.runtime.context import Interrupted, StepContext
-from agentlog.runtime.workflow import Next, Step, Workflow
+from agentlog.runtime.workflow import Next, Send, Step, Target, Workflow
 from agentlog.runtime.writer import RunWriter
 
 __all__ = ["RunExecutor"]
@@ -97,7 +98,9 @@ class RunExecutor:
             if not state.next_steps:
                 emit(RunCompleted(output=copy.deepcopy(state.values)))  # the result, on record
                 break
-            todo = [(b, name) for b, name in enumerate(state.next_steps) if b not in state.pending]
+            todo = [
+                (b, entry) for b, entry in enumerate(state.next_steps) if b not in state.pending
+            ]
             limit = state.limits.get("max_steps")
             if limit is not None and state.steps + len(todo) > limit:
                 emit(
@@ -122,16 +125,16 @@ class RunExecutor:
                 emit(RunFailed(error))
                 break
             goto = [t for b in sorted(state.pending) for t in state.pending[b]["goto"]]
-            emit(SuperstepCommitted(state.superstep, list(dict.fromkeys(goto))))
+            emit(SuperstepCommitted(state.superstep, _join(goto)))
             await self.writer.flush()
 
-    async def _superstep(self, todo: list[tuple[int, str]], *, parallel: bool) -> list[str]:
+    async def _superstep(self, todo: list[tuple[int, Branch]], *, parallel: bool) -> list[str]:
         values = self.state.values  # replaced, never mutated, on commit
         if len(todo) == 1:
-            branch, name = todo[0]
-            return [await self._branch(branch, name, values, parallel=parallel)]
+            branch, entry = todo[0]
+            return [await self._branch(branch, entry, values, parallel=parallel)]
         tasks = [
-            asyncio.create_task(self._branch(b, name, values, parallel=True)) for b, name in todo
+            asyncio.create_task(self._branch(b, entry, values, parallel=True)) for b, entry in todo
         ]
         try:
             return list(await asyncio.gather(*tasks))
@@ -142,18 +145,19 @@ class RunExecutor:
             raise
 
     async def _branch(
-        self, branch: int, name: str, values: Mapping[str, Any], *, parallel: bool
+        self, branch: int, entry: Branch, values: Mapping[str, Any], *, parallel: bool
     ) -> str:
+        name = branch_step(entry)
         step = self.workflow.steps.get(name)
         if step is None:
             raise UnknownStepError(
                 f"run {self.state.run_id!r} is at step {name!r}, which workflow "
                 f"{self.workflow.name!r} v{self.workflow.version} does not define"
             )
-        return await self._attempts(step, branch, values, parallel=parallel)
+        return await self._attempts(step, branch, values, branch_input(entry), parallel=parallel)
 
     async def _attempts(
-        self, step: Step, branch: int, values: Mapping[str, Any], *, parallel: bool
+        self, step: Step, branch: int, values: Mapping[str, Any], given: Any, *, parallel: bool
     ) -> str:
         name, superstep = step.name, self.state.superstep
         attempt = self.state.attempts.get(branch, 0) + 1
@@ -165,6 +169,7 @@ class RunExecutor:
                 branch=branch,
                 attempt=attempt,
                 state=values,
+                input=given,
             )
             token = ctx._enter()  # @task functions find their step through it
             try:
@@ -208,11 +213,12 @@ class RunExecutor:
             await self.writer.flush()
         return outcome
 
-    def _check(self, step: Step, result: object) -> tuple[dict[str, Any], list[str]]:
+    def _check(self, step: Step, result: object) -> tuple[dict[str, Any], list[Branch]]:
         """Validate a step's result; return its writes and next steps."""
+        goto: list[Branch]
         if isinstance(result, Next):
             writes = dict(result.writes)
-            goto = [self.workflow.step_name(target) for target in result.goto]
+            goto = [self._branch_of(target) for target in result.goto]
         elif result is None or isinstance(result, Mapping):
             writes, goto = dict(result or {}), list(step.then)
         else:
@@ -228,12 +234,13 @@ class RunExecutor:
                     f"{self.workflow.name!r} does not declare (keys: {sorted(declared)})"
                 )
         self._trial(step, writes)
-        if len(set(goto)) != len(goto):
+        plain = [target for target in goto if isinstance(target, str)]
+        if len(set(plain)) != len(plain):
             raise InvalidRouteError(
-                f"step {step.name!r} routed to {goto}: a step can run only once per "
-                "superstep; route to each step once"
+                f"step {step.name!r} routed to {plain}: a step can run only once per "
+                "superstep; route to each step once, or fan out with Send(step, **input)"
             )
-        for target in goto:
+        for target in map(branch_step, goto):
             if target not in self.workflow.steps:
                 raise UnknownStepError(
                     f"step {step.name!r} routed to {target!r}; workflow "
@@ -260,6 +267,11 @@ class RunExecutor:
                     f"step {step.name!r}: the {name!r} reducer of {key!r} rejected its write: "
                     f"{type(exc).__name__}: {exc}"
                 ) from exc
+
+    def _branch_of(self, target: Target | Send) -> Branch:
+        if isinstance(target, Send):
+            return {"step": self.workflow.step_name(target.step), "input": target.input}
+        return self.workflow.step_name(target)
 
     def _commit_error(self) -> tuple[str, int, str] | None:
         """Reduce the pending writes on copies, as the commit will.
@@ -293,3 +305,17 @@ class RunExecutor:
                         ),
                     )
         return None
+
+
+def _join(goto: list[Branch]) -> list[Branch]:
+    """The next superstep's branches: a step named by several branches runs
+    once (a join); every Send is a branch of its own."""
+    seen: set[str] = set()
+    branches: list[Branch] = []
+    for target in goto:
+        if isinstance(target, str):
+            if target in seen:
+                continue
+            seen.add(target)
+        branches.append(target)
+    return branches
