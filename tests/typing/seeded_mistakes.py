@@ -21,6 +21,11 @@ def lookup(order_id: int) -> dict[str, Any]:
     return {"id": order_id}
 
 
+@task(name="llm.chat")
+async def chat(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    return messages[-1]
+
+
 wf = Workflow("shop", state={"receipt": "replace"})
 
 
@@ -31,7 +36,9 @@ async def pay(ctx: StepContext) -> Any:
     await ctx.task("charge", charge, "cus_1")  # seeded: missing task argument
     await ctx.task("lookup", lookup, "not-an-int")  # seeded: wrong argument type via ctx.task
     order: str = await lookup(7)  # seeded: sync task result type
-    return end(receipt=cents, order=order)
+    reply: str = await chat([{"role": "user"}])  # seeded: result of a task with Any in it
+    await chat("hello")  # seeded: argument of a task with Any in it
+    return end(receipt=cents, order=order, reply=reply)
 
 
 async def main(rt: Runtime) -> None:

@@ -29,7 +29,7 @@ import contextvars
 import hashlib
 import inspect
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
@@ -158,7 +158,12 @@ class StepContext:
 
     @overload
     async def task(
-        self, name: str, fn: Callable[P, Awaitable[R]], /, *args: P.args, **kwargs: P.kwargs
+        self,
+        name: str,
+        fn: Callable[P, Coroutine[Any, Any, R]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
     ) -> R: ...
 
     @overload

@@ -22,7 +22,7 @@ so a type checker checks the arguments and the result at every call.
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar, overload
 
 from agentlog.errors import WorkflowDefinitionError
@@ -36,7 +36,7 @@ R = TypeVar("R")
 
 
 @overload
-def task(fn: Callable[P, Awaitable[R]], /) -> Callable[P, Awaitable[R]]: ...
+def task(fn: Callable[P, Coroutine[Any, Any, R]], /) -> Callable[P, Awaitable[R]]: ...
 
 
 @overload
@@ -98,7 +98,7 @@ class _TaskDecorator:
         self._decorate = decorate
 
     @overload
-    def __call__(self, fn: Callable[P, Awaitable[R]], /) -> Callable[P, Awaitable[R]]: ...
+    def __call__(self, fn: Callable[P, Coroutine[Any, Any, R]], /) -> Callable[P, Awaitable[R]]: ...
 
     @overload
     def __call__(self, fn: Callable[P, R], /) -> Callable[P, Awaitable[R]]: ...
