@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench bench-quick kafka-jars clean
+.PHONY: demo test test-fast lint docs bench bench-quick kafka-jars clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,13 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks scripts examples
 	$(BIN)/mypy
 
+## docs: the API reference, generated from the docstrings, in site/api/
+docs: $(STAMP)
+	rm -rf site/api
+	$(BIN)/pdoc --docformat google --output-directory site/api \
+		agentlog agentlog.runtime agentlog.eventlog agentlog.projector agentlog.archive agentlog.errors
+	@echo "API reference: site/api/index.html"
+
 ## bench: every benchmark, one table (python -m benchmarks)
 bench: $(STAMP) kafka-jars
 	$(BIN)/python -m benchmarks
@@ -43,4 +50,4 @@ bench-quick: $(STAMP) kafka-jars
 	$(BIN)/python -m benchmarks --quick
 
 clean:
-	rm -rf $(VENV) .cache .agentlog .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .cache .agentlog .pytest_cache .mypy_cache .ruff_cache site

@@ -72,7 +72,7 @@ _FIELD_NAMES: dict[type[EventData], tuple[str, ...]] = {}
 
 #: One branch of a superstep: a step's name, or ``{"step": name, "input": value}``
 #: for a branch started by ``Send`` (its own input, seen as ``ctx.input``).
-Branch: TypeAlias = "str | dict[str, Any]"
+Branch: TypeAlias = str | dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,7 +52,7 @@ __all__ = [
 
 
 #: Where a step can go: a step's name, or the step function itself.
-Target: TypeAlias = "str | Callable[..., Any]"
+Target: TypeAlias = str | Callable[..., Any]
 
 
 @dataclass(frozen=True, slots=True, init=False)
