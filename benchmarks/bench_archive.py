@@ -12,8 +12,9 @@
 Every run is an agent's: a question, then tasks whose results are tool results
 of about 80 bytes (search hits, fetched pages, summaries, chat messages,
 base64 embeddings) and steps that each append a chat message of about 70
-bytes (the sizes the repeated-character payloads had before), all from ``benchmarks/payloads.py`` and all different, so that
-Parquet's zstd gains only what it would gain on real agents' data.
+bytes (the sizes the repeated-character payloads had before), all from
+``benchmarks/payloads.py`` and all different, so that Parquet's zstd gains
+only what it would gain on real agents' data.
 """
 
 from __future__ import annotations
