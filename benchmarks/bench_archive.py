@@ -8,6 +8,13 @@
   would take far longer): one chunk of real encoded events is written, then
   copied into more files with only the run_id column rewritten.
 * Bytes per event: the Parquet archive vs the same events in a SQLite hot log.
+
+Every run is an agent's: a question, then tasks whose results are tool results
+of about 80 bytes (search hits, fetched pages, summaries, chat messages,
+base64 embeddings) and steps that each append a chat message of about 70
+bytes (the sizes the repeated-character payloads had before), all from
+``benchmarks/payloads.py`` and all different, so that Parquet's zstd gains
+only what it would gain on real agents' data.
 """
 
 from __future__ import annotations
@@ -41,27 +48,33 @@ from agentlog.eventlog import (
     TaskStarted,
 )
 from agentlog.eventlog.events import EventData
+from benchmarks import payloads
 from benchmarks.harness import Row, row_from_samples, time_calls
 
 AREA = "archive"
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 EVENTS_PER_RUN = 100
-TASK_NAMES = ["search", "fetch", "summarize", "llm_call", "embed"]
+TASK_NAMES = payloads.TOOL_NAMES
+RESULT_BYTES = 80
+MESSAGE_BYTES = 70
 
 
 def _run_events(run_id: str, n: int, k: int) -> list[Event]:
-    data: list[EventData] = [RunStarted("bench", "1", {"q": f"question {k}"}, "sync", "fp")]
+    r = payloads.rng("archive", k)
+    question = payloads.message(r, MESSAGE_BYTES, "user")
+    data: list[EventData] = [RunStarted("bench", "1", {"q": question["content"]}, "sync", "fp")]
     i = 0
     while len(data) < n - 1:
         key = f"{run_id}:{i}"
         name = TASK_NAMES[(k + i) % len(TASK_NAMES)]
         data.append(TaskStarted(key, name, f"step{i}", i, 0, 0))
-        data.append(
-            TaskCompleted(key, {"text": "result " * 8, "n": i}, float((k * 7 + i * 13) % 500))
-        )
-        data.append(StepCompleted(f"step{i}", i, 0, {"messages": [f"message {i} " * 6]}))
+        result = payloads.tool_result(r, name, RESULT_BYTES)
+        data.append(TaskCompleted(key, result, float((k * 7 + i * 13) % 500)))
+        reply = payloads.message(r, MESSAGE_BYTES, "assistant")
+        data.append(StepCompleted(f"step{i}", i, 0, {"messages": [reply]}))
         i += 1
-    data = [*data[: n - 1], RunCompleted({"answer": k})]
+    answer = payloads.message(r, MESSAGE_BYTES, "assistant")
+    data = [*data[: n - 1], RunCompleted({"answer": answer["content"]})]
     return [
         Event(run_id, s + 1, d, T0 + timedelta(milliseconds=s * 10), 1) for s, d in enumerate(data)
     ]

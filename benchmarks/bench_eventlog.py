@@ -1,5 +1,10 @@
 """The SQLite event log: per-append latency against raw sqlite3, batch and read throughput.
 
+Each event is a TaskCompleted whose result is a realistic tool result of about
+500 bytes (search hits, a fetched page, a summary, a chat completion or an
+embedding, in turn; see ``benchmarks/payloads.py``), every one different. The
+raw sqlite3 side inserts the very same encoded payloads.
+
 Every figure is measured on files in a fresh directory under ``/work/main/.cache``
 (the same disk as the repository), removed afterwards.
 """
@@ -18,26 +23,39 @@ from pathlib import Path
 from agentlog.eventlog.codec import encode_payload
 from agentlog.eventlog.events import Event, TaskCompleted
 from agentlog.eventlog.sqlite import MIGRATIONS, SqliteEventLog
+from benchmarks import payloads
 from benchmarks.harness import Row, percentile, row_from_samples
 
 AREA = "eventlog"
 _CACHE = Path(__file__).resolve().parent.parent / ".cache"
 
 
-def _event(run_id: str, seq: int, epoch: int = 0) -> Event:
-    # About 500 bytes of payload once encoded.
-    return Event(run_id, seq, TaskCompleted(key=f"k{seq}", result="x" * 470), writer_epoch=epoch)
+def _events(run_id: str, count: int, epoch: int = 0) -> list[Event]:
+    """``count`` events of about 500 bytes of payload each once encoded, all different."""
+    r = payloads.rng("eventlog", run_id)
+    return [
+        Event(
+            run_id,
+            seq,
+            TaskCompleted(
+                key=f"k{seq}",
+                result=payloads.tool_result(r, payloads.TOOL_NAMES[seq % 5], 470),
+            ),
+            writer_epoch=epoch,
+        )
+        for seq in range(1, count + 1)
+    ]
 
 
-def _raw_samples(path: str, n: int, size: int) -> list[float]:
-    """INSERT + COMMIT of one row with the same pragmas, schema and row size."""
+def _raw_samples(path: str, n: int) -> list[float]:
+    """INSERT + COMMIT of one row with the same pragmas, schema and payload bytes."""
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute(MIGRATIONS[0][0])  # the same events table
-    payload = os.urandom(size)
+    rows = [encode_payload(event.data) for event in _events("run", n)]
     samples = []
-    for seq in range(1, n + 1):
+    for seq, payload in enumerate(rows, start=1):
         start = time.perf_counter()
         conn.execute("BEGIN IMMEDIATE")
         conn.execute(
@@ -54,8 +72,7 @@ async def _log_samples(path: str, n: int) -> list[float]:
     async with SqliteEventLog(path) as log:
         epoch = await log.claim_writer("run")
         samples = []
-        for seq in range(1, n + 1):
-            event = _event("run", seq, epoch)
+        for event in _events("run", n, epoch):
             start = time.perf_counter()
             await log.append([event], durable=True)
             samples.append(time.perf_counter() - start)
@@ -73,13 +90,15 @@ async def _hop_samples(path: str, n: int) -> list[float]:
         return samples
 
 
-async def _batched(path: str, total: int, batch: int, durable: bool) -> tuple[float, float]:
+async def _batched(
+    path: str, events: list[Event], batch: int, durable: bool
+) -> tuple[float, float]:
     """Events per wall second, and per CPU second of this process (both threads).
 
     The machine is shared: the CPU figure shows what the code costs when
     other processes take the cores away.
     """
-    events = [_event("bulk", seq) for seq in range(1, total + 1)]
+    total = len(events)
     async with SqliteEventLog(path) as log:
         start, cpu = time.perf_counter(), time.process_time()
         for offset in range(0, total, batch):
@@ -88,11 +107,10 @@ async def _batched(path: str, total: int, batch: int, durable: bool) -> tuple[fl
 
 
 async def _read(path: str, total: int) -> tuple[float, int]:
+    events = _events("big", total)
     async with SqliteEventLog(path) as log:
         for offset in range(0, total, 1000):
-            await log.append(
-                [_event("big", seq) for seq in range(offset + 1, offset + 1001)], durable=False
-            )
+            await log.append(events[offset : offset + 1000], durable=False)
         start = time.perf_counter()
         count = 0
         async for _event_read in log.read("big"):
@@ -112,12 +130,13 @@ def collect(quick: bool) -> list[Row]:
 
 def _collect(where: str, quick: bool) -> list[Row]:
     n = 200 if quick else 2000
-    size = len(encode_payload(_event("run", 1).data))
+    sizes = [len(encode_payload(e.data)) for e in _events("run", 100)]
+    size = round(statistics.mean(sizes))
     # Alternate rounds so that disk noise hits both sides alike.
     ours: list[float] = []
     raw: list[float] = []
     for round_ in range(4):
-        raw += _raw_samples(os.path.join(where, f"raw{round_}.db"), n // 4, size)
+        raw += _raw_samples(os.path.join(where, f"raw{round_}.db"), n // 4)
         ours += asyncio.run(_log_samples(os.path.join(where, f"log{round_}.db"), n // 4))
     ratio = statistics.median(ours) / statistics.median(raw)
     rows = [
@@ -146,10 +165,11 @@ def _collect(where: str, quick: bool) -> list[Row]:
         )
     )
     total = 20_000 if quick else 100_000
+    bulk = _events("bulk", total)
     for durable in (True, False):
         # Three fresh files each; the median of the three is the figure.
         measured = [
-            asyncio.run(_batched(os.path.join(where, f"b{durable}{i}.db"), total, 1000, durable))
+            asyncio.run(_batched(os.path.join(where, f"b{durable}{i}.db"), bulk, 1000, durable))
             for i in range(3)
         ]
         rates = [wall for wall, _cpu in measured]

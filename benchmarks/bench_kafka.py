@@ -12,6 +12,11 @@ it at the end. Rows:
 * ``resume``: a fresh process loads the latest snapshot and reads the events
   after it, for a run among 1k / 100k / 1M events on its partition
   (target < 100 ms at 1M); ``records_read`` shows the read is bounded.
+
+Each event is a TaskCompleted whose result is a realistic tool result of about
+200 bytes from ``benchmarks/payloads.py`` (search hits, a fetched page, a
+summary, a chat message or an embedding, in turn), every one different; the
+raw aiokafka side sends the very same encoded events.
 """
 
 from __future__ import annotations
@@ -29,18 +34,31 @@ from pathlib import Path
 from aiokafka import AIOKafkaProducer
 
 from agentlog.eventlog.base import Snapshot
-from agentlog.eventlog.codec import encode_event
+from agentlog.eventlog.codec import encode_event, pack
 from agentlog.eventlog.events import Event, TaskCompleted, utcnow
 from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog
+from benchmarks import payloads
 from benchmarks.harness import Row, row_from_samples
 
 AREA = "kafka"
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "kafka_broker.py"
-PAYLOAD = {"messages": ["x" * 200], "count": 1}
+RESULT_BYTES = 200
 
 
-def _event(run_id: str, seq: int, epoch: int = 0) -> Event:
-    return Event(run_id, seq, TaskCompleted(f"k{seq}", PAYLOAD), writer_epoch=epoch)
+def _events(run_id: str, first: int, count: int, epoch: int = 0) -> list[Event]:
+    """Events ``first`` .. ``first + count - 1`` of a run: the same for the same arguments."""
+    r = payloads.rng("kafka", run_id, first)
+    return [
+        Event(
+            run_id,
+            seq,
+            TaskCompleted(
+                f"k{seq}", payloads.tool_result(r, payloads.TOOL_NAMES[seq % 5], RESULT_BYTES)
+            ),
+            writer_epoch=epoch,
+        )
+        for seq in range(first, first + count)
+    ]
 
 
 async def _sync_append(bootstrap: str, steps: int) -> list[Row]:
@@ -53,8 +71,8 @@ async def _sync_append(bootstrap: str, steps: int) -> list[Row]:
         raw = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"{name}.raw")
         await raw.start()
         try:
-            for seq in range(1, steps + 11):
-                event = _event("sync", seq, epoch)
+            for event in _events("sync", 1, steps + 10, epoch):
+                seq = event.seq
                 value = encode_event(event)
                 start = time.perf_counter()
                 await log.append([event])
@@ -89,8 +107,7 @@ async def _async_throughput(bootstrap: str, runs: int, per_run: int) -> Row:
     async with await KafkaEventLog.connect(config) as log:
         plans = {
             f"run-{i}": [
-                [_event(f"run-{i}", seq) for seq in range(first, first + batch)]
-                for first in range(1, per_run + 1, batch)
+                _events(f"run-{i}", first, batch) for first in range(1, per_run + 1, batch)
             ]
             for i in range(runs)
         }
@@ -124,17 +141,17 @@ async def _resume(bootstrap: str, total: int, repeat: int = 3) -> Row:
     config = KafkaConfig(bootstrap_servers=bootstrap, name=name, partitions=1)
     others, batch, snap_every = 9, 100, 1000
     per_run = max(batch, total // (others + 1))
+    # the snapshot holds a state like an agent's: the last 20 messages of its conversation
+    r = payloads.rng("kafka-snapshot")
+    state = pack({"messages": [payloads.conversation_message(r, i, 500) for i in range(20)]})
     async with await KafkaEventLog.connect(config) as log:
         for first in range(1, per_run + 1, batch):
             for i in range(others):
-                events = [_event(f"other-{i}", s) for s in range(first, first + batch)]
-                await log.append(events, durable=False)
-            await log.append(
-                [_event("target", s) for s in range(first, first + batch)], durable=False
-            )
+                await log.append(_events(f"other-{i}", first, batch), durable=False)
+            await log.append(_events("target", first, batch), durable=False)
             last = first + batch - 1
             if last % snap_every == 0:
-                await log.save_snapshot(Snapshot("target", last, b"state", utcnow()))
+                await log.save_snapshot(Snapshot("target", last, state, utcnow()))
         await log.flush()
     samples, records = [], []
     for _ in range(repeat):

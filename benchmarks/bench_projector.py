@@ -1,7 +1,8 @@
 """Resume (load) time of one run by history length, with and without snapshots.
 
-The run's events update a bounded state (a counter and a 100-byte field), so
-the figures measure history length, not state size. Each load runs in a fresh
+The run's events update a bounded state (a counter and a field holding about
+100 bytes of random words from ``benchmarks/payloads.py``, different at every
+step), so the figures measure history length, not state size. Each load runs in a fresh
 subprocess, which reports its timings and its peak RSS: with snapshots,
 memory is bounded by snapshot + tail.
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 from agentlog.eventlog.events import Event, RunStarted, StepCompleted, SuperstepCommitted
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.projector import fold, save_state
+from benchmarks import payloads
 from benchmarks.harness import Row, row_from_samples
 
 AREA = "projector"
@@ -52,8 +54,9 @@ asyncio.run(main(sys.argv[1], sys.argv[2] == "1", int(sys.argv[3])))
 def _events(count: int) -> list[Event]:
     events = [Event("bench", 1, RunStarted("bench", "1", {}, "async", "fp", start=["s"]))]
     seq, superstep = 2, 0
+    r = payloads.rng("projector")
     while seq <= count:
-        writes = {"counter": superstep, "last": "x" * 100}
+        writes = {"counter": superstep, "last": payloads.text(r, 100)}
         events.append(Event("bench", seq, StepCompleted("s", superstep, 0, writes, ["s"])))
         if seq + 1 <= count:
             events.append(Event("bench", seq + 1, SuperstepCommitted(superstep, ["s"])))

@@ -3,10 +3,15 @@
 1. Per-step cost of a one-step loop on SQLite in each durability mode, against
    a plain Python loop doing the same work and against one raw sqlite3
    INSERT + COMMIT with synchronous=FULL (the disk's floor for a durable step).
-2. The loop of N steps that each append a 500-byte message to a list, run by
-   agentlog and by LangGraph (StateGraph + SqliteSaver) in this same process:
-   time per step and bytes on disk, for N = 100, 1,000, 3,000 and durability
-   sync and async.
+2. The loop of N steps that each append a message of about 500 bytes to a
+   list, run by agentlog and by LangGraph (StateGraph + SqliteSaver) in this
+   same process: time per step and bytes on disk, for N = 100, 1,000, 3,000
+   and durability sync and async.
+
+Both sides append the very same messages: an agent's conversation from
+``benchmarks/payloads.py`` (user and assistant turns of random words, tool
+calls with JSON arguments, search results), every one different, so that no
+store gains from compressing repeated bytes.
 
 Files go under ``.cache/bench`` in the repo, on the same disk as the code.
 """
@@ -14,6 +19,7 @@ Files go under ``.cache/bench`` in the repo, on the same disk as the code.
 from __future__ import annotations
 
 import asyncio
+import json
 import operator
 import shutil
 import sqlite3
@@ -26,10 +32,11 @@ from typing import Annotated, Any, TypedDict
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.runtime import Runtime, RuntimeConfig, StepContext, Workflow, end, goto
 from agentlog.runtime.workflow import Next
+from benchmarks import payloads
 from benchmarks.harness import Row, row_from_samples, time_calls
 
 AREA = "runtime"
-MESSAGE = "m" * 500
+MESSAGE_BYTES = 500
 ROOT = Path(__file__).resolve().parent.parent / ".cache" / "bench"
 
 
@@ -42,16 +49,23 @@ def _disk_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
+def conversation(steps: int) -> list[dict[str, Any]]:
+    """The ``steps`` messages the loop appends, one per step: the same on every call."""
+    r = payloads.rng("runtime-loop")
+    return [payloads.conversation_message(r, i, MESSAGE_BYTES) for i in range(steps)]
+
+
 def loop_workflow(steps: int) -> Workflow:
-    """One step that appends a 500-byte message and loops ``steps`` times."""
+    """One step that appends the next ~500-byte message and loops ``steps`` times."""
     wf = Workflow("bench-loop", state={"messages": "append", "n": "replace"}, max_steps=steps + 10)
+    messages = conversation(steps)
 
     @wf.step
     async def loop(ctx: StepContext) -> Next:
         n = ctx.state.get("n", 0) + 1
         if n >= steps:
-            return end(messages=[MESSAGE], n=n)
-        return goto("loop", messages=[MESSAGE], n=n)
+            return end(messages=[messages[n - 1]], n=n)
+        return goto("loop", messages=[messages[n - 1]], n=n)
 
     return wf
 
@@ -75,7 +89,7 @@ async def _agentlog_loop(steps: int, durability: str) -> tuple[float, int]:
 
 
 class _LoopState(TypedDict):
-    messages: Annotated[list[str], operator.add]
+    messages: Annotated[list[dict[str, Any]], operator.add]
     n: int
 
 
@@ -85,10 +99,11 @@ def _langgraph_loop(steps: int, durability: str) -> tuple[float, int]:
     from langgraph.graph import END, START, StateGraph
 
     folder = _workdir()
+    messages = conversation(steps)
     try:
 
         def node(state: _LoopState) -> dict[str, Any]:
-            return {"messages": [MESSAGE], "n": state["n"] + 1}
+            return {"messages": [messages[state["n"]]], "n": state["n"] + 1}
 
         def route(state: _LoopState) -> str:
             return "loop" if state["n"] < steps else END
@@ -116,11 +131,13 @@ def _raw_commit_seconds(repeat: int) -> list[float]:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)")
-    payload = MESSAGE.encode()
+    rows = iter(
+        json.dumps(m, separators=(",", ":")).encode() for m in conversation(repeat + 10) * 2
+    )
 
     def commit() -> None:
         conn.execute("BEGIN")
-        conn.execute("INSERT INTO t (v) VALUES (?)", (payload,))
+        conn.execute("INSERT INTO t (v) VALUES (?)", (next(rows),))
         conn.execute("COMMIT")
 
     try:
@@ -131,10 +148,11 @@ def _raw_commit_seconds(repeat: int) -> list[float]:
 
 
 def _plain_loop_seconds(steps: int) -> float:
+    messages = conversation(steps)
     started = time.perf_counter()
     state: dict[str, Any] = {"messages": [], "n": 0}
     while state["n"] < steps:
-        state = {"messages": [*state["messages"], MESSAGE], "n": state["n"] + 1}
+        state = {"messages": [*state["messages"], messages[state["n"]]], "n": state["n"] + 1}
     return (time.perf_counter() - started) / steps
 
 
