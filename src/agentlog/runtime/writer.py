@@ -36,11 +36,11 @@ from typing import Literal
 
 from agentlog._logging import get_logger
 from agentlog.errors import BackendUnavailableError, ConfigError, LeaseExpiredError
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog.base import EventLog, Snapshot
 from agentlog.eventlog.codec import encode_payload
 from agentlog.eventlog.events import Event, EventData, utcnow
 from agentlog.projector.fold import apply
-from agentlog.projector.snapshots import SnapshotPolicy, save_state
+from agentlog.projector.snapshots import SnapshotPolicy, encode_state
 from agentlog.projector.state import RunState
 
 __all__ = ["DURABILITY_MODES", "Durability", "RunWriter"]
@@ -51,7 +51,7 @@ DURABILITY_MODES: tuple[str, ...] = ("sync", "async", "exit")
 log = get_logger("agentlog.runtime")
 
 # A queue item: a batch of events, or a state to snapshot once they are in.
-_Item = list[Event] | RunState
+_Item = list[Event] | Snapshot
 
 
 class RunWriter:
@@ -80,7 +80,7 @@ class RunWriter:
         self._queue: asyncio.Queue[_Item] | None = None
         self._background: asyncio.Task[None] | None = None
         self._failure: BaseException | None = None
-        self._pending_snapshot: RunState | None = None
+        self._pending_snapshot: Snapshot | None = None
         #: time.monotonic() after which this writer's lease may have expired
         self._lease_deadline = lease_deadline
         self._log = log.bind(run_id=state.run_id, epoch=epoch)
@@ -102,7 +102,8 @@ class RunWriter:
         self._buffer.append(event)
         if self.snapshots.due(self.state, self._last_snapshot_seq):
             self._last_snapshot_seq = self.state.seq
-            self._pending_snapshot = self.state.copy()
+            # Encoded now (msgpack, fast), not deep-copied: the live state moves on.
+            self._pending_snapshot = self._encode_snapshot()
         return event
 
     async def flush(self) -> None:
@@ -181,7 +182,14 @@ class RunWriter:
         batch, self._buffer = self._buffer, []
         return batch
 
-    def _take_snapshot(self) -> RunState | None:
+    def _encode_snapshot(self) -> Snapshot | None:
+        try:
+            return Snapshot(self.state.run_id, self.state.seq, encode_state(self.state), utcnow())
+        except Exception as exc:  # a cache: a state it cannot encode is not a failed run
+            self._log.warning("snapshot skipped", seq=self.state.seq, error=str(exc))
+            return None
+
+    def _take_snapshot(self) -> Snapshot | None:
         snapshot, self._pending_snapshot = self._pending_snapshot, None
         return snapshot
 
@@ -206,14 +214,14 @@ class RunWriter:
 
     async def _write_items(self, items: list[_Item]) -> None:
         batch: list[Event] = []
-        for item in [*items, RunState()]:  # the sentinel flushes the last batch
+        for item in [*items, None]:  # the sentinel flushes the last batch
             if isinstance(item, list):
                 batch.extend(item)
                 continue
             if batch:
                 await self._append(batch)
                 batch = []
-            if item.run_id:
+            if item is not None:
                 await self._save_snapshot(item)
 
     async def _append(self, batch: list[Event]) -> None:
@@ -230,12 +238,12 @@ class RunWriter:
             )
             raise
 
-    async def _save_snapshot(self, state: RunState) -> None:
+    async def _save_snapshot(self, snapshot: Snapshot) -> None:
         try:
-            await save_state(self.log, state)
+            await self.log.save_snapshot(snapshot)
         except Exception as exc:  # a cache: the events are the truth
             self._log.warning(
-                "snapshot save failed; the run goes on", seq=state.seq, error=str(exc)
+                "snapshot save failed; the run goes on", seq=snapshot.seq, error=str(exc)
             )
 
     def _raise_failure(self) -> None:
