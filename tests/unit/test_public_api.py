@@ -20,6 +20,8 @@ def test_runtime_exports() -> None:
     assert set(agentlog.runtime.__all__) == {
         "DURABILITY_MODES",
         "Durability",
+        "FrozenDict",
+        "FrozenList",
         "Interrupted",
         "Next",
         "PendingInterrupt",
@@ -42,6 +44,7 @@ def test_runtime_exports() -> None:
         "goto",
         "idempotency_key",
         "task",
+        "thaw",
     }
 
 

@@ -386,3 +386,41 @@ async def test_send_fans_out_over_a_dynamic_list(event_log: EventLog) -> None:
     assert calls.count["b-step"] == 2
     replayed = await load_state(event_log, "f", use_snapshots=False)
     assert replayed.values == final.values
+
+
+async def test_ctx_state_is_read_only_at_every_depth_and_results_are_snapshots(
+    event_log: EventLog,
+) -> None:
+    wf = Workflow("ro", state={"msgs": "append", "meta": "merge", "t": "replace"})
+    errors: list[str] = []
+
+    @wf.step(then="second")
+    async def first(ctx: StepContext) -> Any:
+        pair = await ctx.task("pair", lambda: (1, 2))
+        assert pair == [1, 2]  # live, as on every replay: a tuple is stored as a list
+        return {"msgs": [{"role": "user", "parts": ["hi"]}], "meta": {"n": 1}, "t": pair}
+
+    @wf.step
+    async def second(ctx: StepContext) -> Any:
+        for mutate in (
+            lambda: ctx.state["msgs"].append("x"),  # type: ignore[attr-defined]
+            lambda: ctx.state["msgs"][0]["parts"].append("x"),
+            lambda: ctx.state["meta"].update(n=2),  # type: ignore[attr-defined]
+            lambda: ctx.state.__setitem__("t", 0),  # type: ignore[attr-defined]
+        ):
+            try:
+                mutate()
+            except (TypeError, AttributeError) as exc:
+                errors.append(type(exc).__name__)
+        history = ctx.state["msgs"] + [{"role": "assistant"}]  # a new list, as with a list
+        return end(msgs=history[-1:], t=ctx.state["msgs"][0])  # a view is written back as is
+
+    async with Runtime(event_log, workflows=[wf], config=config()) as rt:
+        await rt.start(wf, run_id="r", durability="sync")
+        final = await run_to_rest(rt, "r")
+        final.values["msgs"].append("changed by the caller")
+        again = await rt.get_state("r")
+    assert len(errors) == 4
+    assert again.values["msgs"] == [{"role": "user", "parts": ["hi"]}, {"role": "assistant"}]
+    assert again.values["t"] == {"role": "user", "parts": ["hi"]}
+    assert again.to_dict() == (await load_state(event_log, "r", use_snapshots=False)).to_dict()

@@ -41,7 +41,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -87,6 +87,12 @@ def _default(obj: Any) -> Any:
         return msgpack.ExtType(_EXT_UUID, obj.bytes)
     if isinstance(obj, Decimal):
         return msgpack.ExtType(_EXT_DECIMAL, str(obj).encode("ascii"))
+    # Read-only views (a step writing back part of ctx.state) are stored as
+    # the dict or list they show; they read back as plain dicts and lists.
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    if isinstance(obj, Sequence) and not isinstance(obj, str | bytes | bytearray):
+        return list(obj)
     raise TypeError(type(obj).__name__)
 
 

@@ -104,6 +104,8 @@ class RunState:
     def from_dict(cls, data: dict[str, Any]) -> RunState:
         """Rebuild from :meth:`to_dict` output (msgpack turns int keys back to int)."""
         state = cls(**data)
+        if state.status in RunStatus.__members__.values():
+            state.status = RunStatus(state.status)  # as the fold sets it
         state.pending = {int(k): v for k, v in state.pending.items()}
         state.attempts = {int(k): v for k, v in state.attempts.items()}
         state.branch_tasks = {int(k): v for k, v in state.branch_tasks.items()}

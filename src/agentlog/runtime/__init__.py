@@ -8,6 +8,7 @@ from agentlog.runtime.context import (
     idempotency_key,
 )
 from agentlog.runtime.executor import RunExecutor
+from agentlog.runtime.frozen import FrozenDict, FrozenList, thaw
 from agentlog.runtime.retry import RetryPolicy
 from agentlog.runtime.runtime import (
     VERBS,
@@ -25,6 +26,8 @@ __all__ = [
     "DURABILITY_MODES",
     "VERBS",
     "Durability",
+    "FrozenDict",
+    "FrozenList",
     "Interrupted",
     "Next",
     "PendingInterrupt",
@@ -46,4 +49,5 @@ __all__ = [
     "goto",
     "idempotency_key",
     "task",
+    "thaw",
 ]

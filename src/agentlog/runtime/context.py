@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import copy
 import hashlib
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from agentlog.errors import (
@@ -43,6 +43,7 @@ from agentlog.eventlog.codec import pack
 from agentlog.eventlog.events import InterruptRaised, TaskCompleted, TaskFailed, TaskStarted
 from agentlog.projector.state import interrupt_key
 from agentlog.runtime.expects import build_answer, to_schema
+from agentlog.runtime.frozen import FrozenDict
 from agentlog.runtime.retry import NO_RETRY, RetryPolicy
 
 if TYPE_CHECKING:
@@ -148,7 +149,10 @@ class StepContext:
         self.input = input
         self.run_id = writer.state.run_id
         self.step, self.superstep, self.branch, self.attempt = step, superstep, branch, attempt
-        self.state: Mapping[str, Any] = MappingProxyType(state)
+        #: read-only at every depth: a step changes the state only by its writes
+        self.state: Mapping[str, Any] = (
+            FrozenDict(dict(state)) if not isinstance(state, dict) else FrozenDict(state)
+        )
         self._task_calls: dict[str, int] = {}
         self._interrupts = 0
         self._positions = 0
@@ -212,7 +216,7 @@ class StepContext:
         if recorded is None:
             self._check_determinism(position, name)
         elif recorded["status"] == "completed":
-            return recorded["result"]
+            return copy.deepcopy(recorded["result"])  # the step's own copy
         attempt = recorded["attempts"] + 1 if recorded is not None else 1
         self._in_flight += 1
         self._settled.clear()
@@ -273,9 +277,10 @@ class StepContext:
             writer.emit(TaskFailed(key, _describe(exc), attempt, elapsed))
             await writer.flush()
             raise
-        writer.emit(TaskCompleted(key, result, elapsed))
+        event = writer.emit(TaskCompleted(key, result, elapsed))
         await writer.flush()
-        return result
+        # What a replay will return (a tuple comes back a list), as the step's own copy.
+        return copy.deepcopy(event.data.result)  # type: ignore[attr-defined]
 
     async def gather(self, *calls: Awaitable[T]) -> list[T]:
         """Run task calls side by side; return their results in order.

@@ -477,8 +477,8 @@ class Runtime:
         """
         async with asyncio.timeout(timeout):
             active = self._active.get(run_id)
-            if active is not None:
-                return await asyncio.shield(active[1])
+            if active is not None:  # a snapshot: the live state is the executor's own
+                return (await asyncio.shield(active[1])).copy()
             while True:
                 info = await self.log.get_run(run_id)
                 if info.status != RunStatus.RUNNING:
@@ -497,7 +497,7 @@ class Runtime:
                         )
                 active = self._active.get(run_id)
                 if active is not None:
-                    return await asyncio.shield(active[1])
+                    return (await asyncio.shield(active[1])).copy()
                 await asyncio.sleep(self.config.poll_seconds)
 
     async def get_state(self, run_id: str) -> RunState:

@@ -37,8 +37,8 @@ from typing import Literal
 from agentlog._logging import get_logger
 from agentlog.errors import BackendUnavailableError, ConfigError, LeaseExpiredError
 from agentlog.eventlog.base import EventLog, Snapshot
-from agentlog.eventlog.codec import encode_payload
-from agentlog.eventlog.events import Event, EventData, utcnow
+from agentlog.eventlog.codec import decode_payload, encode_payload
+from agentlog.eventlog.events import SCHEMA_V, Event, EventData, utcnow
 from agentlog.projector.fold import apply
 from agentlog.projector.snapshots import SnapshotPolicy, encode_state
 from agentlog.projector.state import RunState
@@ -96,7 +96,10 @@ class RunWriter:
             FencedError and other log errors from an earlier background write.
         """
         self._raise_failure()
-        encode_payload(data)  # refuse bad payloads before the live state changes
+        raw = encode_payload(data)  # refuse bad payloads before the live state changes
+        # The live state folds what a replay will read back: a tuple becomes a
+        # list, a datetime becomes UTC, a view becomes a plain dict or list.
+        data = decode_payload(data.type, SCHEMA_V, raw, run_id=self.state.run_id)
         event = Event(self.state.run_id, self.state.seq + 1, data, utcnow(), self.epoch)
         apply(self.state, event)
         self._buffer.append(event)
