@@ -424,3 +424,29 @@ async def test_ctx_state_is_read_only_at_every_depth_and_results_are_snapshots(
     assert again.values["msgs"] == [{"role": "user", "parts": ["hi"]}, {"role": "assistant"}]
     assert again.values["t"] == {"role": "user", "parts": ["hi"]}
     assert again.to_dict() == (await load_state(event_log, "r", use_snapshots=False)).to_dict()
+
+
+async def test_reducers_belong_to_their_workflow(event_log: EventLog) -> None:
+    def build(sep: str) -> Workflow:
+        def join(current: Any, update: Any) -> Any:  # the same name each time it is built
+            return update if current is None else f"{current}{sep}{update}"
+
+        wf = Workflow("joiner", state={"text": join})
+
+        @wf.step(then="second")
+        async def first(ctx: StepContext) -> Any:
+            return {"text": "a"}
+
+        @wf.step
+        async def second(ctx: StepContext) -> Any:
+            return {"text": "b"}
+
+        return wf
+
+    dash, plus = build("-"), build("+")  # built twice, as in a fixture: no clash
+    for run_id, wf in (("d", dash), ("p", plus)):
+        async with Runtime(event_log, workflows=[wf], config=config()) as rt:
+            await rt.start(wf, run_id=run_id, durability="sync")
+            assert (await run_to_rest(rt, run_id)).values[
+                "text"
+            ] == f"a{'-' if wf is dash else '+'}b"

@@ -14,7 +14,7 @@ outside the state may hold on to its values across an ``apply``.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from agentlog.errors import ReplayError
@@ -37,20 +37,30 @@ from agentlog.eventlog.events import (
     TaskStarted,
     WriterClaimed,
 )
-from agentlog.projector.reducers import REDUCERS, replace
+from agentlog.projector.reducers import REDUCERS, Reducer, replace
 from agentlog.projector.state import RunState, interrupt_id, interrupt_key
 
 __all__ = ["apply", "apply_writes", "fold"]
 
 
-def apply_writes(values: dict[str, Any], reducers: dict[str, str], writes: dict[str, Any]) -> None:
-    """Reduce ``writes`` into ``values`` in place, by the named reducers."""
+def apply_writes(
+    values: dict[str, Any],
+    reducers: dict[str, str],
+    writes: dict[str, Any],
+    table: Mapping[str, Reducer] = REDUCERS,
+) -> None:
+    """Reduce ``writes`` into ``values`` in place, by the named reducers.
+
+    ``table`` maps reducer names to functions: a workflow's own table when its
+    code is at hand (the runtime), the registered ones otherwise (a name not
+    found reduces as ``replace``, which is how a CLI without the code folds).
+    """
     for key, update in writes.items():
-        reducer = REDUCERS.get(reducers.get(key, "replace"), replace)
+        reducer = table.get(reducers.get(key, "replace"), replace)
         values[key] = reducer(values.get(key), update)
 
 
-def _run_started(state: RunState, data: RunStarted) -> None:
+def _run_started(state: RunState, data: RunStarted, table: Mapping[str, Reducer]) -> None:
     state.status = RunStatus.RUNNING
     state.workflow, state.version = data.workflow, data.version
     state.fingerprint, state.durability = data.fingerprint, data.durability
@@ -58,7 +68,8 @@ def _run_started(state: RunState, data: RunStarted) -> None:
     state.reducers = dict(data.reducers)
     state.next_steps = list(data.start)
     state.values = {}
-    apply_writes(state.values, state.reducers, data.input if isinstance(data.input, dict) else {})
+    given = data.input if isinstance(data.input, dict) else {}
+    apply_writes(state.values, state.reducers, given, table)
 
 
 def _step_completed(state: RunState, data: StepCompleted) -> None:
@@ -66,9 +77,11 @@ def _step_completed(state: RunState, data: StepCompleted) -> None:
     state.pending[data.branch] = {"step": data.step, "writes": data.writes, "goto": data.goto}
 
 
-def _superstep_committed(state: RunState, data: SuperstepCommitted) -> None:
+def _superstep_committed(
+    state: RunState, data: SuperstepCommitted, table: Mapping[str, Reducer]
+) -> None:
     for branch in sorted(state.pending):
-        apply_writes(state.values, state.reducers, state.pending[branch]["writes"])
+        apply_writes(state.values, state.reducers, state.pending[branch]["writes"], table)
     state.superstep = data.superstep + 1
     state.next_steps = list(data.next)
     state.pending, state.attempts, state.resume_values = {}, {}, {}
@@ -160,9 +173,7 @@ def _writer_claimed(state: RunState, data: WriterClaimed) -> None:
 
 
 _APPLY: dict[type, Callable[[RunState, Any], None]] = {
-    RunStarted: _run_started,
     StepCompleted: _step_completed,
-    SuperstepCommitted: _superstep_committed,
     TaskStarted: _task_started,
     TaskCompleted: _task_completed,
     TaskFailed: _task_failed,
@@ -178,8 +189,18 @@ _APPLY: dict[type, Callable[[RunState, Any], None]] = {
 }
 
 
-def apply(state: RunState, event: Event) -> None:
+#: The two events that reduce writes: they take the reducer table.
+_REDUCING: dict[type, Callable[[RunState, Any, Mapping[str, Reducer]], None]] = {
+    RunStarted: _run_started,
+    SuperstepCommitted: _superstep_committed,
+}
+
+
+def apply(state: RunState, event: Event, reducers: Mapping[str, Reducer] | None = None) -> None:
     """Fold one event into ``state`` in place (for the state's sole owner).
+
+    ``reducers`` is the reducer table to reduce writes with (a workflow's own);
+    None means the registered ones.
 
     Raises:
         ReplayError: the event is not the next one of this run, or a
@@ -191,7 +212,10 @@ def apply(state: RunState, event: Event) -> None:
             f"of run {state.run_id!r}; the history has a gap or belongs to another run."
         )
     try:
-        _APPLY[type(event.data)](state, event.data)
+        if isinstance(event.data, RunStarted | SuperstepCommitted):
+            _REDUCING[type(event.data)](state, event.data, reducers or REDUCERS)
+        else:
+            _APPLY[type(event.data)](state, event.data)
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         # A payload that decoded but is malformed (the codec checks field types;
         # this catches what is inside them) must name its run and seq.
@@ -201,9 +225,13 @@ def apply(state: RunState, event: Event) -> None:
     state.run_id, state.seq = event.run_id, event.seq
 
 
-def fold(events: Iterable[Event], initial: RunState | None = None) -> RunState:
+def fold(
+    events: Iterable[Event],
+    initial: RunState | None = None,
+    reducers: Mapping[str, Reducer] | None = None,
+) -> RunState:
     """The state after ``events``, starting from ``initial`` (not mutated)."""
     state = initial.copy() if initial is not None else RunState()
     for event in events:
-        apply(state, event)
+        apply(state, event, reducers)
     return state

@@ -28,7 +28,16 @@ from typing import Any, Protocol
 
 from agentlog.errors import ConfigError
 
-__all__ = ["REDUCERS", "Reducer", "append", "merge", "reducer_name", "register_reducer", "replace"]
+__all__ = [
+    "REDUCERS",
+    "Reducer",
+    "append",
+    "function_name",
+    "merge",
+    "reducer_name",
+    "register_reducer",
+    "replace",
+]
 
 
 class Reducer(Protocol):
@@ -75,6 +84,15 @@ def register_reducer(name: str, fn: Callable[[Any, Any], Any]) -> None:
     if existing is not None and existing is not fn:
         raise ConfigError(f"reducer name {name!r} is already registered to another function")
     REDUCERS[name] = fn
+
+
+def function_name(fn: Callable[[Any, Any], Any]) -> str:
+    """The name a run records for a reducer function (its module and qualified
+    name), without registering it anywhere."""
+    for name, known in REDUCERS.items():
+        if known is fn:
+            return name
+    return f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
 def reducer_name(fn: Callable[[Any, Any], Any]) -> str:

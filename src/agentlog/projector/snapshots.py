@@ -16,6 +16,7 @@ cheap for any seq that has a snapshot below it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agentlog._logging import get_logger
@@ -24,6 +25,7 @@ from agentlog.eventlog.base import EventLog, Snapshot
 from agentlog.eventlog.codec import checksum, pack, unpack
 from agentlog.eventlog.events import RunStatus, utcnow
 from agentlog.projector.fold import apply
+from agentlog.projector.reducers import Reducer
 from agentlog.projector.state import RunState
 
 __all__ = [
@@ -119,9 +121,17 @@ async def save_state(event_log: EventLog, state: RunState) -> None:
 
 
 async def load_state(
-    event_log: EventLog, run_id: str, *, at_seq: int | None = None, use_snapshots: bool = True
+    event_log: EventLog,
+    run_id: str,
+    *,
+    at_seq: int | None = None,
+    use_snapshots: bool = True,
+    reducers: Mapping[str, Reducer] | None = None,
 ) -> RunState:
     """The run's state at ``at_seq`` (default: now): snapshot + tail.
+
+    ``reducers`` is the reducer table to fold with (a workflow's own); None
+    means the registered ones.
 
     Raises:
         UnknownRunError: nothing was recorded for ``run_id``.
@@ -136,7 +146,7 @@ async def load_state(
         raise ConfigError(f"seq must be a whole number, 1 or more; got {at_seq!r}")
     state = await _latest_good_state(event_log, run_id, at_seq) if use_snapshots else RunState()
     async for event in event_log.read(run_id, after_seq=state.seq, upto_seq=at_seq):
-        apply(state, event)
+        apply(state, event, reducers)
     if state.seq == 0:
         raise UnknownRunError(run_id, event_log.url)
     if at_seq is not None and state.seq < at_seq:

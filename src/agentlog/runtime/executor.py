@@ -47,7 +47,7 @@ from agentlog.eventlog.events import (
     StepFailed,
     SuperstepCommitted,
 )
-from agentlog.projector.reducers import REDUCERS, replace
+from agentlog.projector.reducers import replace
 from agentlog.projector.state import RunState, branch_input, branch_step
 from agentlog.runtime.context import Interrupted, StepContext
 from agentlog.runtime.workflow import Next, Send, Step, Target, Workflow
@@ -261,7 +261,7 @@ class RunExecutor:
                 continue  # they take any value
             current = copy.deepcopy(self.state.values.get(key))
             try:
-                REDUCERS.get(name, replace)(current, update)
+                self.workflow.reducer_table.get(name, replace)(current, update)
             except Exception as exc:
                 raise InvalidWriteError(
                     f"step {step.name!r}: the {name!r} reducer of {key!r} rejected its write: "
@@ -291,7 +291,7 @@ class RunExecutor:
                 if key not in trial:
                     trial[key] = copy.deepcopy(state.values.get(key))
                 try:
-                    trial[key] = REDUCERS.get(name, replace)(trial[key], update)
+                    trial[key] = self.workflow.reducer_table.get(name, replace)(trial[key], update)
                 except Exception as exc:
                     step = state.pending[branch]["step"]
                     return (

@@ -638,7 +638,7 @@ class Runtime:
         """Claim the run, reload it, record ``events(state)`` and continue it here."""
         epoch, deadline = await self._claim(run_id)
         try:
-            state = await load_state(self.log, run_id)
+            state = await load_state(self.log, run_id, reducers=wf.reducer_table)
             migration = self._migration(wf, state)
             extra = events(state)
             if state.status != RunStatus.RUNNING and not extra:
@@ -680,6 +680,7 @@ class Runtime:
                 durability=mode,
                 snapshots=self.config.snapshots,
                 lease_deadline=deadline,
+                reducers=wf.reducer_table,
             )
             for data in events:
                 writer.emit(data)

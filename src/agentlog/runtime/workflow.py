@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
 from agentlog.errors import InvalidRouteError, WorkflowDefinitionError
-from agentlog.projector.reducers import REDUCERS, Reducer, reducer_name
+from agentlog.projector.reducers import REDUCERS, Reducer, function_name
 from agentlog.runtime.context import is_async_callable
 from agentlog.runtime.retry import RetryPolicy
 
@@ -151,6 +151,9 @@ class Workflow:
         self.name, self.version, self.max_steps = name, str(version), max_steps
         self.retry = retry or RetryPolicy()
         self.reducers: dict[str, str] = {}
+        #: Reducer name -> function, for this workflow only: two workflows (or
+        #: one built twice, in a fixture) may use different functions.
+        self.reducer_table: dict[str, Reducer] = dict(REDUCERS)
         for key, reducer in (state or {}).items():
             if isinstance(reducer, str):
                 if reducer not in REDUCERS:
@@ -160,7 +163,8 @@ class Workflow:
                     )
                 self.reducers[key] = reducer
             else:
-                self.reducers[key] = reducer_name(reducer)
+                self.reducers[key] = function_name(reducer)
+                self.reducer_table[self.reducers[key]] = reducer
         self._start = [start] if isinstance(start, str) else list(start or [])
         self.steps: dict[str, Step] = {}
         self.migrations: dict[str, Migration] = {}

@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Mapping
 from typing import Literal
 
 from agentlog._logging import get_logger
@@ -40,6 +41,7 @@ from agentlog.eventlog.base import EventLog, Snapshot
 from agentlog.eventlog.codec import decode_payload, encode_payload
 from agentlog.eventlog.events import SCHEMA_V, Event, EventData, utcnow
 from agentlog.projector.fold import apply
+from agentlog.projector.reducers import Reducer
 from agentlog.projector.snapshots import SnapshotPolicy, encode_state
 from agentlog.projector.state import RunState
 
@@ -66,6 +68,7 @@ class RunWriter:
         durability: str,
         snapshots: SnapshotPolicy,
         lease_deadline: float | None = None,
+        reducers: Mapping[str, Reducer] | None = None,
     ) -> None:
         if durability not in DURABILITY_MODES:
             raise ConfigError(
@@ -83,6 +86,7 @@ class RunWriter:
         self._pending_snapshot: Snapshot | None = None
         #: time.monotonic() after which this writer's lease may have expired
         self._lease_deadline = lease_deadline
+        self._reducers = reducers  # the workflow's own reducer table
         self._log = log.bind(run_id=state.run_id, epoch=epoch)
         if durability == "async":
             self._queue = asyncio.Queue()
@@ -101,7 +105,7 @@ class RunWriter:
         # list, a datetime becomes UTC, a view becomes a plain dict or list.
         data = decode_payload(data.type, SCHEMA_V, raw, run_id=self.state.run_id)
         event = Event(self.state.run_id, self.state.seq + 1, data, utcnow(), self.epoch)
-        apply(self.state, event)
+        apply(self.state, event, self._reducers)
         self._buffer.append(event)
         if self.snapshots.due(self.state, self._last_snapshot_seq):
             self._last_snapshot_seq = self.state.seq
