@@ -124,7 +124,7 @@ def outbox_path(log_url: str) -> Path:
 
 
 @functools.cache
-def demo_workflow() -> Workflow:
+def demo_workflow() -> Workflow[Any]:
     """The demo's research agent (one instance per process)."""
     wf = Workflow(
         "research-agent",

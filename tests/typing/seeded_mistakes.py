@@ -6,9 +6,18 @@ type-checked by ``tests/unit/test_typing.py`` and never run.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
-from agentlog.runtime import RetryPolicy, Runtime, RuntimeConfig, StepContext, Workflow, end, task
+from agentlog.runtime import (
+    RetryPolicy,
+    Runtime,
+    RuntimeConfig,
+    StepContext,
+    Workflow,
+    end,
+    goto,
+    task,
+)
 
 
 @task
@@ -39,6 +48,31 @@ async def pay(ctx: StepContext) -> Any:
     reply: str = await chat([{"role": "user"}])  # seeded: result of a task with Any in it
     await chat("hello")  # seeded: argument of a task with Any in it
     return end(receipt=cents, order=order, reply=reply)
+
+
+class Research(TypedDict):
+    topic: str
+    notes: Annotated[list[str], "append"]
+
+
+typed = Workflow("research", state=Research)
+
+
+@typed.step
+async def plan(ctx: StepContext[Research]) -> Any:
+    ctx.state["topik"]  # seeded: a state key typo
+    return goto(drfat)  # noqa: F821  # seeded: an unknown step
+
+
+@typed.step
+async def draft(ctx: StepContext[Research]) -> Any:
+    words: int = ctx.state["topic"]  # seeded: a state value of the wrong type
+    return end(words=words)
+
+
+@typed.step  # seeded: a step written for another workflow's state
+async def stranger(ctx: StepContext[dict[str, int]]) -> Any:
+    return None
 
 
 async def main(rt: Runtime) -> None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
 import pytest
 
 from agentlog.errors import (
+    ConfigError,
     InvalidResumeValueError,
     InvalidRouteError,
     NondeterminismError,
@@ -450,3 +451,29 @@ async def test_reducers_belong_to_their_workflow(event_log: EventLog) -> None:
             assert (await run_to_rest(rt, run_id)).values[
                 "text"
             ] == f"a{'-' if wf is dash else '+'}b"
+
+
+class Research(TypedDict):
+    topic: str
+    notes: Annotated[list[str], "append"]
+
+
+async def test_a_typeddict_state_declares_keys_and_reducers(event_log: EventLog) -> None:
+    wf = Workflow("typed", state=Research)
+    assert wf.reducers == {"topic": "replace", "notes": "append"}
+
+    @wf.step(then="second")
+    async def first(ctx: StepContext[Research]) -> Any:
+        return {"notes": [f"on {ctx.state['topic']}"]}
+
+    @wf.step
+    async def second(ctx: StepContext[Research]) -> Any:
+        return end(notes=["more"])
+
+    async with Runtime(event_log, workflows=[wf], config=config()) as rt:
+        with pytest.raises(ConfigError, match="not in the state"):
+            await rt.start(wf, run_id="t", input={"topik": "typo"})
+        await rt.start(wf, run_id="t", input={"topic": "x"}, durability="sync")
+        assert (await run_to_rest(rt, "t")).values == {"topic": "x", "notes": ["on x", "more"]}
+    with pytest.raises(WorkflowDefinitionError, match="TypedDict"):
+        Workflow("bad", state=int)

@@ -31,7 +31,9 @@ import hashlib
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, overload
+
+from typing_extensions import TypeVar
 
 from agentlog.errors import (
     AgentlogError,
@@ -61,8 +63,9 @@ __all__ = [
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
+S = TypeVar("S", default=dict[str, Any])
 
-_CONTEXT: contextvars.ContextVar[StepContext | None] = contextvars.ContextVar(
+_CONTEXT: contextvars.ContextVar[StepContext[Any] | None] = contextvars.ContextVar(
     "agentlog_step_context", default=None
 )
 _TASK_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -70,7 +73,7 @@ _TASK_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 )
 
 
-def current_context() -> StepContext:
+def current_context() -> StepContext[Any]:
     """The StepContext of the step running in this task.
 
     Raises:
@@ -121,8 +124,8 @@ class Interrupted(BaseException):
         self.index, self.payload, self.expects = index, payload, expects
 
 
-class StepContext:
-    """Handed to each step call.
+class StepContext(Generic[S]):
+    """Handed to each step call; ``S`` is the workflow's state type.
 
     Attributes:
         run_id: the run's id.
@@ -150,9 +153,8 @@ class StepContext:
         self.run_id = writer.state.run_id
         self.step, self.superstep, self.branch, self.attempt = step, superstep, branch, attempt
         #: read-only at every depth: a step changes the state only by its writes
-        self.state: Mapping[str, Any] = (
-            FrozenDict(dict(state)) if not isinstance(state, dict) else FrozenDict(state)
-        )
+        view = FrozenDict(state if isinstance(state, dict) else dict(state))
+        self.state: S = view  # type: ignore[assignment]  # a read-only view, typed as S
         self._task_calls: dict[str, int] = {}
         self._interrupts = 0
         self._positions = 0
@@ -357,11 +359,11 @@ class StepContext:
             )
         )
 
-    def _enter(self) -> contextvars.Token[StepContext | None]:
+    def _enter(self) -> contextvars.Token[StepContext[Any] | None]:
         return _CONTEXT.set(self)
 
     @staticmethod
-    def _exit(token: contextvars.Token[StepContext | None]) -> None:
+    def _exit(token: contextvars.Token[StepContext[Any] | None]) -> None:
         _CONTEXT.reset(token)
 
 

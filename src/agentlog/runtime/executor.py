@@ -63,7 +63,7 @@ _DONE, _INTERRUPTED = "done", "interrupted"
 class RunExecutor:
     """Runs one run's supersteps with one writer."""
 
-    def __init__(self, writer: RunWriter, workflow: Workflow) -> None:
+    def __init__(self, writer: RunWriter, workflow: Workflow[Any]) -> None:
         self.writer, self.workflow = writer, workflow
         self.cancel_requested = asyncio.Event()
         self._log = log.bind(run_id=writer.state.run_id)

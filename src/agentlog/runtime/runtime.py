@@ -250,12 +250,12 @@ class Runtime:
         self,
         event_log: EventLog,
         *,
-        workflows: Iterable[Workflow] = (),
+        workflows: Iterable[Workflow[Any]] = (),
         config: RuntimeConfig | None = None,
     ) -> None:
         self.log = event_log
         self.config = config or RuntimeConfig()
-        self.workflows: dict[str, Workflow] = {}
+        self.workflows: dict[str, Workflow[Any]] = {}
         self._active: dict[str, tuple[RunExecutor, asyncio.Task[RunState]]] = {}
         self._owns_log = False
         self.register(*workflows)
@@ -265,7 +265,7 @@ class Runtime:
         cls,
         url: str = DEFAULT_LOG_URL,
         *,
-        workflows: Iterable[Workflow] = (),
+        workflows: Iterable[Workflow[Any]] = (),
         config: RuntimeConfig | None = None,
     ) -> Runtime:
         """A runtime on the log at ``url`` (closed with the runtime)."""
@@ -273,7 +273,7 @@ class Runtime:
         runtime._owns_log = True
         return runtime
 
-    def register(self, *workflows: Workflow) -> None:
+    def register(self, *workflows: Workflow[Any]) -> None:
         """Make workflows runnable here (validates their graphs)."""
         for workflow in workflows:
             workflow.validate()
@@ -283,7 +283,7 @@ class Runtime:
 
     async def start(
         self,
-        workflow: Workflow | str,
+        workflow: Workflow[Any] | str,
         *,
         run_id: str,
         input: dict[str, Any] | None = None,
@@ -579,7 +579,7 @@ class Runtime:
 
     # -- internals ------------------------------------------------------------------
 
-    def _workflow(self, name: str) -> Workflow:
+    def _workflow(self, name: str) -> Workflow[Any]:
         wf = self.workflows.get(name)
         if wf is None:
             raise UnknownWorkflowError(
@@ -604,7 +604,7 @@ class Runtime:
                 f"{_verb_hint(state.status)}"
             )
 
-    def _migration(self, wf: Workflow, state: RunState) -> Migration | None:
+    def _migration(self, wf: Workflow[Any], state: RunState) -> Migration | None:
         """None if the run matches ``wf``; its migration if one is registered."""
         if state.version == wf.version and state.fingerprint in wf.fingerprints:
             return None
@@ -631,7 +631,7 @@ class Runtime:
 
     async def _take_over(
         self,
-        wf: Workflow,
+        wf: Workflow[Any],
         run_id: str,
         events: Callable[[RunState], Sequence[EventData]],
     ) -> None:
@@ -659,7 +659,7 @@ class Runtime:
 
     async def _continue(
         self,
-        wf: Workflow,
+        wf: Workflow[Any],
         state: RunState,
         epoch: int,
         deadline: float,
@@ -692,7 +692,7 @@ class Runtime:
             raise
         self._launch(wf, writer)
 
-    def _launch(self, wf: Workflow, writer: RunWriter) -> None:
+    def _launch(self, wf: Workflow[Any], writer: RunWriter) -> None:
         executor = RunExecutor(writer, wf)
         run_id = writer.state.run_id
         task = asyncio.create_task(self._drive(executor), name=f"agentlog run {run_id}")

@@ -27,7 +27,20 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeAlias, overload
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    Generic,
+    TypeAlias,
+    get_args,
+    get_origin,
+    get_type_hints,
+    is_typeddict,
+    overload,
+)
+
+from typing_extensions import TypeVar
 
 from agentlog.errors import InvalidRouteError, WorkflowDefinitionError
 from agentlog.projector.reducers import REDUCERS, Reducer, function_name
@@ -102,7 +115,12 @@ def end(**writes: Any) -> Next:
 
 
 StepResult: TypeAlias = "Next | Mapping[str, Any] | None"
-StepFn = Callable[["StepContext"], Awaitable[StepResult]]
+#: The state type a workflow's steps see (a TypedDict, or dict[str, Any]).
+S = TypeVar("S", default=dict[str, Any])
+StepFn = Callable[["StepContext[Any]"], Awaitable[StepResult]]
+#: A step of a workflow whose state type is ``S``.
+TypedStepFn = Callable[["StepContext[S]"], Awaitable[StepResult]]
+
 #: ``values recorded under the old version -> values for this version``.
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -121,21 +139,33 @@ class Step:
     """Seconds an attempt may take; then it fails with TimeoutError (and may retry)."""
 
 
-class Workflow:
+class Workflow(Generic[S]):
     """A named, versioned set of steps over a state schema.
+
+    ::
+
+        class Research(TypedDict):
+            topic: str
+            notes: Annotated[list[str], "append"]   # the reducer rides along
+
+        wf = Workflow("research", state=Research)   # ctx.state is a Research
 
     Args:
         name: stable name; runs record it, and resume looks the code up by it.
         version: bump it when a change must not silently resume old runs.
-        state: each state key and its reducer (a function or a registered
-            name: "replace", "append", "merge"). Steps may only write these keys.
+        state: a TypedDict whose keys are the state's, each reducer given as
+            ``Annotated[type, reducer]`` (default "replace"); then steps see a
+            typed ``ctx.state``. Or a dict of each state key to its reducer (a
+            function or a registered name: "replace", "append", "merge").
+            Steps may only write these keys.
         start: the first step(s); defaults to the first step registered.
         max_steps: the step limit, counted across the whole run, resumes included.
         retry: the default retry policy of its steps.
     """
 
+    @overload
     def __init__(
-        self,
+        self: Workflow[dict[str, Any]],
         name: str,
         *,
         version: str = "1",
@@ -143,7 +173,32 @@ class Workflow:
         start: str | Sequence[str] | None = None,
         max_steps: int = 10_000,
         retry: RetryPolicy | None = None,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self,
+        name: str,
+        *,
+        version: str = "1",
+        state: type[S],
+        start: str | Sequence[str] | None = None,
+        max_steps: int = 10_000,
+        retry: RetryPolicy | None = None,
+    ) -> None: ...
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        version: str = "1",
+        state: Any = None,
+        start: str | Sequence[str] | None = None,
+        max_steps: int = 10_000,
+        retry: RetryPolicy | None = None,
     ) -> None:
+        if isinstance(state, type):
+            state = _schema_of(state)
         if not name:
             raise WorkflowDefinitionError("a workflow needs a non-empty name")
         if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
@@ -200,7 +255,7 @@ class Workflow:
         return self.fingerprint, _digest(legacy)
 
     @overload
-    def step(self, fn: StepFn) -> StepFn: ...
+    def step(self, fn: TypedStepFn[S]) -> TypedStepFn[S]: ...
 
     @overload
     def step(
@@ -211,7 +266,7 @@ class Workflow:
         routes: Sequence[Target] | None = None,
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
-    ) -> Callable[[StepFn], StepFn]: ...
+    ) -> Callable[[TypedStepFn[S]], TypedStepFn[S]]: ...
 
     def step(
         self,
@@ -349,3 +404,17 @@ def _targets(given: Target | Sequence[Target] | None) -> tuple[Target, ...]:
 
 def _digest(shape: object) -> str:
     return hashlib.sha256(json.dumps(shape).encode()).hexdigest()[:16]
+
+
+def _schema_of(state_type: type) -> dict[str, Reducer | str]:
+    """State key -> reducer from a TypedDict: ``Annotated[T, reducer]``, else "replace"."""
+    if not is_typeddict(state_type):
+        raise WorkflowDefinitionError(
+            f"state={state_type.__name__}: give a TypedDict (reducers as Annotated[type, "
+            "reducer]) or a dict of key -> reducer"
+        )
+    schema: dict[str, Reducer | str] = {}
+    for key, hint in get_type_hints(state_type, include_extras=True).items():
+        marks = [m for m in get_args(hint)[1:] if isinstance(m, str) or callable(m)]
+        schema[key] = marks[0] if get_origin(hint) is Annotated and marks else "replace"
+    return schema
