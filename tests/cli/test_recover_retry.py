@@ -71,3 +71,13 @@ def test_recover_reports_each_run_it_cannot_take_and_exits_1(tmp_path: Path) -> 
     result = runner.invoke(app, ["recover", "--log", f"sqlite:///{db}", *APP])
     assert result.exit_code == 1, result.output
     assert "run g not recovered: UnknownWorkflowError" in result.output
+
+
+def test_graph_prints_mermaid_for_the_loaded_workflows() -> None:
+    result = runner.invoke(app, ["graph", "cli-wf", *APP])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[:2] == ["%% workflow cli-wf", "flowchart TD"]
+    assert "    __start__ --> first" in lines
+    missing = runner.invoke(app, ["graph", "nope", *APP])
+    assert missing.exit_code == 2 and "no workflow 'nope'" in missing.output

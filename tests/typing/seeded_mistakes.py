@@ -36,6 +36,7 @@ async def chat(messages: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 wf = Workflow("shop", state={"receipt": "replace"})
+typo = Workflow("typo", state={"notes": "apend"})  # seeded: an unknown reducer name
 
 
 @wf.step

@@ -150,3 +150,28 @@ def demo(
     summary = run_async(lambda: run_demo(log, chosen, console))
     if as_json:
         print_json(summary)
+
+
+@command()
+def graph(
+    name: Annotated[
+        str | None, typer.Argument(help="The workflow to draw (default: every one loaded).")
+    ] = None,
+    apps: AppOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print a workflow's step graph as a Mermaid flowchart (then-edges and declared routes)."""
+    workflows = {wf.name: wf for wf in load_workflows(apps)}
+    if name is not None and name not in workflows:
+        raise ConfigError(
+            f"no workflow {name!r} in the loaded apps ({sorted(workflows)}); load it with --app"
+        )
+    chosen = [workflows[name]] if name is not None else list(workflows.values())
+    charts = {wf.name: wf.mermaid() for wf in chosen}
+    if as_json:
+        print_json(charts)
+        return
+    for wf_name, chart in charts.items():
+        print_line(f"%% workflow {wf_name}")
+        for line in chart.splitlines():
+            print_line(line)

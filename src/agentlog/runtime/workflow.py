@@ -32,6 +32,7 @@ from typing import (
     Annotated,
     Any,
     Generic,
+    Literal,
     TypeAlias,
     get_args,
     get_origin,
@@ -63,6 +64,9 @@ __all__ = [
     "goto",
 ]
 
+
+#: The built-in reducers by name (a function may be given instead).
+ReducerName: TypeAlias = Literal["replace", "append", "merge"]
 
 #: Where a step can go: a step's name, or the step function itself.
 Target: TypeAlias = str | Callable[..., Any]
@@ -169,7 +173,7 @@ class Workflow(Generic[S]):
         name: str,
         *,
         version: str = "1",
-        state: Mapping[str, Reducer | str] | None = None,
+        state: Mapping[str, Reducer | ReducerName] | None = None,
         start: str | Sequence[str] | None = None,
         max_steps: int = 10_000,
         retry: RetryPolicy | None = None,
@@ -356,7 +360,7 @@ class Workflow(Generic[S]):
         for step in self.steps.values():
             lines += [f"    {step.name} --> {target}" for target in step.then]
             lines += [f"    {step.name} -.-> {target}" for target in step.routes]
-            if not step.then:
+            if not step.then and not step.routes:  # returns end(...) (or routes undeclared)
                 lines.append(f"    {step.name} -.-> __end__")
         return "\n".join(lines) + "\n"
 
