@@ -56,7 +56,19 @@ class Research(TypedDict):
     notes: Annotated[list[str], "append"]
 
 
+class ResearchWrites(TypedDict, total=False):
+    """Typed writes: a step returns some of the state's keys."""
+
+    topic: str
+    notes: list[str]
+
+
 typed = Workflow("research", state=Research)
+
+
+@typed.step
+async def note(ctx: StepContext[Research]) -> ResearchWrites:
+    return {"nots": ["typo"]}  # seeded: a write to a key the state does not have
 
 
 @typed.step

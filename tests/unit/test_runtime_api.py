@@ -477,3 +477,27 @@ async def test_a_typeddict_state_declares_keys_and_reducers(event_log: EventLog)
         assert (await run_to_rest(rt, "t")).values == {"topic": "x", "notes": ["on x", "more"]}
     with pytest.raises(WorkflowDefinitionError, match="TypedDict"):
         Workflow("bad", state=int)
+
+
+async def test_expects_takes_a_pydantic_model(event_log: EventLog) -> None:
+    import pydantic  # a dev dependency
+
+    class Review(pydantic.BaseModel):
+        approved: bool
+        score: int
+
+    wf = Workflow("pyd", state={"review": "replace"})
+
+    @wf.step
+    async def ask(ctx: StepContext) -> Any:
+        review = ctx.interrupt("review?", expects=Review)
+        assert isinstance(review, Review)
+        return end(review=review.model_dump())
+
+    async with Runtime(event_log, workflows=[wf], config=config()) as rt:
+        await rt.start(wf, run_id="p", durability="sync")
+        await run_to_rest(rt, "p")
+        with pytest.raises(InvalidResumeValueError, match="score"):
+            await rt.resume("p", {"approved": True, "score": "high"})
+        await rt.resume("p", {"approved": True, "score": 5})
+        assert (await run_to_rest(rt, "p")).values["review"] == {"approved": True, "score": 5}
