@@ -37,7 +37,7 @@ import pytest
 from agentlog.eventlog.events import StepCompleted, TaskCompleted, TaskStarted
 from agentlog.eventlog.urls import open_log
 from agentlog.projector import fold
-from tests.crash.worker import LEASE_LOST, child_env
+from tests.crash.worker import LEASE_LOST, child_env, lease_for
 
 pytestmark = pytest.mark.crash
 
@@ -103,7 +103,7 @@ def run_generation(
     A worker that stopped itself because its lease ran out (LEASE_LOST, on a
     loaded machine) returns (False, None): the next generation takes over.
     """
-    extra = ["--resume-with", resume_with]
+    extra = ["--resume-with", resume_with, "--lease-seconds", str(lease_for(url))]
     if kill is not None and kill[0] in ("before", "after"):
         extra += ["--kill-seq", str(int(kill[1])), "--kill-when", kill[0]]
     stderr_path = logs / f"worker-{run_id}-{gen}.log"

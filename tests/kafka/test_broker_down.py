@@ -8,6 +8,7 @@ the outage disturbs no other test. Every wait has a hang guard far above
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import uuid
@@ -59,9 +60,46 @@ async def config(own_broker: Path) -> AsyncIterator[KafkaConfig]:
     await asyncio.to_thread(broker, "start", own_broker)
 
 
+def _port(config: KafkaConfig) -> int:
+    return int(config.bootstrap_servers.rsplit(":", 1)[1])
+
+
+def _sockets_to(port: int) -> set[str]:
+    """This process's open TCP sockets to ``port`` (their inodes, from /proc)."""
+    mine = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith("socket:["):
+                mine.add(target[len("socket:[") : -1])
+    held = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        remote, inode = fields[2], fields[9]
+        if int(remote.rsplit(":", 1)[1], 16) == port and inode in mine:
+            held.add(inode)
+    return held
+
+
+async def _until_closed(port: int, before: set[str]) -> set[str]:
+    """Wait (bounded) until every socket opened since ``before`` is closed; the rest."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + GUARD_S
+    while True:
+        left = _sockets_to(port) - before
+        if not left or loop.time() > deadline:
+            return left
+        await asyncio.sleep(0.05)  # a socket's close completes in a later loop turn
+
+
 async def test_durable_append_while_the_broker_is_down_honours_its_timeout(
     own_broker: Path, config: KafkaConfig
 ) -> None:
+    """The append raises in time; nothing is lost; and the closed log leaves no
+    socket open (the producer whose stop() timed out during the outage used to
+    reconnect once the broker was back, until the garbage collector found it)."""
+    port = _port(config)
+    before = _sockets_to(port)
     log = await KafkaEventLog.connect(config)
     try:
         epoch = await log.claim_writer("r", owner="test")
@@ -74,6 +112,7 @@ async def test_durable_append_while_the_broker_is_down_honours_its_timeout(
     finally:
         await asyncio.to_thread(broker, "start", own_broker)
         await asyncio.wait_for(log.close(), GUARD_S)
+    assert await _until_closed(port, before) == set()
     async with await KafkaEventLog.connect(config) as fresh:
         seqs = [e.seq async for e in fresh.read("r")]
         assert seqs[:3] == [1, 2, 3] and seqs in ([1, 2, 3], [1, 2, 3, 4])  # nothing lost
@@ -100,6 +139,11 @@ async def _use_through_outage(log: KafkaEventLog) -> str:
 async def test_open_log_surfaces_the_outage_not_a_cancelled_close(
     own_broker: Path, config: KafkaConfig
 ) -> None:
+    """Closed during the outage, every log raises the outage and leaves no socket
+    open (a client whose stop() was cut short used to keep its connections until
+    the garbage collector found them: a ResourceWarning in some later test)."""
+    port = _port(config)
+    before = _sockets_to(port)
     logs = [await KafkaEventLog.connect(config) for _ in range(LOGS)]
     for n, log in enumerate(logs):
         epoch = await log.claim_writer(f"r{n}", owner="test")
@@ -113,3 +157,4 @@ async def test_open_log_surfaces_the_outage_not_a_cancelled_close(
     finally:
         os.kill(pid, signal.SIGCONT)
     assert escaped == ["BackendUnavailableError"] * LOGS
+    assert await _until_closed(port, before) == set()  # the logs are still referenced here

@@ -89,6 +89,34 @@ async def test_pruned_run_stays_known_and_archived(
             assert await _read(view, "kept") == [1, 2, 3]
 
 
+async def test_a_pruned_run_that_goes_on_reads_only_what_came_after(
+    log: KafkaEventLog, config: KafkaConfig
+) -> None:
+    """The archived seqs stay archived for every process once the run appends
+    again (the events are still on the shared partition), and a second prune
+    archives the rest."""
+    await _seed(log, "on", 3)
+    await log.prune("on", keep_latest_snapshot=True)
+    epoch = await log.claim_writer("on", owner="after")
+    more = [Event("on", seq, StepCompleted("s", seq, 0, {}), writer_epoch=epoch) for seq in (4, 5)]
+    await log.append(more)
+    async with await KafkaEventLog.connect(config) as fresh:
+        for view in (log, fresh):
+            assert await _read(view, "on", after_seq=3) == [4, 5]
+            assert await _read(view, "on", after_seq=4) == [5]
+            for after_seq in (0, 2):
+                with pytest.raises(RunArchivedError):
+                    await _read(view, "on", after_seq=after_seq)
+            info = await view.get_run("on")
+            assert (info.last_seq, info.archived, info.writer_epoch) == (5, True, epoch)
+        await fresh.prune("on")
+        for view in (log, fresh):
+            with pytest.raises(RunArchivedError):
+                await _read(view, "on", after_seq=3)
+            assert await _read(view, "on", after_seq=5) == []
+            assert (await view.get_run("on")).last_seq == 5
+
+
 async def test_a_missing_seq_is_named(log: KafkaEventLog, config: KafkaConfig) -> None:
     """Seq 3 never reached the topic (written around the log): reading names it."""
     epoch = await log.claim_writer("holed", owner="seed")

@@ -53,6 +53,7 @@ from agentlog.eventlog.base import (
     Snapshot,
     check_batch,
     check_lease,
+    check_run_id,
     select_runs,
 )
 from agentlog.eventlog.codec import encode_event
@@ -238,17 +239,19 @@ class KafkaEventLog(EventLog):
     async def read(
         self, run_id: str, *, after_seq: int = 0, upto_seq: int | None = None
     ) -> AsyncIterator[Event]:
+        check_run_id(run_id)
         await self._pool.flush(run_id)
         entry = await self._reader.entry(run_id)
         if entry is None or (entry.info.last_seq == 0 and not entry.pruned):
             raise UnknownRunError(run_id, self.url)
+        after_seq = max(after_seq, 0)  # seqs start at 1: any lower bound below is "all"
         if upto_seq is not None and upto_seq <= after_seq:
             return
+        if after_seq < entry.archived_seq:
+            # Seqs up to archived_seq live only in the archive now.
+            raise RunArchivedError(run_id, self.url)
         if entry.pruned:
-            # Archived: no event is left here, only the index entry (and maybe a snapshot).
-            if after_seq < entry.info.last_seq:
-                raise RunArchivedError(run_id, self.url)
-            return
+            return  # no event was stored after the archived ones
         hits = await self._reader.run_events(entry, after_seq, upto_seq)
         self._reader.check_complete(entry, hits, after_seq, upto_seq)
         for _offset, event in hits:
@@ -261,6 +264,7 @@ class KafkaEventLog(EventLog):
     # -- the run index ----------------------------------------------------------
 
     async def find_run(self, run_id: str) -> RunInfo | None:
+        check_run_id(run_id)
         await self._pool.flush(run_id)
         entry = await self._reader.entry(run_id)
         if entry is None:
@@ -284,6 +288,7 @@ class KafkaEventLog(EventLog):
         lease_seconds: float | None = None,
         force: bool = True,
     ) -> int:
+        check_run_id(run_id)
         if not force:
             # Look before fencing, so a refused claim does not disturb the holder.
             entry = await self._reader.entry(run_id)
@@ -314,6 +319,7 @@ class KafkaEventLog(EventLog):
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def renew_lease(self, run_id: str, epoch: int, lease_seconds: float) -> None:
+        check_run_id(run_id)
         writer = await self._pool.current(run_id, epoch)
         expires = utcnow() + timedelta(seconds=lease_seconds)
         await self._pool.write_index(
@@ -321,6 +327,7 @@ class KafkaEventLog(EventLog):
         )
 
     async def release_lease(self, run_id: str, epoch: int) -> None:
+        check_run_id(run_id)
         writer = await self._pool.current(run_id, epoch)
         await self._pool.write_index(
             writer, dataclasses.replace(writer.head, lease_expires_at=None)
@@ -329,6 +336,7 @@ class KafkaEventLog(EventLog):
     # -- snapshots ----------------------------------------------------------------
 
     async def save_snapshot(self, snapshot: Snapshot) -> None:
+        check_run_id(snapshot.run_id)
         await self._pool.flush(snapshot.run_id)
         entry = await self._reader.entry(snapshot.run_id)
         if entry is None:
@@ -359,6 +367,7 @@ class KafkaEventLog(EventLog):
     async def load_snapshot(
         self, run_id: str, *, at_or_before: int | None = None
     ) -> Snapshot | None:
+        check_run_id(run_id)
         for kept in reversed(await self._reader.snapshots(run_id)):
             if at_or_before is None or kept.snapshot.seq <= at_or_before:
                 return kept.snapshot
@@ -374,6 +383,7 @@ class KafkaEventLog(EventLog):
         raise RunArchivedError, while find_run, get_run and list_runs still
         show the run, so its id stays taken.
         """
+        check_run_id(run_id)
         await self._pool.close_writer(run_id)
         entry = await self._reader.entry(run_id)
         if entry is not None and not entry.pruned:
@@ -386,8 +396,13 @@ class KafkaEventLog(EventLog):
                 key = snapshot_key(run_id, old.snapshot.seq)
                 await self._plain.send_and_wait(runs, None, key=key, partition=0)
             if entry is not None:
+                # Events the run stores from now on start after its last offset.
                 archived = dataclasses.replace(
-                    entry, info=dataclasses.replace(entry.info, archived=True), pruned=True
+                    entry,
+                    info=dataclasses.replace(entry.info, archived=True),
+                    pruned=True,
+                    first_offset=entry.offset,
+                    archived_seq=entry.info.last_seq,
                 )
                 await self._plain.send_and_wait(
                     runs, encode_index(archived), key=index_key(run_id), partition=0

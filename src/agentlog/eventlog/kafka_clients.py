@@ -10,7 +10,10 @@ Two aiokafka behaviours need care when the broker is gone:
 
 :func:`stop_quietly` bounds the first and swallows the second (unless the
 calling task itself is being cancelled), so closing a log during an outage
-neither hangs nor hides the error that the outage caused.
+neither hangs nor hides the error that the outage caused. Either way that
+``stop()`` ended before it closed the client's connections, so it then closes
+them itself: otherwise their sockets stay open until the garbage collector
+finds them (a ResourceWarning, raised in whatever code runs then).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from aiokafka.client import AIOKafkaClient
+from aiokafka.conn import CloseReason
 from aiokafka.errors import KafkaError
 
 from agentlog._logging import get_logger
@@ -44,17 +49,44 @@ async def stop_quietly(client: Any, timeout_s: float) -> None:
         async with asyncio.timeout(timeout_s):
             await stop()
     except asyncio.CancelledError:
+        _close_connections(client)
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             raise
         # aiokafka's own in-flight fetch, cancelled by its stop(): not ours.
     except (TimeoutError, KafkaError, OSError, RuntimeError) as exc:
+        _close_connections(client)
         log.warning(
             "kafka_client_stop_failed",
             client=type(client).__name__,
             error=f"{type(exc).__name__}: {exc}",
         )
     _retrieve_fatal_error(client)
+
+
+def _close_connections(client: Any) -> None:
+    """Close the connections of a client whose ``stop()`` did not finish.
+
+    Synchronous, so that it also runs when the caller is being cancelled.
+    The background tasks that could open new connections stop first (a
+    producer's sender, the client's metadata sync); each socket is then
+    aborted, not closed gracefully, since its peer may never read again.
+    (Private attributes of aiokafka 0.14, looked up defensively: a client
+    without them is left as it is.)
+    """
+    sender = getattr(getattr(client, "_sender", None), "sender_task", None)
+    kafka = getattr(client, "_client", None) or getattr(client, "client", None)
+    for task in (sender, getattr(kafka, "_sync_task", None)):
+        if isinstance(task, asyncio.Task) and not task.done():
+            task.cancel()
+    if not isinstance(kafka, AIOKafkaClient):
+        return
+    for conn in list(getattr(kafka, "_conns", {}).values()):
+        writer = getattr(conn, "_writer", None)
+        transport = getattr(writer, "transport", None)
+        conn.close(reason=CloseReason.SHUTDOWN)  # fails its pending requests
+        if transport is not None:
+            transport.abort()
 
 
 def _retrieve_fatal_error(client: Any) -> None:

@@ -55,6 +55,12 @@ log = get_logger(__name__)
 _POINTS_PER_RUN = 32
 #: How long closing one consumer may take.
 _STOP_S = 5.0
+#: How long one poll of a read waits. A fetch that holds only a transaction
+#: marker (the commit after a run's last event) moves the position on but
+#: returns no record, so getmany() would wait its whole timeout for nothing:
+#: a read that ends at a marker (every claim's and find_run's tail read) then
+#: took 200 ms. Short polls see the new position at once.
+_POLL_MS = 10
 
 
 class KafkaReader:
@@ -149,7 +155,7 @@ class KafkaReader:
                 position = await consumer.position(tp)
                 since = loop.time()
                 while position < target:
-                    batch = await consumer.getmany(tp, timeout_ms=200)
+                    batch = await consumer.getmany(tp, timeout_ms=_POLL_MS)
                     records.extend(batch.get(tp, ()))
                     now_at = await consumer.position(tp)
                     if now_at != position:

@@ -53,6 +53,9 @@ class IndexEntry:
     offset: int
     #: The run's events were archived and pruned: none is read from the events topic.
     pruned: bool = False
+    #: Seqs up to this one were archived and pruned; ``first_offset`` is where
+    #: the events stored after them (a pruned run that goes on) start.
+    archived_seq: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +103,7 @@ def encode_index(entry: IndexEntry) -> bytes:
             "first_offset": entry.first_offset,
             "offset": entry.offset,
             "pruned": entry.pruned,
+            "archived_seq": entry.archived_seq,
         },
         path="index entry",
     )
@@ -116,12 +120,15 @@ def decode_index(raw: bytes) -> IndexEntry:
         pruned = bool(value.get("pruned", False))
         if pruned and not info.archived:  # written before RunInfo had ``archived``
             info = dataclasses.replace(info, archived=True)
+        # Written before ``archived_seq``: a pruned entry archived every seq it names.
+        archived_seq = int(value.get("archived_seq", info.last_seq if pruned else 0))
         return IndexEntry(
             info,
             int(value["partition"]),
             int(value["first_offset"]),
             int(value["offset"]),
             pruned,
+            archived_seq,
         )
     except (KeyError, TypeError) as exc:
         raise ValueError(f"index entry does not fit: {exc}") from exc

@@ -37,6 +37,8 @@ class RunWriter:
     offset: int
     committed: RunInfo
     has_entry: bool
+    #: Seqs up to this one were archived and pruned (see ``IndexEntry.archived_seq``).
+    archived_seq: int = 0
     since_index: int = 0
     #: Accepted but not yet committed: each event with its encoded record value.
     pending: list[tuple[Event, bytes]] = field(default_factory=list)
@@ -60,6 +62,7 @@ class RunWriter:
         self.producer, self.partition = fresh.producer, fresh.partition
         self.first_offset, self.offset = fresh.first_offset, fresh.offset
         self.committed, self.has_entry = fresh.committed, fresh.has_entry
+        self.archived_seq = fresh.archived_seq
         self.since_index = 0
         self.reset_head()
 
@@ -99,7 +102,9 @@ async def send_events(
             metas = await asyncio.gather(*(future for future, _ in sent))
             first_offset = first_offset if first_offset >= 0 else metas[0].offset
             last = metas[-1].offset + sent[-1][1] - 1
-            entry = IndexEntry(info, writer.partition, first_offset, last + 1)
+            entry = IndexEntry(
+                info, writer.partition, first_offset, last + 1, archived_seq=writer.archived_seq
+            )
             await producer.send(
                 layout.runs, encode_index(entry), key=index_key(writer.run_id), partition=0
             )
@@ -126,7 +131,9 @@ async def _send_batch(writer: RunWriter, builder: Any, layout: TopicLayout) -> a
 
 async def send_index(writer: RunWriter, info: RunInfo, layout: TopicLayout) -> None:
     """Commit ``info`` as the run's index entry, alone in one transaction."""
-    entry = IndexEntry(info, writer.partition, writer.first_offset, writer.offset)
+    entry = IndexEntry(
+        info, writer.partition, writer.first_offset, writer.offset, archived_seq=writer.archived_seq
+    )
     producer = writer.producer
     future: asyncio.Future[Any] | None = None
     try:

@@ -122,7 +122,14 @@ class WriterPool:
         if entry is None:
             return RunWriter(run_id, producer, partition, -1, -1, RunInfo(run_id), False)
         return RunWriter(
-            run_id, producer, partition, entry.first_offset, entry.offset, entry.info, True
+            run_id,
+            producer,
+            partition,
+            entry.first_offset,
+            entry.offset,
+            entry.info,
+            True,
+            entry.archived_seq,
         )
 
     async def _reopen(self, writer: RunWriter) -> None:
