@@ -9,15 +9,9 @@ from agentlog.runtime.context import (
 )
 from agentlog.runtime.executor import RunExecutor
 from agentlog.runtime.frozen import FrozenDict, FrozenList, thaw
+from agentlog.runtime.handles import PendingInterrupt, RecoveryReport, RunHandle
 from agentlog.runtime.retry import RetryPolicy
-from agentlog.runtime.runtime import (
-    VERBS,
-    PendingInterrupt,
-    RecoveryReport,
-    RunHandle,
-    Runtime,
-    RuntimeConfig,
-)
+from agentlog.runtime.runtime import VERBS, Runtime, RuntimeConfig
 from agentlog.runtime.tasks import task
 from agentlog.runtime.workflow import Next, Send, Step, Target, Workflow, end, goto
 from agentlog.runtime.writer import DURABILITY_MODES, Durability, RunWriter

@@ -255,18 +255,13 @@ class RunExecutor:
 
     def _trial(self, step: Step, writes: dict[str, Any]) -> None:
         """Run the reducers on copies, so a bad write fails before it is recorded."""
-        for key, update in writes.items():
-            name = self.state.reducers.get(key, "replace")
-            if name in ("replace", "append"):
-                continue  # they take any value
-            current = copy.deepcopy(self.state.values.get(key))
-            try:
-                self.workflow.reducer_table.get(name, replace)(current, update)
-            except Exception as exc:
-                raise InvalidWriteError(
-                    f"step {step.name!r}: the {name!r} reducer of {key!r} rejected its write: "
-                    f"{type(exc).__name__}: {exc}"
-                ) from exc
+        failed = self._reduce_on_copies([writes])
+        if failed is not None:
+            _, key, name, exc = failed
+            raise InvalidWriteError(
+                f"step {step.name!r}: the {name!r} reducer of {key!r} rejected its write: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
 
     def _branch_of(self, target: Target | Send) -> Branch:
         if isinstance(target, Send):
@@ -282,28 +277,47 @@ class RunExecutor:
             same start state, so a write that passed its own trial can still
             fail here, after a sibling's write to the same key.
         """
+        state = self.state
+        branches = sorted(state.pending)
+        failed = self._reduce_on_copies([state.pending[b]["writes"] for b in branches])
+        if failed is None:
+            return None
+        index, key, name, exc = failed
+        branch = branches[index]
+        step = state.pending[branch]["step"]
+        return (
+            step,
+            branch,
+            (
+                f"ReducerError: the {name!r} reducer of state key {key!r} raised "
+                f"{type(exc).__name__}: {exc} while superstep {state.superstep} "
+                f"committed the writes of step {step!r} (branch {branch}); fix the "
+                "reducer, then retry the run"
+            ),
+        )
+
+    def _reduce_on_copies(
+        self, batches: list[dict[str, Any]]
+    ) -> tuple[int, str, str, Exception] | None:
+        """Reduce batches of writes, in order, into copies of the keys they touch.
+
+        Returns:
+            None, or the failing batch's index, key, reducer name and error.
+            "replace" and "append" take any value and are skipped (one key
+            has one reducer, so skipping them never skews another's input).
+        """
         state, trial = self.state, {}
-        for branch in sorted(state.pending):
-            for key, update in state.pending[branch]["writes"].items():
+        for index, writes in enumerate(batches):
+            for key, update in writes.items():
                 name = state.reducers.get(key, "replace")
                 if name in ("replace", "append"):
-                    continue  # they take any value (and one key has one reducer)
+                    continue
                 if key not in trial:
                     trial[key] = copy.deepcopy(state.values.get(key))
                 try:
                     trial[key] = self.workflow.reducer_table.get(name, replace)(trial[key], update)
                 except Exception as exc:
-                    step = state.pending[branch]["step"]
-                    return (
-                        step,
-                        branch,
-                        (
-                            f"ReducerError: the {name!r} reducer of state key {key!r} raised "
-                            f"{type(exc).__name__}: {exc} while superstep {state.superstep} "
-                            f"committed the writes of step {step!r} (branch {branch}); fix the "
-                            "reducer, then retry the run"
-                        ),
-                    )
+                    return index, key, name, exc
         return None
 
 

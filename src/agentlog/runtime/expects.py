@@ -19,8 +19,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentlog.errors import InvalidResumeValueError, WorkflowDefinitionError
+from agentlog.projector.state import RunState, interrupt_id
 
-__all__ = ["TYPE_NAMES", "build_answer", "check_answer", "to_schema"]
+__all__ = ["TYPE_NAMES", "answers_for", "build_answer", "check_answer", "to_schema"]
 
 #: The type names a schema may use, and the Python types each accepts.
 TYPE_NAMES: dict[str, type | tuple[type, ...]] = {
@@ -121,3 +122,34 @@ def build_answer(expects: Any, value: Any) -> Any:
     if isinstance(expects, type) and callable(validate):
         return validate(value)
     return value
+
+
+def answers_for(state: RunState, value: Any, answers: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Interrupt id -> answer, checked against the open interrupts' ``expects``.
+
+    ``value`` answers the one open interrupt, or is itself ``{id: answer}``;
+    ``answers`` names them explicitly.
+
+    Raises:
+        InvalidResumeValueError: an answer that does not fit, an id that is not
+            open, or a plain value while several interrupts are open.
+    """
+    open_ = {interrupt_id(i): i for i in state.interrupts}
+    if answers is None and isinstance(value, Mapping) and value and set(value) <= set(open_):
+        answers = value  # resume(run_id, {interrupt_id: value})
+    if answers is None:
+        if len(open_) != 1:
+            raise InvalidResumeValueError(
+                f"run {state.run_id!r} has {len(open_)} open interrupts ({sorted(open_)}); "
+                "answer them by id: resume(run_id, {id: value}) (see pending())"
+            )
+        answers = {next(iter(open_)): value}
+    chosen = dict(answers)
+    for key, answer in chosen.items():
+        if key not in open_:
+            raise InvalidResumeValueError(
+                f"run {state.run_id!r} has no open interrupt {key!r}; open: {sorted(open_)}"
+            )
+        where = "value" if len(open_) == 1 else f"answer to {key!r}"
+        check_answer(open_[key].get("expects"), answer, where)
+    return chosen

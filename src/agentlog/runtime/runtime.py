@@ -32,7 +32,6 @@ from agentlog.errors import (
     AgentlogError,
     ConfigError,
     FencedError,
-    InvalidResumeValueError,
     LeaseHeldError,
     NoLiveWriterError,
     RunExistsError,
@@ -44,7 +43,7 @@ from agentlog.errors import (
     VersionMismatchError,
     WorkflowError,
 )
-from agentlog.eventlog.base import EventLog, RunInfo
+from agentlog.eventlog.base import EventLog, RunInfo, check_run_id
 from agentlog.eventlog.codec import pack
 from agentlog.eventlog.events import (
     EventData,
@@ -61,18 +60,12 @@ from agentlog.eventlog.urls import DEFAULT_LOG_URL, open_log
 from agentlog.projector.snapshots import SnapshotPolicy, load_state
 from agentlog.projector.state import RunState, interrupt_id
 from agentlog.runtime.executor import RunExecutor
-from agentlog.runtime.expects import check_answer
-from agentlog.runtime.workflow import Migration, Workflow
-from agentlog.runtime.writer import DURABILITY_MODES, Durability, RunWriter
+from agentlog.runtime.expects import answers_for
+from agentlog.runtime.handles import PendingInterrupt, RecoveryReport, RunHandle
+from agentlog.runtime.workflow import Migration, Workflow, check_max_steps
+from agentlog.runtime.writer import Durability, RunWriter, check_durability
 
-__all__ = [
-    "VERBS",
-    "PendingInterrupt",
-    "RecoveryReport",
-    "RunHandle",
-    "Runtime",
-    "RuntimeConfig",
-]
+__all__ = ["VERBS", "Runtime", "RuntimeConfig"]
 
 #: The one verb table: which call does what to a run (in every wrong-verb error).
 VERBS = (
@@ -110,115 +103,12 @@ class RuntimeConfig:
     """How often :meth:`Runtime.wait` polls a run executing in another process."""
 
 
-@dataclass(frozen=True, slots=True)
-class RunHandle:
-    """A run known to a runtime."""
-
-    runtime: Runtime
-    run_id: str
-
-    async def wait(self, *, timeout: float | None = None) -> RunState:  # noqa: ASYNC109
-        """Wait until the run parks or ends; see :meth:`Runtime.wait`."""
-        return await self.runtime.wait(self.run_id, timeout=timeout)
-
-    async def result(self, *, timeout: float | None = None) -> dict[str, Any]:  # noqa: ASYNC109
-        """The final values of the completed run; see :meth:`Runtime.result`."""
-        return await self.runtime.result(self.run_id, timeout=timeout)
-
-    async def state(self) -> RunState:
-        """The run's state now, without waiting; see :meth:`Runtime.get_state`."""
-        return await self.runtime.get_state(self.run_id)
-
-    async def status(self) -> str:
-        """The run's status now: one of :class:`RunStatus`."""
-        return (await self.runtime.get_state(self.run_id)).status
-
-    async def resume(
-        self, value: Any = None, *, answers: Mapping[str, Any] | None = None
-    ) -> RunHandle:
-        """Answer open interrupts; see :meth:`Runtime.resume`."""
-        return await self.runtime.resume(self.run_id, value, answers=answers)
-
-    async def pending(self) -> list[PendingInterrupt]:
-        """The open interrupts; see :meth:`Runtime.pending`."""
-        return await self.runtime.pending(self.run_id)
-
-    async def retry(self) -> RunHandle:
-        """Continue the failed run; see :meth:`Runtime.retry`."""
-        return await self.runtime.retry(self.run_id)
-
-    async def cancel(self, reason: str = "cancelled by request") -> RunState:
-        """Cancel the run; see :meth:`Runtime.cancel`."""
-        return await self.runtime.cancel(self.run_id, reason)
-
-
-@dataclass(frozen=True, slots=True)
-class PendingInterrupt:
-    """An open interrupt of a waiting run (see :meth:`Runtime.pending`)."""
-
-    id: str
-    """Answer it with ``resume(run_id, {id: value})``."""
-
-    step: str
-    """The step that asked."""
-
-    payload: Any
-    """What the step showed."""
-
-    expects: Any
-    """The answer's shape (a type name, or a dict of them), or None for any."""
-
-
-@dataclass(frozen=True, slots=True)
-class RecoveryReport:
-    """What :meth:`Runtime.recover` did."""
-
-    recovered: list[str] = field(default_factory=list)
-    """Run ids now continuing in this process."""
-
-    failed: dict[str, AgentlogError] = field(default_factory=dict)
-    """Run ids it could not recover, each with the typed reason."""
-
-    @property
-    def ok(self) -> bool:
-        """True when every run that needed recovery was recovered."""
-        return not self.failed
-
-
-def _answers(state: RunState, value: Any, answers: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Interrupt id -> answer, checked against the open interrupts' ``expects``."""
-    open_ = {interrupt_id(i): i for i in state.interrupts}
-    if answers is None and isinstance(value, Mapping) and value and set(value) <= set(open_):
-        answers = value  # resume(run_id, {interrupt_id: value})
-    if answers is None:
-        if len(open_) != 1:
-            raise InvalidResumeValueError(
-                f"run {state.run_id!r} has {len(open_)} open interrupts ({sorted(open_)}); "
-                "answer them by id: resume(run_id, {id: value}) (see pending())"
-            )
-        answers = {next(iter(open_)): value}
-    chosen = dict(answers)
-    for key, answer in chosen.items():
-        if key not in open_:
-            raise InvalidResumeValueError(
-                f"run {state.run_id!r} has no open interrupt {key!r}; open: {sorted(open_)}"
-            )
-        where = "value" if len(open_) == 1 else f"answer to {key!r}"
-        check_answer(open_[key].get("expects"), answer, where)
-    return chosen
-
-
-def _check_run_id(run_id: object) -> None:
-    if not isinstance(run_id, str) or not run_id:
+def _check_run_id(run_id: str) -> None:
+    if not run_id:
         raise ConfigError(
             f"start() needs an explicit, stable run_id (non-empty text), got {run_id!r}"
         )
-    try:
-        run_id.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ConfigError(
-            f"run id {run_id!r} is not valid text (it holds a lone surrogate); use printable text"
-        ) from exc
+    check_run_id(run_id)
 
 
 def _lease_live(info: RunInfo) -> bool:
@@ -314,14 +204,9 @@ class Runtime:
             wf = self._workflow(workflow)
         _check_run_id(run_id)
         mode = durability or self.config.durability
-        if mode not in DURABILITY_MODES:
-            raise ConfigError(
-                f"durability must be one of {', '.join(DURABILITY_MODES)}, got {mode!r}"
-            )
-        if max_steps is not None and (
-            isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
-        ):
-            raise ConfigError(f"max_steps must be a whole number of at least 1, got {max_steps!r}")
+        check_durability(mode)
+        if max_steps is not None:
+            check_max_steps(max_steps, ConfigError)
         if input is not None and not isinstance(input, dict):
             raise ConfigError(
                 f"input must be a dict of state keys to values, got {type(input).__name__}"
@@ -382,14 +267,14 @@ class Runtime:
         """
         state = await load_state(self.log, run_id)
         self._require_waiting(state)
-        chosen = _answers(state, value, answers)
+        chosen = answers_for(state, value, answers)
         pack(chosen, path="resume value")  # refused before anything is claimed
         wf = self._workflow(state.workflow)
         self._migration(wf, state)  # fail before anything is recorded
 
         def events(current: RunState) -> list[EventData]:
             self._require_waiting(current)
-            _answers(current, None, chosen)  # still open, now that we own the run
+            answers_for(current, None, chosen)  # still open, now that we own the run
             return [ResumeReceived(answers=chosen)]
 
         await self._take_over(wf, run_id, events)
@@ -476,10 +361,10 @@ class Runtime:
             Whatever stopped this process's writer (FencedError, a contract error).
         """
         async with asyncio.timeout(timeout):
-            active = self._active.get(run_id)
-            if active is not None:  # a snapshot: the live state is the executor's own
-                return (await asyncio.shield(active[1])).copy()
             while True:
+                active = self._active.get(run_id)
+                if active is not None:  # a snapshot: the live state is the executor's own
+                    return (await asyncio.shield(active[1])).copy()
                 info = await self.log.get_run(run_id)
                 if info.status != RunStatus.RUNNING:
                     return await load_state(self.log, run_id)
@@ -495,9 +380,6 @@ class Runtime:
                             f"writer {info.lease_owner or 'unknown'!r} died or stopped on an "
                             "error). Continue it with Runtime.recover() or `agentlog recover`."
                         )
-                active = self._active.get(run_id)
-                if active is not None:
-                    return (await asyncio.shield(active[1])).copy()
                 await asyncio.sleep(self.config.poll_seconds)
 
     async def get_state(self, run_id: str) -> RunState:

@@ -60,6 +60,7 @@ __all__ = [
     "StepFn",
     "Target",
     "Workflow",
+    "check_max_steps",
     "end",
     "goto",
 ]
@@ -205,8 +206,7 @@ class Workflow(Generic[S]):
             state = _schema_of(state)
         if not name:
             raise WorkflowDefinitionError("a workflow needs a non-empty name")
-        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-            raise WorkflowDefinitionError(f"max_steps must be at least 1, got {max_steps}")
+        check_max_steps(max_steps, WorkflowDefinitionError)
         self.name, self.version, self.max_steps = name, str(version), max_steps
         self.retry = retry or RetryPolicy()
         self.reducers: dict[str, str] = {}
@@ -422,3 +422,9 @@ def _schema_of(state_type: type) -> dict[str, Reducer | str]:
         marks = [m for m in get_args(hint)[1:] if isinstance(m, str) or callable(m)]
         schema[key] = marks[0] if get_origin(hint) is Annotated and marks else "replace"
     return schema
+
+
+def check_max_steps(max_steps: object, error: type[Exception]) -> None:
+    """Raise ``error`` unless ``max_steps`` is a whole number of at least 1."""
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+        raise error(f"max_steps must be a whole number of at least 1, got {max_steps!r}")

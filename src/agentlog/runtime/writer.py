@@ -45,10 +45,17 @@ from agentlog.projector.reducers import Reducer
 from agentlog.projector.snapshots import SnapshotPolicy, encode_state
 from agentlog.projector.state import RunState
 
-__all__ = ["DURABILITY_MODES", "Durability", "RunWriter"]
+__all__ = ["DURABILITY_MODES", "Durability", "RunWriter", "check_durability"]
 
 Durability = Literal["sync", "async", "exit"]
 DURABILITY_MODES: tuple[str, ...] = ("sync", "async", "exit")
+
+
+def check_durability(mode: str) -> None:
+    """Raise ConfigError unless ``mode`` is one of :data:`DURABILITY_MODES`."""
+    if mode not in DURABILITY_MODES:
+        raise ConfigError(f"durability must be one of {', '.join(DURABILITY_MODES)}, got {mode!r}")
+
 
 log = get_logger("agentlog.runtime")
 
@@ -70,10 +77,7 @@ class RunWriter:
         lease_deadline: float | None = None,
         reducers: Mapping[str, Reducer] | None = None,
     ) -> None:
-        if durability not in DURABILITY_MODES:
-            raise ConfigError(
-                f"durability must be one of {', '.join(DURABILITY_MODES)}, got {durability!r}"
-            )
+        check_durability(durability)
         self.log, self.state, self.epoch = event_log, state, epoch
         self.durability = durability
         self.snapshots = snapshots

@@ -1,0 +1,90 @@
+"""What callers hold and get back: a run's handle, its open interrupts, a recovery report."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agentlog.errors import AgentlogError
+from agentlog.projector.state import RunState
+
+if TYPE_CHECKING:
+    from agentlog.runtime.runtime import Runtime
+
+__all__ = ["PendingInterrupt", "RecoveryReport", "RunHandle"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunHandle:
+    """A run known to a runtime."""
+
+    runtime: Runtime
+    run_id: str
+
+    async def wait(self, *, timeout: float | None = None) -> RunState:  # noqa: ASYNC109
+        """Wait until the run parks or ends; see :meth:`Runtime.wait`."""
+        return await self.runtime.wait(self.run_id, timeout=timeout)
+
+    async def result(self, *, timeout: float | None = None) -> dict[str, Any]:  # noqa: ASYNC109
+        """The final values of the completed run; see :meth:`Runtime.result`."""
+        return await self.runtime.result(self.run_id, timeout=timeout)
+
+    async def state(self) -> RunState:
+        """The run's state now, without waiting; see :meth:`Runtime.get_state`."""
+        return await self.runtime.get_state(self.run_id)
+
+    async def status(self) -> str:
+        """The run's status now: one of :class:`RunStatus`."""
+        return (await self.runtime.get_state(self.run_id)).status
+
+    async def resume(
+        self, value: Any = None, *, answers: Mapping[str, Any] | None = None
+    ) -> RunHandle:
+        """Answer open interrupts; see :meth:`Runtime.resume`."""
+        return await self.runtime.resume(self.run_id, value, answers=answers)
+
+    async def pending(self) -> list[PendingInterrupt]:
+        """The open interrupts; see :meth:`Runtime.pending`."""
+        return await self.runtime.pending(self.run_id)
+
+    async def retry(self) -> RunHandle:
+        """Continue the failed run; see :meth:`Runtime.retry`."""
+        return await self.runtime.retry(self.run_id)
+
+    async def cancel(self, reason: str = "cancelled by request") -> RunState:
+        """Cancel the run; see :meth:`Runtime.cancel`."""
+        return await self.runtime.cancel(self.run_id, reason)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingInterrupt:
+    """An open interrupt of a waiting run (see :meth:`Runtime.pending`)."""
+
+    id: str
+    """Answer it with ``resume(run_id, {id: value})``."""
+
+    step: str
+    """The step that asked."""
+
+    payload: Any
+    """What the step showed."""
+
+    expects: Any
+    """The answer's shape (a type name, or a dict of them), or None for any."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryReport:
+    """What :meth:`Runtime.recover` did."""
+
+    recovered: list[str] = field(default_factory=list)
+    """Run ids now continuing in this process."""
+
+    failed: dict[str, AgentlogError] = field(default_factory=dict)
+    """Run ids it could not recover, each with the typed reason."""
+
+    @property
+    def ok(self) -> bool:
+        """True when every run that needed recovery was recovered."""
+        return not self.failed
