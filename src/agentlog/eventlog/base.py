@@ -38,6 +38,7 @@ from agentlog.errors import (
 )
 from agentlog.eventlog.events import (
     Event,
+    InterruptRaised,
     RunStarted,
     RunStatus,
     StepCompleted,
@@ -82,6 +83,9 @@ class RunInfo:
     writer_epoch: int = 0
     lease_owner: str = ""
     lease_expires_at: datetime | None = None
+    wake_at: datetime | None = None
+    """While the run waits: when its earliest timer is due (a sleep's end, or
+    an interrupt's timeout). A worker fires it then; see :meth:`EventLog.runnable`."""
     archived: bool = False
     """True once :meth:`EventLog.prune` moved the run's events to the archive.
 
@@ -92,9 +96,17 @@ class RunInfo:
     def after(self, events: Sequence[Event]) -> RunInfo:
         """This row once ``events`` (the next batch of the run) are recorded."""
         workflow, version, status = self.workflow, self.version, self.status
-        steps, started = self.steps, self.started_at
+        steps, started, wake = self.steps, self.started_at, self.wake_at
         for event in events:
             status = status_after(status, event.type)
+            if isinstance(event.data, InterruptRaised):
+                # A run parks with every open interrupt raised again, so the
+                # earliest due time among this park's interrupts is the wake-up.
+                due = event.data.due_at
+                if due is not None and (wake is None or due < wake):
+                    wake = due
+            elif status != RunStatus.WAITING:
+                wake = None
             if isinstance(event.data, StepCompleted):
                 steps += 1
             elif isinstance(event.data, RunStarted):
@@ -109,7 +121,19 @@ class RunInfo:
             steps=steps,
             started_at=started,
             updated_at=events[-1].ts,
+            wake_at=wake,
         )
+
+    def needs_worker(self, now: datetime) -> bool:
+        """True if a worker should drive the run now: it is running and no live
+        writer holds it, or it waits on a timer that is due."""
+        if self.archived and self.status != RunStatus.RUNNING:
+            return False
+        if self.lease_expires_at is not None and self.lease_expires_at > now:
+            return False
+        if self.status == RunStatus.RUNNING:
+            return self.last_seq > 0
+        return self.status == RunStatus.WAITING and self.wake_at is not None and self.wake_at <= now
 
 
 def check_run_id(run_id: str) -> None:
@@ -254,6 +278,23 @@ class EventLog(abc.ABC):
     @abc.abstractmethod
     async def list_runs(self, *, status: str | None = None) -> list[RunInfo]:
         """Every run with at least one event, most recently updated first."""
+
+    async def runnable(self, *, now: datetime | None = None, limit: int = 1000) -> list[RunInfo]:
+        """Runs a worker should drive now (:meth:`RunInfo.needs_worker`), oldest first.
+
+        Running runs that no live writer holds (just submitted or resumed, or
+        whose writer died) and waiting runs whose timer is due. Backends with
+        an index answer this without reading every run.
+        """
+        now = now or utcnow()
+        due = [info for info in await self.list_runs() if info.needs_worker(now)]
+        due.sort(key=lambda info: info.wake_at or info.updated_at or now)
+        return due[:limit]
+
+    async def next_wake(self) -> datetime | None:
+        """The earliest due time of any waiting run's timer (None: no timer)."""
+        wakes = [i.wake_at for i in await self.list_runs(status=RunStatus.WAITING) if i.wake_at]
+        return min(wakes, default=None)
 
     # -- writers ----------------------------------------------------------------
 

@@ -38,6 +38,7 @@ __all__ = [
     "TaskCompleted",
     "TaskFailed",
     "TaskStarted",
+    "TimerFired",
     "WriterClaimed",
     "status_after",
     "utcnow",
@@ -165,6 +166,10 @@ class InterruptRaised(EventData):
     payload: Any
     #: The answer's shape that resume checks: a type name or {key: type name}.
     expects: Any = None
+    #: When the clock answers it (UTC): a sleep's end, or an interrupt's timeout.
+    due_at: datetime | None = None
+    #: "input" (a human answers, through resume) or "timer" (only the clock does).
+    kind: str = "input"
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +184,15 @@ class ResumeReceived(EventData):
     type: ClassVar[str] = "ResumeReceived"
     value: Any = None
     answers: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TimerFired(EventData):
+    """The clock answered open interrupts: sleeps that ended, or interrupts
+    whose timeout passed with no answer (``ids``, as in ResumeReceived)."""
+
+    type: ClassVar[str] = "TimerFired"
+    ids: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,6 +281,7 @@ EVENT_TYPES: dict[str, type[EventData]] = {
         TaskFailed,
         InterruptRaised,
         ResumeReceived,
+        TimerFired,
         StepFailed,
         RunCompleted,
         RunFailed,
@@ -319,6 +334,7 @@ _STATUS_BY_TYPE = {
     "RunStarted": RunStatus.RUNNING,
     "InterruptRaised": RunStatus.WAITING,
     "ResumeReceived": RunStatus.RUNNING,
+    "TimerFired": RunStatus.RUNNING,
     "RunCompleted": RunStatus.COMPLETED,
     "RunFailed": RunStatus.FAILED,
     "RunCancelled": RunStatus.CANCELLED,

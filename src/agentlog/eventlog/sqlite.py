@@ -95,6 +95,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE events ADD COLUMN checksum INTEGER",
         "ALTER TABLE runs ADD COLUMN archived INTEGER NOT NULL DEFAULT 0",
     ),
+    (
+        "ALTER TABLE runs ADD COLUMN wake_at INTEGER",
+        "CREATE INDEX runs_by_wake ON runs (wake_at) WHERE wake_at IS NOT NULL",
+        "CREATE INDEX runs_by_status ON runs (status)",
+    ),
 )
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -105,11 +110,21 @@ _BUSY, _LOCKED, _READONLY, _CANTOPEN, _NOTADB, _FULL = 5, 6, 8, 14, 26, 13
 # The run index columns are RunInfo's fields, by name.
 _RUN_FIELDS = tuple(f.name for f in dataclasses.fields(RunInfo))
 _RUN_COLUMNS = ", ".join(_RUN_FIELDS)
-_TIME_FIELDS = frozenset({"started_at", "updated_at", "lease_expires_at"})  # microseconds
+_TIME_FIELDS = frozenset(
+    {"started_at", "updated_at", "lease_expires_at", "wake_at"}
+)  # microseconds
 _SELECT_RUN = f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?"
 _UPSERT_RUN = (
     f"INSERT OR REPLACE INTO runs ({_RUN_COLUMNS}) VALUES ({', '.join('?' * len(_RUN_FIELDS))})"
 )
+# The same rule as RunInfo.needs_worker, answered from the indexes.
+_RUNNABLE = (
+    f"SELECT {_RUN_COLUMNS} FROM runs WHERE last_seq > 0 "
+    "AND (lease_expires_at IS NULL OR lease_expires_at <= ?1) "
+    "AND (status = 'running' OR (status = 'waiting' AND wake_at <= ?2)) "
+    "ORDER BY coalesce(wake_at, updated_at) LIMIT ?3"
+)
+_NEXT_WAKE = "SELECT min(wake_at) FROM runs WHERE status = 'waiting' AND wake_at IS NOT NULL"
 _EVENT_COLUMNS = "run_id, seq, type, ts, schema_v, writer_epoch, payload, checksum"
 _INSERT_EVENT = f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)"
 _READ_EVENTS = (
@@ -524,6 +539,15 @@ class SqliteEventLog(EventLog):
             sql, params = sql + " AND status = ?", (status,)
         rows = await self._call(self._query, sql + " ORDER BY updated_at DESC", params)
         return [_info_from_row(row) for row in rows]
+
+    async def runnable(self, *, now: datetime | None = None, limit: int = 1000) -> list[RunInfo]:
+        at = _to_us(now or utcnow())
+        rows = await self._call(self._query, _RUNNABLE, (at, at, limit))
+        return [_info_from_row(row) for row in rows]
+
+    async def next_wake(self) -> datetime | None:
+        rows = await self._call(self._query, _NEXT_WAKE, ())
+        return _from_us(rows[0][0]) if rows and rows[0][0] is not None else None
 
     # -- writers ------------------------------------------------------------------
 

@@ -35,10 +35,11 @@ from agentlog.eventlog.events import (
     TaskCompleted,
     TaskFailed,
     TaskStarted,
+    TimerFired,
     WriterClaimed,
 )
 from agentlog.projector.reducers import REDUCERS, Reducer, replace
-from agentlog.projector.state import RunState, interrupt_id, interrupt_key
+from agentlog.projector.state import TIMER_FIRED, RunState, interrupt_id, interrupt_key
 
 __all__ = ["apply", "apply_writes", "fold"]
 
@@ -115,17 +116,18 @@ def _interrupt_raised(state: RunState, data: InterruptRaised) -> None:
     # Asked again (the branch re-ran while another interrupt was answered):
     # it stays one open interrupt, in its place.
     state.interrupts = [i for i in state.interrupts if interrupt_id(i) != key]
-    state.interrupts.append(
-        {
-            "id": key,
-            "step": data.step,
-            "superstep": data.superstep,
-            "branch": data.branch,
-            "index": data.index,
-            "payload": data.payload,
-            "expects": data.expects,
-        }
-    )
+    entry = {
+        "id": key,
+        "step": data.step,
+        "superstep": data.superstep,
+        "branch": data.branch,
+        "index": data.index,
+        "payload": data.payload,
+        "expects": data.expects,
+    }
+    if data.due_at is not None or data.kind != "input":  # a timer: when, and who answers
+        entry.update(due_at=data.due_at, kind=data.kind)
+    state.interrupts.append(entry)
 
 
 def _resume_received(state: RunState, data: ResumeReceived) -> None:
@@ -137,6 +139,13 @@ def _resume_received(state: RunState, data: ResumeReceived) -> None:
     for key, value in answers.items():
         state.interrupts = [i for i in state.interrupts if interrupt_id(i) != key]
         state.resume_values[key] = value
+
+
+def _timer_fired(state: RunState, data: TimerFired) -> None:
+    state.status = RunStatus.RUNNING
+    for key in data.ids:
+        state.interrupts = [i for i in state.interrupts if interrupt_id(i) != key]
+        state.resume_values[key] = dict(TIMER_FIRED)
 
 
 def _step_failed(state: RunState, data: StepFailed) -> None:
@@ -178,6 +187,7 @@ _APPLY: dict[type, Callable[[RunState, Any], None]] = {
     TaskCompleted: _task_completed,
     TaskFailed: _task_failed,
     InterruptRaised: _interrupt_raised,
+    TimerFired: _timer_fired,
     ResumeReceived: _resume_received,
     StepFailed: _step_failed,
     RunCompleted: _run_completed,

@@ -14,7 +14,14 @@ from typing import Any
 
 from agentlog.eventlog.events import Branch, RunStatus
 
-__all__ = ["RunState", "branch_input", "branch_step", "interrupt_id", "interrupt_key"]
+__all__ = [
+    "TIMER_FIRED",
+    "RunState",
+    "branch_input",
+    "branch_step",
+    "interrupt_id",
+    "interrupt_key",
+]
 
 
 def branch_step(branch: Branch) -> str:
@@ -31,6 +38,12 @@ def interrupt_key(superstep: int, branch: int, index: int) -> str:
     """An interrupt's id, and where its answer belongs: the n-th interrupt of a
     branch's step in a superstep, such as ``"3:1:0"``."""
     return f"{superstep}:{branch}:{index}"
+
+
+#: What ``resume_values`` holds for an interrupt the clock answered (a sleep
+#: that ended, or an interrupt whose timeout passed): no human answer is a dict
+#: with this one key, because resume checks answers against ``expects``.
+TIMER_FIRED: dict[str, str] = {"agentlog.timer": "fired"}
 
 
 def interrupt_id(interrupt: dict[str, Any]) -> str:
