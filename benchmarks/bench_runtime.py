@@ -1,4 +1,4 @@
-"""Runtime benchmarks: the cost of a durable step, and agentlog next to LangGraph.
+"""Runtime benchmarks: the cost of a durable step, and agentlog next to LangGraph and DBOS.
 
 1. Per-step cost of a one-step loop on SQLite in each durability mode, against
    a plain Python loop doing the same work and against one raw sqlite3
@@ -6,9 +6,13 @@
 2. The loop of N steps that each append a message of about 500 bytes to a
    list, run by agentlog and by LangGraph (StateGraph + SqliteSaver) in this
    same process: time per step and bytes on disk, for N = 100, 1,000, 3,000
-   and durability sync and async.
+   and durability sync and async. In the sync rows DBOS runs the loop too, in
+   the same process, as a durable workflow of ``@DBOS.step()`` functions on
+   its SQLite system database (``benchmarks/peer_dbos.py``): DBOS checkpoints
+   every step before the next one starts and has no deferred mode, so it has
+   no async row.
 
-Both sides append the very same messages: an agent's conversation from
+Every side appends the very same messages: an agent's conversation from
 ``benchmarks/payloads.py`` (user and assistant turns of random words, tool
 calls with JSON arguments, search results), every one different, so that no
 store gains from compressing repeated bytes.
@@ -34,6 +38,7 @@ from agentlog.runtime import Runtime, RuntimeConfig, StepContext, Workflow, end,
 from agentlog.runtime.workflow import Next
 from benchmarks import payloads
 from benchmarks.harness import Row, row_from_samples, time_calls
+from benchmarks.peer_dbos import dbos_loop
 
 AREA = "runtime"
 MESSAGE_BYTES = 500
@@ -125,6 +130,16 @@ def _langgraph_loop(steps: int, durability: str) -> tuple[float, int]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _dbos_loop(steps: int) -> tuple[float, int]:
+    """The same loop as a DBOS durable workflow on its SQLite system database."""
+    folder = _workdir()
+    try:
+        seconds = dbos_loop(conversation(steps), folder / "dbos.sqlite")
+        return seconds, _disk_bytes(folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _raw_commit_seconds(repeat: int) -> list[float]:
     folder = _workdir()
     conn = sqlite3.connect(folder / "raw.db", isolation_level=None)
@@ -184,20 +199,22 @@ def collect(quick: bool) -> list[Row]:
         for n in sizes:
             ours, our_bytes = asyncio.run(_agentlog_loop(n, mode))
             theirs, their_bytes = _langgraph_loop(n, mode)
-            rows.append(
-                Row(
-                    AREA,
-                    f"loop N={n} {mode}: agentlog vs LangGraph",
-                    "ms/step",
-                    ours * 1e3,
-                    None,
-                    {
-                        "langgraph_ms_per_step": round(theirs * 1e3, 3),
-                        "speedup": round(theirs / ours, 1),
-                        "agentlog_MB": round(our_bytes / 1e6, 2),
-                        "langgraph_MB": round(their_bytes / 1e6, 1),
-                        "bytes_ratio": round(their_bytes / max(our_bytes, 1), 0),
-                    },
-                )
-            )
+            extra: dict[str, Any] = {
+                "langgraph_ms_per_step": round(theirs * 1e3, 3),
+                "speedup": round(theirs / ours, 1),
+                "agentlog_MB": round(our_bytes / 1e6, 2),
+                "langgraph_MB": round(their_bytes / 1e6, 1),
+                "bytes_ratio": round(their_bytes / max(our_bytes, 1), 0),
+            }
+            name = f"loop N={n} {mode}: agentlog vs LangGraph"
+            if mode == "sync":
+                dbos, dbos_bytes = _dbos_loop(n)
+                name += " vs DBOS"
+                extra |= {
+                    "dbos_ms_per_step": round(dbos * 1e3, 3),
+                    "dbos_speedup": round(dbos / ours, 2),
+                    "dbos_MB": round(dbos_bytes / 1e6, 2),
+                    "dbos_bytes_ratio": round(dbos_bytes / max(our_bytes, 1), 2),
+                }
+            rows.append(Row(AREA, name, "ms/step", ours * 1e3, None, extra))
     return rows
