@@ -59,8 +59,10 @@ async def event_log(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
 
 
 def config(owner: str = "test", **kwargs: Any) -> RuntimeConfig:
-    """A runtime config for tests: a named owner and a long lease."""
-    return RuntimeConfig(owner=owner, **{"lease_seconds": 30.0, **kwargs})
+    """A runtime config for tests: a named owner, a long lease, and no
+    background worker: these tests move runs by hand (start, resume, recover)
+    and check each step; the worker's own tests turn it on."""
+    return RuntimeConfig(owner=owner, **{"lease_seconds": 30.0, "worker": False, **kwargs})
 
 
 async def events_of(log: EventLog, run_id: str) -> list[Event]:

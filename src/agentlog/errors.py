@@ -27,6 +27,9 @@ The hierarchy::
     │   ├── RunNotWaitingError      resume() of a run that is not parked on an interrupt
     │   ├── RunNotFailedError       retry() of a run that has not failed
     │   ├── NoLiveWriterError       wait() on a running run that no live writer drives
+    │   ├── InvalidTimerError       a negative, non-finite or absurd sleep or timeout
+    │   ├── InterruptTimeoutError   an interrupt's timeout passed with no answer (in the step)
+    │   ├── InvalidScheduleError    a cron expression that does not parse
     │   ├── InvalidResumeValueError a resume value that does not fit what the interrupt expects
     │   ├── VersionMismatchError    the run was recorded under other code, no migration
     │   ├── UnknownStepError        a step routed to a step the workflow does not have
@@ -47,7 +50,10 @@ __all__ = [
     "ArchiveError",
     "BackendUnavailableError",
     "ConfigError",
+    "InterruptTimeoutError",
     "InvalidResumeValueError",
+    "InvalidScheduleError",
+    "InvalidTimerError",
     "InvalidRouteError",
     "InvalidWriteError",
     "ConflictError",
@@ -238,6 +244,30 @@ class NoLiveWriterError(WorkflowError):
     """
 
     retryable = True
+
+
+class InvalidTimerError(WorkflowError, ValueError):
+    """A sleep or interrupt timeout that is negative, not finite, or absurdly long.
+
+    Raised in the step at the call; nothing is recorded for the timer.
+    """
+
+
+class InterruptTimeoutError(WorkflowError):
+    """Raised in a step by ``ctx.interrupt(..., timeout=...)`` when no answer came.
+
+    Catch it in the step to take another path, or pass ``default=``.
+    """
+
+    def __init__(self, run_id: str, interrupt: str, payload: object) -> None:
+        super().__init__(
+            f"run {run_id!r}: interrupt {interrupt} ({payload!r}) timed out with no answer"
+        )
+        self.run_id, self.interrupt, self.payload = run_id, interrupt, payload
+
+
+class InvalidScheduleError(WorkflowError, ValueError):
+    """A schedule's cron expression does not parse."""
 
 
 class InvalidResumeValueError(WorkflowError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field, fields
+from datetime import datetime
 from typing import Any
 
 from agentlog.eventlog.events import Branch, RunStatus
@@ -17,6 +18,9 @@ from agentlog.eventlog.events import Branch, RunStatus
 __all__ = [
     "TIMER_FIRED",
     "RunState",
+    "due_timers",
+    "input_interrupts",
+    "is_timer",
     "branch_input",
     "branch_step",
     "interrupt_id",
@@ -44,6 +48,25 @@ def interrupt_key(superstep: int, branch: int, index: int) -> str:
 #: that ended, or an interrupt whose timeout passed): no human answer is a dict
 #: with this one key, because resume checks answers against ``expects``.
 TIMER_FIRED: dict[str, str] = {"agentlog.timer": "fired"}
+
+
+def is_timer(interrupt: dict[str, Any]) -> bool:
+    """True for an open interrupt only the clock answers (a sleep)."""
+    return bool(interrupt.get("kind") == "timer")
+
+
+def input_interrupts(state: RunState) -> list[dict[str, Any]]:
+    """The open interrupts a human answers (every one but sleeps), oldest first."""
+    return [i for i in state.interrupts if not is_timer(i)]
+
+
+def due_timers(state: RunState, now: datetime) -> list[str]:
+    """Ids of open interrupts whose due time passed: sleeps, and timeouts."""
+    return [
+        interrupt_id(i)
+        for i in state.interrupts
+        if i.get("due_at") is not None and i["due_at"] <= now
+    ]
 
 
 def interrupt_id(interrupt: dict[str, Any]) -> str:

@@ -12,7 +12,9 @@ from agentlog.runtime.frozen import FrozenDict, FrozenList, thaw
 from agentlog.runtime.handles import PendingInterrupt, RecoveryReport, RunHandle
 from agentlog.runtime.retry import RetryPolicy
 from agentlog.runtime.runtime import VERBS, Runtime, RuntimeConfig
+from agentlog.runtime.schedules import Schedule
 from agentlog.runtime.tasks import task
+from agentlog.runtime.worker import Worker, WorkerConfig
 from agentlog.runtime.workflow import Next, Send, Step, Target, Workflow, end, goto
 from agentlog.runtime.writer import DURABILITY_MODES, Durability, RunWriter
 
@@ -33,10 +35,13 @@ __all__ = [
     "RunWriter",
     "Runtime",
     "RuntimeConfig",
+    "Schedule",
     "Send",
     "Step",
     "StepContext",
     "Target",
+    "Worker",
+    "WorkerConfig",
     "Workflow",
     "current_idempotency_key",
     "end",

@@ -29,21 +29,31 @@ import contextvars
 import copy
 import hashlib
 import inspect
+import math
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, overload
 
 from typing_extensions import TypeVar
 
 from agentlog.errors import (
     AgentlogError,
+    InterruptTimeoutError,
+    InvalidTimerError,
     NondeterminismError,
     NotSerializableError,
     WorkflowError,
 )
 from agentlog.eventlog.codec import pack
-from agentlog.eventlog.events import InterruptRaised, TaskCompleted, TaskFailed, TaskStarted
-from agentlog.projector.state import interrupt_key
+from agentlog.eventlog.events import (
+    InterruptRaised,
+    TaskCompleted,
+    TaskFailed,
+    TaskStarted,
+    utcnow,
+)
+from agentlog.projector.state import TIMER_FIRED, interrupt_key
 from agentlog.runtime.expects import build_answer, to_schema
 from agentlog.runtime.frozen import FrozenDict
 from agentlog.runtime.retry import NO_RETRY, RetryPolicy
@@ -113,15 +123,27 @@ def idempotency_key(
     return hashlib.blake2b(raw.encode(), digest_size=16).hexdigest()
 
 
+#: ``interrupt(default=...)`` was not given.
+_NO_DEFAULT: Any = object()
+
+
 class Interrupted(BaseException):
     """Raised by :meth:`StepContext.interrupt` to park the run.
 
     A BaseException, so that a step's ``except Exception`` does not swallow it.
     """
 
-    def __init__(self, index: int, payload: Any, expects: Any) -> None:
+    def __init__(
+        self,
+        index: int,
+        payload: Any,
+        expects: Any,
+        due_at: datetime | None = None,
+        kind: str = "input",
+    ) -> None:
         super().__init__(index, payload)
         self.index, self.payload, self.expects = index, payload, expects
+        self.due_at, self.kind = due_at, kind
 
 
 class StepContext(Generic[S]):
@@ -309,7 +331,14 @@ class StepContext(Generic[S]):
             raise failure or errors[0]  # type: ignore[misc]
         return [t.result() for t in tasks]
 
-    def interrupt(self, payload: Any = None, *, expects: Any = None) -> Any:
+    def interrupt(
+        self,
+        payload: Any = None,
+        *,
+        expects: Any = None,
+        timeout: float | timedelta | None = None,
+        default: Any = _NO_DEFAULT,
+    ) -> Any:
         """Park the run for a human; on resume, return their answer.
 
         Args:
@@ -319,20 +348,83 @@ class StepContext(Generic[S]):
                 "float", "list", "dict", "any"), a Python type (``bool``, a
                 TypedDict, a dataclass, a pydantic model), or a dict of key ->
                 either. A dataclass or pydantic model is built from the answer.
+            timeout: how long to wait for the answer (seconds or a timedelta),
+                counted from when the interrupt was first raised. A worker
+                answers it for the clock once it passes.
+            default: returned when ``timeout`` passed with no answer; without
+                it, :class:`InterruptTimeoutError` is raised in the step.
 
         Raises:
             WorkflowDefinitionError: ``expects`` names a type that cannot be
                 checked (a typo such as "boolean" must not accept any answer).
+            InterruptTimeoutError: the timeout passed with no answer and no
+                ``default`` was given.
+            InvalidTimerError: a negative, non-finite or absurd ``timeout``.
         """
         schema = to_schema(expects)
-        index = self._interrupts
-        self._interrupts += 1
-        key = interrupt_key(self.superstep, self.branch, index)
+        index, key = self._next_interrupt()
         answers = self._writer.state.resume_values
         if key in answers:
-            return build_answer(expects, answers[key])
+            answer = answers[key]
+            if timeout is not None and answer == TIMER_FIRED:
+                if default is _NO_DEFAULT:
+                    raise InterruptTimeoutError(self.run_id, key, payload)
+                return default
+            return build_answer(expects, answer)
+        due = None if timeout is None else self._due(key, _seconds(timeout, "timeout"))
         pack([payload, schema], path="interrupt payload")
-        raise Interrupted(index, payload, schema)
+        raise Interrupted(index, payload, schema, due)
+
+    async def sleep(self, duration: float | timedelta) -> None:
+        """Sleep durably: the run parks with no process until ``duration`` passed.
+
+        The timer is an event. A worker that owns the run fires it at its due
+        time (after any number of crashes and restarts), and the step runs
+        again from its start; this time ``sleep`` returns at once, and tasks
+        before it return their recorded results.
+
+        Raises:
+            InvalidTimerError: a negative, non-finite or absurd duration.
+        """
+        seconds = _seconds(duration, "sleep duration")
+        index, key = self._next_interrupt()
+        if key in self._writer.state.resume_values:
+            return
+        raise Interrupted(index, None, None, self._due(key, seconds), "timer")
+
+    async def sleep_until(self, when: datetime) -> None:
+        """Sleep durably until ``when`` (a timezone-aware datetime); see :meth:`sleep`.
+
+        Raises:
+            InvalidTimerError: a naive datetime, or one absurdly far away.
+        """
+        if not isinstance(when, datetime) or when.tzinfo is None:
+            raise InvalidTimerError(
+                f"sleep_until needs a timezone-aware datetime, got {when!r}; "
+                "use datetime.now(UTC) + timedelta(...)"
+            )
+        index, key = self._next_interrupt()
+        if key in self._writer.state.resume_values:
+            return
+        _seconds((when - utcnow()).total_seconds(), "sleep_until", allow_past=True)
+        due = self._open_due(key) or when.astimezone(UTC)
+        raise Interrupted(index, None, None, due, "timer")
+
+    def _next_interrupt(self) -> tuple[int, str]:
+        index = self._interrupts
+        self._interrupts += 1
+        return index, interrupt_key(self.superstep, self.branch, index)
+
+    def _open_due(self, key: str) -> datetime | None:
+        """The due time an open interrupt was raised with (kept when raised again)."""
+        for entry in self._writer.state.interrupts:
+            if entry.get("id") == key and entry.get("due_at") is not None:
+                due: datetime = entry["due_at"]
+                return due
+        return None
+
+    def _due(self, key: str, seconds: float) -> datetime:
+        return self._open_due(key) or utcnow() + timedelta(seconds=seconds)
 
     def _check_determinism(self, position: int, name: str) -> None:
         """Refuse a new task where the history has another one at this position."""
@@ -356,6 +448,8 @@ class StepContext(Generic[S]):
                 interrupted.index,
                 interrupted.payload,
                 interrupted.expects,
+                interrupted.due_at,
+                interrupted.kind,
             )
         )
 
@@ -365,6 +459,27 @@ class StepContext(Generic[S]):
     @staticmethod
     def _exit(token: contextvars.Token[StepContext[Any] | None]) -> None:
         _CONTEXT.reset(token)
+
+
+#: The longest sleep or timeout agentlog accepts: beyond it is surely a unit mistake.
+MAX_TIMER_SECONDS = 10 * 366 * 86400.0
+
+
+def _seconds(value: float | timedelta, what: str, *, allow_past: bool = False) -> float:
+    """A duration in seconds, checked: finite, not negative, at most ~10 years."""
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise InvalidTimerError(f"{what} must be seconds (a number) or a timedelta, got {value!r}")
+    if not math.isfinite(seconds) or (seconds < 0 and not allow_past):
+        raise InvalidTimerError(
+            f"{what} must be a finite number of seconds >= 0, got {value!r}; nothing was recorded"
+        )
+    if seconds > MAX_TIMER_SECONDS:
+        raise InvalidTimerError(
+            f"{what} of {seconds:.0f}s is more than 10 years; check the unit (seconds, or a "
+            "timedelta). Nothing was recorded."
+        )
+    return float(seconds)
 
 
 def is_async_callable(fn: Callable[..., Any]) -> bool:

@@ -31,7 +31,9 @@ from typing import Any
 from agentlog._logging import get_logger
 from agentlog.errors import (
     AgentlogError,
+    InterruptTimeoutError,
     InvalidRouteError,
+    InvalidTimerError,
     InvalidWriteError,
     NotSerializableError,
     UnknownStepError,
@@ -58,6 +60,9 @@ __all__ = ["RunExecutor"]
 log = get_logger("agentlog.runtime")
 
 _DONE, _INTERRUPTED = "done", "interrupted"
+#: Errors of ours that fail the step like the step's own errors (recorded,
+#: never retried): the step can catch them and take another path.
+_FAIL_THE_STEP = (InterruptTimeoutError, InvalidTimerError)
 
 
 class RunExecutor:
@@ -66,6 +71,9 @@ class RunExecutor:
     def __init__(self, writer: RunWriter, workflow: Workflow[Any]) -> None:
         self.writer, self.workflow = writer, workflow
         self.cancel_requested = asyncio.Event()
+        #: Set by a worker that stops (SIGTERM): the run ends its current
+        #: superstep, records it and lets go, for another worker to continue.
+        self.hand_over_requested = asyncio.Event()
         self._log = log.bind(run_id=writer.state.run_id)
 
     @property
@@ -94,6 +102,9 @@ class RunExecutor:
         while not state.is_terminal and state.status != RunStatus.WAITING:
             if self.cancel_requested.is_set():
                 emit(RunCancelled("cancelled at a step boundary"))
+                break
+            if self.hand_over_requested.is_set():
+                self._log.info("run handed over at a step boundary", seq=state.seq)
                 break
             if not state.next_steps:
                 emit(RunCompleted(output=copy.deepcopy(state.values)))  # the result, on record
@@ -186,9 +197,9 @@ class RunExecutor:
                 ctx._record_interrupt(interrupted)
                 self._log.info("run parks on interrupt", step=name, branch=branch)
                 return await self._finish_branch(_INTERRUPTED, parallel)
-            except AgentlogError:
-                raise
             except Exception as exc:
+                if isinstance(exc, AgentlogError) and not isinstance(exc, _FAIL_THE_STEP):
+                    raise  # a contract error: the caller fixes the code; the run waits
                 error = f"{type(exc).__name__}: {exc}"
                 if isinstance(exc, TimeoutError) and step.timeout is not None:
                     error = f"TimeoutError: step {name!r} took longer than {step.timeout}s"

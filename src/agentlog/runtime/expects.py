@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentlog.errors import InvalidResumeValueError, WorkflowDefinitionError
-from agentlog.projector.state import RunState, interrupt_id
+from agentlog.projector.state import RunState, input_interrupts, interrupt_id
 
 __all__ = ["TYPE_NAMES", "answers_for", "build_answer", "check_answer", "to_schema"]
 
@@ -134,7 +134,7 @@ def answers_for(state: RunState, value: Any, answers: Mapping[str, Any] | None) 
         InvalidResumeValueError: an answer that does not fit, an id that is not
             open, or a plain value while several interrupts are open.
     """
-    open_ = {interrupt_id(i): i for i in state.interrupts}
+    open_ = {interrupt_id(i): i for i in input_interrupts(state)}  # a sleep is not asked
     if answers is None and isinstance(value, Mapping) and value and set(value) <= set(open_):
         answers = value  # resume(run_id, {interrupt_id: value})
     if answers is None:

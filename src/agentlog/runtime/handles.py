@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from agentlog.errors import AgentlogError
@@ -72,6 +73,9 @@ class PendingInterrupt:
 
     expects: Any
     """The answer's shape (a type name, or a dict of them), or None for any."""
+
+    timeout_at: datetime | None = None
+    """When the interrupt times out with no answer (``interrupt(timeout=...)``), if ever."""
 
 
 @dataclass(frozen=True, slots=True)

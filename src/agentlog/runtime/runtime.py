@@ -53,15 +53,17 @@ from agentlog.eventlog.events import (
     RunRetried,
     RunStarted,
     RunStatus,
+    TimerFired,
     WriterClaimed,
     utcnow,
 )
 from agentlog.eventlog.urls import DEFAULT_LOG_URL, open_log
 from agentlog.projector.snapshots import SnapshotPolicy, load_state
-from agentlog.projector.state import RunState, interrupt_id
+from agentlog.projector.state import RunState, due_timers, input_interrupts, interrupt_id
 from agentlog.runtime.executor import RunExecutor
 from agentlog.runtime.expects import answers_for
 from agentlog.runtime.handles import PendingInterrupt, RecoveryReport, RunHandle
+from agentlog.runtime.worker import Worker, WorkerConfig
 from agentlog.runtime.workflow import Migration, Workflow, check_max_steps
 from agentlog.runtime.writer import Durability, RunWriter, check_durability
 
@@ -102,6 +104,23 @@ class RuntimeConfig:
     poll_seconds: float = 0.05
     """How often :meth:`Runtime.wait` polls a run executing in another process."""
 
+    execute: bool = True
+    """``start``, ``resume`` and ``retry`` continue the run in this process.
+    False makes this runtime a client: they record the request durably (the
+    run, the answer, the retry) and a worker drives the run."""
+
+    worker: bool = True
+    """Run a worker in this process, in the background, from the first call
+    that moves a run: it fires due timers, drives submitted runs and takes
+    over runs whose writer died (see :mod:`agentlog.runtime.worker`)."""
+
+    worker_config: WorkerConfig = field(default_factory=WorkerConfig)
+    """Concurrency limits and polling of this process's worker."""
+
+    orphan_grace_seconds: float = 5.0
+    """How long :meth:`Runtime.wait` lets a run that needs a driver go
+    without one (no live worker took it) before it raises NoLiveWriterError."""
+
 
 def _check_run_id(run_id: str) -> None:
     if not run_id:
@@ -113,6 +132,27 @@ def _check_run_id(run_id: str) -> None:
 
 def _lease_live(info: RunInfo) -> bool:
     return info.lease_expires_at is not None and info.lease_expires_at > utcnow()
+
+
+def _settled(state: RunState) -> bool:
+    """True once the run ended or parked on an interrupt a human answers."""
+    if state.status == RunStatus.WAITING:
+        return bool(input_interrupts(state))
+    return state.status in RunStatus.TERMINAL
+
+
+def _orphan_message(info: RunInfo, grace: float) -> str:
+    why = (
+        f"its timer was due at {info.wake_at:%Y-%m-%d %H:%M:%S} UTC"
+        if info.status == RunStatus.WAITING
+        else f"it is running and its last writer {info.lease_owner or 'unknown'!r} is gone"
+    )
+    return (
+        f"run {info.run_id!r} needs a driver ({why}) and no live worker took it in "
+        f"{grace:g}s. Start a worker that knows workflow {info.workflow!r} "
+        "(agentlog worker --app module:attr), or continue it here with "
+        "Runtime.recover() or `agentlog recover`."
+    )
 
 
 def _verb_hint(status: str) -> str:
@@ -148,6 +188,8 @@ class Runtime:
         self.workflows: dict[str, Workflow[Any]] = {}
         self._active: dict[str, tuple[RunExecutor, asyncio.Task[RunState]]] = {}
         self._owns_log = False
+        self.worker = Worker(self, self.config.worker_config)
+        self._worker_task: asyncio.Task[None] | None = None
         self.register(*workflows)
 
     @classmethod
@@ -196,6 +238,40 @@ class Runtime:
             LeaseHeldError: another process is starting this run id right now
                 and has recorded nothing yet; retry after its lease.
         """
+        return await self._start(
+            workflow, run_id, input, durability, max_steps, self.config.execute
+        )
+
+    async def submit(
+        self,
+        workflow: Workflow[Any] | str,
+        *,
+        run_id: str,
+        input: dict[str, Any] | None = None,
+        durability: Durability | None = None,
+        max_steps: int | None = None,
+    ) -> RunHandle:
+        """Record a new run for a worker to drive; do not execute it here.
+
+        Like :meth:`start`, it is idempotent on ``run_id`` and checks
+        everything before anything is recorded. The run is durable when this
+        returns: a worker (this process's, with ``RuntimeConfig(worker=True)``,
+        or ``agentlog worker`` anywhere on the same log) takes it.
+
+        Raises:
+            The errors of :meth:`start`.
+        """
+        return await self._start(workflow, run_id, input, durability, max_steps, False)
+
+    async def _start(
+        self,
+        workflow: Workflow[Any] | str,
+        run_id: str,
+        input: dict[str, Any] | None,
+        durability: Durability | None,
+        max_steps: int | None,
+        here: bool,
+    ) -> RunHandle:
         if isinstance(workflow, Workflow):
             if self.workflows.get(workflow.name) is not workflow:
                 self.register(workflow)
@@ -218,6 +294,7 @@ class Runtime:
                 f"(keys: {sorted(wf.reducers)}); declare them in Workflow(state=...)"
             )
         pack(input, path="input")
+        self._ensure_worker()
         info = await self.log.find_run(run_id)
         if info is not None and info.last_seq > 0:
             if info.workflow != wf.name:
@@ -225,8 +302,8 @@ class Runtime:
                     f"run {run_id!r} exists and belongs to workflow {info.workflow!r}, "
                     f"not {wf.name!r}; pick another run id"
                 )
-            if run_id not in self._active and info.status == RunStatus.RUNNING:
-                with contextlib.suppress(LeaseHeldError):
+            if here and run_id not in self._active and info.status == RunStatus.RUNNING:
+                with contextlib.suppress(LeaseHeldError, RunNotWaitingError):
                     await self._take_over(wf, run_id, lambda state: [])
             return RunHandle(self, run_id)
         started = RunStarted(
@@ -242,7 +319,7 @@ class Runtime:
         # LeaseHeldError here: another writer is starting this run right now
         # and has recorded nothing yet (or died doing so, until its lease ends)
         epoch, deadline = await self._claim(run_id)
-        await self._continue(wf, RunState(run_id=run_id), epoch, deadline, mode, [started])
+        await self._continue(wf, RunState(run_id=run_id), epoch, deadline, mode, [started], here)
         return RunHandle(self, run_id)
 
     async def resume(
@@ -277,7 +354,8 @@ class Runtime:
             answers_for(current, None, chosen)  # still open, now that we own the run
             return [ResumeReceived(answers=chosen)]
 
-        await self._take_over(wf, run_id, events)
+        self._ensure_worker()
+        await self._take_over(wf, run_id, events, here=self.config.execute)
         return RunHandle(self, run_id)
 
     async def pending(self, run_id: str) -> list[PendingInterrupt]:
@@ -288,8 +366,10 @@ class Runtime:
         """
         state = await self.get_state(run_id)
         return [
-            PendingInterrupt(interrupt_id(i), i["step"], i["payload"], i.get("expects"))
-            for i in state.interrupts
+            PendingInterrupt(
+                interrupt_id(i), i["step"], i["payload"], i.get("expects"), i.get("due_at")
+            )
+            for i in input_interrupts(state)
         ]
 
     async def retry(self, run_id: str, reason: str = "retried by request") -> RunHandle:
@@ -315,7 +395,8 @@ class Runtime:
             self._require_failed(current)
             return [RunRetried(reason)]
 
-        await self._take_over(wf, run_id, events)
+        self._ensure_worker()
+        await self._take_over(wf, run_id, events, here=self.config.execute)
         return RunHandle(self, run_id)
 
     async def cancel(self, run_id: str, reason: str = "cancelled by request") -> RunState:
@@ -345,41 +426,52 @@ class Runtime:
         return writer.state
 
     async def wait(self, run_id: str, *, timeout: float | None = None) -> RunState:  # noqa: ASYNC109
-        """Wait until the run parks on an interrupt or ends; return its state.
+        """Wait until the run ends or parks on an interrupt a human answers;
+        return its state.
 
-        A run executing in this process is awaited; one executing elsewhere is
-        followed through the log for as long as a live writer holds its lease.
+        A run that sleeps on a timer is not parked for a human: ``wait`` goes
+        on while a worker fires the timer. A run executing in this process is
+        awaited; one executing elsewhere is followed through the log.
 
         Args:
             timeout: seconds to wait at most (None: no bound).
 
         Raises:
-            NoLiveWriterError: the run is running but no live writer drives it
-                (its writer died, or stopped on an error); ``recover()``
-                continues it.
+            NoLiveWriterError: the run needs a driver (it is running, or its
+                timer is due) and no live worker took it within
+                ``RuntimeConfig.orphan_grace_seconds``: start a worker
+                (``agentlog worker``) or ``recover()`` it here.
             TimeoutError: ``timeout`` passed first; the run is unharmed.
             Whatever stopped this process's writer (FencedError, a contract error).
         """
+        self._ensure_worker()
+        orphaned_at: float | None = None
         async with asyncio.timeout(timeout):
             while True:
                 active = self._active.get(run_id)
-                if active is not None:  # a snapshot: the live state is the executor's own
-                    return (await asyncio.shield(active[1])).copy()
+                if active is not None and not active[1].done():
+                    # A snapshot: the live state is the executor's own.
+                    state = (await asyncio.shield(active[1])).copy()
+                    if _settled(state):
+                        return state
+                    continue  # asleep on a timer, or handed over: a worker goes on
+                if active is not None:  # ended just now: its result says how
+                    state = active[1].result().copy()
+                    if _settled(state):
+                        return state
                 info = await self.log.get_run(run_id)
-                if info.status != RunStatus.RUNNING:
+                if info.status in RunStatus.TERMINAL:
                     return await load_state(self.log, run_id)
-                if not _lease_live(info):
-                    # A writer writes its last events before it lets go of its
-                    # lease: look again before calling the run orphaned.
-                    info = await self.log.get_run(run_id)
-                    if info.status != RunStatus.RUNNING:
-                        continue
-                    if not _lease_live(info) and run_id not in self._active:
-                        raise NoLiveWriterError(
-                            f"run {run_id!r} is running but no live writer drives it (its "
-                            f"writer {info.lease_owner or 'unknown'!r} died or stopped on an "
-                            "error). Continue it with Runtime.recover() or `agentlog recover`."
-                        )
+                if info.status == RunStatus.WAITING:
+                    state = await load_state(self.log, run_id)
+                    if _settled(state):
+                        return state
+                if not info.needs_worker(utcnow()) or self._will_drive(info):
+                    orphaned_at = None
+                elif orphaned_at is None:
+                    orphaned_at = time.monotonic()
+                elif time.monotonic() - orphaned_at > self.config.orphan_grace_seconds:
+                    raise NoLiveWriterError(_orphan_message(info, self.config.orphan_grace_seconds))
                 await asyncio.sleep(self.config.poll_seconds)
 
     async def get_state(self, run_id: str) -> RunState:
@@ -438,8 +530,84 @@ class Runtime:
             report.recovered.append(info.run_id)
         return report
 
+    # -- the worker ---------------------------------------------------------------
+
+    async def serve(self) -> None:
+        """Run this process's worker in the foreground until ``worker.stop()``
+        (``agentlog worker`` calls it and stops it on SIGTERM), then hand every
+        run over: each finishes its current superstep and is released."""
+        if self._worker_task is not None and not self._worker_task.done():
+            raise ConfigError("this runtime's worker already runs (in the background)")
+        await self.worker.run()
+
+    @property
+    def active_runs(self) -> Mapping[str, RunExecutor]:
+        """The runs this process drives right now, by run id."""
+        return {run_id: active[0] for run_id, active in self._active.items()}
+
+    def active_task(self, run_id: str) -> asyncio.Task[RunState] | None:
+        """The task driving ``run_id`` in this process, if one does."""
+        active = self._active.get(run_id)
+        return None if active is None else active[1]
+
+    def active_count(self, workflow: str) -> int:
+        """How many runs of ``workflow`` this process drives right now."""
+        return sum(1 for ex, _ in self._active.values() if ex.workflow.name == workflow)
+
+    async def take_over(self, wf: Workflow[Any], run_id: str) -> None:
+        """Claim a running run that no live writer holds and drive it here.
+
+        Raises:
+            LeaseHeldError: another writer holds it.
+            RunNotWaitingError: it is not running any more.
+        """
+        await self._take_over(wf, run_id, lambda state: [])
+
+    async def fire_timers(self, wf: Workflow[Any], run_id: str) -> None:
+        """Record TimerFired for the run's due timers and drive it here.
+
+        Raises:
+            LeaseHeldError: another writer holds it.
+            RunNotWaitingError: no timer of the run is due (any more).
+        """
+
+        def events(state: RunState) -> list[EventData]:
+            due = due_timers(state, utcnow()) if state.status == RunStatus.WAITING else []
+            if not due:
+                raise RunNotWaitingError(f"run {run_id!r} has no due timer")
+            return [TimerFired(due)]
+
+        await self._take_over(wf, run_id, events)
+
+    async def hand_over(self) -> None:
+        """Let every run driven here finish its current superstep, record it,
+        and release its lease, so that another worker continues it at once."""
+        for executor, _ in list(self._active.values()):
+            executor.hand_over_requested.set()
+        for _, task in list(self._active.values()):
+            with contextlib.suppress(BaseException):
+                await task
+
+    def _ensure_worker(self) -> None:
+        """Start the background worker, once, if this runtime runs one."""
+        if self.config.worker and self._worker_task is None:
+            self._worker_task = asyncio.create_task(self.worker.run(), name="agentlog worker")
+
+    def _will_drive(self, info: RunInfo) -> bool:
+        """True if this process's worker runs and will take the run."""
+        running = self._worker_task is not None and not self._worker_task.done()
+        if running and info.workflow in self.workflows and not self.worker.stopping:
+            self.worker.wake.set()
+            return True
+        return False
+
     async def close(self) -> None:
         """Stop executing (runs stay resumable) and close an owned log."""
+        if self._worker_task is not None:
+            self.worker.stop(hand_over=False)
+            self._worker_task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._worker_task
         for _, task in list(self._active.values()):
             task.cancel()
         for _, task in list(self._active.values()):
@@ -472,6 +640,12 @@ class Runtime:
 
     @staticmethod
     def _require_waiting(state: RunState) -> None:
+        if state.status == RunStatus.WAITING and state.interrupts and not input_interrupts(state):
+            wake = min(i["due_at"] for i in state.interrupts)
+            raise RunNotWaitingError(
+                f"run {state.run_id!r} sleeps until {wake:%Y-%m-%d %H:%M:%S} UTC and asks no "
+                "question; nothing was recorded. A worker fires its timer then."
+            )
         if state.status != RunStatus.WAITING or not state.interrupts:
             raise RunNotWaitingError(
                 f"run {state.run_id!r} is {state.status}, not waiting on an interrupt; "
@@ -516,8 +690,11 @@ class Runtime:
         wf: Workflow[Any],
         run_id: str,
         events: Callable[[RunState], Sequence[EventData]],
+        *,
+        here: bool = True,
     ) -> None:
-        """Claim the run, reload it, record ``events(state)`` and continue it here."""
+        """Claim the run, reload it, record ``events(state)`` and continue it
+        here (or, with ``here=False``, let go of it for a worker)."""
         epoch, deadline = await self._claim(run_id)
         try:
             state = await load_state(self.log, run_id, reducers=wf.reducer_table)
@@ -537,7 +714,7 @@ class Runtime:
             await self._release(run_id, epoch)
             raise
         mode = state.durability or self.config.durability
-        await self._continue(wf, state, epoch, deadline, mode, [*first, *extra])
+        await self._continue(wf, state, epoch, deadline, mode, [*first, *extra], here)
 
     async def _continue(
         self,
@@ -547,8 +724,10 @@ class Runtime:
         deadline: float,
         mode: str,
         events: Sequence[EventData],
+        here: bool = True,
     ) -> None:
-        """As the run's claimed writer: record ``events``, then drive the run here.
+        """As the run's claimed writer: record ``events``, then drive the run
+        here, or (``here=False``) release it for a worker.
 
         On any failure before the run is handed to its task, the writer is
         dropped and the lease released, so a corrected call can claim at once.
@@ -559,7 +738,7 @@ class Runtime:
                 self.log,
                 state,
                 epoch=epoch,
-                durability=mode,
+                durability=mode if here else "sync",  # a request is durable when recorded
                 snapshots=self.config.snapshots,
                 lease_deadline=deadline,
                 reducers=wf.reducer_table,
@@ -567,12 +746,18 @@ class Runtime:
             for data in events:
                 writer.emit(data)
             await writer.flush()
+            if not here:
+                await writer.close()
         except BaseException:
             if writer is not None:
                 writer.abandon()
             await self._release(state.run_id, epoch)
             raise
-        self._launch(wf, writer)
+        if here:
+            self._launch(wf, writer)
+        else:
+            await self._release(state.run_id, epoch)
+            self.worker.wake.set()  # this process's worker, if it runs, takes it at once
 
     def _launch(self, wf: Workflow[Any], writer: RunWriter) -> None:
         executor = RunExecutor(writer, wf)

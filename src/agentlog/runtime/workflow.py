@@ -27,6 +27,7 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import (
     TYPE_CHECKING,
     Annotated,
@@ -47,6 +48,7 @@ from agentlog.errors import InvalidRouteError, WorkflowDefinitionError
 from agentlog.projector.reducers import REDUCERS, Reducer, function_name
 from agentlog.runtime.context import is_async_callable
 from agentlog.runtime.retry import RetryPolicy
+from agentlog.runtime.schedules import Schedule, TickInput
 
 if TYPE_CHECKING:
     from agentlog.runtime.context import StepContext
@@ -227,6 +229,8 @@ class Workflow(Generic[S]):
         self._start = [start] if isinstance(start, str) else list(start or [])
         self.steps: dict[str, Step] = {}
         self.migrations: dict[str, Migration] = {}
+        #: Cron schedules (see :meth:`schedule`), run by every worker that knows this workflow.
+        self.schedules: list[Schedule] = []
         self._functions: dict[Callable[..., Any], str] = {}
         self._raw_edges: dict[str, tuple[tuple[Target, ...], tuple[Target, ...]]] = {}
 
@@ -335,6 +339,32 @@ class Workflow(Generic[S]):
             return fn
 
         return register
+
+    def schedule(
+        self,
+        cron: str,
+        *,
+        input: dict[str, Any] | None = None,
+        catchup: timedelta = timedelta(days=1),
+    ) -> Callable[[TickInput], TickInput]:
+        """Start one run of this workflow per cron tick (UTC), exactly once per tick.
+
+        Call it with a fixed ``input``, or use it as a decorator on a function
+        of the tick's time that returns the run's input. Each tick's run id is
+        ``<workflow>@<tick>``; see :mod:`agentlog.runtime.schedules`.
+
+        Raises:
+            InvalidScheduleError: ``cron`` does not parse (raised here, at
+                definition time).
+        """
+        entry = Schedule(self.name, cron, input, catchup)
+        self.schedules.append(entry)
+
+        def with_input(fn: TickInput) -> TickInput:
+            self.schedules[self.schedules.index(entry)] = Schedule(self.name, cron, fn, catchup)
+            return fn
+
+        return with_input
 
     def step_name(self, target: Target) -> str:
         """The name of the step ``target`` (a name or a registered step function).

@@ -1,0 +1,252 @@
+"""The worker: a loop that finds the runs that need driving and drives them.
+
+A run needs a driver when it is running and no live writer holds its lease
+(just submitted or resumed by a client, or its writer died), or when it
+waits on a timer that is due (:meth:`RunInfo.needs_worker`). The worker asks
+the log for those runs (:meth:`EventLog.runnable`), claims each with
+``force=False`` and continues it, up to its concurrency limits:
+
+* ownership is the writer lease: a claim bumps the run's epoch, which fences
+  any older writer, and a lease that is not renewed expires, so when a worker
+  dies (SIGKILL) another one takes its runs over once their leases end;
+* a timer is an interrupt the clock answers: the worker records
+  ``TimerFired`` for the due ones and the sleeping step runs again;
+* a graceful stop (SIGTERM) lets every run finish its current superstep,
+  records it, and releases the lease, so another worker continues at once;
+* schedules submit one run per cron tick (the run id comes from the tick).
+
+Several workers share one log: whichever claims a run first drives it and
+the others get ``LeaseHeldError`` and move on. Nothing here depends on
+wall-clock luck for safety: a paused worker that wakes after its lease ended
+is fenced by the newer claim, and checks its own lease clock before each
+side effect (see :class:`~agentlog.runtime.writer.RunWriter`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from agentlog._logging import get_logger
+from agentlog.errors import (
+    AgentlogError,
+    ConfigError,
+    FencedError,
+    LeaseExpiredError,
+    LeaseHeldError,
+    RunNotWaitingError,
+)
+from agentlog.eventlog.base import RunInfo
+from agentlog.eventlog.events import RunStatus, utcnow
+
+if TYPE_CHECKING:
+    from agentlog.runtime.runtime import Runtime
+    from agentlog.runtime.schedules import Schedule
+
+__all__ = ["Worker", "WorkerConfig"]
+
+log = get_logger("agentlog.worker")
+
+#: A run that could not be taken over (a corrupt event, changed code) is
+#: tried again after this long, not on every pass.
+_RETRY_BROKEN = timedelta(seconds=30)
+#: Errors that mean another writer has the run now: nothing to hold back.
+_LOST_THE_RUN = (FencedError, LeaseExpiredError)
+#: The longest pause between two passes while the log is unreachable.
+_MAX_BACKOFF_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerConfig:
+    """How a worker takes work."""
+
+    concurrency: int = 50
+    """Runs this worker drives at once. A run parked on an interrupt or a
+    timer does not count; it costs nothing until it is due."""
+
+    workflow_concurrency: Mapping[str, int] = field(default_factory=dict)
+    """Per workflow name, runs of it this worker drives at once (at most
+    ``concurrency`` in all), so a slow workflow cannot take every slot."""
+
+    poll_seconds: float = 0.2
+    """How often the worker looks for due work when nothing wakes it sooner;
+    also how late a timer can fire, at most, on an idle worker."""
+
+    schedules: bool = True
+    """Submit the runs of the workflows' cron schedules."""
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ConfigError(f"concurrency must be >= 1, got {self.concurrency}")
+        bad = {k: v for k, v in self.workflow_concurrency.items() if v < 1}
+        if bad:
+            raise ConfigError(f"workflow concurrency limits must be >= 1, got {bad}")
+        if not self.poll_seconds > 0:
+            raise ConfigError(f"poll_seconds must be > 0, got {self.poll_seconds}")
+
+
+class Worker:
+    """Drives the runs of one runtime's workflows that need a driver.
+
+    Use :meth:`Runtime.serve` (or ``agentlog worker``) to run one in the
+    foreground; a runtime with ``RuntimeConfig(worker=True)`` runs one in the
+    background.
+    """
+
+    def __init__(self, runtime: Runtime, config: WorkerConfig | None = None) -> None:
+        self.runtime = runtime
+        self.config = config or WorkerConfig()
+        self.wake = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._hand_over = True
+        self._broken: dict[str, datetime] = {}
+        self._unknown: set[str] = set()
+        self._cursors: dict[tuple[str, str], datetime] = {}
+        self._last_schedule_pass: datetime | None = None
+
+    # -- the loop ---------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Drive runs until :meth:`stop`; then hand every run over and return."""
+        log.info("worker started", owner=self.runtime.config.owner)
+        backoff = 0.0
+        while not self._stopping.is_set():
+            try:
+                await self.run_once()
+                backoff = 0.0
+            except Exception as exc:  # the log is unreachable: say so, back off, go on
+                backoff = min(max(backoff * 2, self.config.poll_seconds), _MAX_BACKOFF_S)
+                log.warning("worker pass failed; retrying", error=repr(exc), retry_in=backoff)
+                await _wait(self._stopping, backoff)
+            await self._idle()
+        if self._hand_over:  # stopped by stop(), not by Runtime.close()
+            await self.runtime.hand_over()
+        log.info("worker stopped", owner=self.runtime.config.owner)
+
+    def stop(self, *, hand_over: bool = True) -> None:
+        """Stop taking work; running runs finish their current superstep and
+        are handed over (their leases released for another worker)."""
+        self._hand_over = hand_over
+        self._stopping.set()
+        self.wake.set()
+
+    @property
+    def stopping(self) -> bool:
+        """True once :meth:`stop` was called."""
+        return self._stopping.is_set()
+
+    async def run_once(self) -> list[str]:
+        """One pass: submit due schedule ticks, then take the due runs there is
+        room for. Returns the run ids it took."""
+        now = utcnow()
+        if self.config.schedules:
+            await self._schedule_pass(now)
+        free = self.config.concurrency - len(self.runtime.active_runs)
+        if free <= 0 or self.stopping:
+            return []
+        # Ask for more than there is room for: some are skipped below.
+        due = await self.runtime.log.runnable(now=now, limit=free * 2 + len(self._unknown) + 16)
+        taken: list[str] = []
+        for info in due:
+            if len(taken) >= free or self.stopping:
+                break
+            if await self._take(info, now):
+                taken.append(info.run_id)
+        return taken
+
+    # -- internals ----------------------------------------------------------------
+
+    async def _take(self, info: RunInfo, now: datetime) -> bool:
+        runtime = self.runtime
+        if info.run_id in runtime.active_runs:
+            return False
+        wf = runtime.workflows.get(info.workflow)
+        if wf is None:
+            if info.workflow not in self._unknown:
+                self._unknown.add(info.workflow)
+                log.warning(
+                    "run waits for a worker that knows its workflow",
+                    run_id=info.run_id,
+                    workflow=info.workflow,
+                    known=sorted(runtime.workflows),
+                )
+            return False
+        limit = self.config.workflow_concurrency.get(wf.name)
+        if limit is not None and runtime.active_count(wf.name) >= limit:
+            return False
+        broken_until = self._broken.get(info.run_id)
+        if broken_until is not None and broken_until > now:
+            return False
+        try:
+            if info.status == RunStatus.WAITING:
+                await runtime.fire_timers(wf, info.run_id)
+            else:
+                await runtime.take_over(wf, info.run_id)
+        except (LeaseHeldError, RunNotWaitingError):
+            return False  # another worker got there first, or it moved on
+        except AgentlogError as exc:
+            log.warning("run not taken over", run_id=info.run_id, error=str(exc))
+            self._broken[info.run_id] = now + _RETRY_BROKEN
+            return False
+        self._broken.pop(info.run_id, None)
+        active = runtime.active_task(info.run_id)
+        if active is not None:
+            active.add_done_callback(lambda task: self._drive_ended(info.run_id, task))
+        return True
+
+    def _drive_ended(self, run_id: str, task: asyncio.Task[Any]) -> None:
+        """A run stopped on an error of ours (a contract error in its code): not
+        again at once, or a worker would spin on it; say why."""
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if isinstance(exc, AgentlogError) and not isinstance(exc, _LOST_THE_RUN):
+            log.warning("run stopped on an error; retried later", run_id=run_id, error=str(exc))
+            self._broken[run_id] = utcnow() + _RETRY_BROKEN
+        self.wake.set()  # a slot is free
+
+    async def _idle(self) -> None:
+        """Sleep until the poll interval, the next timer, or a wake-up."""
+        timeout = self.config.poll_seconds
+        with contextlib.suppress(AgentlogError):
+            wake_at = await self.runtime.log.next_wake()
+            if wake_at is not None:
+                timeout = min(timeout, max(0.0, (wake_at - utcnow()).total_seconds()))
+        await _wait(self.wake, timeout)
+        self.wake.clear()
+
+    async def _schedule_pass(self, now: datetime) -> None:
+        # Ticks are at most once a minute apart in cron: a pass a second is plenty.
+        if self._last_schedule_pass and now - self._last_schedule_pass < timedelta(seconds=1):
+            return
+        self._last_schedule_pass = now
+        for wf in list(self.runtime.workflows.values()):
+            for entry in wf.schedules:
+                await self._submit_ticks(entry, now)
+
+    async def _submit_ticks(self, entry: Schedule, now: datetime) -> None:
+        key = (entry.workflow, entry.cron)
+        after = self._cursors.get(key, now - entry.catchup)
+        for tick in entry.ticks(after, now):
+            run_id = entry.run_id(tick)
+            try:
+                if await self.runtime.log.find_run(run_id) is None:
+                    run_input = entry.input_for(tick)
+                    await self.runtime.submit(entry.workflow, run_id=run_id, input=run_input)
+                    log.info("schedule tick submitted", run_id=run_id, cron=entry.cron)
+            except Exception as exc:  # the user's input function too: say so, go on
+                log.warning("schedule tick not submitted", run_id=run_id, error=repr(exc))
+                return  # this tick again on the next pass
+            self._cursors[key] = tick
+
+
+async def _wait(event: asyncio.Event, seconds: float) -> None:
+    """Wait for ``event`` at most ``seconds``. Not ``asyncio.wait_for``: on
+    Python 3.11 it can swallow a cancellation that races with the event."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await event.wait()
