@@ -12,12 +12,14 @@ from agentlog.runtime.frozen import FrozenDict, FrozenList, thaw
 from agentlog.runtime.handles import PendingInterrupt, RecoveryReport, RunHandle
 from agentlog.runtime.retry import RetryPolicy
 from agentlog.runtime.runtime import VERBS, Runtime, RuntimeConfig
+from agentlog.runtime.stream import STREAM_MODES, StreamMode, StreamUntil, StreamUpdate, stream
 from agentlog.runtime.tasks import task
 from agentlog.runtime.workflow import Next, Send, Step, Target, Workflow, end, goto
 from agentlog.runtime.writer import DURABILITY_MODES, Durability, RunWriter
 
 __all__ = [
     "DURABILITY_MODES",
+    "STREAM_MODES",
     "VERBS",
     "Durability",
     "FrozenDict",
@@ -36,12 +38,16 @@ __all__ = [
     "Send",
     "Step",
     "StepContext",
+    "StreamMode",
+    "StreamUntil",
+    "StreamUpdate",
     "Target",
     "Workflow",
     "current_idempotency_key",
     "end",
     "goto",
     "idempotency_key",
+    "stream",
     "task",
     "thaw",
 ]
