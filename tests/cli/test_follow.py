@@ -76,8 +76,11 @@ async def test_follow_prints_each_event_live_until_the_run_ends(tmp_path: Path) 
         history = [event async for event in log.read("f1")]
     assert [(r["seq"], r["type"]) for r in rows] == [(e.seq, e.type) for e in history]
     assert rows[-1]["type"] == "RunCompleted"
-    assert [r["data"] for r in [first, *more]] == [{"pct": 50}, {"pct": 100}]
-    assert {r["step"] for r in [first, *more]} == {"left"}
+    assert [(r["step"], r["data"]) for r in [first, *more]] == [
+        ("plan", {"pct": 50}),
+        ("plan", {"pct": 100}),
+        ("left", {"side": "left"}),
+    ]
 
 
 async def test_ctrl_c_stops_following_a_parked_run_with_exit_code_130(

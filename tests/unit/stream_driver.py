@@ -5,10 +5,11 @@ Usage::
     python -m tests.unit.stream_driver DB_PATH RUN_ID RELEASE_FILE
 
 It starts the run (sync durability), prints ``STARTED``, and waits for the
-run to end. The run's ``left`` branch publishes progress ``{"pct": 50}`` and
-then waits until ``RELEASE_FILE`` exists, so the run cannot end before a
-watcher in another process saw that progress: what a watcher gets is live,
-not the history read back after the end.
+run to end. The run's first step publishes progress ``{"pct": 50}`` and then
+waits until ``RELEASE_FILE`` exists, so the run cannot end before a watcher
+in another process saw that progress: what a watcher gets is live, not the
+history read back after the end. (The gate is in a step with no parallel
+sibling, whose own writes would carry the progress to the log with them.)
 """
 
 from __future__ import annotations
@@ -30,19 +31,24 @@ Gate = Callable[[], Awaitable[None]]
 
 
 def streamed_workflow(gate: Gate | None = None, name: str = "streamed") -> Workflow:
-    """plan -> (left | right) -> finish; ``left`` publishes progress around ``gate()``."""
+    """plan -> (left | right) -> finish.
+
+    ``plan`` publishes progress before and after ``gate()``; the parallel
+    branch ``left`` publishes its own.
+    """
     wf = Workflow(name, state={"notes": "append", "count": "replace"})
 
     @wf.step
     async def plan(ctx: StepContext) -> Any:
-        return goto("left", "right", notes=["plan"])
-
-    @wf.step(then="finish")
-    async def left(ctx: StepContext) -> Any:
         await ctx.progress({"pct": 50})
         if gate is not None:
             await gate()
         await ctx.progress({"pct": 100})
+        return goto("left", "right", notes=["plan"])
+
+    @wf.step(then="finish")
+    async def left(ctx: StepContext) -> Any:
+        await ctx.progress({"side": "left"})
         return {"notes": ["left"]}
 
     @wf.step(then="finish")

@@ -9,8 +9,10 @@ waits turn that into a failure.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,9 @@ from tests.unit.stream_driver import BOUND_SECONDS, streamed_workflow
 
 __all__ = ["event_log"]
 
+#: What the streamed workflow publishes: (step, branch, data), in order.
+PROGRESS = [("plan", 0, {"pct": 50}), ("plan", 0, {"pct": 100}), ("left", 0, {"side": "left"})]
+
 _UPDATE_TYPES = {"StepCompleted", "ProgressReported", "InterruptRaised"}
 
 
@@ -50,6 +55,18 @@ async def _collect(log: EventLog, run_id: str, mode: Any, **kwargs: Any) -> list
     """Every update of a stream until it ends (bounded)."""
     async with asyncio.timeout(BOUND_SECONDS):
         return [update async for update in stream(log, run_id, mode=mode, **kwargs)]
+
+
+@contextlib.asynccontextmanager
+async def _watchers(log: EventLog, run_id: str) -> AsyncIterator[dict[str, asyncio.Task[Any]]]:
+    """One watcher task per mode; on the way out, none is left running or unretrieved."""
+    tasks = {mode: asyncio.create_task(_collect(log, run_id, mode)) for mode in STREAM_MODES}
+    try:
+        yield tasks
+    finally:
+        for task in tasks.values():
+            task.cancel()
+        await asyncio.gather(*tasks.values(), return_exceptions=True)
 
 
 async def _release_on_progress(log: EventLog, run_id: str, gate: asyncio.Event) -> int:
@@ -97,14 +114,13 @@ async def test_every_mode_follows_a_live_run_in_order(event_log: EventLog, durab
     wf = streamed_workflow(gate.wait)
     async with Runtime(event_log, workflows=[wf], config=config()) as rt:
         await rt.start(wf, run_id="s", durability=durability)
-        watchers = {m: asyncio.create_task(_collect(event_log, "s", m)) for m in STREAM_MODES}
-        # The run cannot go past its progress until a watcher saw it.
-        await _release_on_progress(event_log, "s", gate)
-        assert (await run_to_rest(rt, "s")).status == RunStatus.COMPLETED
-        got = {mode: await watcher for mode, watcher in watchers.items()}
+        async with _watchers(event_log, "s") as watchers:
+            # The run cannot go past its progress until a watcher saw it.
+            await _release_on_progress(event_log, "s", gate)
+            assert (await run_to_rest(rt, "s")).status == RunStatus.COMPLETED
+            got = {mode: await watcher for mode, watcher in watchers.items()}
     await _check_against_history(event_log, "s", got)
-    assert [u.data for u in got["progress"]] == [{"pct": 50}, {"pct": 100}]
-    assert {u.step for u in got["progress"]} == {"left"}
+    assert [(u.step, u.branch, u.data) for u in got["progress"]] == PROGRESS
     assert got["values"][-1].data == {"notes": ["plan", "left", "right"], "count": 3}
     assert got["events"][-1].type == "RunCompleted"
 
@@ -118,7 +134,7 @@ async def test_a_watcher_started_after_the_end_replays_the_run_and_ends(
         await run_to_rest(rt, "done")
     got = {mode: await _collect(event_log, "done", mode) for mode in STREAM_MODES}
     await _check_against_history(event_log, "done", got)
-    assert [u.data for u in got["progress"]] == [{"pct": 50}, {"pct": 100}]
+    assert [(u.step, u.branch, u.data) for u in got["progress"]] == PROGRESS
 
 
 async def test_after_seq_goes_on_where_a_watcher_stopped(event_log: EventLog) -> None:
@@ -258,7 +274,7 @@ async def test_progress_in_exit_mode_is_recorded_when_the_run_ends(event_log: Ev
         await rt.start(wf, run_id="x", durability="exit")
         await run_to_rest(rt, "x")
     got = await _collect(event_log, "x", "progress")
-    assert [(u.step, u.data) for u in got] == [("left", {"pct": 50}), ("left", {"pct": 100})]
+    assert [(u.step, u.branch, u.data) for u in got] == PROGRESS
 
 
 async def test_bad_stream_requests_are_typed_errors(event_log: EventLog) -> None:
@@ -319,14 +335,13 @@ async def test_a_run_driven_by_another_process_streams_live_on_sqlite(tmp_path: 
             assert driver.stdout is not None
             assert (await driver.stdout.readline()).strip() == b"STARTED"
         async with SqliteEventLog(db) as log:
-            watchers = {m: asyncio.create_task(_collect(log, "remote", m)) for m in STREAM_MODES}
-            gate = asyncio.Event()
-            await _release_on_progress(log, "remote", gate)
-            release.touch()  # only now can the other process's run go on
-            got = {mode: await watcher for mode, watcher in watchers.items()}
+            async with _watchers(log, "remote") as watchers:
+                await _release_on_progress(log, "remote", asyncio.Event())
+                release.touch()  # only now can the other process's run go on
+                got = {mode: await watcher for mode, watcher in watchers.items()}
             await _check_against_history(log, "remote", got)
         assert got["events"][-1].type == "RunCompleted"
-        assert [u.data for u in got["progress"]] == [{"pct": 50}, {"pct": 100}]
+        assert [(u.step, u.branch, u.data) for u in got["progress"]] == PROGRESS
         async with asyncio.timeout(BOUND_SECONDS):
             assert await driver.wait() == 0
     finally:
