@@ -147,6 +147,9 @@ async def test_after_seq_goes_on_where_a_watcher_stopped(event_log: EventLog) ->
         cut = whole[len(whole) // 2].seq
         rest = await _collect(event_log, "on", mode, after_seq=cut)
         assert rest == [u for u in whole if u.seq > cut], mode
+        # Past the end of a finished run: nothing more will come, so it ends.
+        last = (await event_log.get_run("on")).last_seq
+        assert await _collect(event_log, "on", mode, after_seq=last) == [], mode
 
 
 def _asking_workflow(branches: int) -> Workflow:
@@ -185,7 +188,10 @@ async def test_until_park_ends_once_every_interrupt_of_the_park_is_yielded(
     asked = [u for u in got if u.type == "InterruptRaised"]
     assert sorted(u.data for u in asked) == sorted(f"ask_{i}?" for i in range(branches))
     assert got[-1].type == "InterruptRaised"
-    assert got[-1].seq == (await event_log.get_run("p")).last_seq
+    last = (await event_log.get_run("p")).last_seq
+    assert got[-1].seq == last
+    # A watcher that already saw the park ends at once.
+    assert await _collect(event_log, "p", "events", until="park", after_seq=last) == []
 
 
 async def test_a_watcher_follows_a_run_through_its_park_until_it_ends(
@@ -221,8 +227,9 @@ async def test_a_watcher_follows_a_run_through_its_park_until_it_ends(
     assert after_park[1].data == {"answers": ["yes"]}
 
 
+@pytest.mark.parametrize("durability", ["sync", "async"])
 async def test_handle_stream_folds_values_with_the_workflows_own_reducers(
-    event_log: EventLog,
+    event_log: EventLog, durability: str
 ) -> None:
     def add(current: int | None, update: int) -> int:
         return (current or 0) + update
@@ -238,7 +245,9 @@ async def test_handle_stream_folds_values_with_the_workflows_own_reducers(
         return end(total=3)
 
     async with Runtime(event_log, workflows=[wf], config=config()) as rt:
-        run = await rt.start(wf, run_id="v", input={"total": 1}, durability="sync")
+        # In async mode nothing may be written yet when start returns: the
+        # stream waits for the run its writer holds, it is not "unknown".
+        run = await rt.start(wf, run_id="v", input={"total": 1}, durability=durability)
         async with asyncio.timeout(BOUND_SECONDS):
             values = [u.data async for u in run.stream("values")]
         assert values[-1] == await rt.result("v") == {"total": 6}

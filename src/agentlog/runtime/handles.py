@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentlog.errors import AgentlogError
+from agentlog.projector.reducers import Reducer
 from agentlog.projector.state import RunState
 from agentlog.runtime.stream import StreamMode, StreamUntil, StreamUpdate, stream
 
@@ -57,7 +58,7 @@ class RunHandle:
         """Cancel the run; see :meth:`Runtime.cancel`."""
         return await self.runtime.cancel(self.run_id, reason)
 
-    async def stream(
+    def stream(
         self, mode: StreamMode = "updates", *, after_seq: int = 0, until: StreamUntil = "end"
     ) -> AsyncIterator[StreamUpdate]:
         """Follow the run live; see :func:`agentlog.runtime.stream.stream`.
@@ -65,18 +66,20 @@ class RunHandle:
         ``values`` fold with the run's workflow's own reducers when this
         runtime has the workflow registered.
         """
-        info = await self.runtime.log.get_run(self.run_id)
-        workflow = self.runtime.workflows.get(info.workflow)
-        updates = stream(
+        workflows = self.runtime.workflows
+
+        def reducers(name: str) -> Mapping[str, Reducer] | None:
+            workflow = workflows.get(name)
+            return workflow.reducer_table if workflow is not None else None
+
+        return stream(
             self.runtime.log,
             self.run_id,
             mode=mode,
             after_seq=after_seq,
             until=until,
-            reducers=workflow.reducer_table if workflow is not None else None,
+            reducers=reducers,
         )
-        async for update in updates:
-            yield update
 
 
 @dataclass(frozen=True, slots=True)

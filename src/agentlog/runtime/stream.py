@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -59,7 +59,7 @@ from agentlog.projector.reducers import Reducer
 from agentlog.projector.snapshots import load_state
 from agentlog.projector.state import RunState
 
-__all__ = ["STREAM_MODES", "StreamMode", "StreamUntil", "StreamUpdate", "stream"]
+__all__ = ["STREAM_MODES", "ReducerSource", "StreamMode", "StreamUntil", "StreamUpdate", "stream"]
 
 #: What a stream yields; see the table in :mod:`agentlog.runtime.stream`.
 StreamMode = Literal["events", "updates", "values", "progress"]
@@ -68,6 +68,10 @@ STREAM_MODES: tuple[str, ...] = get_args(StreamMode)
 #: When a stream ends: at the run's end only, or also when it parks.
 StreamUntil = Literal["end", "park"]
 _UNTILS: tuple[str, ...] = get_args(StreamUntil)
+
+#: The reducer table to fold ``values`` with, or a function from the run's
+#: workflow name to its table (None: the registered reducers).
+ReducerSource = Mapping[str, Reducer] | Callable[[str], Mapping[str, Reducer] | None]
 
 #: The events whose fold changes the state's values ("values" mode).
 _CHANGES_VALUES = (RunStarted, SuperstepCommitted, RunMigrated)
@@ -102,12 +106,14 @@ class StreamUpdate:
     """The branch of that step inside its superstep (None for a run-level event)."""
 
 
-def check_mode(mode: str, until: str = "end") -> None:
+def _check_options(mode: str, until: str, after_seq: int) -> None:
     """Raise ConfigError for a stream mode or end condition that does not exist."""
     if mode not in STREAM_MODES:
         raise ConfigError(f"stream mode must be one of {', '.join(STREAM_MODES)}, got {mode!r}")
     if until not in _UNTILS:
         raise ConfigError(f"stream until must be one of {', '.join(_UNTILS)}, got {until!r}")
+    if not isinstance(after_seq, int) or isinstance(after_seq, bool) or after_seq < 0:
+        raise ConfigError(f"after_seq must be a whole number, 0 or more; got {after_seq!r}")
 
 
 async def stream(
@@ -117,7 +123,7 @@ async def stream(
     mode: StreamMode = "updates",
     after_seq: int = 0,
     until: StreamUntil = "end",
-    reducers: Mapping[str, Reducer] | None = None,
+    reducers: ReducerSource | None = None,
     poll_seconds: float = 0.05,
 ) -> AsyncIterator[StreamUpdate]:
     """Follow the run live: yield its updates as they are recorded.
@@ -132,8 +138,9 @@ async def stream(
             cancelled, through any number of parks; ``"park"`` also ends
             when the run parks on an interrupt or a timer.
         reducers: the reducer table to fold ``values`` with (a workflow's
-            ``reducer_table``); None means the registered reducers, with
-            "replace" for a name not registered, as the CLI folds.
+            ``reducer_table``), or a function from the run's workflow name
+            to it; None means the registered reducers, with "replace" for a
+            name not registered, as the CLI folds.
         poll_seconds: how often to look for events written by another process.
 
     Raises:
@@ -143,19 +150,20 @@ async def stream(
             claimed by a live writer that has not written yet is waited for).
         CorruptEventError, RunArchivedError: as :meth:`EventLog.read`.
     """
-    check_mode(mode, until)
-    if not isinstance(after_seq, int) or isinstance(after_seq, bool) or after_seq < 0:
-        raise ConfigError(f"after_seq must be a whole number, 0 or more; got {after_seq!r}")
-    await _first_event(log, run_id, poll_seconds)
+    _check_options(mode, until, after_seq)
+    info = await _first_event(log, run_id, poll_seconds)
+    if info.last_seq <= after_seq and _at_rest(info, until):
+        return  # nothing after after_seq, and nothing more comes on its own
+    table = reducers(info.workflow) if callable(reducers) else reducers
     state: RunState | None = None
     if mode == "values":  # fold from the state at after_seq, as a replay would
         state = RunState()
         if after_seq:
-            state = await load_state(log, run_id, at_seq=after_seq, reducers=reducers)
+            state = await load_state(log, run_id, at_seq=after_seq, reducers=table)
     async with _closing(log.tail(run_id, after_seq=after_seq, poll_seconds=poll_seconds)) as events:
         async for event in events:
             if state is not None:
-                apply(state, event, reducers)
+                apply(state, event, table)
             update = _update(mode, event, state)
             if update is not None:
                 yield update
@@ -210,8 +218,8 @@ def _make(mode: StreamMode, event: Event, data: Any) -> StreamUpdate:
     )
 
 
-async def _first_event(log: EventLog, run_id: str, poll_seconds: float) -> None:
-    """Return once the run has an event; raise UnknownRunError for an unknown run.
+async def _first_event(log: EventLog, run_id: str, poll_seconds: float) -> RunInfo:
+    """The run's index row once it has an event; UnknownRunError for an unknown run.
 
     A run just started in ``async`` durability is claimed (its index row and
     lease exist) before its first event is written in the background: while
@@ -224,6 +232,14 @@ async def _first_event(log: EventLog, run_id: str, poll_seconds: float) -> None:
         info = await log.find_run(run_id)
     if info is None or info.last_seq == 0:
         raise UnknownRunError(run_id, log.url)
+    return info
+
+
+def _at_rest(info: RunInfo, until: StreamUntil) -> bool:
+    """True if the stream ends at the run's status: it ended, or it parked (``until="park"``)."""
+    return info.status in RunStatus.TERMINAL or (
+        until == "park" and info.status == RunStatus.WAITING
+    )
 
 
 def _lease_live(info: RunInfo) -> bool:
@@ -237,4 +253,4 @@ async def _parked(log: EventLog, event: Event) -> bool:
     a later seq means more of the park (or the run already went on) follows.
     """
     info = await log.get_run(event.run_id)
-    return info.status == RunStatus.WAITING and info.last_seq == event.seq
+    return info.last_seq == event.seq and _at_rest(info, "park")
