@@ -19,6 +19,7 @@ def test_package_exports() -> None:
 def test_runtime_exports() -> None:
     assert set(agentlog.runtime.__all__) == {
         "DURABILITY_MODES",
+        "STREAM_MODES",
         "Durability",
         "FrozenDict",
         "FrozenList",
@@ -36,6 +37,9 @@ def test_runtime_exports() -> None:
         "Send",
         "Step",
         "StepContext",
+        "StreamMode",
+        "StreamUntil",
+        "StreamUpdate",
         "Target",
         "VERBS",
         "Workflow",
@@ -43,6 +47,7 @@ def test_runtime_exports() -> None:
         "end",
         "goto",
         "idempotency_key",
+        "stream",
         "task",
         "thaw",
     }

@@ -32,6 +32,7 @@ __all__ = [
     "out",
     "print_error",
     "print_json",
+    "print_json_line",
     "print_line",
     "print_table",
     "print_timeline",
@@ -54,6 +55,12 @@ def to_json(value: Any) -> str:
 def print_json(value: Any) -> None:
     """Print ``value`` as JSON on stdout, unstyled, so scripts can parse it."""
     sys.stdout.write(to_json(value) + "\n")
+    sys.stdout.flush()
+
+
+def print_json_line(value: Any) -> None:
+    """Print ``value`` as one line of compact JSON (JSON Lines), flushed at once."""
+    sys.stdout.write(orjson.dumps(jsonable(value)).decode() + "\n")
     sys.stdout.flush()
 
 

@@ -1,4 +1,10 @@
-"""The read commands: ``runs``, ``show``, ``state``, ``diff``. They never write."""
+"""The read commands: ``runs``, ``show``, ``state``, ``diff``. They never write.
+
+``show RUN --follow`` prints the run's events as they are recorded, from any
+process, until the run completes, fails or is cancelled (a parked run is
+followed through its park); Ctrl-C stops it with exit code 130, as a shell
+reports an interrupted command.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ from agentlog.cli.render import (
     age,
     out,
     print_json,
+    print_json_line,
     print_line,
     print_table,
     print_timeline,
@@ -28,8 +35,9 @@ from agentlog.eventlog.codec import jsonable
 from agentlog.eventlog.events import RunStatus
 from agentlog.eventlog.urls import DEFAULT_LOG_URL
 from agentlog.projector import diff_states, load_state
+from agentlog.runtime.stream import StreamUpdate, stream
 
-__all__ = ["Status", "info_json"]
+__all__ = ["FollowMode", "Status", "info_json"]
 
 RunIdArg = Annotated[str, typer.Argument(help="The run id.")]
 
@@ -42,6 +50,15 @@ class Status(StrEnum):
     COMPLETED = RunStatus.COMPLETED
     FAILED = RunStatus.FAILED
     CANCELLED = RunStatus.CANCELLED
+
+
+class FollowMode(StrEnum):
+    """What ``show --follow --mode`` prints (the stream modes of ``Runtime.stream``)."""
+
+    EVENTS = "events"
+    UPDATES = "updates"
+    VALUES = "values"
+    PROGRESS = "progress"
 
 
 def info_json(info: RunInfo) -> dict[str, Any]:
@@ -90,8 +107,28 @@ def show(
     log: LogOpt = DEFAULT_LOG_URL,
     archive: ArchiveOpt = DEFAULT_ARCHIVE_URL,
     as_json: JsonOpt = False,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            "-f",
+            help="Print events as they are recorded until the run ends (one line, or one "
+            "JSON object per line with --json); Ctrl-C stops (exit code 130).",
+        ),
+    ] = False,
+    mode: Annotated[
+        FollowMode,
+        typer.Option(
+            "--mode",
+            help="With --follow: every event, or only step writes, progress and "
+            "interrupts (updates), the state's values after each superstep, or progress.",
+        ),
+    ] = FollowMode.EVENTS,
 ) -> None:
     """The run's timeline: seq, time, type, step, payload."""
+    if follow:
+        _follow(run_id, log, archive, as_json, mode)
+        return
 
     async def go() -> list[dict[str, Any]]:
         async with read_history(log, archive) as event_log:
@@ -103,6 +140,36 @@ def show(
         print_json(rows)
     else:
         print_timeline(rows, f"run {run_id}")
+
+
+def _follow(run_id: str, log: str, archive: str, as_json: bool, mode: FollowMode) -> None:
+    """``show --follow``: print each update of the run as it is recorded."""
+
+    async def go() -> None:
+        async with read_history(log, archive) as event_log:
+            async for update in stream(event_log, run_id, mode=mode.value):
+                _print_update(update, as_json)
+
+    try:
+        run_async(go)
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+def _print_update(update: StreamUpdate, as_json: bool) -> None:
+    if update.mode == "events":  # the same row as ``show`` prints
+        row = timeline_rows([update.event])[0]
+        shown = row["payload"]
+    else:
+        row = {"seq": update.seq, "ts": update.event.ts.isoformat(), "type": update.type}
+        row.update(step=update.step, superstep=update.superstep, branch=update.branch)
+        row["data"] = shown = jsonable(update.data)
+    if as_json:
+        print_json_line(row)
+        return
+    step = f" {row['step']}" if row["step"] else ""
+    when = f"{row['seq']:>5} {row['ts'][11:23]} "
+    print_line(when, (row["type"], "bold"), step, " ", short(shown, 200))
 
 
 @command()

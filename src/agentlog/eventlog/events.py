@@ -24,6 +24,7 @@ __all__ = [
     "Event",
     "EventData",
     "InterruptRaised",
+    "ProgressReported",
     "ResumeReceived",
     "RunCancelled",
     "RunCompleted",
@@ -196,6 +197,22 @@ class TimerFired(EventData):
 
 
 @dataclass(frozen=True, slots=True)
+class ProgressReported(EventData):
+    """A step published progress (``ctx.progress(data)``) for live watchers.
+
+    It changes neither the run's state nor its status: it is recorded like
+    every event so that watchers in any process (``Runtime.stream``), replay
+    and SQL see it. A step that runs again publishes its progress again.
+    """
+
+    type: ClassVar[str] = "ProgressReported"
+    step: str
+    superstep: int
+    branch: int
+    data: Any = None
+
+
+@dataclass(frozen=True, slots=True)
 class StepFailed(EventData):
     """An attempt of a step raised."""
 
@@ -282,6 +299,7 @@ EVENT_TYPES: dict[str, type[EventData]] = {
         InterruptRaised,
         ResumeReceived,
         TimerFired,
+        ProgressReported,
         StepFailed,
         RunCompleted,
         RunFailed,

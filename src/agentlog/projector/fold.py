@@ -21,6 +21,7 @@ from agentlog.errors import ReplayError
 from agentlog.eventlog.events import (
     Event,
     InterruptRaised,
+    ProgressReported,
     ResumeReceived,
     RunCancelled,
     RunCompleted,
@@ -177,6 +178,10 @@ def _run_migrated(state: RunState, data: RunMigrated) -> None:
     state.reducers, state.values = dict(data.reducers), copy.deepcopy(data.values)
 
 
+def _progress_reported(state: RunState, data: ProgressReported) -> None:
+    """Progress is for watchers: the state does not change (only its seq moves on)."""
+
+
 def _writer_claimed(state: RunState, data: WriterClaimed) -> None:
     state.writer_epoch = data.epoch
 
@@ -196,6 +201,7 @@ _APPLY: dict[type, Callable[[RunState, Any], None]] = {
     RunRetried: _run_retried,
     RunMigrated: _run_migrated,
     WriterClaimed: _writer_claimed,
+    ProgressReported: _progress_reported,
 }
 
 

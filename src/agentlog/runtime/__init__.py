@@ -13,6 +13,7 @@ from agentlog.runtime.handles import PendingInterrupt, RecoveryReport, RunHandle
 from agentlog.runtime.retry import RetryPolicy
 from agentlog.runtime.runtime import VERBS, Runtime, RuntimeConfig
 from agentlog.runtime.schedules import Schedule
+from agentlog.runtime.stream import STREAM_MODES, StreamMode, StreamUntil, StreamUpdate, stream
 from agentlog.runtime.tasks import task
 from agentlog.runtime.worker import Worker, WorkerConfig
 from agentlog.runtime.workflow import Next, Send, Step, Target, Workflow, end, goto
@@ -20,6 +21,7 @@ from agentlog.runtime.writer import DURABILITY_MODES, Durability, RunWriter
 
 __all__ = [
     "DURABILITY_MODES",
+    "STREAM_MODES",
     "VERBS",
     "Durability",
     "FrozenDict",
@@ -39,6 +41,9 @@ __all__ = [
     "Send",
     "Step",
     "StepContext",
+    "StreamMode",
+    "StreamUntil",
+    "StreamUpdate",
     "Target",
     "Worker",
     "WorkerConfig",
@@ -47,6 +52,7 @@ __all__ = [
     "end",
     "goto",
     "idempotency_key",
+    "stream",
     "task",
     "thaw",
 ]

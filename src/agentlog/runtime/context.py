@@ -48,6 +48,7 @@ from agentlog.errors import (
 from agentlog.eventlog.codec import pack
 from agentlog.eventlog.events import (
     InterruptRaised,
+    ProgressReported,
     TaskCompleted,
     TaskFailed,
     TaskStarted,
@@ -459,6 +460,25 @@ class StepContext(Generic[S]):
     @staticmethod
     def _exit(token: contextvars.Token[StepContext[Any] | None]) -> None:
         _CONTEXT.reset(token)
+
+    async def progress(self, data: Any) -> None:
+        """Publish progress to the run's watchers (``Runtime.stream``).
+
+        ``data`` is recorded as a ProgressReported event, which changes
+        neither the state nor the status, and is written as the run's
+        durability mode writes: ``sync`` returns once it is durable,
+        ``async`` hands it to the background writer, ``exit`` holds it until
+        the run ends or parks (so watchers see it only then). Awaited, so the
+        update reaches watchers while the step still works rather than only
+        at the step's end. A step that runs again publishes its progress again.
+
+        Raises:
+            NotSerializableError: ``data`` holds a value that cannot be stored;
+                nothing is recorded.
+        """
+        writer = self._writer
+        writer.emit(ProgressReported(self.step, self.superstep, self.branch, data))
+        await writer.flush()
 
 
 #: The longest sleep or timeout agentlog accepts: beyond it is surely a unit mistake.

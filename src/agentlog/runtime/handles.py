@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from agentlog.errors import AgentlogError
+from agentlog.projector.reducers import Reducer
 from agentlog.projector.state import RunState
+from agentlog.runtime.stream import StreamMode, StreamUntil, StreamUpdate, stream
 
 if TYPE_CHECKING:
     from agentlog.runtime.runtime import Runtime
@@ -56,6 +58,29 @@ class RunHandle:
     async def cancel(self, reason: str = "cancelled by request") -> RunState:
         """Cancel the run; see :meth:`Runtime.cancel`."""
         return await self.runtime.cancel(self.run_id, reason)
+
+    def stream(
+        self, mode: StreamMode = "updates", *, after_seq: int = 0, until: StreamUntil = "end"
+    ) -> AsyncIterator[StreamUpdate]:
+        """Follow the run live; see :func:`agentlog.runtime.stream.stream`.
+
+        ``values`` fold with the run's workflow's own reducers when this
+        runtime has the workflow registered.
+        """
+        workflows = self.runtime.workflows
+
+        def reducers(name: str) -> Mapping[str, Reducer] | None:
+            workflow = workflows.get(name)
+            return workflow.reducer_table if workflow is not None else None
+
+        return stream(
+            self.runtime.log,
+            self.run_id,
+            mode=mode,
+            after_seq=after_seq,
+            until=until,
+            reducers=reducers,
+        )
 
 
 @dataclass(frozen=True, slots=True)
