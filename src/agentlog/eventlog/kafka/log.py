@@ -1,28 +1,9 @@
-"""The Kafka backend: events on a real Apache Kafka 4.0.x broker, via aiokafka.
+"""KafkaEventLog: the EventLog seam on Kafka topics (see the package docstring).
 
-Topics (created by :mod:`agentlog.eventlog.kafka_admin`):
-
-* ``<name>.events``: every event, keyed by run id, ``cleanup.policy=delete``.
-  A run's partition is chosen once and recorded in its index entry.
-* ``<name>.runs``: compacted; each run's index entry, writer epoch and lease,
-  and its latest snapshots, with the events offsets a read starts from (see
-  :mod:`agentlog.eventlog.kafka_records`).
-
-Writing. Each run has one transactional id, ``<name>.writer.<run_id>``. A
-writer first calls ``init_transactions`` with it, which fences every older
-producer of that run and aborts or completes their open transaction; only
-*then* does it read the run's tail (last seq and epoch). From that moment no
-one else can commit for the run without fencing this producer first, so the
-tail it holds stays true until a commit of its own fails with
-ProducerFenced. That is why two racing processes can never both append seq
-N: the one fenced last gets ProducerFenced, re-reads the tail, and stops with
-FencedError (a newer epoch) or ConflictError (the seq is taken). Events and
-the index entry go in one short transaction; readers use ``read_committed``.
-
-Reading is bounded: a read starts at the best known offset at or before the
-wanted seq (a snapshot's, the index entry's, or the run's first event) and
-reads its partition up to the high watermark, keeping records whose key is
-the run id. :attr:`KafkaEventLog.last_read_records` counts what it fetched.
+It wires the parts together: :mod:`~agentlog.eventlog.kafka.admin` makes the
+topics, :mod:`~agentlog.eventlog.kafka.reader` reads them,
+:mod:`~agentlog.eventlog.kafka.writer` commits runs' events and index entries,
+and snapshots and prunes go through one plain idempotent producer here.
 """
 
 from __future__ import annotations
@@ -31,7 +12,6 @@ import asyncio
 import dataclasses
 import random
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -42,7 +22,6 @@ from aiokafka.errors import KafkaError
 from agentlog._logging import get_logger
 from agentlog.errors import (
     BackendUnavailableError,
-    ConfigError,
     FencedError,
     RunArchivedError,
     UnknownRunError,
@@ -58,19 +37,20 @@ from agentlog.eventlog.base import (
 )
 from agentlog.eventlog.codec import encode_event
 from agentlog.eventlog.events import Event, utcnow
-from agentlog.eventlog.kafka_admin import MAX_RECORD_BYTES, ensure_topics
-from agentlog.eventlog.kafka_clients import stop_quietly
-from agentlog.eventlog.kafka_reader import KafkaReader
-from agentlog.eventlog.kafka_records import (
+from agentlog.eventlog.kafka.admin import MAX_RECORD_BYTES, ensure_topics
+from agentlog.eventlog.kafka.clients import stop_quietly
+from agentlog.eventlog.kafka.config import KafkaConfig
+from agentlog.eventlog.kafka.reader import KafkaReader
+from agentlog.eventlog.kafka.records import (
     SnapshotEntry,
     encode_index,
     encode_snapshot,
     index_key,
     snapshot_key,
 )
-from agentlog.eventlog.kafka_writer import WriterPool
+from agentlog.eventlog.kafka.writer import WriterPool
 
-__all__ = ["KafkaConfig", "KafkaEventLog"]
+__all__ = ["KafkaEventLog"]
 
 log = get_logger(__name__)
 
@@ -78,70 +58,6 @@ log = get_logger(__name__)
 _CLAIM_ATTEMPTS = 20
 #: How long closing one client may take (a producer waits for its queue).
 _STOP_S = 5.0
-
-
-@dataclass(frozen=True)
-class KafkaConfig:
-    """How to reach the broker and lay out the topics."""
-
-    bootstrap_servers: str
-    """Comma-separated ``host:port`` of one or more brokers."""
-
-    name: str = "agentlog"
-    """Prefix of the topics ``<name>.events`` and ``<name>.runs``."""
-
-    keep_snapshots: int = 3
-    """How many of a run's newest snapshots to keep."""
-
-    partitions: int = 8
-    """Partitions of the events topic when this log creates it."""
-
-    replication_factor: int = 1
-    """Replicas of each topic when this log creates it (3 in production)."""
-
-    acks: str = "all"
-    """Producer acks. Fencing needs an idempotent transactional producer,
-    which Kafka allows only with ``all``; any other value is logged as a
-    warning and ``all`` is used."""
-
-    connect_timeout_s: float = 10.0
-    """How long :meth:`KafkaEventLog.connect` waits for the broker before
-    raising BackendUnavailableError."""
-
-    request_timeout_s: float = 30.0
-    """How long one read, or one append across broker restarts, may take
-    before it raises BackendUnavailableError."""
-
-    transaction_timeout_s: float = 15.0
-    """The broker aborts a transaction left open this long by a dead writer.
-    Readers do not wait for it: see ``stalled_transaction_s``."""
-
-    stalled_transaction_s: float = 2.0
-    """A read held this long by one open transaction aborts it, by opening
-    the transactional id of the run that wrote it (a dead writer's would
-    otherwise hold every reader of the partition for
-    ``transaction_timeout_s``). A healthy transaction lasts milliseconds; a
-    live writer whose transaction is aborted only retries it."""
-
-    index_every: int = 1000
-    """Rewrite a run's index entry at least every this many events, which
-    bounds how far ``find_run`` reads past it."""
-
-    async_linger_s: float = 0.01
-    """``durable=False`` appends wait this long for more before their
-    background commit: more events per transaction, fewer transactions."""
-
-    max_pending: int = 20000
-    """``durable=False`` appends queue at most this many events per run
-    before an append waits for the background commit."""
-
-    def __post_init__(self) -> None:
-        if not self.bootstrap_servers or not self.name:
-            raise ConfigError("KafkaConfig needs bootstrap_servers and a name")
-        if self.partitions < 1 or self.keep_snapshots < 1 or self.index_every < 1:
-            raise ConfigError("partitions, keep_snapshots and index_every must be >= 1")
-        if self.stalled_transaction_s <= 0:
-            raise ConfigError("stalled_transaction_s must be > 0")
 
 
 class KafkaEventLog(EventLog):

@@ -37,9 +37,9 @@ from agentlog._logging import get_logger
 from agentlog.errors import BackendUnavailableError, CorruptEventError
 from agentlog.eventlog.codec import decode_event
 from agentlog.eventlog.events import Event
-from agentlog.eventlog.kafka_admin import TopicLayout
-from agentlog.eventlog.kafka_clients import stop_quietly
-from agentlog.eventlog.kafka_records import (
+from agentlog.eventlog.kafka.admin import TopicLayout
+from agentlog.eventlog.kafka.clients import stop_quietly
+from agentlog.eventlog.kafka.records import (
     IndexEntry,
     SnapshotEntry,
     decode_index,

@@ -1,4 +1,4 @@
-"""One run's writer state and its Kafka transactions, for :mod:`agentlog.eventlog.kafka_writer`.
+"""One run's writer state and its Kafka transactions, for :mod:`agentlog.eventlog.kafka.writer`.
 
 A :class:`RunWriter` holds a run's transactional producer and the tail it
 knows to be true. :func:`send_events` commits one batch of events (plus the
@@ -20,8 +20,8 @@ from aiokafka.errors import KafkaError
 from agentlog.errors import AgentlogError, BackendUnavailableError
 from agentlog.eventlog.base import RunInfo
 from agentlog.eventlog.events import Event
-from agentlog.eventlog.kafka_admin import TopicLayout
-from agentlog.eventlog.kafka_records import IndexEntry, encode_index, index_key
+from agentlog.eventlog.kafka.admin import TopicLayout
+from agentlog.eventlog.kafka.records import IndexEntry, encode_index, index_key
 
 __all__ = ["RunWriter", "send_events", "send_index"]
 

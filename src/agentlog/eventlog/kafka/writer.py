@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import zlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiokafka.producer.sender as _aiokafka_sender
 from aiokafka import AIOKafkaProducer
@@ -45,14 +45,12 @@ from agentlog.errors import (
 )
 from agentlog.eventlog.base import RunInfo, check_next
 from agentlog.eventlog.events import Event
-from agentlog.eventlog.kafka_admin import MAX_RECORD_BYTES, TopicLayout
-from agentlog.eventlog.kafka_clients import stop_quietly
-from agentlog.eventlog.kafka_reader import KafkaReader
-from agentlog.eventlog.kafka_records import IndexEntry
-from agentlog.eventlog.kafka_txn import RunWriter, send_events, send_index
-
-if TYPE_CHECKING:
-    from agentlog.eventlog.kafka import KafkaConfig
+from agentlog.eventlog.kafka.admin import MAX_RECORD_BYTES, TopicLayout
+from agentlog.eventlog.kafka.clients import stop_quietly
+from agentlog.eventlog.kafka.config import KafkaConfig
+from agentlog.eventlog.kafka.reader import KafkaReader
+from agentlog.eventlog.kafka.records import IndexEntry
+from agentlog.eventlog.kafka.txn import RunWriter, send_events, send_index
 
 __all__ = ["RunWriter", "WriterPool"]
 
