@@ -56,14 +56,6 @@ class KafkaConfig:
     """Rewrite a run's index entry at least every this many events, which
     bounds how far ``find_run`` reads past it."""
 
-    async_linger_s: float = 0.01
-    """``durable=False`` appends wait this long for more before their
-    background commit: more events per transaction, fewer transactions."""
-
-    max_pending: int = 20000
-    """``durable=False`` appends queue at most this many events per run
-    before an append waits for the background commit."""
-
     def __post_init__(self) -> None:
         if not self.bootstrap_servers or not self.name:
             raise ConfigError("KafkaConfig needs bootstrap_servers and a name")

@@ -147,16 +147,22 @@ class KafkaEventLog(EventLog):
     # -- events -----------------------------------------------------------------
 
     async def append(self, events: Sequence[Event], *, durable: bool = True) -> None:
+        """Append and commit the batch (acks=all) before returning.
+
+        ``durable`` is accepted for the seam and makes no difference here: a
+        committed transaction is the only way a Kafka write becomes visible,
+        and the runtime's async mode already batches in the background.
+        """
+        del durable
         run_id, first_seq, epoch = check_batch(events)
-        # Encoded once, here, so NotSerializableError comes before anything is queued.
+        # Encoded once, here, so NotSerializableError comes before anything is sent.
         raw = [encode_event(event) for event in events]
-        await self._pool.append(run_id, list(events), raw, first_seq, epoch, durable=durable)
+        await self._pool.append(run_id, list(events), raw, first_seq, epoch)
 
     async def read(
         self, run_id: str, *, after_seq: int = 0, upto_seq: int | None = None
     ) -> AsyncIterator[Event]:
         check_run_id(run_id)
-        await self._pool.flush(run_id)
         entry = await self._reader.entry(run_id)
         if entry is None or (entry.info.last_seq == 0 and not entry.pruned):
             raise UnknownRunError(run_id, self.url)
@@ -173,15 +179,10 @@ class KafkaEventLog(EventLog):
         for _offset, event in hits:
             yield event
 
-    async def flush(self) -> None:
-        """Commit every ``durable=False`` append this process still has queued."""
-        await self._pool.flush_all()
-
     # -- the run index ----------------------------------------------------------
 
     async def find_run(self, run_id: str) -> RunInfo | None:
         check_run_id(run_id)
-        await self._pool.flush(run_id)
         entry = await self._reader.entry(run_id)
         if entry is None:
             return None
@@ -190,7 +191,6 @@ class KafkaEventLog(EventLog):
         return (await self._reader.exact(entry))[0].info
 
     async def list_runs(self, *, status: str | None = None) -> list[RunInfo]:
-        await self._pool.flush_all()
         entries = await self._reader.all_exact()
         return select_runs((e.info for e in entries), status)
 
@@ -214,10 +214,10 @@ class KafkaEventLog(EventLog):
         for attempt in range(_CLAIM_ATTEMPTS):
             writer = await self._pool.fresh(run_id)
             if not force:
-                check_lease(writer.head)
+                check_lease(writer.committed)
             info = dataclasses.replace(
-                writer.head,
-                writer_epoch=writer.head.writer_epoch + 1,
+                writer.committed,
+                writer_epoch=writer.committed.writer_epoch + 1,
                 lease_owner=owner,
                 lease_expires_at=expires,
             )
@@ -239,21 +239,20 @@ class KafkaEventLog(EventLog):
         writer = await self._pool.current(run_id, epoch)
         expires = utcnow() + timedelta(seconds=lease_seconds)
         await self._pool.write_index(
-            writer, dataclasses.replace(writer.head, lease_expires_at=expires)
+            writer, dataclasses.replace(writer.committed, lease_expires_at=expires)
         )
 
     async def release_lease(self, run_id: str, epoch: int) -> None:
         check_run_id(run_id)
         writer = await self._pool.current(run_id, epoch)
         await self._pool.write_index(
-            writer, dataclasses.replace(writer.head, lease_expires_at=None)
+            writer, dataclasses.replace(writer.committed, lease_expires_at=None)
         )
 
     # -- snapshots ----------------------------------------------------------------
 
     async def save_snapshot(self, snapshot: Snapshot) -> None:
         check_run_id(snapshot.run_id)
-        await self._pool.flush(snapshot.run_id)
         entry = await self._reader.entry(snapshot.run_id)
         if entry is None:
             raise UnknownRunError(snapshot.run_id, self.url)

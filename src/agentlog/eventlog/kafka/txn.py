@@ -40,22 +40,9 @@ class RunWriter:
     #: Seqs up to this one were archived and pruned (see ``IndexEntry.archived_seq``).
     archived_seq: int = 0
     since_index: int = 0
-    #: Accepted but not yet committed: each event with its encoded record value.
-    pending: list[tuple[Event, bytes]] = field(default_factory=list)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    task: asyncio.Task[None] | None = None
     #: Set once the writer must not be used again (fenced, or its producer in doubt).
     error: AgentlogError | None = None
-    #: The run as of every accepted append, committed or queued.
-    head: RunInfo = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.head = self.committed
-
-    def reset_head(self) -> None:
-        """Recompute ``head`` from the committed tail and the queue."""
-        events = [event for event, _ in self.pending]
-        self.head = self.committed.after(events) if events else self.committed
 
     def adopt(self, fresh: RunWriter) -> None:
         """Take over ``fresh``'s producer and tail (after a reopen)."""
@@ -64,7 +51,6 @@ class RunWriter:
         self.committed, self.has_entry = fresh.committed, fresh.has_entry
         self.archived_seq = fresh.archived_seq
         self.since_index = 0
-        self.reset_head()
 
 
 async def send_events(

@@ -7,13 +7,14 @@ run, and only then reads the run's tail, so the tail it keeps is the truth
 until one of its own commits fails with ProducerFenced (see the module
 docstring of :mod:`agentlog.eventlog.kafka` for why that rules out forks).
 
-``durable=True`` appends commit before they return. ``durable=False``
-appends are queued and committed in the background in order, many events per
-transaction; an error there (a fence, say) is raised by the run's next call.
-A broker that goes away mid-commit is retried until ``request_timeout_s``:
-the writer reopens (fencing its own old producer, which completes or aborts
-the transaction in doubt), re-reads the tail, and resends only what is not
-there, so nothing committed is lost or duplicated.
+Every append commits before it returns, ``durable=False`` too: the
+runtime's async durability mode already writes in the background with group
+commit (``runtime/writer.py``), so a second queue here would only add a path
+where a returned append is not yet recorded. A broker that goes away
+mid-commit is retried until ``request_timeout_s``: the writer reopens
+(fencing its own old producer, which completes or aborts the transaction in
+doubt), re-reads the tail, and resends only what is not there, so nothing
+committed is lost or duplicated.
 """
 
 from __future__ import annotations
@@ -149,7 +150,6 @@ class WriterPool:
         writer = self._writers.get(run_id)
         if writer is None or writer.error is not None:
             return await self.get(run_id)
-        await self._flush(writer)
         async with writer.lock:
             await self._reopen(writer)
         return writer
@@ -160,7 +160,7 @@ class WriterPool:
         writer = await self.get(run_id)
         if not writer.has_entry:
             raise UnknownRunError(run_id, f"topic {self._layout.runs}")
-        check_next(run_id, 0, 1, epoch, writer.head.writer_epoch)
+        check_next(run_id, 0, 1, epoch, writer.committed.writer_epoch)
         return writer
 
     def _check_fenced(self, run_id: str, epoch: int) -> None:
@@ -181,8 +181,6 @@ class WriterPool:
         """
         if writer.error is None:
             writer.error = error
-        writer.pending.clear()
-        writer.reset_head()
         if self._writers.get(writer.run_id) is writer:
             del self._writers[writer.run_id]
         await stop_quietly(writer.producer, _STOP_S)
@@ -190,73 +188,25 @@ class WriterPool:
     # -- appending ---------------------------------------------------------------------
 
     async def append(
-        self,
-        run_id: str,
-        events: list[Event],
-        raw: list[bytes],
-        first_seq: int,
-        epoch: int,
-        *,
-        durable: bool,
+        self, run_id: str, events: list[Event], raw: list[bytes], first_seq: int, epoch: int
     ) -> None:
-        """Check the batch against the tail, queue it, and commit if durable."""
+        """Check the batch against the tail and commit it before returning."""
         self._check_fenced(run_id, epoch)
         writer = await self.get(run_id)
-        if writer.error is not None:
-            raise writer.error
-        head = writer.head
+        head = writer.committed
         if first_seq > head.last_seq + 1 or epoch > head.writer_epoch:
             # Our tail may be stale only if another process wrote: re-read it.
             writer = await self.fresh(run_id)
-            head = writer.head
-        check_next(run_id, head.last_seq, first_seq, epoch, head.writer_epoch)
-        writer.pending.extend(zip(events, raw, strict=True))
-        writer.head = head.after(events)
-        if durable or len(writer.pending) >= self._config.max_pending:
-            await self._flush(writer)
-        elif writer.task is None:
-            writer.task = asyncio.create_task(self._background(writer))
-
-    async def _background(self, writer: RunWriter) -> None:
-        try:
-            # Let the run queue more steps first: fewer, larger transactions.
-            await asyncio.sleep(self._config.async_linger_s)
-            await self._flush(writer)
-        except AgentlogError as exc:
-            log.warning("kafka_async_commit_failed", run_id=writer.run_id, error=str(exc))
-        finally:
-            writer.task = None
-        if writer.pending and writer.error is None:
-            writer.task = asyncio.create_task(self._background(writer))
-
-    async def flush(self, run_id: str) -> None:
-        """Commit the run's queued events, if this process has any."""
-        writer = self._writers.get(run_id)
-        if writer is not None and writer.pending:
-            await self._flush(writer)
-
-    async def flush_all(self) -> None:
-        """Commit every queued event of this process."""
-        for writer in list(self._writers.values()):
-            if writer.pending:
-                await self._flush(writer)
-
-    async def _flush(self, writer: RunWriter) -> None:
         async with writer.lock:
-            await self._flush_locked(writer)
-
-    async def _flush_locked(self, writer: RunWriter) -> None:
-        if writer.error is not None:
-            raise writer.error
-        if not writer.pending:
-            return
-        batch = list(writer.pending)
-        try:
-            await self._commit(writer, batch)
-        except AgentlogError as exc:
-            await self._retire(writer, exc)
-            raise
-        del writer.pending[: len(batch)]
+            if writer.error is not None:
+                raise writer.error
+            head = writer.committed
+            check_next(run_id, head.last_seq, first_seq, epoch, head.writer_epoch)
+            try:
+                await self._commit(writer, list(zip(events, raw, strict=True)))
+            except AgentlogError as exc:
+                await self._retire(writer, exc)
+                raise
 
     async def _commit(self, writer: RunWriter, batch: list[tuple[Event, bytes]]) -> None:
         """Commit the batch, across fences by same-epoch writers and broker restarts.
@@ -334,7 +284,8 @@ class WriterPool:
             FencedError: another epoch claimed the run first; the writer is retired.
         """
         async with writer.lock:
-            await self._flush_locked(writer)
+            if writer.error is not None:
+                raise writer.error
             base_epoch = writer.committed.writer_epoch
             wanted = info
             for attempt in range(_FENCE_RETRIES + 1):
@@ -351,7 +302,6 @@ class WriterPool:
                     if await self._settle_index(writer, info, base_epoch, attempt, exc):
                         break
             writer.committed, writer.has_entry = info, True
-            writer.reset_head()
             if claimed:
                 self._fenced.pop(writer.run_id, None)
 
@@ -396,26 +346,15 @@ class WriterPool:
     # -- closing -------------------------------------------------------------------------
 
     async def close_writer(self, run_id: str) -> None:
-        """Commit the run's queue and close its producer."""
+        """Close the run's producer (every append was committed when it returned)."""
         writer = self._writers.pop(run_id, None)
-        if writer is None:
-            return
-        try:
-            if writer.pending and writer.error is None:
-                await self._flush(writer)
-        finally:
+        if writer is not None:
             await stop_quietly(writer.producer, _STOP_S)
 
     async def close(self) -> None:
-        """Commit every queue and close every producer."""
-        errors: list[AgentlogError] = []
+        """Close every producer."""
         for run_id in list(self._writers):
-            try:
-                await self.close_writer(run_id)
-            except AgentlogError as exc:
-                errors.append(exc)
-        if errors:
-            raise errors[0]
+            await self.close_writer(run_id)
 
 
 def _same_claim(now: RunInfo, wanted: RunInfo) -> bool:
