@@ -17,11 +17,9 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import KafkaError
 
 from agentlog._logging import get_logger
 from agentlog.errors import (
-    BackendUnavailableError,
     FencedError,
     RunArchivedError,
     UnknownRunError,
@@ -40,6 +38,7 @@ from agentlog.eventlog.events import Event, utcnow
 from agentlog.eventlog.kafka.admin import MAX_RECORD_BYTES, ensure_topics
 from agentlog.eventlog.kafka.clients import stop_quietly
 from agentlog.eventlog.kafka.config import KafkaConfig
+from agentlog.eventlog.kafka.errors import kafka_errors
 from agentlog.eventlog.kafka.reader import KafkaReader
 from agentlog.eventlog.kafka.records import (
     SnapshotEntry,
@@ -104,34 +103,51 @@ class KafkaEventLog(EventLog):
         }
         started: list[Any] = []
         stage = "connecting"
+
+        def failed() -> str:
+            where = f"Kafka at {config.bootstrap_servers}"
+            if stage == "connecting":
+                return f"cannot reach {where} within {config.connect_timeout_s:g}s"
+            return (
+                f"connected to {where}, but {stage} did not finish within "
+                f"{config.connect_timeout_s:g}s"
+            )
+
+        def fix() -> str:
+            if stage == "connecting":
+                return (
+                    "start the broker (python scripts/kafka_broker.py start, or docker compose "
+                    "up -d kafka) or fix the address in the log URL."
+                )
+            return (
+                "the broker answers but is slow or overloaded; retry, or raise connect_timeout_s."
+            )
+
         try:
-            async with asyncio.timeout(config.connect_timeout_s):
-                admin = AIOKafkaAdminClient(**common)
-                await admin.start()
-                started.append(admin)
-                stage = "creating or checking the topics"
-                layout = await ensure_topics(
-                    admin, config.name, config.partitions, config.replication_factor
-                )
-                plain = AIOKafkaProducer(
-                    **common,
-                    acks="all",
-                    enable_idempotence=True,
-                    max_request_size=MAX_RECORD_BYTES,
-                )
-                started.append(plain)
-                await plain.start()
-                reader = KafkaReader(
-                    layout, common, config.request_timeout_s, config.stalled_transaction_s
-                )
-                started.append(reader)
-                await reader.start()
-                stage = f"reading the run index (topic {layout.runs})"
-                await reader.catch_up()
-        except (TimeoutError, KafkaError, OSError) as exc:
-            for client in reversed(started):
-                await stop_quietly(client, _STOP_S)
-            raise BackendUnavailableError(_connect_failure(config, stage, exc)) from exc
+            with kafka_errors(failed, fix):
+                async with asyncio.timeout(config.connect_timeout_s):
+                    admin = AIOKafkaAdminClient(**common)
+                    await admin.start()
+                    started.append(admin)
+                    stage = "creating or checking the topics"
+                    layout = await ensure_topics(
+                        admin, config.name, config.partitions, config.replication_factor
+                    )
+                    plain = AIOKafkaProducer(
+                        **common,
+                        acks="all",
+                        enable_idempotence=True,
+                        max_request_size=MAX_RECORD_BYTES,
+                    )
+                    started.append(plain)
+                    await plain.start()
+                    reader = KafkaReader(
+                        layout, common, config.request_timeout_s, config.stalled_transaction_s
+                    )
+                    started.append(reader)
+                    await reader.start()
+                    stage = f"reading the run index (topic {layout.runs})"
+                    await reader.catch_up()
         except BaseException:
             for client in reversed(started):
                 await stop_quietly(client, _STOP_S)
@@ -215,14 +231,9 @@ class KafkaEventLog(EventLog):
             writer = await self._pool.fresh(run_id)
             if not force:
                 check_lease(writer.committed)
-            info = dataclasses.replace(
-                writer.committed,
-                writer_epoch=writer.committed.writer_epoch + 1,
-                lease_owner=owner,
-                lease_expires_at=expires,
-            )
+            epoch = writer.committed.writer_epoch + 1
             try:
-                await self._pool.write_index(writer, info, claimed=True)
+                await self._pool.write_index(writer, epoch, owner, expires)
             except FencedError:
                 # Another process opened the run's producer between our open and
                 # our commit; back off a little (spread out) and claim again.
@@ -230,24 +241,20 @@ class KafkaEventLog(EventLog):
                     raise
                 await asyncio.sleep(random.uniform(0.005, 0.02) * (attempt + 1))
                 continue
-            log.info("kafka_writer_claimed", run_id=run_id, epoch=info.writer_epoch, owner=owner)
-            return info.writer_epoch
+            log.info("kafka_writer_claimed", run_id=run_id, epoch=epoch, owner=owner)
+            return epoch
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def renew_lease(self, run_id: str, epoch: int, lease_seconds: float) -> None:
         check_run_id(run_id)
         writer = await self._pool.current(run_id, epoch)
         expires = utcnow() + timedelta(seconds=lease_seconds)
-        await self._pool.write_index(
-            writer, dataclasses.replace(writer.committed, lease_expires_at=expires)
-        )
+        await self._pool.write_index(writer, epoch, writer.committed.lease_owner, expires)
 
     async def release_lease(self, run_id: str, epoch: int) -> None:
         check_run_id(run_id)
         writer = await self._pool.current(run_id, epoch)
-        await self._pool.write_index(
-            writer, dataclasses.replace(writer.committed, lease_expires_at=None)
-        )
+        await self._pool.write_index(writer, epoch, writer.committed.lease_owner, None)
 
     # -- snapshots ----------------------------------------------------------------
 
@@ -261,7 +268,10 @@ class KafkaEventLog(EventLog):
         seqs = sorted({s.snapshot.seq for s in kept} | {snapshot.seq})
         runs = self._reader.layout.runs
         saved = SnapshotEntry(snapshot, offset)
-        try:
+        doing = (
+            f"cannot save snapshot of run {snapshot.run_id!r} at seq {snapshot.seq} to topic {runs}"
+        )
+        with kafka_errors(doing, "retry when the broker is back"):
             await self._plain.send_and_wait(
                 runs,
                 encode_snapshot(saved),
@@ -272,11 +282,6 @@ class KafkaEventLog(EventLog):
                 await self._plain.send_and_wait(
                     runs, None, key=snapshot_key(snapshot.run_id, old), partition=0
                 )
-        except KafkaError as exc:
-            raise BackendUnavailableError(
-                f"cannot save snapshot of run {snapshot.run_id!r} at seq {snapshot.seq} to "
-                f"topic {runs}: {exc}; retry when the broker is back"
-            ) from exc
         self._reader.note_snapshot(saved)
 
     async def load_snapshot(
@@ -306,7 +311,11 @@ class KafkaEventLog(EventLog):
         kept = await self._reader.snapshots(run_id)
         runs = self._reader.layout.runs
         drop = kept[:-1] if keep_latest_snapshot else kept
-        try:
+        fix = (
+            "nothing of it was lost (its archive write is confirmed). Run the retention pass "
+            "again when the broker is back."
+        )
+        with kafka_errors(f"cannot prune run {run_id!r}", fix):
             for old in drop:
                 key = snapshot_key(run_id, old.snapshot.seq)
                 await self._plain.send_and_wait(runs, None, key=key, partition=0)
@@ -322,11 +331,6 @@ class KafkaEventLog(EventLog):
                 await self._plain.send_and_wait(
                     runs, encode_index(archived), key=index_key(run_id), partition=0
                 )
-        except KafkaError as exc:
-            raise BackendUnavailableError(
-                f"cannot prune run {run_id!r}: {exc}; nothing of it was lost (its archive "
-                "write is confirmed). Run the retention pass again when the broker is back."
-            ) from exc
         await self._reader.catch_up()
 
     # -- lifecycle ------------------------------------------------------------------
@@ -338,20 +342,3 @@ class KafkaEventLog(EventLog):
             await self._reader.stop()
             await stop_quietly(self._plain, _STOP_S)
             await stop_quietly(self._admin, _STOP_S)
-
-
-def _connect_failure(config: KafkaConfig, stage: str, exc: BaseException) -> str:
-    """What went wrong in :meth:`KafkaEventLog.connect`, by the stage it reached."""
-    cause = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    where = f"Kafka at {config.bootstrap_servers}"
-    if stage == "connecting":
-        return (
-            f"cannot reach {where} within {config.connect_timeout_s:g}s ({cause}). Start the "
-            "broker (python scripts/kafka_broker.py start, or docker compose up -d kafka) "
-            "or fix the address in the log URL."
-        )
-    return (
-        f"connected to {where}, but {stage} did not finish within "
-        f"{config.connect_timeout_s:g}s ({cause}). The broker answers but is slow or "
-        "overloaded; retry, or raise connect_timeout_s."
-    )

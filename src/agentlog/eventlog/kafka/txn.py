@@ -1,29 +1,65 @@
-"""One run's writer state and its Kafka transactions, for :mod:`agentlog.eventlog.kafka.writer`.
+"""One run's writer, and the one way its Kafka transactions commit.
 
-A :class:`RunWriter` holds a run's transactional producer and the tail it
-knows to be true. :func:`send_events` commits one batch of events (plus the
-index entry when due) in one transaction; :func:`send_index` commits an index
-entry alone (a claim or a lease change). Both leave retrying, fencing and
-reopening to the pool; a transaction interrupted by anything but a Kafka
-error retires the writer (see :func:`_interrupted`).
+A :class:`RunWriter` holds a run's transactional producer (transactional id
+``<name>.writer.<run_id>``) and the tail it knows to be true. Opening one
+calls ``init_transactions``, which fences every other producer of the run,
+and only then reads the tail (see the package docstring for why that rules
+out forks).
+
+:meth:`Transactions.commit` commits any :class:`Commit` (a batch of events,
+a claim, a lease change: see :mod:`~agentlog.eventlog.kafka.commits`) with
+one failure policy:
+
+1. Begin, send the commit's records, commit. Done.
+2. On a failure, look at the run's tail first, since reopening would fence a
+   newer writer back: a newer epoch means this writer is fenced, seqs taken
+   by another writer are a conflict.
+3. Otherwise reopen: a fresh producer's ``init_transactions`` settles the
+   transaction in doubt (completes or aborts it), and the tail is read again.
+   If the commit is there, it landed. If the tail is as before, send it
+   again: after a transient failure (the broker restarting) once it answers,
+   after a fence or any other failure at most ``_RETRIES`` more times.
+4. All of it takes at most ``request_timeout_s``; past that,
+   BackendUnavailableError says the commit may or may not be recorded.
+
+A transaction interrupted by anything but Kafka (a cancelled task) marks the
+writer, so that its next use opens a fresh producer (which settles the
+transaction) and reads the true tail.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
+import zlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaError
 
-from agentlog.errors import AgentlogError, BackendUnavailableError
+from agentlog._logging import get_logger
+from agentlog.errors import AgentlogError, BackendUnavailableError, EventLogError, FencedError
 from agentlog.eventlog.base import RunInfo
-from agentlog.eventlog.events import Event
-from agentlog.eventlog.kafka.admin import TopicLayout
-from agentlog.eventlog.kafka.records import IndexEntry, encode_index, index_key
+from agentlog.eventlog.kafka.admin import MAX_RECORD_BYTES, TopicLayout
+from agentlog.eventlog.kafka.clients import stop_quietly
+from agentlog.eventlog.kafka.config import KafkaConfig
+from agentlog.eventlog.kafka.errors import is_transient, kafka_errors
+from agentlog.eventlog.kafka.reader import KafkaReader
+from agentlog.eventlog.kafka.records import IndexEntry
 
-__all__ = ["RunWriter", "send_events", "send_index"]
+__all__ = ["Commit", "RunWriter", "Transactions", "Verdict"]
+
+log = get_logger(__name__)
+
+T = TypeVar("T")
+
+#: Failed commits (other than transient ones) sent again before giving up.
+_RETRIES = 3
+#: Wait after a transient failure, before looking and sending again.
+_BACKOFF_S = 0.5
+#: How long closing a discarded producer may take (it waits for its queue).
+_STOP_S = 5.0
 
 
 @dataclass(eq=False)
@@ -53,101 +89,204 @@ class RunWriter:
         self.since_index = 0
 
 
-async def send_events(
-    writer: RunWriter, batch: list[tuple[Event, bytes]], layout: TopicLayout, index_every: int
-) -> None:
-    """Commit ``batch`` in one transaction and advance the writer's tail.
+class Verdict(enum.Enum):
+    """What the run's tail says about a commit that failed."""
 
-    The index entry goes in the same transaction when the run is new, its
-    status changes, or ``index_every`` events went by without one.
-    """
-    producer, key = writer.producer, writer.run_id.encode()
-    info = writer.committed.after([event for event, _ in batch])
-    with_index = (
-        not writer.has_entry
-        or writer.first_offset < 0  # the entry must say where the events start
-        or info.status != writer.committed.status
-        or writer.since_index + len(batch) >= index_every
-    )
-    # (base-offset future, records in that record batch); one record batch's
-    # offsets are consecutive, which gives every event's offset.
-    sent: list[tuple[asyncio.Future[Any], int]] = []
-    try:
-        await producer.begin_transaction()
-        builder, count = producer.create_batch(), 0
-        for _event, value in batch:
-            if builder.append(key=key, value=value, timestamp=None) is None:
-                sent.append((await _send_batch(writer, builder, layout), count))
-                # The first record of a batch always fits, however large.
-                builder, count = producer.create_batch(), 0
-                builder.append(key=key, value=value, timestamp=None)
-            count += 1
-        sent.append((await _send_batch(writer, builder, layout), count))
-        first_offset = writer.first_offset
-        if with_index:
-            metas = await asyncio.gather(*(future for future, _ in sent))
-            first_offset = first_offset if first_offset >= 0 else metas[0].offset
-            last = metas[-1].offset + sent[-1][1] - 1
-            entry = IndexEntry(
-                info, writer.partition, first_offset, last + 1, archived_seq=writer.archived_seq
-            )
-            await producer.send(
-                layout.runs, encode_index(entry), key=index_key(writer.run_id), partition=0
-            )
-        await producer.commit_transaction()
-    except BaseException as exc:
-        for future, _ in sent:
-            future.add_done_callback(_consume)
-        _interrupted(writer, exc)
-        raise
-    base = sent[0][0].result().offset
-    last = sent[-1][0].result().offset + sent[-1][1] - 1
-    writer.first_offset = first_offset if first_offset >= 0 else base
-    writer.offset = last + 1
-    writer.committed, writer.has_entry = info, writer.has_entry or with_index
-    writer.since_index = 0 if with_index else writer.since_index + len(batch)
+    LANDED = "landed"
+    """The commit is on the tail: it did commit."""
+    UNCHANGED = "unchanged"
+    """The tail is as before the commit: it may be sent again."""
 
 
-async def _send_batch(writer: RunWriter, builder: Any, layout: TopicLayout) -> asyncio.Future[Any]:
-    future: asyncio.Future[Any] = await writer.producer.send_batch(
-        builder, layout.events, partition=writer.partition
-    )
-    return future
+class Commit(Protocol):
+    """One transaction's records, and how to tell from the tail whether they landed."""
+
+    def describe(self) -> str:
+        """What is committed, for messages: ``the append at seq 5``."""
+
+    async def send(self, writer: RunWriter, sent: list[asyncio.Future[Any]]) -> Callable[[], None]:
+        """Send the records into the open transaction, adding their futures to ``sent``.
+
+        Returns:
+            What to apply to the writer once the transaction committed.
+        """
+
+    def judge(self, tail: RunInfo, *, in_doubt: bool) -> Verdict | EventLogError:
+        """After a failure: did the commit land, is the tail unchanged, or what to raise.
+
+        ``in_doubt`` is False after a fence, when the commit cannot have landed.
+        """
+
+    def fenced(self, tail: RunInfo) -> FencedError:
+        """The error for a commit fenced once too often, or by a newer epoch."""
 
 
-async def send_index(writer: RunWriter, info: RunInfo, layout: TopicLayout) -> None:
-    """Commit ``info`` as the run's index entry, alone in one transaction."""
-    entry = IndexEntry(
-        info, writer.partition, writer.first_offset, writer.offset, archived_seq=writer.archived_seq
-    )
-    producer = writer.producer
-    future: asyncio.Future[Any] | None = None
-    try:
-        await producer.begin_transaction()
-        future = await producer.send(
-            layout.runs, encode_index(entry), key=index_key(writer.run_id), partition=0
+class Transactions:
+    """Opens run writers and commits their transactions, with one failure policy."""
+
+    def __init__(
+        self, config: KafkaConfig, layout: TopicLayout, common: dict[str, Any], reader: KafkaReader
+    ) -> None:
+        self._config, self._layout, self._common, self._reader = config, layout, common, reader
+
+    # -- opening ---------------------------------------------------------------------
+
+    async def _producer(self, run_id: str) -> AIOKafkaProducer:
+        producer = AIOKafkaProducer(
+            **self._common,
+            transactional_id=self._layout.writer_id(run_id),
+            transaction_timeout_ms=int(self._config.transaction_timeout_s * 1000),
+            max_request_size=MAX_RECORD_BYTES,
+            max_batch_size=1024 * 1024,
         )
-        await producer.commit_transaction()
-    except BaseException as exc:
-        if future is not None:
-            future.add_done_callback(_consume)
-        _interrupted(writer, exc)
-        raise
-
-
-def _interrupted(writer: RunWriter, exc: BaseException) -> None:
-    """Retire a writer whose transaction stopped half way for a non-Kafka reason.
-
-    A cancelled task, a timeout (or any error outside aiokafka) can leave the
-    producer in the middle of a transaction; the next use opens a fresh
-    producer, whose init_transactions settles the one in doubt, and reads the
-    true tail.
-    """
-    if not isinstance(exc, KafkaError) and writer.error is None:
-        writer.error = BackendUnavailableError(
-            f"run {writer.run_id!r}: a Kafka transaction was interrupted "
-            f"({type(exc).__name__}); the writer reopens on next use"
+        doing = (
+            f"run {run_id!r}: cannot start a transactional producer at "
+            f"{self._config.bootstrap_servers}"
         )
+        try:
+            with kafka_errors(doing):
+                async with asyncio.timeout(self._config.request_timeout_s):
+                    await producer.start()  # init_transactions: fences older producers
+        except BaseException:
+            await stop_quietly(producer, _STOP_S)
+            raise
+        return producer
+
+    async def tail(self, run_id: str) -> tuple[IndexEntry | None, int]:
+        """The run's exact index entry (None: a new run) and its events partition."""
+        entry = await self._reader.entry(run_id)
+        if entry is None:
+            return None, zlib.crc32(run_id.encode()) % self._layout.events_partitions
+        return (await self._reader.exact(entry))[0], entry.partition
+
+    async def open(self, run_id: str) -> RunWriter:
+        """A new writer of the run: it fenced every other one, then read the tail."""
+        producer = await self._producer(run_id)
+        try:
+            entry, partition = await self.tail(run_id)
+        except BaseException:
+            await stop_quietly(producer, _STOP_S)
+            raise
+        if entry is None:
+            return RunWriter(run_id, producer, partition, -1, -1, RunInfo(run_id), False)
+        return RunWriter(
+            run_id,
+            producer,
+            partition,
+            entry.first_offset,
+            entry.offset,
+            entry.info,
+            True,
+            entry.archived_seq,
+        )
+
+    async def reopen(self, writer: RunWriter) -> None:
+        """Replace the writer's producer (settling its transaction) and re-read the tail.
+
+        Raises:
+            BackendUnavailableError: the broker did not answer; the writer
+                holds a stopped producer until a reopen succeeds.
+        """
+        await stop_quietly(writer.producer, _STOP_S)
+        writer.adopt(await self.open(writer.run_id))
+
+    # -- committing --------------------------------------------------------------------
+
+    async def commit(self, writer: RunWriter, commit: Commit) -> None:
+        """Commit ``commit`` on ``writer``, by the policy in the module docstring.
+
+        Raises:
+            FencedError: a newer epoch owns the run (or fences went on too long).
+            ConflictError: another writer of this epoch wrote these seqs.
+            BackendUnavailableError: not confirmed within ``request_timeout_s``;
+                it may or may not be recorded.
+            EventLogError: Kafka refused the records, or kept failing.
+        """
+        timeout = self._config.request_timeout_s
+        deadline = asyncio.get_running_loop().time() + timeout
+        doing = f"run {writer.run_id!r}: {commit.describe()} was not confirmed within {timeout:g}s"
+        fix = (
+            "the broker does not answer, so it may or may not be recorded: re-read the run "
+            "once the broker answers, then retry."
+        )
+        try:
+            with kafka_errors(doing, fix):
+                async with asyncio.timeout_at(deadline):
+                    await self._commit_until_settled(writer, commit, deadline)
+        except BaseException as exc:
+            if not isinstance(exc, AgentlogError) and writer.error is None:
+                writer.error = BackendUnavailableError(
+                    f"run {writer.run_id!r}: {commit.describe()} was interrupted "
+                    f"({type(exc).__name__}); the writer reopens on next use"
+                )
+            raise
+
+    async def _commit_until_settled(
+        self, writer: RunWriter, commit: Commit, deadline: float
+    ) -> None:
+        run_id, failures = writer.run_id, 0
+        while True:
+            try:
+                await self._transact(writer, commit)
+                return
+            except (FencedError, BackendUnavailableError) as exc:
+                failure: EventLogError = exc
+            in_doubt = not isinstance(failure, FencedError)
+            if in_doubt and is_transient(failure):
+                log.warning(
+                    "kafka_commit_retry",
+                    run_id=run_id,
+                    commit=commit.describe(),
+                    error=str(failure),
+                )
+                await asyncio.sleep(_BACKOFF_S)
+            else:
+                failures += 1
+            # Look before reopening: reopening would fence a newer writer back.
+            entry, _ = await self._answered(lambda: self.tail(run_id), deadline)
+            verdict = commit.judge(entry.info if entry else RunInfo(run_id), in_doubt=in_doubt)
+            if isinstance(verdict, EventLogError):
+                raise verdict from failure
+            await self._answered(lambda: self.reopen(writer), deadline)
+            verdict = commit.judge(writer.committed, in_doubt=in_doubt)
+            if verdict is Verdict.LANDED:
+                return
+            if isinstance(verdict, EventLogError):
+                raise verdict from failure
+            if failures > _RETRIES:
+                if not in_doubt:
+                    raise commit.fenced(writer.committed) from failure
+                raise EventLogError(
+                    f"run {run_id!r}: {commit.describe()} failed {failures} times; the last "
+                    f"time: {failure}"
+                ) from failure
+
+    async def _transact(self, writer: RunWriter, commit: Commit) -> None:
+        """Begin, send and commit one transaction; apply it to the writer once committed."""
+        producer = writer.producer
+        sent: list[asyncio.Future[Any]] = []
+        doing = f"run {writer.run_id!r}: cannot commit {commit.describe()}"
+        try:
+            with kafka_errors(doing, run_id=writer.run_id, epoch=writer.committed.writer_epoch):
+                await producer.begin_transaction()
+                applied = await commit.send(writer, sent)
+                await producer.commit_transaction()
+        except BaseException:
+            for future in sent:
+                future.add_done_callback(_consume)
+            raise
+        applied()
+
+    async def _answered(self, call: Callable[[], Awaitable[T]], deadline: float) -> T:
+        """``call()``, tried again while the broker does not answer, until ``deadline``."""
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                return await call()
+            except BackendUnavailableError:
+                if loop.time() > deadline:
+                    raise
+                await asyncio.sleep(_BACKOFF_S)
 
 
 def _consume(future: asyncio.Future[Any]) -> None:
