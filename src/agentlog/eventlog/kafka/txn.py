@@ -42,7 +42,7 @@ from agentlog._logging import get_logger
 from agentlog.errors import AgentlogError, BackendUnavailableError, EventLogError, FencedError
 from agentlog.eventlog.base import RunInfo
 from agentlog.eventlog.kafka.admin import MAX_RECORD_BYTES, TopicLayout
-from agentlog.eventlog.kafka.clients import stop_quietly
+from agentlog.eventlog.kafka.clients import stop_quietly, transactional_producer
 from agentlog.eventlog.kafka.config import KafkaConfig
 from agentlog.eventlog.kafka.errors import is_transient, kafka_errors
 from agentlog.eventlog.kafka.reader import KafkaReader
@@ -132,7 +132,7 @@ class Transactions:
     # -- opening ---------------------------------------------------------------------
 
     async def _producer(self, run_id: str) -> AIOKafkaProducer:
-        producer = AIOKafkaProducer(
+        producer = transactional_producer(
             **self._common,
             transactional_id=self._layout.writer_id(run_id),
             transaction_timeout_ms=int(self._config.transaction_timeout_s * 1000),
