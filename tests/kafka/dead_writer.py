@@ -21,8 +21,8 @@ from agentlog.eventlog.base import RunInfo
 from agentlog.eventlog.codec import encode_event
 from agentlog.eventlog.events import Event, TaskCompleted
 from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog
-from agentlog.eventlog.kafka_admin import TopicLayout
-from agentlog.eventlog.kafka_records import IndexEntry, encode_index, index_key
+from agentlog.eventlog.kafka.admin import TopicLayout
+from agentlog.eventlog.kafka.records import IndexEntry, encode_index, index_key
 
 #: Ten minutes: far longer than any test waits.
 TRANSACTION_TIMEOUT_MS = 600_000

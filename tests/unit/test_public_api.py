@@ -8,6 +8,7 @@ from pathlib import Path
 import agentlog
 import agentlog.cli
 import agentlog.eventlog
+import agentlog.eventlog.kafka
 import agentlog.projector
 import agentlog.runtime
 
@@ -101,3 +102,25 @@ def test_presentation_sits_at_the_top() -> None:
                 where = path.relative_to(root)
                 assert top not in ("typer", "rich"), f"{where} imports {name}"
                 assert not name.startswith("agentlog.cli"), f"{where} imports {name}"
+
+
+def test_kafka_exports() -> None:
+    assert agentlog.eventlog.kafka.__all__ == ["KafkaConfig", "KafkaEventLog"]
+    for name in agentlog.eventlog.kafka.__all__:
+        assert hasattr(agentlog.eventlog.kafka, name)
+
+
+def test_kafka_modules_import_each_other_not_the_package() -> None:
+    """No import runs back up: eventlog/kafka's modules never import the package
+    __init__ (which imports them), nor any layer above eventlog."""
+    root = Path(agentlog.eventlog.kafka.__file__).parent
+    for path in root.glob("*.py"):
+        if path.name == "__init__.py":
+            continue
+        for name in _imports(path):
+            assert name != "agentlog.eventlog.kafka", f"{path.name} imports its own package"
+            parts = name.split(".")
+            if parts[0] == "agentlog" and len(parts) > 1:
+                assert parts[1] not in ("runtime", "projector", "archive", "cli", "ui"), (
+                    f"{path.name} imports {name}"
+                )

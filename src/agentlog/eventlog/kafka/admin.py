@@ -111,7 +111,7 @@ async def ensure_topics(
             message = topic_error[2] if len(topic_error) > 2 else ""
             raise ConfigError(
                 f"cannot create topic {topic!r} (error {code}: {message}); create it by hand "
-                "with the configs in agentlog/eventlog/kafka_admin.py or fix the broker's ACLs"
+                "with the configs in agentlog/eventlog/kafka/admin.py or fix the broker's ACLs"
             )
     layout = TopicLayout(name, partitions)
     described = await _describe(admin, [layout.events, layout.runs])

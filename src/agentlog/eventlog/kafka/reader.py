@@ -31,15 +31,15 @@ import dataclasses
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.errors import KafkaError
 
 from agentlog._logging import get_logger
 from agentlog.errors import BackendUnavailableError, CorruptEventError
 from agentlog.eventlog.codec import decode_event
 from agentlog.eventlog.events import Event
-from agentlog.eventlog.kafka_admin import TopicLayout
-from agentlog.eventlog.kafka_clients import stop_quietly
-from agentlog.eventlog.kafka_records import (
+from agentlog.eventlog.kafka.admin import TopicLayout
+from agentlog.eventlog.kafka.clients import stop_quietly
+from agentlog.eventlog.kafka.errors import kafka_errors
+from agentlog.eventlog.kafka.records import (
     IndexEntry,
     SnapshotEntry,
     decode_index,
@@ -61,6 +61,7 @@ _STOP_S = 5.0
 #: a read that ends at a marker (every claim's and find_run's tail read) then
 #: took 200 ms. Short polls see the new position at once.
 _POLL_MS = 10
+_READ_FIX = "is the broker up? Retry once it answers."
 
 
 class KafkaReader:
@@ -115,29 +116,13 @@ class KafkaReader:
 
     async def high_watermark(self, tp: TopicPartition) -> int:
         """The offset after the last record written to ``tp``, committed or not."""
-        try:
+        with kafka_errors(self._cannot_read(tp), _READ_FIX):
             async with asyncio.timeout(self._timeout):
                 offsets = await self._hw.end_offsets([tp])
-        except (TimeoutError, KafkaError) as exc:
-            raise self._unavailable(tp, exc) from exc
         return int(offsets[tp])
 
-    def _unavailable(
-        self, tp: TopicPartition, exc: BaseException, held_at: int | None = None
-    ) -> BackendUnavailableError:
-        if held_at is not None:
-            return BackendUnavailableError(
-                f"reading topic {tp.topic} partition {tp.partition} did not finish within "
-                f"{self._timeout:g}s: an open transaction at offset {held_at} holds the "
-                "partition's last stable offset and could not be aborted "
-                f"({type(exc).__name__}: {exc}). The broker answers; retry, or wait for its "
-                "transaction timeout to end that transaction."
-            )
-        return BackendUnavailableError(
-            f"cannot read topic {tp.topic} partition {tp.partition} within "
-            f"{self._timeout:g}s ({type(exc).__name__}: {exc}); is the broker up? "
-            "Retry once it answers."
-        )
+    def _cannot_read(self, tp: TopicPartition) -> str:
+        return f"cannot read topic {tp.topic} partition {tp.partition} within {self._timeout:g}s"
 
     async def _fetch(
         self, consumer: AIOKafkaConsumer, tp: TopicPartition, target: int
@@ -150,7 +135,25 @@ class KafkaReader:
         records: list[Any] = []
         loop = asyncio.get_running_loop()
         held_at: int | None = None
-        try:
+
+        def failed() -> str:
+            if held_at is None:
+                return self._cannot_read(tp)
+            return (
+                f"reading topic {tp.topic} partition {tp.partition} did not finish within "
+                f"{self._timeout:g}s: an open transaction at offset {held_at} holds the "
+                "partition's last stable offset and could not be aborted"
+            )
+
+        def fix() -> str:
+            if held_at is None:
+                return _READ_FIX
+            return (
+                "the broker answers; retry, or wait for its transaction timeout to end that "
+                "transaction."
+            )
+
+        with kafka_errors(failed, fix):
             async with asyncio.timeout(self._timeout):
                 position = await consumer.position(tp)
                 since = loop.time()
@@ -168,8 +171,6 @@ class KafkaReader:
                     if loop.time() - since >= self._stalled_s:
                         await self._abort_stalled(tp, position)
                         since = loop.time()
-        except (TimeoutError, KafkaError) as exc:
-            raise self._unavailable(tp, exc, held_at) from exc
         return records
 
     async def _abort_stalled(self, tp: TopicPartition, offset: int) -> None:
@@ -188,9 +189,11 @@ class KafkaReader:
             hint="its writer died or hangs; opening its transactional id aborts it",
         )
         producer = AIOKafkaProducer(**self._common, transactional_id=writer_id)
+        doing = f"cannot abort the stalled transaction of run {run_id!r}"
         try:
-            await producer.start()  # init_transactions: the coordinator aborts the open one
-        except KafkaError as exc:
+            with kafka_errors(doing, "the read goes on waiting, or the broker's timeout ends it"):
+                await producer.start()  # init_transactions: the coordinator aborts the open one
+        except BackendUnavailableError as exc:
             log.warning("kafka_stalled_transaction_not_aborted", run_id=run_id, error=str(exc))
         finally:
             await stop_quietly(producer, _STOP_S)

@@ -1,28 +1,9 @@
-"""The Kafka backend: events on a real Apache Kafka 4.0.x broker, via aiokafka.
+"""KafkaEventLog: the EventLog seam on Kafka topics (see the package docstring).
 
-Topics (created by :mod:`agentlog.eventlog.kafka_admin`):
-
-* ``<name>.events``: every event, keyed by run id, ``cleanup.policy=delete``.
-  A run's partition is chosen once and recorded in its index entry.
-* ``<name>.runs``: compacted; each run's index entry, writer epoch and lease,
-  and its latest snapshots, with the events offsets a read starts from (see
-  :mod:`agentlog.eventlog.kafka_records`).
-
-Writing. Each run has one transactional id, ``<name>.writer.<run_id>``. A
-writer first calls ``init_transactions`` with it, which fences every older
-producer of that run and aborts or completes their open transaction; only
-*then* does it read the run's tail (last seq and epoch). From that moment no
-one else can commit for the run without fencing this producer first, so the
-tail it holds stays true until a commit of its own fails with
-ProducerFenced. That is why two racing processes can never both append seq
-N: the one fenced last gets ProducerFenced, re-reads the tail, and stops with
-FencedError (a newer epoch) or ConflictError (the seq is taken). Events and
-the index entry go in one short transaction; readers use ``read_committed``.
-
-Reading is bounded: a read starts at the best known offset at or before the
-wanted seq (a snapshot's, the index entry's, or the run's first event) and
-reads its partition up to the high watermark, keeping records whose key is
-the run id. :attr:`KafkaEventLog.last_read_records` counts what it fetched.
+It wires the parts together: :mod:`~agentlog.eventlog.kafka.admin` makes the
+topics, :mod:`~agentlog.eventlog.kafka.reader` reads them,
+:mod:`~agentlog.eventlog.kafka.writer` commits runs' events and index entries,
+and snapshots and prunes go through one plain idempotent producer here.
 """
 
 from __future__ import annotations
@@ -31,18 +12,14 @@ import asyncio
 import dataclasses
 import random
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import KafkaError
 
 from agentlog._logging import get_logger
 from agentlog.errors import (
-    BackendUnavailableError,
-    ConfigError,
     FencedError,
     RunArchivedError,
     UnknownRunError,
@@ -58,19 +35,21 @@ from agentlog.eventlog.base import (
 )
 from agentlog.eventlog.codec import encode_event
 from agentlog.eventlog.events import Event, utcnow
-from agentlog.eventlog.kafka_admin import MAX_RECORD_BYTES, ensure_topics
-from agentlog.eventlog.kafka_clients import stop_quietly
-from agentlog.eventlog.kafka_reader import KafkaReader
-from agentlog.eventlog.kafka_records import (
+from agentlog.eventlog.kafka.admin import MAX_RECORD_BYTES, ensure_topics
+from agentlog.eventlog.kafka.clients import stop_quietly
+from agentlog.eventlog.kafka.config import KafkaConfig
+from agentlog.eventlog.kafka.errors import kafka_errors
+from agentlog.eventlog.kafka.reader import KafkaReader
+from agentlog.eventlog.kafka.records import (
     SnapshotEntry,
     encode_index,
     encode_snapshot,
     index_key,
     snapshot_key,
 )
-from agentlog.eventlog.kafka_writer import WriterPool
+from agentlog.eventlog.kafka.writer import WriterPool
 
-__all__ = ["KafkaConfig", "KafkaEventLog"]
+__all__ = ["KafkaEventLog"]
 
 log = get_logger(__name__)
 
@@ -78,70 +57,6 @@ log = get_logger(__name__)
 _CLAIM_ATTEMPTS = 20
 #: How long closing one client may take (a producer waits for its queue).
 _STOP_S = 5.0
-
-
-@dataclass(frozen=True)
-class KafkaConfig:
-    """How to reach the broker and lay out the topics."""
-
-    bootstrap_servers: str
-    """Comma-separated ``host:port`` of one or more brokers."""
-
-    name: str = "agentlog"
-    """Prefix of the topics ``<name>.events`` and ``<name>.runs``."""
-
-    keep_snapshots: int = 3
-    """How many of a run's newest snapshots to keep."""
-
-    partitions: int = 8
-    """Partitions of the events topic when this log creates it."""
-
-    replication_factor: int = 1
-    """Replicas of each topic when this log creates it (3 in production)."""
-
-    acks: str = "all"
-    """Producer acks. Fencing needs an idempotent transactional producer,
-    which Kafka allows only with ``all``; any other value is logged as a
-    warning and ``all`` is used."""
-
-    connect_timeout_s: float = 10.0
-    """How long :meth:`KafkaEventLog.connect` waits for the broker before
-    raising BackendUnavailableError."""
-
-    request_timeout_s: float = 30.0
-    """How long one read, or one append across broker restarts, may take
-    before it raises BackendUnavailableError."""
-
-    transaction_timeout_s: float = 15.0
-    """The broker aborts a transaction left open this long by a dead writer.
-    Readers do not wait for it: see ``stalled_transaction_s``."""
-
-    stalled_transaction_s: float = 2.0
-    """A read held this long by one open transaction aborts it, by opening
-    the transactional id of the run that wrote it (a dead writer's would
-    otherwise hold every reader of the partition for
-    ``transaction_timeout_s``). A healthy transaction lasts milliseconds; a
-    live writer whose transaction is aborted only retries it."""
-
-    index_every: int = 1000
-    """Rewrite a run's index entry at least every this many events, which
-    bounds how far ``find_run`` reads past it."""
-
-    async_linger_s: float = 0.01
-    """``durable=False`` appends wait this long for more before their
-    background commit: more events per transaction, fewer transactions."""
-
-    max_pending: int = 20000
-    """``durable=False`` appends queue at most this many events per run
-    before an append waits for the background commit."""
-
-    def __post_init__(self) -> None:
-        if not self.bootstrap_servers or not self.name:
-            raise ConfigError("KafkaConfig needs bootstrap_servers and a name")
-        if self.partitions < 1 or self.keep_snapshots < 1 or self.index_every < 1:
-            raise ConfigError("partitions, keep_snapshots and index_every must be >= 1")
-        if self.stalled_transaction_s <= 0:
-            raise ConfigError("stalled_transaction_s must be > 0")
 
 
 class KafkaEventLog(EventLog):
@@ -188,34 +103,51 @@ class KafkaEventLog(EventLog):
         }
         started: list[Any] = []
         stage = "connecting"
+
+        def failed() -> str:
+            where = f"Kafka at {config.bootstrap_servers}"
+            if stage == "connecting":
+                return f"cannot reach {where} within {config.connect_timeout_s:g}s"
+            return (
+                f"connected to {where}, but {stage} did not finish within "
+                f"{config.connect_timeout_s:g}s"
+            )
+
+        def fix() -> str:
+            if stage == "connecting":
+                return (
+                    "start the broker (python scripts/kafka_broker.py start, or docker compose "
+                    "up -d kafka) or fix the address in the log URL."
+                )
+            return (
+                "the broker answers but is slow or overloaded; retry, or raise connect_timeout_s."
+            )
+
         try:
-            async with asyncio.timeout(config.connect_timeout_s):
-                admin = AIOKafkaAdminClient(**common)
-                await admin.start()
-                started.append(admin)
-                stage = "creating or checking the topics"
-                layout = await ensure_topics(
-                    admin, config.name, config.partitions, config.replication_factor
-                )
-                plain = AIOKafkaProducer(
-                    **common,
-                    acks="all",
-                    enable_idempotence=True,
-                    max_request_size=MAX_RECORD_BYTES,
-                )
-                started.append(plain)
-                await plain.start()
-                reader = KafkaReader(
-                    layout, common, config.request_timeout_s, config.stalled_transaction_s
-                )
-                started.append(reader)
-                await reader.start()
-                stage = f"reading the run index (topic {layout.runs})"
-                await reader.catch_up()
-        except (TimeoutError, KafkaError, OSError) as exc:
-            for client in reversed(started):
-                await stop_quietly(client, _STOP_S)
-            raise BackendUnavailableError(_connect_failure(config, stage, exc)) from exc
+            with kafka_errors(failed, fix):
+                async with asyncio.timeout(config.connect_timeout_s):
+                    admin = AIOKafkaAdminClient(**common)
+                    await admin.start()
+                    started.append(admin)
+                    stage = "creating or checking the topics"
+                    layout = await ensure_topics(
+                        admin, config.name, config.partitions, config.replication_factor
+                    )
+                    plain = AIOKafkaProducer(
+                        **common,
+                        acks="all",
+                        enable_idempotence=True,
+                        max_request_size=MAX_RECORD_BYTES,
+                    )
+                    started.append(plain)
+                    await plain.start()
+                    reader = KafkaReader(
+                        layout, common, config.request_timeout_s, config.stalled_transaction_s
+                    )
+                    started.append(reader)
+                    await reader.start()
+                    stage = f"reading the run index (topic {layout.runs})"
+                    await reader.catch_up()
         except BaseException:
             for client in reversed(started):
                 await stop_quietly(client, _STOP_S)
@@ -231,16 +163,22 @@ class KafkaEventLog(EventLog):
     # -- events -----------------------------------------------------------------
 
     async def append(self, events: Sequence[Event], *, durable: bool = True) -> None:
+        """Append and commit the batch (acks=all) before returning.
+
+        ``durable`` is accepted for the seam and makes no difference here: a
+        committed transaction is the only way a Kafka write becomes visible,
+        and the runtime's async mode already batches in the background.
+        """
+        del durable
         run_id, first_seq, epoch = check_batch(events)
-        # Encoded once, here, so NotSerializableError comes before anything is queued.
+        # Encoded once, here, so NotSerializableError comes before anything is sent.
         raw = [encode_event(event) for event in events]
-        await self._pool.append(run_id, list(events), raw, first_seq, epoch, durable=durable)
+        await self._pool.append(run_id, list(events), raw, first_seq, epoch)
 
     async def read(
         self, run_id: str, *, after_seq: int = 0, upto_seq: int | None = None
     ) -> AsyncIterator[Event]:
         check_run_id(run_id)
-        await self._pool.flush(run_id)
         entry = await self._reader.entry(run_id)
         if entry is None or (entry.info.last_seq == 0 and not entry.pruned):
             raise UnknownRunError(run_id, self.url)
@@ -257,15 +195,10 @@ class KafkaEventLog(EventLog):
         for _offset, event in hits:
             yield event
 
-    async def flush(self) -> None:
-        """Commit every ``durable=False`` append this process still has queued."""
-        await self._pool.flush_all()
-
     # -- the run index ----------------------------------------------------------
 
     async def find_run(self, run_id: str) -> RunInfo | None:
         check_run_id(run_id)
-        await self._pool.flush(run_id)
         entry = await self._reader.entry(run_id)
         if entry is None:
             return None
@@ -274,7 +207,6 @@ class KafkaEventLog(EventLog):
         return (await self._reader.exact(entry))[0].info
 
     async def list_runs(self, *, status: str | None = None) -> list[RunInfo]:
-        await self._pool.flush_all()
         entries = await self._reader.all_exact()
         return select_runs((e.info for e in entries), status)
 
@@ -298,15 +230,10 @@ class KafkaEventLog(EventLog):
         for attempt in range(_CLAIM_ATTEMPTS):
             writer = await self._pool.fresh(run_id)
             if not force:
-                check_lease(writer.head)
-            info = dataclasses.replace(
-                writer.head,
-                writer_epoch=writer.head.writer_epoch + 1,
-                lease_owner=owner,
-                lease_expires_at=expires,
-            )
+                check_lease(writer.committed)
+            epoch = writer.committed.writer_epoch + 1
             try:
-                await self._pool.write_index(writer, info, claimed=True)
+                await self._pool.write_index(writer, epoch, owner, expires)
             except FencedError:
                 # Another process opened the run's producer between our open and
                 # our commit; back off a little (spread out) and claim again.
@@ -314,30 +241,25 @@ class KafkaEventLog(EventLog):
                     raise
                 await asyncio.sleep(random.uniform(0.005, 0.02) * (attempt + 1))
                 continue
-            log.info("kafka_writer_claimed", run_id=run_id, epoch=info.writer_epoch, owner=owner)
-            return info.writer_epoch
+            log.info("kafka_writer_claimed", run_id=run_id, epoch=epoch, owner=owner)
+            return epoch
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def renew_lease(self, run_id: str, epoch: int, lease_seconds: float) -> None:
         check_run_id(run_id)
         writer = await self._pool.current(run_id, epoch)
         expires = utcnow() + timedelta(seconds=lease_seconds)
-        await self._pool.write_index(
-            writer, dataclasses.replace(writer.head, lease_expires_at=expires)
-        )
+        await self._pool.write_index(writer, epoch, writer.committed.lease_owner, expires)
 
     async def release_lease(self, run_id: str, epoch: int) -> None:
         check_run_id(run_id)
         writer = await self._pool.current(run_id, epoch)
-        await self._pool.write_index(
-            writer, dataclasses.replace(writer.head, lease_expires_at=None)
-        )
+        await self._pool.write_index(writer, epoch, writer.committed.lease_owner, None)
 
     # -- snapshots ----------------------------------------------------------------
 
     async def save_snapshot(self, snapshot: Snapshot) -> None:
         check_run_id(snapshot.run_id)
-        await self._pool.flush(snapshot.run_id)
         entry = await self._reader.entry(snapshot.run_id)
         if entry is None:
             raise UnknownRunError(snapshot.run_id, self.url)
@@ -346,7 +268,10 @@ class KafkaEventLog(EventLog):
         seqs = sorted({s.snapshot.seq for s in kept} | {snapshot.seq})
         runs = self._reader.layout.runs
         saved = SnapshotEntry(snapshot, offset)
-        try:
+        doing = (
+            f"cannot save snapshot of run {snapshot.run_id!r} at seq {snapshot.seq} to topic {runs}"
+        )
+        with kafka_errors(doing, "retry when the broker is back"):
             await self._plain.send_and_wait(
                 runs,
                 encode_snapshot(saved),
@@ -357,11 +282,6 @@ class KafkaEventLog(EventLog):
                 await self._plain.send_and_wait(
                     runs, None, key=snapshot_key(snapshot.run_id, old), partition=0
                 )
-        except KafkaError as exc:
-            raise BackendUnavailableError(
-                f"cannot save snapshot of run {snapshot.run_id!r} at seq {snapshot.seq} to "
-                f"topic {runs}: {exc}; retry when the broker is back"
-            ) from exc
         self._reader.note_snapshot(saved)
 
     async def load_snapshot(
@@ -391,7 +311,11 @@ class KafkaEventLog(EventLog):
         kept = await self._reader.snapshots(run_id)
         runs = self._reader.layout.runs
         drop = kept[:-1] if keep_latest_snapshot else kept
-        try:
+        fix = (
+            "nothing of it was lost (its archive write is confirmed). Run the retention pass "
+            "again when the broker is back."
+        )
+        with kafka_errors(f"cannot prune run {run_id!r}", fix):
             for old in drop:
                 key = snapshot_key(run_id, old.snapshot.seq)
                 await self._plain.send_and_wait(runs, None, key=key, partition=0)
@@ -407,11 +331,6 @@ class KafkaEventLog(EventLog):
                 await self._plain.send_and_wait(
                     runs, encode_index(archived), key=index_key(run_id), partition=0
                 )
-        except KafkaError as exc:
-            raise BackendUnavailableError(
-                f"cannot prune run {run_id!r}: {exc}; nothing of it was lost (its archive "
-                "write is confirmed). Run the retention pass again when the broker is back."
-            ) from exc
         await self._reader.catch_up()
 
     # -- lifecycle ------------------------------------------------------------------
@@ -423,20 +342,3 @@ class KafkaEventLog(EventLog):
             await self._reader.stop()
             await stop_quietly(self._plain, _STOP_S)
             await stop_quietly(self._admin, _STOP_S)
-
-
-def _connect_failure(config: KafkaConfig, stage: str, exc: BaseException) -> str:
-    """What went wrong in :meth:`KafkaEventLog.connect`, by the stage it reached."""
-    cause = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    where = f"Kafka at {config.bootstrap_servers}"
-    if stage == "connecting":
-        return (
-            f"cannot reach {where} within {config.connect_timeout_s:g}s ({cause}). Start the "
-            "broker (python scripts/kafka_broker.py start, or docker compose up -d kafka) "
-            "or fix the address in the log URL."
-        )
-    return (
-        f"connected to {where}, but {stage} did not finish within "
-        f"{config.connect_timeout_s:g}s ({cause}). The broker answers but is slow or "
-        "overloaded; retry, or raise connect_timeout_s."
-    )

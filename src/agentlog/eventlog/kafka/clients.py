@@ -1,4 +1,14 @@
-"""Starting and stopping aiokafka clients for the Kafka backend, with bounds.
+"""Making, starting and stopping aiokafka clients for the Kafka backend, with bounds.
+
+:func:`transactional_producer` makes the run writers' producers. Right after
+a commit, until the broker has written the transaction's markers (a few ms),
+it answers the next transaction's AddPartitionsToTxn with
+CONCURRENT_TRANSACTIONS, and aiokafka 0.14 waits a fixed 20 ms before asking
+again (``BACKOFF_OVERRIDE``, a module constant of ``aiokafka.producer.sender``).
+With one transaction per step that wait dominated: 28 ms per step against
+7 ms with 2 ms. Our producers ask again after :data:`QUICK_TXN_RETRY_S`
+instead, through their own sender; no module of aiokafka is changed, so other
+producers in the process keep aiokafka's behaviour.
 
 Two aiokafka behaviours need care when the broker is gone:
 
@@ -21,15 +31,73 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from aiokafka.client import AIOKafkaClient
+from aiokafka import AIOKafkaProducer
+from aiokafka.client import AIOKafkaClient, CoordinationType
 from aiokafka.conn import CloseReason
-from aiokafka.errors import KafkaError
+from aiokafka.errors import ConcurrentTransactions, KafkaError, NoError, for_code
+from aiokafka.producer.sender import AddPartitionsToTxnHandler, Sender
 
 from agentlog._logging import get_logger
 
-__all__ = ["stop_quietly"]
+__all__ = ["QUICK_TXN_RETRY_S", "stop_quietly", "transactional_producer"]
 
 log = get_logger(__name__)
+
+#: How long our transactional producers wait before asking again to add a
+#: partition to a transaction while the previous one is still finishing.
+QUICK_TXN_RETRY_S = 0.002
+
+
+def transactional_producer(**config: Any) -> AIOKafkaProducer:
+    """An ``AIOKafkaProducer(**config)`` that retries a finishing transaction quickly.
+
+    Only this producer's sender changes (see the module docstring). On an
+    aiokafka whose producer is laid out otherwise it is a plain producer.
+    """
+    producer = AIOKafkaProducer(**config)
+    if type(getattr(producer, "_sender", None)) is Sender:
+        producer._sender.__class__ = _QuickTxnSender
+    return producer
+
+
+class _QuickAddPartitions(AddPartitionsToTxnHandler):  # type: ignore[misc]
+    """aiokafka's handler, with our wait for CONCURRENT_TRANSACTIONS."""
+
+    def handle_response(self, resp: Any) -> float | None:
+        backoff: float | None = super().handle_response(resp)
+        # aiokafka stops at the first partition in error, and uses its short
+        # wait only while no partition is in the transaction yet.
+        if (
+            backoff is not None
+            and _first_error(resp) is ConcurrentTransactions
+            and not self._sender._txn_manager.txn_partitions
+        ):
+            return QUICK_TXN_RETRY_S
+        return backoff
+
+
+class _QuickTxnSender(Sender):  # type: ignore[misc]
+    """aiokafka's sender, adding partitions to transactions with :class:`_QuickAddPartitions`."""
+
+    def add_partitions_handler(self, tps: Any) -> _QuickAddPartitions:
+        """The handler of one AddPartitionsToTxn request."""
+        return _QuickAddPartitions(self, tps)
+
+    async def _do_add_partitions_to_txn(self, tps: Any) -> bool:
+        node_id = await self._find_coordinator(
+            CoordinationType.TRANSACTION, self._txn_manager.transactional_id
+        )
+        done: bool = await self.add_partitions_handler(tps).do(node_id)
+        return done
+
+
+def _first_error(resp: Any) -> type[Exception] | None:
+    for _topic, partitions in resp.errors:
+        for _partition, code in partitions:
+            error: type[Exception] = for_code(code)
+            if error is not NoError:
+                return error
+    return None
 
 
 async def stop_quietly(client: Any, timeout_s: float) -> None:

@@ -1,0 +1,44 @@
+"""The Kafka backend: events on a real Apache Kafka 4.0.x broker, via aiokafka.
+
+Modules, by role (each imports the others directly, never this package):
+
+* :mod:`~agentlog.eventlog.kafka.config`: :class:`KafkaConfig`;
+* :mod:`~agentlog.eventlog.kafka.admin`: creates and checks the topics;
+* :mod:`~agentlog.eventlog.kafka.records`: the runs topic's keys and values;
+* :mod:`~agentlog.eventlog.kafka.clients`: starting and stopping aiokafka clients;
+* :mod:`~agentlog.eventlog.kafka.reader`: bounded reads of both topics;
+* :mod:`~agentlog.eventlog.kafka.txn`: one run's writer and its transactions;
+* :mod:`~agentlog.eventlog.kafka.writer`: the run writers of one log (appends,
+  claims, leases);
+* :mod:`~agentlog.eventlog.kafka.log`: :class:`KafkaEventLog`, which wires
+  them together.
+
+Topics (created by :mod:`~agentlog.eventlog.kafka.admin`):
+
+* ``<name>.events``: every event, keyed by run id, ``cleanup.policy=delete``.
+  A run's partition is chosen once and recorded in its index entry.
+* ``<name>.runs``: compacted; each run's index entry, writer epoch and lease,
+  and its latest snapshots, with the events offsets a read starts from (see
+  :mod:`~agentlog.eventlog.kafka.records`).
+
+Writing. Each run has one transactional id, ``<name>.writer.<run_id>``. A
+writer first calls ``init_transactions`` with it, which fences every older
+producer of that run and aborts or completes their open transaction; only
+*then* does it read the run's tail (last seq and epoch). From that moment no
+one else can commit for the run without fencing this producer first, so the
+tail it holds stays true until a commit of its own fails with
+ProducerFenced. That is why two racing processes can never both append seq
+N: the one fenced last gets ProducerFenced, re-reads the tail, and stops with
+FencedError (a newer epoch) or ConflictError (the seq is taken). Events and
+the index entry go in one short transaction; readers use ``read_committed``.
+
+Reading is bounded: a read starts at the best known offset at or before the
+wanted seq (a snapshot's, the index entry's, or the run's first event) and
+reads its partition up to the high watermark, keeping records whose key is
+the run id. :attr:`KafkaEventLog.last_read_records` counts what it fetched.
+"""
+
+from agentlog.eventlog.kafka.config import KafkaConfig
+from agentlog.eventlog.kafka.log import KafkaEventLog
+
+__all__ = ["KafkaConfig", "KafkaEventLog"]
