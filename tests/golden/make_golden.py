@@ -17,7 +17,9 @@ Three runs, so that every event type appears:
 RunRetried came later (same schema version, a new type): its run,
 ``golden-retried`` (fails for good, then ``Runtime.retry`` and completion),
 was appended to the committed files with ``--append-retried``; the bytes of
-the first three runs were not touched.
+the first three runs were not touched. Likewise TimerFired and
+ProgressReported: ``golden-timers`` (progress, a sleep, an interrupt that
+times out), appended with ``--append-timers``.
 """
 
 from __future__ import annotations
@@ -152,19 +154,46 @@ async def generate_retried() -> tuple[list[bytes], dict[str, Any]]:
     return [encode_event(e) for e in events], {"golden-retried": expected}
 
 
-def append_retried() -> int:
-    raw, expected = asyncio.run(generate_retried())
+async def generate_timers() -> tuple[list[bytes], dict[str, Any]]:
+    """The ``golden-timers`` run: progress, a durable sleep, an interrupt that times out."""
+    log = MemoryEventLog()
+    config = RuntimeConfig(owner="golden-host:1", lease_seconds=60, worker=True)
+    wf = Workflow("golden-timers", state={"topic": "replace", "answer": "replace"})
+
+    @wf.step
+    async def nap(ctx: StepContext) -> Any:
+        await ctx.progress({"phase": "sleeping"})
+        await ctx.sleep(0.01)
+        answer = ctx.interrupt("still there?", expects="bool", timeout=0.01, default=False)
+        return end(answer=answer)
+
+    async with Runtime(log, workflows=[wf], config=config) as rt:
+        await rt.start(wf, run_id="golden-timers", input={"topic": "timers"}, durability="sync")
+        while (await log.get_run("golden-timers")).status != "completed":
+            await asyncio.sleep(0.05)
+    events = [e async for e in log.read("golden-timers")]
+    expected = json.loads(json.dumps(fold(events).to_dict(), sort_keys=True))
+    return [encode_event(e) for e in events], {"golden-timers": expected}
+
+
+#: Runs added after the first three (same schema version, new event types),
+#: appended to the committed files without touching the bytes already there.
+APPENDED = {"--append-retried": generate_retried, "--append-timers": generate_timers}
+
+
+def append(flag: str) -> int:
+    raw, expected = asyncio.run(APPENDED[flag]())
     with LOG_FILE.open("a") as out:
         out.write("".join(json.dumps({"event": base64.b64encode(b).decode()}) + "\n" for b in raw))
     committed = json.loads(EXPECTED_FILE.read_text())
     EXPECTED_FILE.write_text(json.dumps({**committed, **expected}, indent=2, sort_keys=True) + "\n")
-    sys.stderr.write(f"appended {len(raw)} events of golden-retried\n")
+    sys.stderr.write(f"appended {len(raw)} events of {sorted(expected)}\n")
     return 0
 
 
 def main() -> int:
-    if sys.argv[1:] == ["--append-retried"]:
-        return append_retried()
+    if sys.argv[1:2] and sys.argv[1] in APPENDED:
+        return append(sys.argv[1])
     raw, expected = asyncio.run(generate())
     LOG_FILE.write_text(
         "".join(json.dumps({"event": base64.b64encode(b).decode()}) + "\n" for b in raw)

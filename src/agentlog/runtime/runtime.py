@@ -22,7 +22,7 @@ import contextlib
 import os
 import socket
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
@@ -63,6 +63,7 @@ from agentlog.projector.state import RunState, due_timers, input_interrupts, int
 from agentlog.runtime.executor import RunExecutor
 from agentlog.runtime.expects import answers_for
 from agentlog.runtime.handles import PendingInterrupt, RecoveryReport, RunHandle
+from agentlog.runtime.stream import StreamMode, StreamUntil, StreamUpdate
 from agentlog.runtime.worker import Worker, WorkerConfig
 from agentlog.runtime.workflow import Migration, Workflow, check_max_steps
 from agentlog.runtime.writer import Durability, RunWriter, check_durability
@@ -473,6 +474,18 @@ class Runtime:
                 elif time.monotonic() - orphaned_at > self.config.orphan_grace_seconds:
                     raise NoLiveWriterError(_orphan_message(info, self.config.orphan_grace_seconds))
                 await asyncio.sleep(self.config.poll_seconds)
+
+    def stream(
+        self,
+        run_id: str,
+        mode: StreamMode = "updates",
+        *,
+        after_seq: int = 0,
+        until: StreamUntil = "end",
+    ) -> AsyncIterator[StreamUpdate]:
+        """Follow the run live, from any process: ``async for update in
+        rt.stream(run_id, mode="values")``; see :func:`agentlog.runtime.stream.stream`."""
+        return RunHandle(self, run_id).stream(mode, after_seq=after_seq, until=until)
 
     async def get_state(self, run_id: str) -> RunState:
         """The run's state now: this process's live state if it drives the run,
