@@ -169,7 +169,7 @@ async def generate_timers() -> tuple[list[bytes], dict[str, Any]]:
 
     async with Runtime(log, workflows=[wf], config=config) as rt:
         await rt.start(wf, run_id="golden-timers", input={"topic": "timers"}, durability="sync")
-        while (await log.get_run("golden-timers")).status != "completed":
+        while (await log.get_run("golden-timers")).status != "completed":  # noqa: ASYNC110 - the worker fires the timeout
             await asyncio.sleep(0.05)
     events = [e async for e in log.read("golden-timers")]
     expected = json.loads(json.dumps(fold(events).to_dict(), sort_keys=True))
