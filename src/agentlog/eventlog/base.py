@@ -38,6 +38,7 @@ from agentlog.errors import (
 )
 from agentlog.eventlog.events import (
     Event,
+    EventData,
     InterruptRaised,
     RunStarted,
     RunStatus,
@@ -47,6 +48,8 @@ from agentlog.eventlog.events import (
 )
 
 __all__ = [
+    "COMMAND_KINDS",
+    "Command",
     "EventLog",
     "RunInfo",
     "Snapshot",
@@ -136,6 +139,29 @@ class RunInfo:
         return self.status == RunStatus.WAITING and self.wake_at is not None and self.wake_at <= now
 
 
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A client's request about a run, for the worker that owns the run.
+
+    On a log with ``direct_writes`` (SQLite, memory) a client records its
+    request itself (it claims the run, appends, lets go). On a log where
+    workers own partitions of runs (Kafka with a consumer group), a client
+    sends a Command instead and the owning worker applies it, so that every
+    run has one writer, fenced by its partition's ownership.
+    """
+
+    run_id: str
+    kind: str
+    """"start", "resume", "retry" or "cancel"."""
+    data: EventData
+    """What to record: RunStarted, ResumeReceived, RunRetried or RunCancelled."""
+    ref: object = None
+    """The backend's handle on the command (its offset), for :meth:`EventLog.ack_command`."""
+
+
+COMMAND_KINDS = ("start", "resume", "retry", "cancel")
+
+
 def check_run_id(run_id: str) -> None:
     """Raise ConfigError for a run id that no backend can store.
 
@@ -210,6 +236,11 @@ class EventLog(abc.ABC):
 
     #: A URL that opens this log again, such as ``sqlite:///.agentlog/agentlog.db``.
     url: str = ""
+
+    #: True: any process may claim a run and write to it (fenced by the run's
+    #: epoch). False: workers own the runs (by partition) and clients send
+    #: :class:`Command` s instead (:meth:`send_command`).
+    direct_writes: bool = True
 
     # -- events ---------------------------------------------------------------
 
@@ -327,6 +358,26 @@ class EventLog(abc.ABC):
     @abc.abstractmethod
     async def release_lease(self, run_id: str, epoch: int) -> None:
         """End the writer's lease now (the epoch stays), unless fenced already."""
+
+    # -- commands (logs without direct writes) ---------------------------------------
+
+    async def send_command(self, command: Command) -> None:
+        """Record a client's request durably for the run's owning worker.
+
+        Raises:
+            ConfigError: this log takes direct writes; claim the run instead.
+        """
+        raise ConfigError(f"{self.url} takes direct writes; it has no command queue")
+
+    async def take_commands(self, *, limit: int = 100) -> list[Command]:
+        """Commands for the runs this process owns, oldest first; each is
+        handed out until it is acked (applied or refused)."""
+        return []
+
+    async def ack_command(self, command: Command) -> None:
+        """Mark ``command`` consumed. On Kafka the ack joins the transaction of
+        the command partition's next commit, so a command is applied exactly
+        once; acking a refused command commits it alone."""
 
     # -- snapshots ----------------------------------------------------------------
 
