@@ -374,7 +374,7 @@ class EventLog(abc.ABC):
         handed out until it is acked (applied or refused)."""
         return []
 
-    async def ack_command(self, command: Command) -> None:
+    async def ack_command(self, command: Command) -> None:  # noqa: B027 - optional hook
         """Mark ``command`` consumed. On Kafka the ack joins the transaction of
         the command partition's next commit, so a command is applied exactly
         once; acking a refused command commits it alone."""
