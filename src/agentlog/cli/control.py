@@ -15,11 +15,15 @@ from agentlog.cli.workflows import load_workflows
 from agentlog.errors import ConfigError
 from agentlog.eventlog.events import utcnow
 from agentlog.eventlog.urls import DEFAULT_LOG_URL
-from agentlog.runtime import Runtime
+from agentlog.runtime import Runtime, RuntimeConfig
 
 __all__: list[str] = []
 
 RunIdArg = Annotated[str, typer.Argument(help="The run id.")]
+
+#: A one-shot command drives the run it touches, and only that one: no
+#: background worker (``agentlog worker`` is the long-running one).
+ONE_SHOT = RuntimeConfig(worker=False)
 
 
 @command()
@@ -38,7 +42,7 @@ def resume(
     workflows = load_workflows(apps)
 
     async def go() -> dict[str, Any]:
-        async with await Runtime.open(log, workflows=workflows) as runtime:
+        async with await Runtime.open(log, workflows=workflows, config=ONE_SHOT) as runtime:
             await runtime.resume(run_id, answer)
             final = await runtime.wait(run_id)
             return {
@@ -67,7 +71,7 @@ def cancel(
     """Cancel a run at its next step boundary."""
 
     async def go() -> str:
-        async with await Runtime.open(log) as runtime:
+        async with await Runtime.open(log, config=ONE_SHOT) as runtime:
             return (await runtime.cancel(run_id, reason)).status
 
     status = run_async(go)
@@ -88,7 +92,7 @@ def recover(log: LogOpt = DEFAULT_LOG_URL, apps: AppOpt = None, as_json: JsonOpt
     workflows = load_workflows(apps)
 
     async def go() -> tuple[list[dict[str, Any]], dict[str, str]]:
-        async with await Runtime.open(log, workflows=workflows) as runtime:
+        async with await Runtime.open(log, workflows=workflows, config=ONE_SHOT) as runtime:
             report = await runtime.recover()
             done = []
             for run_id in report.recovered:
@@ -121,7 +125,7 @@ def retry(
     workflows = load_workflows(apps)
 
     async def go() -> dict[str, Any]:
-        async with await Runtime.open(log, workflows=workflows) as runtime:
+        async with await Runtime.open(log, workflows=workflows, config=ONE_SHOT) as runtime:
             await runtime.retry(run_id)
             final = await runtime.wait(run_id)
             return {"run_id": run_id, "status": final.status, "seq": final.seq}

@@ -1,0 +1,81 @@
+"""``agentlog worker``: a long-running process that drives the runs of a log."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import Annotated
+
+import typer
+
+from agentlog.cli.app import command, run_async
+from agentlog.cli.options import AppOpt, LogOpt
+from agentlog.cli.render import print_line
+from agentlog.cli.workflows import load_workflows
+from agentlog.errors import ConfigError
+from agentlog.eventlog.urls import DEFAULT_LOG_URL
+from agentlog.runtime import Runtime, RuntimeConfig, WorkerConfig
+
+__all__: list[str] = []
+
+
+def _limits(values: list[str] | None) -> dict[str, int]:
+    limits: dict[str, int] = {}
+    for value in values or []:
+        name, eq, number = value.partition("=")
+        if not eq or not name or not number.strip().isdigit():
+            raise ConfigError(
+                f"--workflow-limit {value!r}: write NAME=N, such as --workflow-limit research=5"
+            )
+        limits[name] = int(number)
+    return limits
+
+
+@command()
+def worker(
+    apps: AppOpt = None,
+    log: LogOpt = DEFAULT_LOG_URL,
+    concurrency: Annotated[
+        int, typer.Option(help="Runs this worker drives at once (parked runs do not count).")
+    ] = 50,
+    workflow_limit: Annotated[
+        list[str] | None,
+        typer.Option(help="NAME=N: at most N runs of workflow NAME at once here (repeatable)."),
+    ] = None,
+    lease: Annotated[
+        float,
+        typer.Option(
+            help="Seconds a run's lease lives without renewal; after a crash, "
+            "another worker takes the run over once it ends."
+        ),
+    ] = 30.0,
+    poll: Annotated[
+        float, typer.Option(help="Seconds between looks for due work when nothing wakes it.")
+    ] = 0.2,
+) -> None:
+    """Drive runs until stopped: new and resumed runs, due timers, schedules, and
+    runs whose worker died. Run several, on one machine or many, on the same --log.
+
+    SIGTERM or Ctrl-C: each run finishes its current step, is recorded and
+    handed over, and the worker exits 0. SIGKILL loses nothing: another
+    worker takes its runs over when their leases end.
+    """
+    workflows = load_workflows(apps)
+    settings = WorkerConfig(
+        concurrency=concurrency, workflow_concurrency=_limits(workflow_limit), poll_seconds=poll
+    )
+    if not lease > 0:
+        raise ConfigError(f"--lease must be > 0 seconds, got {lease}")
+
+    async def go() -> None:
+        config = RuntimeConfig(worker=False, worker_config=settings, lease_seconds=lease)
+        async with await Runtime.open(log, workflows=workflows, config=config) as runtime:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, runtime.worker.stop)
+            names = ", ".join(sorted(runtime.workflows))
+            print_line(f"worker {runtime.config.owner} drives {names} on {runtime.log.url}")
+            await runtime.serve()
+            print_line(f"worker {runtime.config.owner} stopped; its runs are handed over")
+
+    run_async(go)
