@@ -8,9 +8,10 @@ timer to fill a group: a lone append commits as soon as the thread is free,
 exactly as it would alone.
 
 Inside the group's transaction each append is checked and written as before
-(its run's next seq and current writer epoch), each under its own SAVEPOINT:
-a ConflictError or FencedError rolls back that append only and fails only its
-caller; the others in the group commit. If the transaction itself fails (the
+(its run's next seq and current writer epoch), all checks before its first
+write, and a batch of several rows under its own SAVEPOINT: a ConflictError
+or FencedError leaves nothing of that append and fails only its caller; the
+others in the group commit. If the transaction itself fails (the
 disk is full, the file turned read-only, the write lock stayed busy) it is
 rolled back whole and every caller of the group gets that typed error:
 nothing of the group is recorded. A caller's await returns only after the
@@ -42,6 +43,7 @@ from agentlog.eventlog.sqlite_schema import (
     UPSERT_RUN,
     info_from_row,
     info_to_row,
+    update_run_sql,
 )
 from agentlog.eventlog.worker_thread import Outcome, WorkerThread, settle
 
@@ -68,15 +70,22 @@ class PendingAppend:
 def _append_one(conn: sqlite3.Connection, append: PendingAppend) -> None:
     """The conditional append of one batch, inside the open transaction.
 
+    Every check runs, and the new run index row is built, before the first
+    write: a failing append of one row writes nothing. Only a batch of
+    several rows can fail halfway (a row the index did not know of), so
+    only such a batch needs a savepoint to undo its first rows.
+
     Raises:
         ConflictError: the batch is not the run's next seq.
         FencedError: a newer writer claimed the run.
         EventLogError: the batch's epoch was never claimed.
+        NotSerializableError: a time in the batch cannot be stored.
     """
     run_id, first_seq = append.events[0].run_id, append.first_seq
-    row = conn.execute(SELECT_RUN, (run_id,)).fetchone()
-    info = RunInfo(run_id) if row is None else info_from_row(row)
+    old = conn.execute(SELECT_RUN, (run_id,)).fetchone()
+    info = RunInfo(run_id) if old is None else info_from_row(old)
     check_next(run_id, info.last_seq, first_seq, append.epoch, info.writer_epoch)
+    new = info_to_row(info.after(append.events))
     try:
         if len(append.rows) == 1:
             conn.execute(INSERT_EVENT, append.rows[0])
@@ -85,22 +94,33 @@ def _append_one(conn: sqlite3.Connection, append: PendingAppend) -> None:
     except sqlite3.IntegrityError as exc:
         # The index said the seq was free; the table disagrees.
         raise ConflictError(run_id, info.last_seq + 1, first_seq) from exc
-    conn.execute(UPSERT_RUN, info_to_row(info.after(append.events)))
+    if old is None:
+        conn.execute(UPSERT_RUN, new)
+        return
+    # Only the columns that changed: an index on an unchanged column (the
+    # status, the wake-up time) is then not rewritten at every step.
+    changed = tuple(i for i, (was, now) in enumerate(zip(old, new, strict=True)) if was != now)
+    if changed:
+        conn.execute(update_run_sql(changed), [*(new[i] for i in changed), run_id])
 
 
 def _apply(group: list[PendingAppend], conn: sqlite3.Connection) -> list[AgentlogError | None]:
-    """Each append of the group under its own savepoint; its own error, or None."""
+    """Each append of the group in turn; its own error, or None."""
     errors: list[AgentlogError | None] = []
     for append in group:
-        conn.execute("SAVEPOINT agentlog_append")
+        guarded = len(append.rows) > 1
+        if guarded:
+            conn.execute("SAVEPOINT agentlog_append")
         try:
             _append_one(conn, append)
         except AgentlogError as exc:  # this append's own: the others go on
-            conn.execute("ROLLBACK TO agentlog_append")
+            if guarded:
+                conn.execute("ROLLBACK TO agentlog_append")
             errors.append(exc)
         else:
             errors.append(None)
-        conn.execute("RELEASE agentlog_append")
+        if guarded:
+            conn.execute("RELEASE agentlog_append")
     return errors
 
 
@@ -118,6 +138,10 @@ class GroupCommit:
         # Taken by the event loop (submit, seal) and by the worker thread (commit).
         self._lock = threading.Lock()
         self._open: list[PendingAppend] | None = None
+        self.commits = 0
+        """Groups committed so far (for benchmarks and tests: appends per fsync)."""
+        self.appends = 0
+        """Appends in those groups, each its caller's own success or error."""
 
     def submit(self, append: PendingAppend) -> None:
         """Add ``append`` to the open group, opening one (and queueing its commit) if none is."""
@@ -147,6 +171,8 @@ class GroupCommit:
                     doing="append failed",
                 )
             )
+            self.commits += 1
+            self.appends += len(group)
         except BaseException as exc:  # the transaction failed whole: every caller gets it
             outcomes = [exc] * len(group)
             _log.warning(

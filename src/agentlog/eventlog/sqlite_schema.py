@@ -24,6 +24,7 @@ count is recorded in ``PRAGMA user_version``):
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -50,6 +51,7 @@ __all__ = [
     "info_to_row",
     "seq_param",
     "to_us",
+    "update_run_sql",
 ]
 
 #: Schema migrations, applied in order; append only, never edit a shipped one.
@@ -91,6 +93,15 @@ SELECT_RUN = f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?"
 UPSERT_RUN = (
     f"INSERT OR REPLACE INTO runs ({RUN_COLUMNS}) VALUES ({', '.join('?' * len(_RUN_FIELDS))})"
 )
+
+
+@functools.lru_cache(maxsize=64)
+def update_run_sql(columns: tuple[int, ...]) -> str:
+    """``UPDATE runs`` of the run index columns at these positions, then ``WHERE run_id = ?``."""
+    assignments = ", ".join(f"{_RUN_FIELDS[i]} = ?" for i in columns)
+    return f"UPDATE runs SET {assignments} WHERE run_id = ?"
+
+
 # The same rule as RunInfo.needs_worker, answered from the indexes.
 RUNNABLE = (
     f"SELECT {RUN_COLUMNS} FROM runs WHERE last_seq > 0 "
