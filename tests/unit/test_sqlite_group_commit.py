@@ -120,24 +120,27 @@ async def test_a_batch_that_fails_halfway_leaves_none_of_its_rows(
 ) -> None:
     """The index says seq 2 is free, the table holds it: the batch's seq 1 must go too."""
     await log.append([ev("damaged", 1), ev("damaged", 2)])
+    await log.append([ev("one", 1)])
     with closing(sqlite3.connect(log_path)) as conn, conn:
         conn.execute("DELETE FROM events WHERE run_id = 'damaged' AND seq = 1")
-        conn.execute("UPDATE runs SET last_seq = 0 WHERE run_id = 'damaged'")
+        conn.execute("UPDATE runs SET last_seq = 0 WHERE run_id IN ('damaged', 'one')")
     with worker_held(log):
         tasks = await submit_all(
             [
                 log.append([ev("before", 1)]),
                 log.append([ev("damaged", 1), ev("damaged", 2), ev("damaged", 3)]),
+                log.append([ev("one", 1)]),  # a single row the table already holds
                 log.append([ev("after", 1)]),
             ]
         )
     results = await outcomes(tasks)
-    assert results[0] is None and results[2] is None
-    assert isinstance(results[1], ConflictError)
+    assert results[0] is None and results[3] is None
+    assert isinstance(results[1], ConflictError) and isinstance(results[2], ConflictError)
     with closing(sqlite3.connect(log_path)) as conn:
-        rows = conn.execute("SELECT seq FROM events WHERE run_id = 'damaged'").fetchall()
-        last = conn.execute("SELECT last_seq FROM runs WHERE run_id = 'damaged'").fetchone()
-    assert rows == [(2,)] and last == (0,)
+        rows = conn.execute("SELECT run_id, seq FROM events WHERE run_id IN ('damaged', 'one')")
+        last = conn.execute("SELECT run_id, last_seq FROM runs WHERE run_id IN ('damaged', 'one')")
+        assert sorted(rows.fetchall()) == [("damaged", 2), ("one", 1)]
+        assert sorted(last.fetchall()) == [("damaged", 0), ("one", 0)]
     assert await seqs(log, "before") == [1] and await seqs(log, "after") == [1]
 
 
