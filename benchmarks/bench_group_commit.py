@@ -89,7 +89,8 @@ async def _runtime_round(folder: Path, steps: int) -> tuple[float, float]:
         elapsed = time.perf_counter() - started
         log = rt.log
         assert isinstance(log, SqliteEventLog)
-        per_commit = log._group.appends / max(log._group.commits, 1)
+        group = getattr(log, "_group", None)  # None: a log without group commit
+        per_commit = 1.0 if group is None else group.appends / max(group.commits, 1)
     for state in states:
         assert state.status == "completed" and state.steps == steps, (state.status, state.steps)
     # What was committed is what the runs saw: every step is in the file.
