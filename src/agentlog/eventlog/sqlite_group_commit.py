@@ -147,10 +147,13 @@ class GroupCommit:
         """Add ``append`` to the open group, opening one (and queueing its commit) if none is."""
         with self._lock:
             group = self._open
+            opened = group is None
             if group is None:
                 group = self._open = []
-                self._worker.post(functools.partial(self._commit, group))
             group.append(append)
+        if opened:
+            # Posted once the lock is free: the woken thread must not block on it.
+            self._worker.post(functools.partial(self._commit, group))
 
     def seal(self) -> None:
         """Close the open group: later appends go into a group queued after the next call."""
