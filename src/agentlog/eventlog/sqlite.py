@@ -151,6 +151,13 @@ class SqliteEventLog(EventLog):
     # -- events -------------------------------------------------------------------
 
     async def append(self, events: Sequence[Event], *, durable: bool = True) -> None:
+        """Append one run's batch; see :meth:`EventLog.append`.
+
+        The batch joins the appends of other runs that arrive while a commit
+        is in progress and is committed with them in one transaction (see
+        :mod:`~agentlog.eventlog.sqlite_group_commit`); it returns once that
+        transaction committed, or raises its own error or the group's.
+        """
         _run_id, first_seq, epoch = check_batch(events)
         # Encode before taking the write lock: a bad payload fails with nothing written.
         rows = [event_row(event, epoch) for event in events]
