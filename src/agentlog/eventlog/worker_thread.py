@@ -5,15 +5,18 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from agentlog._logging import get_logger
 
-__all__ = ["WorkerThread"]
+__all__ = ["Outcome", "WorkerThread", "settle"]
 
 _T = TypeVar("_T")
 _log = get_logger(__name__)
+
+#: A future and what it gets: ``(future, result, error)``; ``error`` wins if set.
+Outcome = tuple["asyncio.Future[Any]", Any, BaseException | None]
 
 
 def _resolve(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
@@ -23,6 +26,27 @@ def _resolve(future: asyncio.Future[Any], result: Any, error: BaseException | No
         future.set_result(result)
     else:
         future.set_exception(error)
+
+
+def _resolve_all(outcomes: list[Outcome]) -> None:
+    for future, result, error in outcomes:
+        _resolve(future, result, error)
+
+
+def settle(outcomes: Iterable[tuple[asyncio.AbstractEventLoop, Outcome]]) -> None:
+    """From any thread: resolve futures of one or more event loops.
+
+    Each loop is woken once for all of its futures, not once per future.
+    """
+    by_loop: dict[asyncio.AbstractEventLoop, list[Outcome]] = {}
+    for loop, outcome in outcomes:
+        by_loop.setdefault(loop, []).append(outcome)
+    for loop, batch in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_resolve_all, batch)
+        except RuntimeError:  # the loop closed while the call ran
+            errors = [repr(error) for _f, _r, error in batch if error is not None]
+            _log.warning("worker_call_orphaned", calls=len(batch), errors=errors)
 
 
 class WorkerThread:
@@ -36,7 +60,8 @@ class WorkerThread:
 
     def __init__(self, name: str) -> None:
         self._calls: queue.SimpleQueue[
-            tuple[asyncio.AbstractEventLoop, asyncio.Future[Any], Callable[[], Any]] | None
+            tuple[asyncio.AbstractEventLoop | None, asyncio.Future[Any] | None, Callable[[], Any]]
+            | None
         ] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
@@ -48,10 +73,11 @@ class WorkerThread:
                 result, error = fn(), None
             except BaseException as exc:  # handed to the awaiting task
                 result, error = None, exc
-            try:
-                loop.call_soon_threadsafe(_resolve, future, result, error)
-            except RuntimeError:  # the loop closed while the call ran
-                _log.warning("worker_call_orphaned", error=repr(error))
+            if loop is None or future is None:
+                if error is not None:  # a posted call settles its own waiters
+                    _log.error("worker_post_failed", error=repr(error))
+                continue
+            settle([(loop, (future, result, error))])
 
     async def run(self, fn: Callable[[], _T]) -> _T:
         """Run ``fn`` on the thread; return its result or raise its error."""
@@ -59,6 +85,14 @@ class WorkerThread:
         future: asyncio.Future[_T] = loop.create_future()
         self._calls.put((loop, future, fn))
         return await future
+
+    def post(self, fn: Callable[[], None]) -> None:
+        """Queue ``fn`` to run on the thread, with nothing awaiting it.
+
+        ``fn`` reports to its waiters itself (see :func:`settle`); it must not
+        raise (what it raises is only logged).
+        """
+        self._calls.put((None, None, fn))
 
     def stop(self) -> None:
         """Finish the queued calls, then end the thread."""
