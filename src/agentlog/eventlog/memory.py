@@ -14,6 +14,7 @@ from datetime import UTC, timedelta
 
 from agentlog.errors import NotSerializableError, RunArchivedError, UnknownRunError
 from agentlog.eventlog.base import (
+    Command,
     EventLog,
     RunInfo,
     Snapshot,
@@ -32,9 +33,18 @@ __all__ = ["MemoryEventLog"]
 class MemoryEventLog(EventLog):
     """Events, index and snapshots in dicts of this process."""
 
-    def __init__(self, *, keep_snapshots: int = 3) -> None:
+    def __init__(self, *, keep_snapshots: int = 3, commands: bool = False) -> None:
+        """Args:
+        keep_snapshots: how many of a run's newest snapshots to keep.
+        commands: act like a log whose workers own the runs (Kafka with a
+            consumer group): no direct writes from clients, who send
+            :class:`Command` s that a worker takes and acks. For tests of
+            that path without a broker.
+        """
         self.url = "memory://"
         self.keep_snapshots = keep_snapshots
+        self.direct_writes = not commands
+        self._commands: list[Command] = []
         self._events: dict[str, list[Event]] = {}
         self._runs: dict[str, RunInfo] = {}
         self._snapshots: dict[str, list[Snapshot]] = {}
@@ -96,6 +106,20 @@ class MemoryEventLog(EventLog):
     async def find_run(self, run_id: str) -> RunInfo | None:
         check_run_id(run_id)
         return self._runs.get(run_id)
+
+    async def send_command(self, command: Command) -> None:
+        if self.direct_writes:
+            await super().send_command(command)
+        check_run_id(command.run_id)
+        encode_payload(command.data)  # what a real queue would store
+        self._commands.append(command)
+        self._changed.set()
+
+    async def take_commands(self, *, limit: int = 100) -> list[Command]:
+        return self._commands[:limit]  # until acked, a command comes again
+
+    async def ack_command(self, command: Command) -> None:
+        self._commands = [c for c in self._commands if c is not command]
 
     async def list_runs(self, *, status: str | None = None) -> list[RunInfo]:
         return select_runs(self._runs.values(), status)

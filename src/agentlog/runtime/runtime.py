@@ -43,7 +43,7 @@ from agentlog.errors import (
     VersionMismatchError,
     WorkflowError,
 )
-from agentlog.eventlog.base import EventLog, RunInfo, check_run_id
+from agentlog.eventlog.base import Command, EventLog, RunInfo, check_run_id
 from agentlog.eventlog.codec import pack
 from agentlog.eventlog.events import (
     EventData,
@@ -60,6 +60,7 @@ from agentlog.eventlog.events import (
 from agentlog.eventlog.urls import DEFAULT_LOG_URL, open_log
 from agentlog.projector.snapshots import SnapshotPolicy, load_state
 from agentlog.projector.state import RunState, due_timers, input_interrupts, interrupt_id
+from agentlog.runtime.commands import apply_command
 from agentlog.runtime.executor import RunExecutor
 from agentlog.runtime.expects import answers_for
 from agentlog.runtime.handles import PendingInterrupt, RecoveryReport, RunHandle
@@ -317,6 +318,9 @@ class Runtime:
             start=wf.start,
             reducers=dict(wf.reducers),
         )
+        if not self.log.direct_writes:  # the run's owning worker records it
+            await self._send(Command(run_id, "start", started))
+            return RunHandle(self, run_id)
         # LeaseHeldError here: another writer is starting this run right now
         # and has recorded nothing yet (or died doing so, until its lease ends)
         epoch, deadline = await self._claim(run_id)
@@ -356,7 +360,10 @@ class Runtime:
             return [ResumeReceived(answers=chosen)]
 
         self._ensure_worker()
-        await self._take_over(wf, run_id, events, here=self.config.execute)
+        if not self.log.direct_writes:
+            await self._send(Command(run_id, "resume", ResumeReceived(answers=chosen)))
+        else:
+            await self._take_over(wf, run_id, events, here=self.config.execute)
         return RunHandle(self, run_id)
 
     async def pending(self, run_id: str) -> list[PendingInterrupt]:
@@ -397,7 +404,10 @@ class Runtime:
             return [RunRetried(reason)]
 
         self._ensure_worker()
-        await self._take_over(wf, run_id, events, here=self.config.execute)
+        if not self.log.direct_writes:
+            await self._send(Command(run_id, "retry", RunRetried(reason)))
+        else:
+            await self._take_over(wf, run_id, events, here=self.config.execute)
         return RunHandle(self, run_id)
 
     async def cancel(self, run_id: str, reason: str = "cancelled by request") -> RunState:
@@ -413,6 +423,14 @@ class Runtime:
             return await self.wait(run_id)
         state = await load_state(self.log, run_id)
         if state.is_terminal:
+            return state
+        if not self.log.direct_writes:
+            # The owning worker applies it; give it a moment, then say how it stands.
+            await self._send(Command(run_id, "cancel", RunCancelled(reason)))
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.config.orphan_grace_seconds):
+                    while not (state := await load_state(self.log, run_id)).is_terminal:  # noqa: ASYNC110 - polls the log
+                        await asyncio.sleep(self.config.poll_seconds)
             return state
         epoch = await self.log.claim_writer(run_id, owner=self.config.owner, force=True)
         state = await load_state(self.log, run_id)
@@ -576,6 +594,42 @@ class Runtime:
         """
         await self._take_over(wf, run_id, lambda state: [])
 
+    async def record(
+        self,
+        run_id: str,
+        events: Callable[[RunState], Sequence[EventData]],
+        *,
+        start: RunStarted | None = None,
+    ) -> None:
+        """As the run's owner: record ``events(state)`` (or ``start``, a new
+        run) and drive the run here if its workflow is registered; else leave
+        it recorded for a worker that knows the workflow.
+
+        Raises:
+            LeaseHeldError: another writer holds the run.
+            RunNotWaitingError: ``events`` gave nothing to record.
+        """
+        if start is not None:
+            wf = self.workflows.get(start.workflow)
+            epoch, deadline = await self._claim(run_id)
+            await self._continue(
+                wf,
+                RunState(run_id=run_id),
+                epoch,
+                deadline,
+                start.durability,
+                [start],
+                wf is not None,
+            )
+            return
+        wf = self.workflows.get((await self.log.get_run(run_id)).workflow)
+        await self._take_over(wf, run_id, events, here=wf is not None)
+
+    async def apply_command(self, command: Command) -> bool:
+        """Apply a client's command as the run's owner (see
+        :mod:`agentlog.runtime.commands`); True once it may be acked."""
+        return await apply_command(self, command)
+
     async def fire_timers(self, wf: Workflow[Any], run_id: str) -> None:
         """Record TimerFired for the run's due timers and drive it here.
 
@@ -600,6 +654,11 @@ class Runtime:
         for _, task in list(self._active.values()):
             with contextlib.suppress(BaseException):
                 await task
+
+    async def _send(self, command: Command) -> None:
+        """Send a request to the run's owning worker (logs without direct writes)."""
+        await self.log.send_command(command)
+        self.worker.wake.set()  # this process's worker may own the run
 
     def _ensure_worker(self) -> None:
         """Start the background worker, once, if this runtime runs one."""
@@ -630,6 +689,7 @@ class Runtime:
             await self.log.close()
 
     async def __aenter__(self) -> Self:
+        self._ensure_worker()  # a runtime in use drives its runs, if it runs a worker
         return self
 
     async def __aexit__(
@@ -700,23 +760,25 @@ class Runtime:
 
     async def _take_over(
         self,
-        wf: Workflow[Any],
+        wf: Workflow[Any] | None,
         run_id: str,
         events: Callable[[RunState], Sequence[EventData]],
         *,
         here: bool = True,
     ) -> None:
         """Claim the run, reload it, record ``events(state)`` and continue it
-        here (or, with ``here=False``, let go of it for a worker)."""
+        here (or, with ``here=False``, let go of it for a worker). Without the
+        workflow's code (``wf`` None) it only records."""
         epoch, deadline = await self._claim(run_id)
         try:
-            state = await load_state(self.log, run_id, reducers=wf.reducer_table)
-            migration = self._migration(wf, state)
+            reducers = wf.reducer_table if wf is not None else None
+            state = await load_state(self.log, run_id, reducers=reducers)
+            migration = self._migration(wf, state) if wf is not None else None
             extra = events(state)
             if state.status != RunStatus.RUNNING and not extra:
                 raise RunNotWaitingError(f"run {run_id!r} is {state.status}; nothing to do")
             first: list[EventData] = [WriterClaimed(epoch, self.config.owner)]
-            if migration is not None:
+            if migration is not None and wf is not None:
                 values = migration(dict(state.values))
                 first.append(
                     RunMigrated(
@@ -731,7 +793,7 @@ class Runtime:
 
     async def _continue(
         self,
-        wf: Workflow[Any],
+        wf: Workflow[Any] | None,
         state: RunState,
         epoch: int,
         deadline: float,
@@ -754,7 +816,7 @@ class Runtime:
                 durability=mode if here else "sync",  # a request is durable when recorded
                 snapshots=self.config.snapshots,
                 lease_deadline=deadline,
-                reducers=wf.reducer_table,
+                reducers=wf.reducer_table if wf is not None else None,
             )
             for data in events:
                 writer.emit(data)
@@ -766,7 +828,7 @@ class Runtime:
                 writer.abandon()
             await self._release(state.run_id, epoch)
             raise
-        if here:
+        if here and wf is not None:
             self._launch(wf, writer)
         else:
             await self._release(state.run_id, epoch)

@@ -148,6 +148,8 @@ class Worker:
         free = self.config.concurrency - len(self.runtime.active_runs)
         if free <= 0 or self.stopping:
             return []
+        await self._apply_commands(free)
+        free = self.config.concurrency - len(self.runtime.active_runs)
         # Ask for more than there is room for: some are skipped below.
         due = await self.runtime.log.runnable(now=now, limit=free * 2 + len(self._unknown) + 16)
         taken: list[str] = []
@@ -159,6 +161,16 @@ class Worker:
         return taken
 
     # -- internals ----------------------------------------------------------------
+
+    async def _apply_commands(self, free: int) -> None:
+        """Clients' requests for the runs this worker owns (logs without direct
+        writes): each is applied, then acked; one not applied comes again."""
+        log_ = self.runtime.log
+        if log_.direct_writes:
+            return
+        for command in await log_.take_commands(limit=max(free, 1) * 2):
+            if await self.runtime.apply_command(command):
+                await log_.ack_command(command)
 
     async def _take(self, info: RunInfo, now: datetime) -> bool:
         runtime = self.runtime

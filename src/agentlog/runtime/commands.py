@@ -1,0 +1,91 @@
+"""Client requests as commands, for logs whose workers own the runs.
+
+On SQLite and memory a client records its request itself: it claims the
+run, appends (RunStarted, ResumeReceived, RunRetried, RunCancelled) and lets
+go, and a worker picks the run up. On a log without direct writes (Kafka with
+a consumer group: each worker owns partitions of runs, fenced by its
+partition's transactional producer), a client sends a :class:`Command` and
+the run's owner applies it here, so every run keeps exactly one writer.
+
+Applying a command is idempotent, so one delivered twice (a worker died
+between applying and acking it) changes nothing the second time: a start of
+an existing run, a resume whose interrupts are answered, a retry of a run
+that no longer failed and a cancel of an ended run are each refused quietly
+and acked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from agentlog._logging import get_logger
+from agentlog.errors import AgentlogError, BackendUnavailableError, LeaseHeldError
+from agentlog.eventlog.base import Command
+from agentlog.eventlog.events import EventData, RunStarted, RunStatus
+from agentlog.projector.state import RunState
+from agentlog.runtime.expects import answers_for
+
+if TYPE_CHECKING:
+    from agentlog.runtime.runtime import Runtime
+
+__all__ = ["apply_command"]
+
+log = get_logger("agentlog.worker")
+
+
+async def apply_command(runtime: Runtime, command: Command) -> bool:
+    """Apply one command as the run's owner; return True once it may be acked.
+
+    False means "not now" (the log is unreachable, or another writer holds
+    the run for a moment): the command stays unacked and comes again.
+    """
+    try:
+        await _apply(runtime, command)
+    except (BackendUnavailableError, LeaseHeldError) as exc:
+        log.warning("command not applied yet", run_id=command.run_id, error=str(exc))
+        return False
+    except AgentlogError as exc:
+        log.warning("command refused", run_id=command.run_id, kind=command.kind, error=str(exc))
+    return True
+
+
+async def _apply(runtime: Runtime, command: Command) -> None:
+    run_id, kind = command.run_id, command.kind
+    info = await runtime.log.find_run(run_id)
+    exists = info is not None and info.last_seq > 0
+    if kind == "start":
+        if not exists and isinstance(command.data, RunStarted):
+            await runtime.record(run_id, lambda state: [], start=command.data)
+        return
+    if not exists:
+        log.warning("command for an unknown run", run_id=run_id, kind=kind)
+        return
+    if kind == "cancel":
+        active = runtime.active_runs.get(run_id)
+        if active is not None:
+            active.cancel_requested.set()  # it stops at its next step boundary
+            return
+        await runtime.record(run_id, _unless_ended(command.data))
+        return
+    check = _still_waiting if kind == "resume" else _still_failed
+    await runtime.record(run_id, lambda state: check(state, command.data))
+
+
+def _unless_ended(data: EventData) -> Callable[[RunState], list[EventData]]:
+    def events(state: RunState) -> list[EventData]:
+        return [] if state.is_terminal else [data]
+
+    return events
+
+
+def _still_waiting(state: RunState, data: EventData) -> list[EventData]:
+    answers = getattr(data, "answers", None) or {}
+    if state.status != RunStatus.WAITING:
+        return []
+    answers_for(state, None, answers)  # raises if no longer open: refused, acked
+    return [data]
+
+
+def _still_failed(state: RunState, data: EventData) -> list[EventData]:
+    return [data] if state.status == RunStatus.FAILED else []
