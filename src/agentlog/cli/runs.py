@@ -8,6 +8,7 @@ reports an interrupted command.
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -32,7 +33,7 @@ from agentlog.cli.render import (
 )
 from agentlog.eventlog.base import RunInfo
 from agentlog.eventlog.codec import jsonable
-from agentlog.eventlog.events import RunStatus
+from agentlog.eventlog.events import RunStatus, utcnow
 from agentlog.eventlog.urls import DEFAULT_LOG_URL
 from agentlog.projector import diff_states, load_state
 from agentlog.runtime.stream import StreamUpdate, stream
@@ -73,7 +74,25 @@ def info_json(info: RunInfo) -> dict[str, Any]:
         "started_at": info.started_at,
         "updated_at": info.updated_at,
         "writer": info.lease_owner,
+        "wake_at": info.wake_at,
+        "driver": driver(info),
     }
+
+
+def driver(info: RunInfo, now: datetime | None = None) -> str:
+    """Who moves the run on, in words: its live writer, its timer, or nobody yet."""
+    now = now or utcnow()
+    live = info.lease_expires_at is not None and info.lease_expires_at > now
+    if info.status == RunStatus.RUNNING:
+        if live:
+            return f"worker {info.lease_owner}"
+        return f"no worker yet (needs one that knows {info.workflow!r})"
+    if info.status == RunStatus.WAITING and info.wake_at is not None:
+        due = "due, waits for a worker" if info.wake_at <= now else "timer"
+        return f"{due} at {info.wake_at:%Y-%m-%d %H:%M:%S} UTC"
+    if info.status == RunStatus.WAITING:
+        return "a human's answer (resume)"
+    return ""
 
 
 @command()
@@ -94,10 +113,18 @@ def runs(
         print_json([info_json(i) for i in infos])
         return
     rows = [
-        (i.run_id, f"{i.workflow} v{i.version}", i.status, i.steps, i.last_seq, age(i.updated_at))
+        (
+            i.run_id,
+            f"{i.workflow} v{i.version}",
+            i.status,
+            i.steps,
+            i.last_seq,
+            age(i.updated_at),
+            driver(i),
+        )
         for i in infos
     ]
-    columns = ("run", "workflow", "status", "steps", "last event", "age")
+    columns = ("run", "workflow", "status", "steps", "last event", "age", "moved on by")
     print_table(table(f"runs in {log}", columns, rows))
 
 

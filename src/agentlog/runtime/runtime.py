@@ -74,6 +74,7 @@ __all__ = ["VERBS", "Runtime", "RuntimeConfig"]
 #: The one verb table: which call does what to a run (in every wrong-verb error).
 VERBS = (
     "start: a new run (the same run id returns the existing run); "
+    "submit: record a new run for a worker to drive; "
     "resume: answer a waiting run's interrupt; "
     "retry: continue a failed run under the same id; "
     "recover: take over running runs whose writer died; "
