@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 
 from agentlog.cli.app import command, run_async
-from agentlog.cli.options import AppOpt, LogOpt
-from agentlog.cli.render import print_line
+from agentlog.cli.options import AppOpt, JsonOpt, LogOpt
+from agentlog.cli.render import print_json_line, print_line
 from agentlog.cli.workflows import load_workflows
 from agentlog.errors import ConfigError
 from agentlog.eventlog.urls import DEFAULT_LOG_URL
@@ -52,6 +52,7 @@ def worker(
     poll: Annotated[
         float, typer.Option(help="Seconds between looks for due work when nothing wakes it.")
     ] = 0.2,
+    as_json: JsonOpt = False,
 ) -> None:
     """Drive runs until stopped: new and resumed runs, due timers, schedules, and
     runs whose worker died. Run several, on one machine or many, on the same --log.
@@ -73,9 +74,15 @@ def worker(
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, runtime.worker.stop)
-            names = ", ".join(sorted(runtime.workflows))
-            print_line(f"worker {runtime.config.owner} drives {names} on {runtime.log.url}")
+            owner, names = runtime.config.owner, sorted(runtime.workflows)
+            if as_json:
+                print_json_line({"worker": owner, "status": "ready", "workflows": names})
+            else:
+                print_line(f"worker {owner} drives {', '.join(names)} on {runtime.log.url}")
             await runtime.serve()
-            print_line(f"worker {runtime.config.owner} stopped; its runs are handed over")
+            if as_json:
+                print_json_line({"worker": owner, "status": "stopped"})
+            else:
+                print_line(f"worker {owner} stopped; its runs are handed over")
 
     run_async(go)

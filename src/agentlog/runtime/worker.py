@@ -133,6 +133,9 @@ class Worker:
         self._hand_over = hand_over
         self._stopping.set()
         self.wake.set()
+        if hand_over:  # at once: a run must not start another step meanwhile
+            for executor in self.runtime.active_runs.values():
+                executor.hand_over_requested.set()
 
     @property
     def stopping(self) -> bool:
