@@ -27,14 +27,14 @@ from agentlog.projector.state import RunState
 from agentlog.runtime.expects import answers_for
 
 if TYPE_CHECKING:
-    from agentlog.runtime.runtime import Runtime
+    from agentlog.runtime.driving import RunDriving
 
 __all__ = ["apply_command"]
 
 log = get_logger("agentlog.worker")
 
 
-async def apply_command(runtime: Runtime, command: Command) -> bool:
+async def apply_command(runtime: RunDriving, command: Command) -> bool:
     """Apply one command as the run's owner; return True once it may be acked.
 
     False means "not now" (the log is unreachable, or another writer holds
@@ -50,7 +50,7 @@ async def apply_command(runtime: Runtime, command: Command) -> bool:
     return True
 
 
-async def _apply(runtime: Runtime, command: Command) -> None:
+async def _apply(runtime: RunDriving, command: Command) -> None:
     run_id, kind = command.run_id, command.kind
     info = await runtime.log.find_run(run_id)
     exists = info is not None and info.last_seq > 0

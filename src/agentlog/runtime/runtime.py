@@ -19,11 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import socket
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Self
 
@@ -31,16 +28,12 @@ from agentlog._logging import get_logger
 from agentlog.errors import (
     AgentlogError,
     ConfigError,
-    FencedError,
     LeaseHeldError,
     NoLiveWriterError,
     RunExistsError,
     RunFailedError,
     RunNotFailedError,
     RunNotWaitingError,
-    UnknownRunError,
-    UnknownWorkflowError,
-    VersionMismatchError,
     WorkflowError,
 )
 from agentlog.eventlog.base import Command, EventLog, RunInfo, check_run_id
@@ -49,80 +42,29 @@ from agentlog.eventlog.events import (
     EventData,
     ResumeReceived,
     RunCancelled,
-    RunMigrated,
     RunRetried,
     RunStarted,
     RunStatus,
-    TimerFired,
     WriterClaimed,
     utcnow,
 )
 from agentlog.eventlog.urls import DEFAULT_LOG_URL, open_log
-from agentlog.projector.snapshots import SnapshotPolicy, load_state
-from agentlog.projector.state import RunState, due_timers, input_interrupts, interrupt_id
-from agentlog.runtime.commands import apply_command
+from agentlog.projector.snapshots import load_state
+from agentlog.projector.state import RunState, input_interrupts, interrupt_id
+from agentlog.runtime.config import VERBS, RuntimeConfig, verb_hint
+from agentlog.runtime.driving import RunDriving
 from agentlog.runtime.executor import RunExecutor
 from agentlog.runtime.expects import answers_for
 from agentlog.runtime.handles import PendingInterrupt, RecoveryReport, RunHandle
 from agentlog.runtime.stream import StreamMode, StreamUntil, StreamUpdate
-from agentlog.runtime.worker import Worker, WorkerConfig
-from agentlog.runtime.workflow import Migration, Workflow, check_max_steps
+from agentlog.runtime.worker import Worker
+from agentlog.runtime.workflow import Workflow, check_max_steps
 from agentlog.runtime.writer import Durability, RunWriter, check_durability
 
 __all__ = ["VERBS", "Runtime", "RuntimeConfig"]
 
-#: The one verb table: which call does what to a run (in every wrong-verb error).
-VERBS = (
-    "start: a new run (the same run id returns the existing run); "
-    "submit: record a new run for a worker to drive; "
-    "resume: answer a waiting run's interrupt; "
-    "retry: continue a failed run under the same id; "
-    "recover: take over running runs whose writer died; "
-    "cancel: stop a run"
-)
 
 log = get_logger("agentlog.runtime")
-
-
-def _default_owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-@dataclass(frozen=True, slots=True)
-class RuntimeConfig:
-    """How a runtime writes."""
-
-    owner: str = field(default_factory=_default_owner)
-    """Who this writer is, shown in the run index (default: host:pid)."""
-
-    lease_seconds: float = 30.0
-    """How long a writer's claim lives without renewal; renewed every third of it."""
-
-    durability: Durability = "async"
-    """Default durability mode for new runs: "sync", "async" or "exit"."""
-
-    snapshots: SnapshotPolicy = field(default_factory=SnapshotPolicy)
-    """When to save snapshots of a run's state."""
-
-    poll_seconds: float = 0.05
-    """How often :meth:`Runtime.wait` polls a run executing in another process."""
-
-    execute: bool = True
-    """``start``, ``resume`` and ``retry`` continue the run in this process.
-    False makes this runtime a client: they record the request durably (the
-    run, the answer, the retry) and a worker drives the run."""
-
-    worker: bool = True
-    """Run a worker in this process, in the background, from the first call
-    that moves a run: it fires due timers, drives submitted runs and takes
-    over runs whose writer died (see :mod:`agentlog.runtime.worker`)."""
-
-    worker_config: WorkerConfig = field(default_factory=WorkerConfig)
-    """Concurrency limits and polling of this process's worker."""
-
-    orphan_grace_seconds: float = 5.0
-    """How long :meth:`Runtime.wait` lets a run that needs a driver go
-    without one (no live worker took it) before it raises NoLiveWriterError."""
 
 
 def _check_run_id(run_id: str) -> None:
@@ -158,19 +100,7 @@ def _orphan_message(info: RunInfo, grace: float) -> str:
     )
 
 
-def _verb_hint(status: str) -> str:
-    """Which verb fits a run in ``status`` (the verb table, in an error)."""
-    fits: dict[str, str] = {
-        RunStatus.WAITING: "It is waiting: answer it with resume.",
-        RunStatus.FAILED: "It failed: continue it with retry.",
-        RunStatus.RUNNING: "It is running: wait for it, or recover it if its writer died.",
-        RunStatus.COMPLETED: "It is finished: start a new run id, or fork it.",
-        RunStatus.CANCELLED: "It was cancelled: start a new run id.",
-    }
-    return f"{fits.get(status, '')} Verbs: {VERBS}."
-
-
-class Runtime:
+class Runtime(RunDriving):
     """Runs workflows durably on an :class:`EventLog`.
 
     Args:
@@ -572,107 +502,10 @@ class Runtime:
             raise ConfigError("this runtime's worker already runs (in the background)")
         await self.worker.run()
 
-    @property
-    def active_runs(self) -> Mapping[str, RunExecutor]:
-        """The runs this process drives right now, by run id."""
-        return {run_id: active[0] for run_id, active in self._active.items()}
-
-    def active_task(self, run_id: str) -> asyncio.Task[RunState] | None:
-        """The task driving ``run_id`` in this process, if one does."""
-        active = self._active.get(run_id)
-        return None if active is None else active[1]
-
-    def active_count(self, workflow: str) -> int:
-        """How many runs of ``workflow`` this process drives right now."""
-        return sum(1 for ex, _ in self._active.values() if ex.workflow.name == workflow)
-
-    async def take_over(self, wf: Workflow[Any], run_id: str) -> None:
-        """Claim a running run that no live writer holds and drive it here.
-
-        Raises:
-            LeaseHeldError: another writer holds it.
-            RunNotWaitingError: it is not running any more.
-        """
-        await self._take_over(wf, run_id, lambda state: [])
-
-    async def record(
-        self,
-        run_id: str,
-        events: Callable[[RunState], Sequence[EventData]],
-        *,
-        start: RunStarted | None = None,
-    ) -> None:
-        """As the run's owner: record ``events(state)`` (or ``start``, a new
-        run) and drive the run here if its workflow is registered; else leave
-        it recorded for a worker that knows the workflow.
-
-        Raises:
-            LeaseHeldError: another writer holds the run.
-            RunNotWaitingError: ``events`` gave nothing to record.
-        """
-        if start is not None:
-            wf = self.workflows.get(start.workflow)
-            epoch, deadline = await self._claim(run_id)
-            await self._continue(
-                wf,
-                RunState(run_id=run_id),
-                epoch,
-                deadline,
-                start.durability,
-                [start],
-                wf is not None,
-            )
-            return
-        wf = self.workflows.get((await self.log.get_run(run_id)).workflow)
-        await self._take_over(wf, run_id, events, here=wf is not None)
-
-    async def apply_command(self, command: Command) -> bool:
-        """Apply a client's command as the run's owner (see
-        :mod:`agentlog.runtime.commands`); True once it may be acked."""
-        return await apply_command(self, command)
-
-    async def fire_timers(self, wf: Workflow[Any], run_id: str) -> None:
-        """Record TimerFired for the run's due timers and drive it here.
-
-        Raises:
-            LeaseHeldError: another writer holds it.
-            RunNotWaitingError: no timer of the run is due (any more).
-        """
-
-        def events(state: RunState) -> list[EventData]:
-            due = due_timers(state, utcnow()) if state.status == RunStatus.WAITING else []
-            if not due:
-                raise RunNotWaitingError(f"run {run_id!r} has no due timer")
-            return [TimerFired(due)]
-
-        await self._take_over(wf, run_id, events)
-
-    async def hand_over(self) -> None:
-        """Let every run driven here finish its current superstep, record it,
-        and release its lease, so that another worker continues it at once."""
-        for executor, _ in list(self._active.values()):
-            executor.hand_over_requested.set()
-        for _, task in list(self._active.values()):
-            with contextlib.suppress(BaseException):
-                await task
-
     async def _send(self, command: Command) -> None:
         """Send a request to the run's owning worker (logs without direct writes)."""
         await self.log.send_command(command)
         self.worker.wake.set()  # this process's worker may own the run
-
-    def _ensure_worker(self) -> None:
-        """Start the background worker, once, if this runtime runs one."""
-        if self.config.worker and self._worker_task is None:
-            self._worker_task = asyncio.create_task(self.worker.run(), name="agentlog worker")
-
-    def _will_drive(self, info: RunInfo) -> bool:
-        """True if this process's worker runs and will take the run."""
-        running = self._worker_task is not None and not self._worker_task.done()
-        if running and info.workflow in self.workflows and not self.worker.stopping:
-            self.worker.wake.set()
-            return True
-        return False
 
     async def close(self) -> None:
         """Stop executing (runs stay resumable) and close an owned log."""
@@ -703,15 +536,6 @@ class Runtime:
 
     # -- internals ------------------------------------------------------------------
 
-    def _workflow(self, name: str) -> Workflow[Any]:
-        wf = self.workflows.get(name)
-        if wf is None:
-            raise UnknownWorkflowError(
-                f"workflow {name!r} is not registered with this runtime (registered: "
-                f"{sorted(self.workflows)}); pass it in Runtime(workflows=[...])"
-            )
-        return wf
-
     @staticmethod
     def _require_waiting(state: RunState) -> None:
         if state.status == RunStatus.WAITING and state.interrupts and not input_interrupts(state):
@@ -723,7 +547,7 @@ class Runtime:
         if state.status != RunStatus.WAITING or not state.interrupts:
             raise RunNotWaitingError(
                 f"run {state.run_id!r} is {state.status}, not waiting on an interrupt; "
-                f"nothing was recorded. {_verb_hint(state.status)}"
+                f"nothing was recorded. {verb_hint(state.status)}"
             )
 
     @staticmethod
@@ -731,158 +555,5 @@ class Runtime:
         if state.status != RunStatus.FAILED:
             raise RunNotFailedError(
                 f"run {state.run_id!r} is {state.status}, not failed; nothing was recorded. "
-                f"{_verb_hint(state.status)}"
+                f"{verb_hint(state.status)}"
             )
-
-    def _migration(self, wf: Workflow[Any], state: RunState) -> Migration | None:
-        """None if the run matches ``wf``; its migration if one is registered."""
-        if state.version == wf.version and state.fingerprint in wf.fingerprints:
-            return None
-        migration = wf.migrations.get(state.version)
-        if migration is None:
-            raise VersionMismatchError(
-                f"run {state.run_id!r} was recorded by {state.workflow!r} version "
-                f"{state.version} (state schema {state.fingerprint}); this code is version "
-                f"{wf.version} (state schema {wf.fingerprint}). Finish the run under the old "
-                f"code, or register @workflow.migration({state.version!r})."
-            )
-        return migration
-
-    async def _claim(self, run_id: str) -> tuple[int, float]:
-        """Claim the run; return the epoch and when the lease ends by our clock."""
-        asked_at = time.monotonic()  # the lease counts from no later than this
-        epoch = await self.log.claim_writer(
-            run_id,
-            owner=self.config.owner,
-            lease_seconds=self.config.lease_seconds,
-            force=False,
-        )
-        return epoch, asked_at + self.config.lease_seconds
-
-    async def _take_over(
-        self,
-        wf: Workflow[Any] | None,
-        run_id: str,
-        events: Callable[[RunState], Sequence[EventData]],
-        *,
-        here: bool = True,
-    ) -> None:
-        """Claim the run, reload it, record ``events(state)`` and continue it
-        here (or, with ``here=False``, let go of it for a worker). Without the
-        workflow's code (``wf`` None) it only records."""
-        epoch, deadline = await self._claim(run_id)
-        try:
-            reducers = wf.reducer_table if wf is not None else None
-            state = await load_state(self.log, run_id, reducers=reducers)
-            migration = self._migration(wf, state) if wf is not None else None
-            extra = events(state)
-            if state.status != RunStatus.RUNNING and not extra:
-                raise RunNotWaitingError(f"run {run_id!r} is {state.status}; nothing to do")
-            first: list[EventData] = [WriterClaimed(epoch, self.config.owner)]
-            if migration is not None and wf is not None:
-                values = migration(dict(state.values))
-                first.append(
-                    RunMigrated(
-                        state.version, wf.version, wf.fingerprint, dict(wf.reducers), values
-                    )
-                )
-        except BaseException:
-            await self._release(run_id, epoch)
-            raise
-        mode = state.durability or self.config.durability
-        await self._continue(wf, state, epoch, deadline, mode, [*first, *extra], here)
-
-    async def _continue(
-        self,
-        wf: Workflow[Any] | None,
-        state: RunState,
-        epoch: int,
-        deadline: float,
-        mode: str,
-        events: Sequence[EventData],
-        here: bool = True,
-    ) -> None:
-        """As the run's claimed writer: record ``events``, then drive the run
-        here, or (``here=False``) release it for a worker.
-
-        On any failure before the run is handed to its task, the writer is
-        dropped and the lease released, so a corrected call can claim at once.
-        """
-        writer = None
-        try:
-            writer = RunWriter(
-                self.log,
-                state,
-                epoch=epoch,
-                durability=mode if here else "sync",  # a request is durable when recorded
-                snapshots=self.config.snapshots,
-                lease_deadline=deadline,
-                reducers=wf.reducer_table if wf is not None else None,
-            )
-            for data in events:
-                writer.emit(data)
-            await writer.flush()
-            if not here:
-                await writer.close()
-        except BaseException:
-            if writer is not None:
-                writer.abandon()
-            await self._release(state.run_id, epoch)
-            raise
-        if here and wf is not None:
-            self._launch(wf, writer)
-        else:
-            await self._release(state.run_id, epoch)
-            self.worker.wake.set()  # this process's worker, if it runs, takes it at once
-
-    def _launch(self, wf: Workflow[Any], writer: RunWriter) -> None:
-        executor = RunExecutor(writer, wf)
-        run_id = writer.state.run_id
-        task = asyncio.create_task(self._drive(executor), name=f"agentlog run {run_id}")
-        self._active[run_id] = (executor, task)
-        task.add_done_callback(lambda _: self._active.pop(run_id, None))
-
-    async def _drive(self, executor: RunExecutor) -> RunState:
-        writer = executor.writer
-        run_id, epoch = writer.state.run_id, writer.epoch
-        fenced: list[FencedError] = []
-        heartbeat = asyncio.create_task(self._heartbeat(writer, asyncio.current_task(), fenced))
-        try:
-            return await executor.run()
-        except asyncio.CancelledError:
-            if fenced:  # the heartbeat found a newer writer: say so, not "cancelled"
-                raise fenced[0] from None
-            raise
-        finally:
-            heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await heartbeat
-            await self._release(run_id, epoch)
-
-    async def _heartbeat(
-        self,
-        writer: RunWriter,
-        owner: asyncio.Task[Any] | None,
-        fenced: list[FencedError],
-    ) -> None:
-        run_id, epoch, lease = writer.state.run_id, writer.epoch, self.config.lease_seconds
-        while True:
-            await asyncio.sleep(lease / 3)
-            sent_at = time.monotonic()
-            try:
-                await self.log.renew_lease(run_id, epoch, lease)
-            except FencedError as exc:
-                log.warning("writer fenced; stopping", run_id=run_id, epoch=epoch)
-                writer.fence(exc)  # no side effect may start from here on
-                fenced.append(exc)
-                if owner is not None:
-                    owner.cancel()
-                return
-            except Exception as exc:  # storage hiccup: the next renewal may work
-                log.warning("lease renewal failed", run_id=run_id, error=str(exc))
-            else:
-                writer.lease_renewed(sent_at, lease)
-
-    async def _release(self, run_id: str, epoch: int) -> None:
-        with contextlib.suppress(FencedError, UnknownRunError):
-            await self.log.release_lease(run_id, epoch)
