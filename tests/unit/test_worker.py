@@ -200,3 +200,14 @@ def test_worker_config_refuses_nonsense() -> None:
         WorkerConfig(workflow_concurrency={"a": 0})
     with pytest.raises(ConfigError, match="poll_seconds"):
         WorkerConfig(poll_seconds=0)
+
+
+async def test_wait_on_a_command_no_worker_applied_says_so() -> None:
+    log = MemoryEventLog(commands=True)
+    wf = gated(Calls(), asyncio.Event())
+    cfg = config("client", execute=False, orphan_grace_seconds=0.2)
+    async with Runtime(log, workflows=[wf], config=cfg) as rt:
+        await rt.submit(wf, run_id="queued")
+        with pytest.raises(NoLiveWriterError, match="no live worker took it"):
+            await rt.wait("queued", timeout=30)
+    assert [c.run_id for c in await log.take_commands()] == ["queued"]  # still queued

@@ -34,6 +34,7 @@ from agentlog.errors import (
     RunFailedError,
     RunNotFailedError,
     RunNotWaitingError,
+    UnknownRunError,
     WorkflowError,
 )
 from agentlog.eventlog.base import Command, EventLog, RunInfo, check_run_id
@@ -409,14 +410,21 @@ class Runtime(RunDriving):
                     state = active[1].result().copy()
                     if _settled(state):
                         return state
-                info = await self.log.get_run(run_id)
+                found = await self.log.find_run(run_id)
+                if found is None or found.last_seq == 0:
+                    if self.log.direct_writes:
+                        raise UnknownRunError(run_id, self.log.url)
+                    # Sent as a command, not yet recorded by its owner: it needs one.
+                    found = RunInfo(run_id, last_seq=0, workflow="?")
+                info = found
                 if info.status in RunStatus.TERMINAL:
                     return await load_state(self.log, run_id)
                 if info.status == RunStatus.WAITING:
                     state = await load_state(self.log, run_id)
                     if _settled(state):
                         return state
-                if not info.needs_worker(utcnow()) or self._will_drive(info):
+                needs = info.needs_worker(utcnow()) or info.last_seq == 0
+                if not needs or self._will_drive(info):
                     orphaned_at = None
                 elif orphaned_at is None:
                     orphaned_at = time.monotonic()
