@@ -240,7 +240,13 @@ async def _wait_for_lease(log: EventLog, run_id: str) -> None:
 async def drive(args: argparse.Namespace) -> None:
     log = KillSwitchLog(await open_log(args.log_url), args.kill_seq, args.kill_when)
     wf = crash_workflow(args.run_id, args.dedup, args.gen)
-    config = RuntimeConfig(owner=f"gen-{args.gen}:{os.getpid()}", lease_seconds=args.lease_seconds)
+    # "recover" checks the manual verb, so no background worker may take the
+    # run first; "start" runs with the worker, as a real process would.
+    config = RuntimeConfig(
+        owner=f"gen-{args.gen}:{os.getpid()}",
+        lease_seconds=args.lease_seconds,
+        worker=args.resume_with != "recover",
+    )
     try:
         async with log, Runtime(log, workflows=[wf], config=config) as rt:
             await _drive_run(args, log, wf, rt)
