@@ -6,8 +6,9 @@ records in its own SQLite file, so what it saw survives any worker crash.
 
 Endpoints (JSON bodies):
 
-* ``POST /effect {run, gen, key, kind, arg}``: one delivery of a side effect.
-  The first delivery of a key is applied; later ones are duplicates that get
+* ``POST /effect {run, gen, key, kind, arg}``: one delivery of a side effect,
+  stored with the time it arrived (``ts``, seconds since the epoch). The
+  first delivery of a key is applied; later ones are duplicates that get
   the same result back (what a real idempotent API does).
 * ``POST /step {run, gen, step, superstep, branch, attempt}``: a step began.
 * ``GET /dump?run=ID``: every recorded delivery and step execution of a run.
@@ -20,6 +21,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
@@ -31,7 +33,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS deliveries (
     n INTEGER PRIMARY KEY AUTOINCREMENT, run TEXT, gen INTEGER, key TEXT, kind TEXT,
-    arg TEXT, duplicate INTEGER, result TEXT);
+    arg TEXT, duplicate INTEGER, result TEXT, ts REAL);
 CREATE TABLE IF NOT EXISTS steps (
     n INTEGER PRIMARY KEY AUTOINCREMENT, run TEXT, gen INTEGER, step TEXT,
     superstep INTEGER, branch INTEGER, attempt INTEGER);
@@ -68,8 +70,8 @@ class Handler(BaseHTTPRequestHandler):
                 ).fetchone()
                 result = seen[0] if seen else effect_result(body["kind"], body["arg"])
                 db.execute(
-                    "INSERT INTO deliveries (run, gen, key, kind, arg, duplicate, result) "
-                    "VALUES (?,?,?,?,?,?,?)",
+                    "INSERT INTO deliveries (run, gen, key, kind, arg, duplicate, result, ts) "
+                    "VALUES (?,?,?,?,?,?,?,?)",
                     (
                         body["run"],
                         body["gen"],
@@ -78,6 +80,7 @@ class Handler(BaseHTTPRequestHandler):
                         body["arg"],
                         int(seen is not None),
                         result,
+                        time.time(),  # when it arrived, by this machine's clock
                     ),
                 )
                 self._reply({"result": result, "duplicate": seen is not None})

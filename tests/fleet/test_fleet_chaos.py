@@ -1,0 +1,193 @@
+"""Fleet chaos on SQLite: three ``agentlog worker`` processes on one file, one
+SIGKILLed every one to three seconds and replaced, while a client in this
+process submits runs and answers their interrupts.
+
+Each run fans out to three parallel branches (an effect, a durable sleep,
+another effect), parks on an approval the test answers with ``resume`` from
+its own runtime (which only records the answer; a worker drives the run on),
+and sends (an effect). At the end every run completed, and its history and
+the dedup service's records (a separate process) show that:
+
+* the history is one contiguous seq from 1, with one RunStarted, and the
+  writer epochs never go down along it (no fork, no zombie write);
+* every effect was delivered at least once and its TaskCompleted recorded
+  exactly once; every branch timer fired once;
+* no task whose result was recorded ran again: every delivery of a key
+  arrived before that key's TaskCompleted was written (same machine clock).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import pytest
+
+from agentlog.errors import LeaseHeldError, RunNotWaitingError
+from agentlog.eventlog.events import (
+    Event,
+    RunStarted,
+    RunStatus,
+    TaskCompleted,
+    TaskStarted,
+    TimerFired,
+)
+from agentlog.runtime import Runtime
+from tests.fleet import app
+from tests.fleet.conftest import Dedup, Fleet, WorkerProc, history, until
+
+pytestmark = pytest.mark.fleet
+
+WORKERS = 3
+BATCHES = 10
+BATCH = 15  # runs per batch: BATCHES * BATCH runs in all
+MIN_KILLS = 10
+SEED = 1010
+#: Kills stop after this long, whatever happened; the runs must then finish.
+CHAOS_DEADLINE_S = 180.0
+#: A hang guard for the runs to finish once the chaos stopped.
+FINISH_TIMEOUT_S = 240.0
+
+
+@dataclass
+class Chaos:
+    """What the chaos did, for the checks and the report."""
+
+    kills: int = 0
+    #: Leases held by each killed worker when it died (runs it orphaned).
+    orphaned: list[int] = field(default_factory=list)
+    submitted: list[str] = field(default_factory=list)
+    answered: int = 0
+
+
+async def _answer_interrupts(client: Runtime, done: asyncio.Event, chaos: Chaos) -> None:
+    """Answer every approval as it appears; a worker drives the run on."""
+    while not done.is_set():
+        for info in await client.log.list_runs(status=RunStatus.WAITING):
+            if not await client.pending(info.run_id):
+                continue  # asleep on its branch timers: a worker fires them
+            try:
+                await client.resume(info.run_id, True)
+                chaos.answered += 1
+            except (LeaseHeldError, RunNotWaitingError):
+                pass  # its worker has not let go yet (or died holding it): next pass
+        await asyncio.sleep(0.2)
+
+
+def _owner(worker: WorkerProc) -> str:
+    # "worker HOST:PID drives ..." names the owner its leases carry
+    return worker.ready_line.split()[1]
+
+
+async def _kill_one(fleet: Fleet, client: Runtime, rng: random.Random, chaos: Chaos) -> None:
+    victim = rng.choice(fleet.alive)
+    victim.kill()
+    chaos.kills += 1
+    owner = _owner(victim)
+    held = [i for i in await client.log.list_runs() if i.lease_owner == owner]
+    chaos.orphaned.append(
+        sum(1 for i in held if i.lease_expires_at and i.status == RunStatus.RUNNING)
+    )
+    await asyncio.to_thread(fleet.start)
+
+
+async def _submit_batch(client: Runtime, chaos: Chaos) -> None:
+    for _ in range(BATCH):
+        run_id = f"fleet-{len(chaos.submitted):03d}"
+        await client.submit(app.fleet, run_id=run_id, input={})
+        chaos.submitted.append(run_id)
+
+
+async def _all_completed(client: Runtime, chaos: Chaos) -> bool:
+    if len(chaos.submitted) < BATCHES * BATCH:
+        return False
+    completed = await client.log.list_runs(status=RunStatus.COMPLETED)
+    return len(completed) == len(chaos.submitted)
+
+
+async def _chaos(fleet: Fleet, client: Runtime, chaos: Chaos) -> None:
+    """Kill a random worker every 1-3 s and start a new one; after each of the
+    first kills submit the next batch, so every kill lands on runs in flight."""
+    rng = random.Random(SEED)
+    await _submit_batch(client, chaos)
+    deadline = time.monotonic() + CHAOS_DEADLINE_S
+    while time.monotonic() < deadline:
+        await asyncio.sleep(rng.uniform(1.0, 3.0))
+        if chaos.kills >= MIN_KILLS and await _all_completed(client, chaos):
+            return
+        await _kill_one(fleet, client, rng, chaos)
+        if len(chaos.submitted) < BATCHES * BATCH:
+            await _submit_batch(client, chaos)
+
+
+# A hang guard only: the chaos is bounded by CHAOS_DEADLINE_S, the rest by FINISH_TIMEOUT_S.
+@pytest.mark.timeout(600)
+async def test_a_fleet_under_sigkill_completes_every_run_once(
+    fleet: Fleet, client: Runtime, dedup: Dedup
+) -> None:
+    await asyncio.gather(*(asyncio.to_thread(fleet.start) for _ in range(WORKERS)))
+    chaos = Chaos()
+    done = asyncio.Event()
+    answering = asyncio.create_task(_answer_interrupts(client, done, chaos))
+    started = time.monotonic()
+    try:
+        await _chaos(fleet, client, chaos)
+        chaos_s = time.monotonic() - started
+        await until(
+            lambda: _all_completed(client, chaos), "every run completed", FINISH_TIMEOUT_S, 0.5
+        )
+    finally:
+        done.set()
+        await answering
+    print(
+        f"FLEET runs={len(chaos.submitted)} kills={chaos.kills} "
+        f"orphaned-per-kill={chaos.orphaned} answered={chaos.answered} "
+        f"chaos={chaos_s:.0f}s total={time.monotonic() - started:.0f}s "
+        f"workers-started={len(fleet.started)}"
+    )
+    assert chaos.kills >= MIN_KILLS
+    assert sum(chaos.orphaned) > 0, "no kill left a run to take over"
+    redelivered = 0
+    for run_id in chaos.submitted:
+        redelivered += await _check_run(client, dedup, run_id)
+    print(
+        f"FLEET effects redelivered (delivered again before their result was recorded): "
+        f"{redelivered}"
+    )
+
+
+async def _check_run(client: Runtime, dedup: Dedup, run_id: str) -> int:
+    """Check one run's history against what the dedup service saw; return how
+    many deliveries were repeats (a key sent again before its result was recorded)."""
+    events = await history(client.log, run_id)
+    state = await client.get_state(run_id)
+    assert state.status == RunStatus.COMPLETED, run_id
+    assert state.values["approved"] is True and state.values["sent"] == "email(True)"
+    assert len(state.values["notes"]) == 2 * len(app.BRANCHES)
+    assert sum(isinstance(e.data, RunStarted) for e in events) == 1, f"{run_id}: forked start"
+    epochs = [e.writer_epoch for e in events]
+    assert epochs == sorted(epochs), f"{run_id}: a write from an older writer after a newer one"
+    fired = [timer for e in events if isinstance(e.data, TimerFired) for timer in e.data.ids]
+    assert len(fired) == len(app.BRANCHES) == len(set(fired)), f"{run_id}: timers {fired}"
+    completed_at = _completed_at(run_id, events)
+    started = {e.data.key for e in events if isinstance(e.data, TaskStarted)}
+    assert started == set(completed_at), f"{run_id}: a task started but never completed"
+    deliveries = dedup.rows("SELECT key, ts FROM deliveries WHERE run = ?", run_id)
+    assert {key for key, _ in deliveries} == set(completed_at), f"{run_id}: effect not delivered"
+    for key, ts in deliveries:
+        assert ts < completed_at[key], (
+            f"{run_id}: task {key} delivered at {ts} after its result was recorded at "
+            f"{completed_at[key]}: a recorded task ran again"
+        )
+    return len(deliveries) - len(completed_at)
+
+
+def _completed_at(run_id: str, events: list[Event]) -> dict[str, float]:
+    """Each task key's TaskCompleted time; exactly one TaskCompleted per key."""
+    counts = Counter(e.data.key for e in events if isinstance(e.data, TaskCompleted))
+    twice = {key: n for key, n in counts.items() if n != 1}
+    assert not twice, f"{run_id}: tasks recorded more than once: {twice}"
+    return {e.data.key: e.ts.timestamp() for e in events if isinstance(e.data, TaskCompleted)}
