@@ -12,7 +12,8 @@ what really ran in which worker process (``gen`` is the worker's pid).
   ``wake`` (reported once per execution) with one more effect.
 * ``sleeper``: a durable sleep of ``input["seconds"]`` and an end; no service.
 * ``slow``: three steps in a row, each reported and each calling an effect
-  that takes ``SLOW_EFFECT_S``, so that a worker is stopped mid-step.
+  that takes ``SLOW_EFFECT_S`` (the first one waits on a gate file), so that
+  a worker is stopped mid-step.
 * ``orphan`` is in :data:`others` only: a worker started with ``workflows``
   does not know it.
 """
@@ -65,9 +66,18 @@ def fleet_effect(run: str, kind: str, arg: str, idempotency_key: str) -> str:
 
 
 def slow_effect(run: str, kind: str, arg: str, idempotency_key: str) -> str:
-    """An effect that takes :data:`SLOW_EFFECT_S` after it is delivered."""
+    """An effect that takes :data:`SLOW_EFFECT_S` after it is delivered; the
+    first step's waits, after its delivery, until the file named in
+    ``FLEET_GATE`` exists (if that is set), so a test can stop a worker while
+    every run is inside that step."""
     result = effect(run, kind, arg, idempotency_key)
-    time.sleep(SLOW_EFFECT_S)
+    gate = os.environ.get("FLEET_GATE")
+    if gate and arg == SLOW_STEPS[0]:
+        deadline = time.monotonic() + 120  # a hang guard
+        while not os.path.exists(gate) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    else:
+        time.sleep(SLOW_EFFECT_S)
     return result
 
 
