@@ -7,7 +7,8 @@ what really ran in which worker process (``gen`` is the worker's pid).
 
 * ``fleet``: plan -> three parallel branches (an effect, a durable sleep,
   another effect) -> an approval interrupt that the test answers from its
-  own process -> send (an effect).
+  own process, or that times out after ``input["patience"]`` seconds (not
+  approved) -> send (an effect).
 * ``nap``: an effect, a durable sleep of ``input["seconds"]``, then the step
   ``wake`` (reported once per execution) with one more effect.
 * ``sleeper``: a durable sleep of ``input["seconds"]`` and an end; no service.
@@ -98,7 +99,13 @@ def report(ctx: StepContext) -> None:
 
 fleet = Workflow(
     "fleet",
-    state={"notes": "append", "plan": "replace", "approved": "replace", "sent": "replace"},
+    state={
+        "patience": "replace",
+        "notes": "append",
+        "plan": "replace",
+        "approved": "replace",
+        "sent": "replace",
+    },
 )
 
 
@@ -124,7 +131,13 @@ for _which in BRANCHES:
 
 @fleet.step(then="send")
 async def approve(ctx: StepContext) -> Any:
-    answer = ctx.interrupt({"notes": len(ctx.state["notes"])}, expects="bool")
+    # Unanswered within the run's patience, the clock answers: not approved.
+    answer = ctx.interrupt(
+        {"notes": len(ctx.state["notes"])},
+        expects="bool",
+        timeout=ctx.state["patience"],
+        default=False,
+    )
     return {"approved": answer}
 
 

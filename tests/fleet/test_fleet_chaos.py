@@ -3,15 +3,19 @@ SIGKILLed every one to three seconds and replaced, while a client in this
 process submits runs and answers their interrupts.
 
 Each run fans out to three parallel branches (an effect, a durable sleep,
-another effect), parks on an approval the test answers with ``resume`` from
-its own runtime (which only records the answer; a worker drives the run on),
-and sends (an effect). At the end every run completed, and its history and
-the dedup service's records (a separate process) show that:
+another effect), parks on an approval with a timeout, and sends (an effect).
+The test answers most approvals with ``resume`` from its own runtime (which
+only records the answer; a worker drives the run on); a fifth of the runs
+are never answered (their timeout fires on a worker), and a fifth are
+answered just as their short timeout is due (the answer and the clock race).
+At the end every run completed, and its history and the dedup service's
+records (a separate process) show that:
 
 * the history is one contiguous seq from 1, with one RunStarted, and the
   writer epochs never go down along it (no fork, no zombie write);
 * every effect was delivered at least once and its TaskCompleted recorded
-  exactly once; every branch timer fired once;
+  exactly once; every branch timer fired once; each approval was settled
+  exactly once, by the answer or by its timeout, never both;
 * no task whose result was recorded ran again: every delivery of a key
   arrived before that key's TaskCompleted was written (same machine clock).
 """
@@ -23,18 +27,23 @@ import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 import pytest
 
-from agentlog.errors import LeaseHeldError, RunNotWaitingError
+from agentlog.errors import InvalidResumeValueError, LeaseHeldError, RunNotWaitingError
 from agentlog.eventlog.events import (
     Event,
+    InterruptRaised,
+    ResumeReceived,
     RunStarted,
     RunStatus,
     TaskCompleted,
     TaskStarted,
     TimerFired,
+    utcnow,
 )
+from agentlog.projector.state import interrupt_key
 from agentlog.runtime import Runtime
 from tests.fleet import app
 from tests.fleet.conftest import Dedup, Fleet, WorkerProc, history, until
@@ -50,6 +59,16 @@ SEED = 1010
 CHAOS_DEADLINE_S = 180.0
 #: A hang guard for the runs to finish once the chaos stopped.
 FINISH_TIMEOUT_S = 240.0
+#: Approval patience (seconds) per group: answered runs wait long, ignored
+#: ones time out, racing ones are answered while their timeout falls due.
+PATIENCE = {"answered": 600.0, "ignored": 1.0, "racing": 1.0}
+#: How close to its due time a racing approval is answered.
+RACE_WINDOW = timedelta(seconds=0.3)
+
+
+def group(index: int) -> str:
+    """Which approval group the index-th run is in."""
+    return {0: "ignored", 1: "racing"}.get(index % 5, "answered")
 
 
 @dataclass
@@ -60,20 +79,34 @@ class Chaos:
     #: Leases held by each killed worker when it died (runs it orphaned).
     orphaned: list[int] = field(default_factory=list)
     submitted: list[str] = field(default_factory=list)
+    groups: dict[str, str] = field(default_factory=dict)
     answered: int = 0
+    #: Racing answers that found the approval already settled by its timeout.
+    too_late: int = 0
 
 
 async def _answer_interrupts(client: Runtime, done: asyncio.Event, chaos: Chaos) -> None:
     """Answer every approval as it appears; a worker drives the run on."""
     while not done.is_set():
         for info in await client.log.list_runs(status=RunStatus.WAITING):
-            if not await client.pending(info.run_id):
-                continue  # asleep on its branch timers: a worker fires them
+            which = chaos.groups[info.run_id]
+            if which == "ignored" or not await client.pending(info.run_id):
+                continue  # asleep on its branch timers (or ignored): a worker fires them
+            if which == "racing":
+                # Answer about when the timeout falls due: whichever is recorded
+                # first wins (either outcome is right; both never are).
+                wake = (await client.log.get_run(info.run_id)).wake_at
+                if wake is not None and wake > utcnow() + RACE_WINDOW:
+                    continue
             try:
                 await client.resume(info.run_id, True)
                 chaos.answered += 1
             except (LeaseHeldError, RunNotWaitingError):
                 pass  # its worker has not let go yet (or died holding it): next pass
+            except InvalidResumeValueError:
+                # Only a racing answer may find its approval settled by the clock.
+                assert which == "racing", f"{info.run_id}: an answer was refused"
+                chaos.too_late += 1
         await asyncio.sleep(0.2)
 
 
@@ -96,8 +129,10 @@ async def _kill_one(fleet: Fleet, client: Runtime, rng: random.Random, chaos: Ch
 
 async def _submit_batch(client: Runtime, chaos: Chaos) -> None:
     for _ in range(BATCH):
-        run_id = f"fleet-{len(chaos.submitted):03d}"
-        await client.submit(app.fleet, run_id=run_id, input={})
+        index = len(chaos.submitted)
+        run_id = f"fleet-{index:03d}"
+        chaos.groups[run_id] = group(index)
+        await client.submit(app.fleet, run_id=run_id, input={"patience": PATIENCE[group(index)]})
         chaos.submitted.append(run_id)
 
 
@@ -145,14 +180,20 @@ async def test_a_fleet_under_sigkill_completes_every_run_once(
     print(
         f"FLEET runs={len(chaos.submitted)} kills={chaos.kills} "
         f"orphaned-per-kill={chaos.orphaned} answered={chaos.answered} "
+        f"racing-answers-too-late={chaos.too_late} "
         f"chaos={chaos_s:.0f}s total={time.monotonic() - started:.0f}s "
         f"workers-started={len(fleet.started)}"
     )
     assert chaos.kills >= MIN_KILLS
     assert sum(chaos.orphaned) > 0, "no kill left a run to take over"
     redelivered = 0
+    settled: Counter[tuple[str, bool]] = Counter()
     for run_id in chaos.submitted:
         redelivered += await _check_run(client, dedup, run_id)
+        approved = (await client.get_state(run_id)).values["approved"]
+        settled[chaos.groups[run_id], approved] += 1
+    print(f"FLEET approvals (group, approved): {dict(settled)}")
+    assert settled["ignored", True] == 0 and settled["answered", False] == 0
     print(
         f"FLEET effects redelivered (delivered again before their result was recorded): "
         f"{redelivered}"
@@ -165,13 +206,27 @@ async def _check_run(client: Runtime, dedup: Dedup, run_id: str) -> int:
     events = await history(client.log, run_id)
     state = await client.get_state(run_id)
     assert state.status == RunStatus.COMPLETED, run_id
-    assert state.values["approved"] is True and state.values["sent"] == "email(True)"
+    approved = state.values["approved"]
+    assert state.values["sent"] == f"email({approved})"
     assert len(state.values["notes"]) == 2 * len(app.BRANCHES)
     assert sum(isinstance(e.data, RunStarted) for e in events) == 1, f"{run_id}: forked start"
     epochs = [e.writer_epoch for e in events]
     assert epochs == sorted(epochs), f"{run_id}: a write from an older writer after a newer one"
+    raised = {
+        e.data.step: interrupt_key(e.data.superstep, e.data.branch, e.data.index)
+        for e in events
+        if isinstance(e.data, InterruptRaised)
+    }
+    approval = raised.pop("approve")
     fired = [timer for e in events if isinstance(e.data, TimerFired) for timer in e.data.ids]
-    assert len(fired) == len(app.BRANCHES) == len(set(fired)), f"{run_id}: timers {fired}"
+    assert len(fired) == len(set(fired)), f"{run_id}: a timer fired twice: {fired}"
+    assert set(raised.values()) == set(fired) - {approval}, f"{run_id}: branch timers {fired}"
+    answers = [
+        key for e in events if isinstance(e.data, ResumeReceived) for key in e.data.answers or {}
+    ]
+    # The approval is settled once: by the answer (approved) or by its timeout (not).
+    assert answers.count(approval) + fired.count(approval) == 1, (run_id, answers, fired)
+    assert approved is (approval in answers), run_id
     completed_at = _completed_at(run_id, events)
     started = {e.data.key for e in events if isinstance(e.data, TaskStarted)}
     assert started == set(completed_at), f"{run_id}: a task started but never completed"
