@@ -4,8 +4,8 @@
   worker fires the timer and the run finishes once (one TimerFired; the
   step after the sleep ran once; the effect before it was delivered once).
 * A thousand runs sleeping about 2 s: their worker is SIGKILLed while the
-  timers are pending, the next one is SIGTERMed (it exits 0), and a third
-  finishes: every timer fired exactly once and every run completed.
+  timers are pending, the next one is SIGTERMed (it exits 0), and two more
+  finish side by side: every timer fired exactly once and every run completed.
 """
 
 from __future__ import annotations
@@ -111,6 +111,8 @@ async def test_a_thousand_pending_timers_fire_once_across_worker_restarts(
     assert second.terminate() == 0, second.log_tail()
     done_at_term = await _count(client, RunStatus.COMPLETED)
 
+    # Two workers finish together: each due timer is fired by one of them, once.
+    fleet.start(concurrency=100)
     fleet.start(concurrency=100)
 
     async def all_completed() -> bool:
