@@ -105,6 +105,7 @@ class Worker:
         self._hand_over = True
         self._broken: dict[str, datetime] = {}
         self._unknown: set[str] = set()
+        self._passed_over = 0
         self._cursors: dict[tuple[str, str], datetime] = {}
         self._last_schedule_pass: datetime | None = None
 
@@ -159,14 +160,22 @@ class Worker:
             return []
         await self._apply_commands(free)
         free = self.config.concurrency - len(self.runtime.active_runs)
-        # Ask for more than there is room for: some are skipped below.
-        due = await self.runtime.log.runnable(now=now, limit=free * 2 + len(self._unknown) + 16)
+        # Ask for more than there is room for: some are passed over below (an
+        # unknown workflow, one at its limit, a broken run). They must not hide
+        # the runs behind them, so ask past twice as many as the last pass
+        # passed over: a backlog of any size is read through in a few passes.
+        limit = free * 2 + 2 * self._passed_over + 16
+        due = await self.runtime.log.runnable(now=now, limit=limit)
         taken: list[str] = []
+        passed_over = 0
         for info in due:
             if len(taken) >= free or self.stopping:
                 break
             if await self._take(info, now):
                 taken.append(info.run_id)
+            else:
+                passed_over += 1
+        self._passed_over = passed_over
         return taken
 
     # -- internals ----------------------------------------------------------------
