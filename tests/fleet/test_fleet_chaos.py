@@ -1,6 +1,7 @@
 """Fleet chaos on SQLite: three ``agentlog worker`` processes on one file, one
-SIGKILLed every one to three seconds and replaced, while a client in this
-process submits runs and answers their interrupts.
+SIGKILLed every one to three seconds and replaced (and after every third
+kill one more SIGTERMed, which must exit 0), while a client in this process
+submits runs (in each durability mode in turn) and answers their interrupts.
 
 Each run fans out to three parallel branches (an effect, a durable sleep,
 another effect), parks on an approval with a timeout, and sends (an effect).
@@ -54,6 +55,10 @@ WORKERS = 3
 BATCHES = 10
 BATCH = 15  # runs per batch: BATCHES * BATCH runs in all
 MIN_KILLS = 10
+#: After every this many kills, a SIGTERM too (a graceful hand-over under load).
+TERM_EVERY = 3
+#: Durability modes, by run (each mode must survive the same chaos).
+DURABILITY = ("async", "sync", "exit")
 SEED = 1010
 #: Kills stop after this long, whatever happened; the runs must then finish.
 CHAOS_DEADLINE_S = 180.0
@@ -76,6 +81,7 @@ class Chaos:
     """What the chaos did, for the checks and the report."""
 
     kills: int = 0
+    terms: int = 0
     #: Leases held by each killed worker when it died (runs it orphaned).
     orphaned: list[int] = field(default_factory=list)
     submitted: list[str] = field(default_factory=list)
@@ -115,6 +121,15 @@ def _owner(worker: WorkerProc) -> str:
     return worker.ready_line.split()[1]
 
 
+async def _stop_one(fleet: Fleet, rng: random.Random, chaos: Chaos) -> None:
+    """SIGTERM a random worker: it hands its runs over and exits 0; start a new one."""
+    victim = rng.choice(fleet.alive)
+    code = await asyncio.to_thread(victim.terminate)
+    assert code == 0, f"a worker stopped by SIGTERM exited {code}:\n{victim.log_tail()}"
+    chaos.terms += 1
+    await asyncio.to_thread(fleet.start)
+
+
 async def _kill_one(fleet: Fleet, client: Runtime, rng: random.Random, chaos: Chaos) -> None:
     victim = rng.choice(fleet.alive)
     victim.kill()
@@ -132,7 +147,12 @@ async def _submit_batch(client: Runtime, chaos: Chaos) -> None:
         index = len(chaos.submitted)
         run_id = f"fleet-{index:03d}"
         chaos.groups[run_id] = group(index)
-        await client.submit(app.fleet, run_id=run_id, input={"patience": PATIENCE[group(index)]})
+        await client.submit(
+            app.fleet,
+            run_id=run_id,
+            input={"patience": PATIENCE[group(index)]},
+            durability=DURABILITY[index % len(DURABILITY)],
+        )
         chaos.submitted.append(run_id)
 
 
@@ -154,6 +174,8 @@ async def _chaos(fleet: Fleet, client: Runtime, chaos: Chaos) -> None:
         if chaos.kills >= MIN_KILLS and await _all_completed(client, chaos):
             return
         await _kill_one(fleet, client, rng, chaos)
+        if chaos.kills % TERM_EVERY == 0:
+            await _stop_one(fleet, rng, chaos)
         if len(chaos.submitted) < BATCHES * BATCH:
             await _submit_batch(client, chaos)
 
@@ -178,7 +200,7 @@ async def test_a_fleet_under_sigkill_completes_every_run_once(
         done.set()
         await answering
     print(
-        f"FLEET runs={len(chaos.submitted)} kills={chaos.kills} "
+        f"FLEET runs={len(chaos.submitted)} kills={chaos.kills} sigterms={chaos.terms} "
         f"orphaned-per-kill={chaos.orphaned} answered={chaos.answered} "
         f"racing-answers-too-late={chaos.too_late} "
         f"chaos={chaos_s:.0f}s total={time.monotonic() - started:.0f}s "
