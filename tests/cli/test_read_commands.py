@@ -43,3 +43,41 @@ def test_runs_status_must_be_a_real_status(log_url: str) -> None:
     assert waiting.exit_code == 0 and '"r1"' in waiting.stdout
     done = runner.invoke(app, ["runs", "--status", "completed", "--log", log_url, "--json"])
     assert done.exit_code == 0 and done.stdout.strip() == "[]"
+
+
+def test_runs_says_who_moves_each_run_on(tmp_path: Path) -> None:
+    import asyncio
+    import json
+    from typing import Any
+
+    from agentlog.eventlog.sqlite import SqliteEventLog
+    from agentlog.runtime import Runtime, RuntimeConfig, StepContext, Workflow, end
+
+    wf = Workflow("napper", state={"x": "replace"})
+
+    @wf.step
+    async def nap(ctx: StepContext) -> Any:
+        await ctx.sleep(3600)
+        return end(x=1)
+
+    db = tmp_path / "log.db"
+
+    async def setup() -> None:
+        async with SqliteEventLog(db) as log:
+            client = RuntimeConfig(execute=False, worker=False)
+            async with Runtime(log, workflows=[wf], config=client) as rt:
+                await rt.submit(wf, run_id="queued")  # nobody drives it
+            here = RuntimeConfig(worker=False, durability="sync")
+            async with Runtime(log, workflows=[wf], config=here) as rt:
+                await rt.start(wf, run_id="sleeping")
+                await rt.get_state("sleeping")
+                while (await log.get_run("sleeping")).status != "waiting":  # noqa: ASYNC110
+                    await asyncio.sleep(0.01)
+
+    asyncio.run(setup())
+    result = runner.invoke(app, ["runs", "--json", "--log", f"sqlite:///{db}"])
+    assert result.exit_code == 0, result.output
+    by_id = {row["run_id"]: row for row in json.loads(result.stdout)}
+    assert by_id["queued"]["driver"] == "no worker yet (needs one that knows 'napper')"
+    assert by_id["sleeping"]["driver"].startswith("timer at ")
+    assert by_id["sleeping"]["wake_at"] is not None
