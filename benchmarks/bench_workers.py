@@ -41,6 +41,9 @@ from the log afterwards, from the events' own timestamps.
    takeover = the ``ts`` of its first event at a newer writer epoch (the new
    owner's WriterClaimed) minus the kill; the row shows the median, p99 and
    max (the figure), next to the lease and the bound (lease + one poll).
+   ``after_lease_end`` splits it: the same event's ``ts`` minus the end of
+   the lease the dead worker left in the run index, i.e. how long a due
+   takeover waited for a survivor's poll and claim.
 
 The in-process step costs (sync/async/exit) stay in ``bench_runtime``; this
 module starts nothing that outlives it: every worker is stopped (SIGTERM,
@@ -292,8 +295,8 @@ async def timer_lateness(
             events = await history(client.log, run_id)
             raised = next(e for e in events if isinstance(e.data, InterruptRaised))
             fired = next(e for e in events if isinstance(e.data, TimerFired))
+            assert isinstance(raised.data, InterruptRaised) and raised.data.due_at is not None
             due = raised.data.due_at
-            assert due is not None
             parked_late += raised.ts > due
             late.append((fired.ts - due).total_seconds())
             first_due = min(first_due or due, due)
@@ -441,6 +444,10 @@ async def failover(
             victims = {r: i.writer_epoch for r, i in held.items() if i.lease_owner == victim}
             killed_at = utcnow()
             Fleet.kill(procs[victim])
+            # The leases the dead worker left: final now, and live for at least
+            # two thirds of a lease more (it renewed every third), so no
+            # survivor has claimed them yet.
+            expiry = {r: (await log.get_run(r)).lease_expires_at for r in victims}
 
             async def all_taken() -> bool:
                 infos = [await log.get_run(r) for r in victims]
@@ -451,10 +458,14 @@ async def failover(
 
             await wait_for(all_taken, lease_s + 60, "every run of the killed worker", 0.1)
             takeover: list[float] = []
+            after_expiry: list[float] = []
             for run_id, epoch in victims.items():
                 events = await history(log, run_id)
                 moved = next(e for e in events if e.writer_epoch > epoch)
                 takeover.append((moved.ts - killed_at).total_seconds())
+                expired = expiry[run_id]
+                if expired is not None:
+                    after_expiry.append((moved.ts - expired).total_seconds())
     finally:
         await client.close()
     return Row(
@@ -465,6 +476,8 @@ async def failover(
         percentile(takeover, 99),
         {
             "max_s": round(max(takeover), 2),
+            "after_lease_end_p50_s": round(statistics.median(after_expiry), 2),
+            "after_lease_end_max_s": round(max(after_expiry), 2),
             "victim_runs": len(victims),
             "shares": "/".join(str(n) for _, n in shares.most_common()),
             "concurrency": room,
