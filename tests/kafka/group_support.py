@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from agentlog.eventlog.base import Command
 from agentlog.eventlog.events import Event, RunStarted
 from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog
+from agentlog.eventlog.kafka.admin import partition_for
 from agentlog.eventlog.kafka.grouplog import PartitionedKafkaEventLog
 
 PARTITIONS = 4
@@ -72,3 +74,29 @@ async def start_run(log: PartitionedKafkaEventLog, run_id: str) -> None:
     epoch = await log.claim_writer(run_id, owner="test")
     await log.append([Event(run_id, 1, started(), writer_epoch=epoch)])
     await log.release_lease(run_id, epoch)
+
+
+def same_partition_runs(count: int, prefix: str = "cmd") -> list[str]:
+    """``count`` run ids that all live on one partition (of PARTITIONS)."""
+    runs = [f"{prefix}-{n}" for n in range(200)]
+    first = partition_for(runs[0], PARTITIONS)
+    return [r for r in runs if partition_for(r, PARTITIONS) == first][:count]
+
+
+async def take(log: PartitionedKafkaEventLog, count: int) -> list[Command]:
+    """Take commands until ``count`` came; fail after SETTLE_S."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SETTLE_S
+    taken: list[Command] = []
+    while len(taken) < count:
+        if loop.time() > deadline:
+            raise AssertionError(f"took {len(taken)} of {count} commands in {SETTLE_S}s: {taken}")
+        taken += await log.take_commands(limit=count - len(taken))
+        await log.wait_for_ownership_change(0.05)
+    return taken
+
+
+async def apply_start(log: PartitionedKafkaEventLog, command: Command) -> None:
+    """The effect of a start command: claim the run, record its RunStarted."""
+    epoch = await log.claim_writer(command.run_id, owner="test")
+    await log.append([Event(command.run_id, 1, command.data, writer_epoch=epoch)])

@@ -81,9 +81,7 @@ async def test_a_third_member_takes_partitions_over(kafka_bootstrap: str, kafka_
     try:
         await settle(logs, split(logs), "two members")
         for run_id in RUNS:
-            owner = next(
-                m for m in logs if partition_for(run_id, PARTITIONS) in m.owned_partitions
-            )
+            owner = next(m for m in logs if partition_for(run_id, PARTITIONS) in m.owned_partitions)
             await start_run(owner, run_id)
         logs.append(await open_log(kafka_bootstrap, kafka_name, "workers"))
         await settle(logs, split(logs), "three members")

@@ -35,6 +35,7 @@ from collections import deque
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from agentlog._logging import get_logger
 from agentlog.errors import AgentlogError, ConfigError, CorruptEventError
@@ -65,8 +66,10 @@ class GroupMember:
         layout: TopicLayout,
         common: dict[str, Any],
         reader: KafkaReader,
+        admin: AIOKafkaAdminClient,
     ) -> None:
         self._config, self._layout, self._common, self._reader = config, layout, common, reader
+        self._admin = admin
         session_ms = int(config.session_timeout_s * 1000)
         self.consumer = AIOKafkaConsumer(
             **common,
@@ -158,7 +161,13 @@ class GroupMember:
 
     async def _open(self, partition: int) -> None:
         owner = PartitionOwner(
-            partition, self._config, self._layout, self._common, self._reader, self.still_assigned
+            partition,
+            self._config,
+            self._layout,
+            self._common,
+            self._reader,
+            self._admin,
+            self.still_assigned,
         )
         await owner.open()
         if partition in self._assigned and partition not in self.owners:
@@ -183,9 +192,10 @@ class GroupMember:
         owner = self.owner(partition)
         if owner is None:
             return  # the partition's next owner takes the command again: nothing lost
-        owner.commands.outstanding.pop(offset, None)
-        if owner.commands.due(owner.commands.position(set())):
-            await owner.submit(Change(""))
+        if offset not in owner.commands.outstanding:
+            return  # the transaction of its effect committed it already
+        owner.commands.acked.add(offset)
+        await owner.submit(Change(""))
 
     async def _poll_loop(self) -> None:
         while True:
@@ -199,21 +209,28 @@ class GroupMember:
                 self._last_error = str(exc)
                 await asyncio.sleep(_RETRY_OPEN_S)
                 continue
-            for tp, records in batches.items():
-                self._buffer_records(tp, records)
+            again = [self._buffer_records(tp, records) for tp, records in batches.items()]
+            if any(again):
+                await asyncio.sleep(_POLL_MS / 1000)
             if self._assigned - set(self.owners):
                 await self._open_missing()
                 if self._assigned - set(self.owners):
                     await asyncio.sleep(_RETRY_OPEN_S)
 
-    def _buffer_records(self, tp: TopicPartition, records: list[Any]) -> None:
+    def _buffer_records(self, tp: TopicPartition, records: list[Any]) -> bool:
+        """Buffer the commands of an owned partition; True: fetch them again later."""
         owner = self.owner(tp.partition)
         if owner is None:
-            return  # not ours (any more): its owner reads it from the committed offset
+            if records and self.still_assigned(tp.partition):
+                # Fetched while the partition's owner is still opening (aiokafka
+                # fetches during the assignment callback): read them again later.
+                self.consumer.seek(tp, records[0].offset)
+                return True
+            return False  # not ours (any more): its owner reads it from the committed offset
         for record in records:
             taken = owner.commands
-            if taken.next is not None and record.offset < taken.next:
-                continue  # handed out already (fetched again after a rebalance)
+            if taken.skip(record.offset):
+                continue  # handed out or done already (fetched again after a rebalance)
             where = f"topic {tp.topic} partition {tp.partition} offset {record.offset}"
             try:
                 command = decode_command(record.value or b"", (tp.partition, record.offset), where)
@@ -224,6 +241,7 @@ class GroupMember:
                 continue
             taken.taken(record.offset, command.run_id, command.data.type)
             self._buffer.append(command)
+        return False
 
 
 def _ref(command: Command) -> tuple[int, int]:

@@ -159,7 +159,7 @@ class KafkaEventLog(EventLog):
                         stage = f"joining consumer group {config.group_id!r}"
                         from agentlog.eventlog.kafka.group import GroupMember
 
-                        member = GroupMember(config, layout, common, reader)
+                        member = GroupMember(config, layout, common, reader, admin)
                         started.append(member)
                         await member.start()
         except BaseException:

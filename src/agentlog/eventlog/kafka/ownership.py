@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from agentlog._logging import get_logger
 from agentlog.errors import AgentlogError, BackendUnavailableError, FencedError, NotOwnerError
@@ -66,6 +67,8 @@ __all__ = ["Change", "CommandOffsets", "PartitionOwner", "RunTail"]
 log = get_logger(__name__)
 
 _STOP_S = 5.0
+#: The broker keeps commit metadata up to offset.metadata.max.bytes (4096 by default).
+_METADATA_BYTES = 3000
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,13 +137,38 @@ class Change:
 
 
 class CommandOffsets:
-    """The commands taken from one commands partition and the offset to commit."""
+    """The commands taken from one commands partition and the offset to commit.
+
+    Kafka keeps one committed position per partition, so the position is the
+    lowest command still outstanding; the commands done above it are listed
+    in the commit's metadata (``done:<offset>,...``), committed in the same
+    transactions, so that the partition's next owner skips them too. Past
+    :data:`_METADATA_BYTES` the highest are left out of the list: those are
+    handed out again (the runtime then finds their effect recorded and
+    refuses them), never lost.
+    """
 
     def __init__(self) -> None:
         #: offset -> (run id, the event type that records its effect)
         self.outstanding: dict[int, tuple[str, str]] = {}
         self.next: int | None = None
         self.committed = -1
+        self.done_above: set[int] = set()
+        #: Outstanding commands acked without an effect (refused): done at the next commit.
+        self.acked: set[int] = set()
+
+    def seed(self, committed: int, metadata: str) -> None:
+        """Start from the group's committed offset and metadata (a new owner)."""
+        self.committed = max(committed, -1)
+        if committed >= 0:
+            self.next = committed
+        head, _, listed = metadata.partition(":")
+        if head == "done" and listed:
+            self.done_above = {int(o) for o in listed.split(",") if o.isdigit()}
+
+    def skip(self, offset: int) -> bool:
+        """Whether the record at ``offset`` was handed out or done already."""
+        return (self.next is not None and offset < self.next) or offset in self.done_above
 
     def taken(self, offset: int, run_id: str = "", event_type: str = "") -> None:
         """A record was handed out (or skipped, with no run: an unreadable command)."""
@@ -156,7 +184,7 @@ class CommandOffsets:
         return {
             offset
             for offset, (run_id, event_type) in self.outstanding.items()
-            if event_type in types.get(run_id, ())
+            if event_type in types.get(run_id, ()) or offset in self.acked
         }
 
     def position(self, done: set[int]) -> int | None:
@@ -164,14 +192,27 @@ class CommandOffsets:
         rest = [offset for offset in self.outstanding if offset not in done]
         return min(rest) if rest else self.next
 
-    def due(self, position: int | None) -> bool:
-        return position is not None and position > self.committed
+    def due(self, position: int | None, done: set[int]) -> bool:
+        """Whether a commit of ``done`` at ``position`` changes what the group has."""
+        return position is not None and (position > self.committed or bool(done))
+
+    def metadata(self, position: int, done: set[int]) -> str:
+        """The commit metadata: the commands done at or above ``position``."""
+        listed, size = [], len("done:")
+        for offset in sorted(o for o in self.done_above | done if o >= position):
+            size += len(str(offset)) + 1
+            if size > _METADATA_BYTES:
+                break
+            listed.append(str(offset))
+        return "done:" + ",".join(listed)
 
     def commit(self, position: int | None, done: set[int]) -> None:
         for offset in done:
             self.outstanding.pop(offset, None)
+        self.acked -= done
         if position is not None:
             self.committed = max(self.committed, position)
+        self.done_above = {o for o in self.done_above | done if o >= self.committed}
 
 
 class PartitionOwner:
@@ -184,9 +225,11 @@ class PartitionOwner:
         layout: TopicLayout,
         common: dict[str, Any],
         reader: KafkaReader,
+        admin: AIOKafkaAdminClient,
         still_owned: Callable[[int], bool],
     ) -> None:
         self.partition = partition
+        self._admin = admin
         self._config, self._layout, self._common, self._reader = config, layout, common, reader
         self._still_owned = still_owned
         self.producer: AIOKafkaProducer | None = None
@@ -208,7 +251,8 @@ class PartitionOwner:
     # -- opening and closing ----------------------------------------------------------
 
     async def open(self) -> None:
-        """Fence the previous owner, then read the partition's tails; start committing."""
+        """Fence the previous owner, then read the partition's tails and the group's
+        committed command offset; start committing."""
         await self._open_producer()
         await self._load()
         self._task = asyncio.create_task(self._commit_loop(), name=f"kafka-owner-{self.partition}")
@@ -235,6 +279,16 @@ class PartitionOwner:
     async def _load(self) -> None:
         entries = await self._reader.exact_many(await self._reader.entries(self.partition))
         self.tails = {e.info.run_id: RunTail.of(e) for e in entries}
+        doing = f"partition {self.partition}: cannot read the group's committed command offset"
+        with kafka_errors(doing):
+            async with asyncio.timeout(self._config.request_timeout_s):
+                offsets = await self._admin.list_consumer_group_offsets(
+                    self._config.group_id, partitions=[self.commands_tp]
+                )
+        committed = offsets.get(self.commands_tp)
+        self.commands = CommandOffsets()
+        if committed is not None:
+            self.commands.seed(int(committed.offset), str(committed.metadata or ""))
 
     async def close(self, why: str) -> None:
         """Stop writing: later and queued writes raise NotOwnerError; close the producer."""
@@ -309,7 +363,7 @@ class PartitionOwner:
         done = self.commands.matched(taken)
         position = self.commands.position(done)
         try:
-            final = await self._transact(taken, work, before, position)
+            final = await self._transact(taken, work, before, position, done)
         except FencedError as exc:
             await self.close(f"fenced by a newer owner of partition {self.partition}: {exc}")
             for change in taken:
@@ -341,6 +395,7 @@ class PartitionOwner:
         work: dict[str, RunTail],
         before: dict[str, RunTail],
         position: int | None,
+        done: set[int],
     ) -> dict[str, RunTail]:
         """One transaction: events, then index entries, extra records and the command offset."""
         producer = self.producer
@@ -376,9 +431,10 @@ class PartitionOwner:
                             sent.append(
                                 await producer.send(layout.runs, extra, key=key, partition=p)
                             )
-                    if self.commands.due(position):
+                    if position is not None and self.commands.due(position, done):
+                        meta = self.commands.metadata(position, done)
                         await producer.send_offsets_to_transaction(
-                            {self.commands_tp: position}, self._config.group_id
+                            {self.commands_tp: (position, meta)}, self._config.group_id
                         )
                     await producer.commit_transaction()
         except BaseException:
@@ -444,8 +500,10 @@ class PartitionOwner:
             await stop_quietly(self.producer, _STOP_S)
             self.producer = None
         await self._open_producer()
+        outstanding = self.commands.outstanding
         await self._load()
-        self.commands.committed = -1  # unknown: commit the position again
+        # Still handed out to the runtime: keep them outstanding.
+        self.commands.outstanding.update(outstanding)
         self._in_doubt = False
 
 
