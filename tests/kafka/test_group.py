@@ -7,9 +7,12 @@ not a member reads and sends commands but writes nothing.
 
 from __future__ import annotations
 
+import asyncio
+import socket
+
 import pytest
 
-from agentlog.errors import ConfigError, NotOwnerError
+from agentlog.errors import BackendUnavailableError, ConfigError, NotOwnerError
 from agentlog.eventlog.events import Event, StepCompleted
 from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog
 from agentlog.eventlog.kafka.admin import partition_for
@@ -127,3 +130,36 @@ async def test_a_group_on_standalone_topics_is_refused(
         await KafkaEventLog.connect(
             KafkaConfig(bootstrap_servers=kafka_bootstrap, name=kafka_name, group_id="g")
         )
+
+
+async def test_many_runs_share_the_partition_producers_and_commits(
+    kafka_bootstrap: str, kafka_name: str
+) -> None:
+    """200 runs in flight: one producer per owned partition, and concurrent
+    writes of a partition's runs share transactions (group commit)."""
+    member = await open_log(kafka_bootstrap, kafka_name, "workers")
+    try:
+        await settle([member], lambda: len(member.owned_partitions) == PARTITIONS, "member")
+        runs = [f"many-{n}" for n in range(200)]
+        await asyncio.gather(*(start_run(member, run_id) for run_id in runs))
+        assert member.transactional_producers == PARTITIONS
+        assert member.member is not None
+        commits = sum(o.commits for o in member.member.owners.values())
+        assert commits < len(runs) * 3  # three writes per run, far fewer transactions
+        assert {i.run_id for i in await member.runnable(limit=1000)} == set(runs)
+    finally:
+        await member.close()
+
+
+async def test_an_unreachable_broker_says_so_in_group_mode(kafka_name: str) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed once we leave: nothing listens
+    config = KafkaConfig(
+        bootstrap_servers=f"127.0.0.1:{port}",
+        name=kafka_name,
+        group_id="workers",
+        connect_timeout_s=2.0,
+    )
+    with pytest.raises(BackendUnavailableError, match="start the broker"):
+        await KafkaEventLog.connect(config)

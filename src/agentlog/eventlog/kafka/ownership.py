@@ -241,6 +241,8 @@ class PartitionOwner:
         self._why = "not owned"
         self._in_doubt = False
         self._queue: list[Change] = []
+        #: Transactions committed (a batch of queued writes shares one).
+        self.commits = 0
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -254,7 +256,11 @@ class PartitionOwner:
         """Fence the previous owner, then read the partition's tails and the group's
         committed command offset; start committing."""
         await self._open_producer()
-        await self._load()
+        try:
+            await self._load()
+        except BaseException:
+            await self.close("its runs could not be read")
+            raise
         self._task = asyncio.create_task(self._commit_loop(), name=f"kafka-owner-{self.partition}")
         log.info("kafka_partition_owned", partition=self.partition, runs=len(self.tails))
 
@@ -382,6 +388,7 @@ class PartitionOwner:
                 raise
             return
         self.tails.update(final)
+        self.commits += 1
         self.commands.commit(position, done)
         for run_id, tail in final.items():
             if tail.offset >= 0 and tail.info.last_seq:
