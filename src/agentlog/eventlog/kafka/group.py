@@ -209,13 +209,17 @@ class GroupMember:
                 self._last_error = str(exc)
                 await asyncio.sleep(_RETRY_OPEN_S)
                 continue
-            again = [self._buffer_records(tp, records) for tp, records in batches.items()]
-            if any(again):
-                await asyncio.sleep(_POLL_MS / 1000)
-            if self._assigned - set(self.owners):
-                await self._open_missing()
+            try:
+                again = [self._buffer_records(tp, records) for tp, records in batches.items()]
+                if any(again):
+                    await asyncio.sleep(_POLL_MS / 1000)
                 if self._assigned - set(self.owners):
-                    await asyncio.sleep(_RETRY_OPEN_S)
+                    await self._open_missing()
+                    if self._assigned - set(self.owners):
+                        await asyncio.sleep(_RETRY_OPEN_S)
+            except Exception as exc:  # the loop keeps this member in the group: never die
+                log.error("kafka_group_poll_error", error=repr(exc))
+                await asyncio.sleep(_RETRY_OPEN_S)
 
     def _buffer_records(self, tp: TopicPartition, records: list[Any]) -> bool:
         """Buffer the commands of an owned partition; True: fetch them again later."""

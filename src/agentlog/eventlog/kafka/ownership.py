@@ -43,6 +43,7 @@ opening drop the previous owner's leases, since that owner is fenced.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -241,6 +242,7 @@ class PartitionOwner:
         self._why = "not owned"
         self._in_doubt = False
         self._queue: list[Change] = []
+        self._inflight: list[Change] = []
         #: Transactions committed (a batch of queued writes shares one).
         self.commits = 0
         self._wake = asyncio.Event()
@@ -306,8 +308,23 @@ class PartitionOwner:
         self._queue.clear()
         task = self._task
         if task is not None and task is not asyncio.current_task():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            # A commit in flight ends by itself (landed, or fenced by the new
+            # owner); cutting it short would leave its callers in doubt.
+            self._wake.set()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._config.request_timeout_s):
+                    await asyncio.shield(task)
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+            for change in self._inflight:
+                change.settle(
+                    BackendUnavailableError(
+                        f"partition {self.partition}: its ownership ended while a commit of "
+                        f"run {change.run_id!r} was in flight; it may or may not be recorded. "
+                        "Read the run again before going on."
+                    )
+                )
         if self.producer is not None:
             await stop_quietly(self.producer, _STOP_S)
             self.producer = None
@@ -333,11 +350,12 @@ class PartitionOwner:
         await asyncio.shield(change.done)
 
     async def _commit_loop(self) -> None:
-        while True:
+        while self.error is None:
             await self._wake.wait()
             self._wake.clear()
             while self._queue and self.error is None:
                 batch, self._queue = self._queue, []
+                self._inflight = batch
                 try:
                     await self._commit(batch)
                 except Exception as exc:  # never leave a caller waiting
