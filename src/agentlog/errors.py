@@ -11,6 +11,7 @@ The hierarchy::
     ├── EventLogError
     │   ├── ConflictError           append at a seq that is not next (duplicate or gap)
     │   ├── FencedError             a newer writer claimed the run; this one must stop
+    │   │   └── NotOwnerError       this process does not own the run's partition (Kafka group)
     │   ├── LeaseHeldError          the run's writer lease is live in another process
     │   ├── LeaseExpiredError       this writer's own lease ran out; it stops before an effect
     │   ├── UnknownRunError         no event was ever recorded for that run id
@@ -64,6 +65,7 @@ __all__ = [
     "LeaseHeldError",
     "NotSerializableError",
     "NoLiveWriterError",
+    "NotOwnerError",
     "NondeterminismError",
     "ReplayError",
     "RunArchivedError",
@@ -117,6 +119,25 @@ class FencedError(EventLogError):
             f"run {run_id!r}: writer epoch {epoch} is fenced by epoch {current}. "
             "Another process took over this run; this writer must stop."
         )
+
+
+class NotOwnerError(FencedError):
+    """This process does not own the run's partition, so it must not write the run.
+
+    On a Kafka log whose runs are owned by a consumer group's members: the
+    run's partition is assigned to another member (or was just revoked from
+    this one), or this process is not a member at all. Nothing was written.
+    A worker stops driving the run (as for any FencedError); a client sends
+    a command instead (``EventLog.send_command``).
+    """
+
+    def __init__(self, run_id: str, partition: int, why: str, epoch: int = 0) -> None:
+        EventLogError.__init__(
+            self,
+            f"run {run_id!r} (partition {partition}): {why}; nothing was written. Its "
+            "partition's owner writes it: stop driving the run, or send a command.",
+        )
+        self.run_id, self.partition, self.epoch, self.current = run_id, partition, epoch, epoch
 
 
 class LeaseHeldError(EventLogError):

@@ -11,9 +11,18 @@ Modules, by role (each imports the others directly, never this package):
 * :mod:`~agentlog.eventlog.kafka.writer`: the run writers of one log (appends,
   claims, leases);
 * :mod:`~agentlog.eventlog.kafka.log`: :class:`KafkaEventLog`, which wires
-  them together.
+  them together;
+* the partitioned layout, for a worker fleet: :mod:`~agentlog.eventlog.kafka.group`
+  (membership of a consumer group), :mod:`~agentlog.eventlog.kafka.ownership`
+  (one transactional producer per owned partition, group commit, command
+  offsets), :mod:`~agentlog.eventlog.kafka.commands` (the commands topic's
+  records) and :mod:`~agentlog.eventlog.kafka.grouplog`
+  (``PartitionedKafkaEventLog``, which ``KafkaEventLog.connect`` returns for
+  partitioned topics).
 
-Topics (created by :mod:`~agentlog.eventlog.kafka.admin`):
+Topics of the standalone layout (created by :mod:`~agentlog.eventlog.kafka.admin`;
+the partitioned one is described there and in
+:mod:`~agentlog.eventlog.kafka.ownership`):
 
 * ``<name>.events``: every event, keyed by run id, ``cleanup.policy=delete``.
   A run's partition is chosen once and recorded in its index entry.

@@ -10,20 +10,33 @@ a topic someone else created may differ from what we asked for:
   event of every run;
 * ``min.insync.replicas`` below 2 on a topic with 3 or more replicas gets a
   warning: acks=all then waits for one replica only.
+
+Two layouts (``KafkaConfig.layout``):
+
+* standalone: ``<name>.events`` (N partitions) and ``<name>.runs`` (one
+  partition, read whole by every process);
+* partitioned: ``<name>.events``, ``<name>.runs`` and ``<name>.commands``,
+  all with the same N partitions. A run lives on partition
+  :func:`partition_for` of all three, so the consumer-group member that owns
+  commands partition p owns every run on p, and a process reads only the runs
+  partitions of the runs it touches. The layout of existing topics is what
+  they are: a ``<name>.commands`` topic means partitioned.
 """
 
 from __future__ import annotations
 
 import asyncio
+import zlib
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.partitioner import murmur2
 
 from agentlog._logging import get_logger
 from agentlog.errors import ConfigError
 
-__all__ = ["TOPIC_ALREADY_EXISTS", "TopicLayout", "ensure_topics"]
+__all__ = ["TOPIC_ALREADY_EXISTS", "TopicLayout", "ensure_topics", "partition_for"]
 
 log = get_logger(__name__)
 
@@ -32,21 +45,59 @@ TOPIC_ALREADY_EXISTS = 36
 MAX_RECORD_BYTES = 16 * 1024 * 1024
 
 
+def partition_for(run_id: str, partitions: int) -> int:
+    """The partition of a run in the partitioned layout, on every topic.
+
+    Kafka's own default partitioner for a keyed record: murmur2 of the key
+    (the run id as UTF-8), made positive, modulo the partition count. So a
+    producer in any language that keys a command by run id lands on the
+    partition we expect, and every process computes the same answer with no
+    lookup. Changing the partition count moves runs: never add partitions to
+    an existing partitioned topic set.
+    """
+    hashed: int = murmur2(run_id.encode("utf-8"))
+    return (hashed & 0x7FFFFFFF) % partitions
+
+
 class TopicLayout:
     """The names and partition counts of the topics one log uses."""
 
-    def __init__(self, name: str, events_partitions: int) -> None:
+    def __init__(self, name: str, events_partitions: int, *, partitioned: bool = False) -> None:
         self.name = name
         self.events = f"{name}.events"
         self.runs = f"{name}.runs"
+        self.commands = f"{name}.commands"
         self.events_partitions = events_partitions
+        self.partitioned = partitioned
 
     def writer_id(self, run_id: str) -> str:
         """The transactional id of the run's writer: whoever opens it fences the others."""
         return f"{self.name}.writer.{run_id}"
 
+    def owner_id(self, partition: int) -> str:
+        """The transactional id of partition ``partition``'s owner (partitioned layout)."""
+        return f"{self.name}.owner.{partition}"
 
-def _wanted(name: str, partitions: int, replication: int) -> list[NewTopic]:
+    def partition_of(self, run_id: str) -> int:
+        """The run's partition of the events topic and, when partitioned, every topic.
+
+        Standalone, a run's events partition is chosen once (crc32) and kept
+        in its index entry; this is the choice for a new run.
+        """
+        if self.partitioned:
+            return partition_for(run_id, self.events_partitions)
+        return zlib.crc32(run_id.encode()) % self.events_partitions
+
+    def runs_partition(self, run_id: str) -> int:
+        """The runs-topic partition of the run's index entry and snapshots."""
+        return self.partition_of(run_id) if self.partitioned else 0
+
+    def runs_partitions(self) -> range:
+        """Every partition of the runs topic."""
+        return range(self.events_partitions if self.partitioned else 1)
+
+
+def _wanted(name: str, partitions: int, replication: int, partitioned: bool) -> list[NewTopic]:
     min_isr = str(min(2, replication))
     events = NewTopic(
         f"{name}.events",
@@ -64,7 +115,7 @@ def _wanted(name: str, partitions: int, replication: int) -> list[NewTopic]:
     )
     runs = NewTopic(
         f"{name}.runs",
-        1,
+        partitions if partitioned else 1,
         replication,
         topic_configs={
             "cleanup.policy": "compact",
@@ -77,7 +128,22 @@ def _wanted(name: str, partitions: int, replication: int) -> list[NewTopic]:
             "min.cleanable.dirty.ratio": "0.1",
         },
     )
-    return [events, runs]
+    if not partitioned:
+        return [events, runs]
+    commands = NewTopic(
+        f"{name}.commands",
+        partitions,
+        replication,
+        topic_configs={
+            # Consumed commands are done with once their offset is committed;
+            # a week keeps the ones of a fleet that is down for days.
+            "cleanup.policy": "delete",
+            "retention.ms": str(7 * 24 * 3600 * 1000),
+            "min.insync.replicas": min_isr,
+            "max.message.bytes": str(MAX_RECORD_BYTES),
+        },
+    )
+    return [events, runs, commands]
 
 
 def _configs(response: Any, topic: str) -> dict[str, str]:
@@ -92,18 +158,43 @@ def _configs(response: Any, topic: str) -> dict[str, str]:
 
 
 async def ensure_topics(
-    admin: AIOKafkaAdminClient, name: str, partitions: int, replication: int
+    admin: AIOKafkaAdminClient,
+    name: str,
+    partitions: int,
+    replication: int,
+    layout: str = "standalone",
 ) -> TopicLayout:
     """Create the log's topics if missing, then check the ones that exist.
+
+    Args:
+        layout: ``standalone``, ``partitioned``, or ``auto`` (what exists;
+            standalone for new topics). Existing topics keep their layout.
 
     Returns:
         The layout, with the events topic's real partition count (which may
         differ from ``partitions`` if the topic existed already).
 
     Raises:
-        ConfigError: the events topic is compacted, or a topic cannot be made.
+        ConfigError: the events topic is compacted, a topic cannot be made,
+            or the existing topics have another layout than ``layout`` asks.
     """
-    wanted = _wanted(name, partitions, replication)
+    existing = set(await admin.list_topics())
+    if f"{name}.events" in existing:
+        found = "partitioned" if f"{name}.commands" in existing else "standalone"
+        if layout not in ("auto", found):
+            raise ConfigError(
+                f"the topics of log {name!r} have the {found} layout, not {layout}: "
+                + (
+                    "a consumer group needs the partitioned layout; use a new log name "
+                    "for a worker fleet"
+                    if found == "standalone"
+                    else "its runs are owned by a worker fleet; open it with "
+                    "layout='partitioned' (or 'auto')"
+                )
+            )
+        layout = found
+    partitioned = layout == "partitioned"
+    wanted = _wanted(name, partitions, replication, partitioned)
     response = await admin.create_topics(wanted)
     for topic_error in response.topic_errors:
         topic, code = topic_error[0], topic_error[1]
@@ -113,16 +204,30 @@ async def ensure_topics(
                 f"cannot create topic {topic!r} (error {code}: {message}); create it by hand "
                 "with the configs in agentlog/eventlog/kafka/admin.py or fix the broker's ACLs"
             )
-    layout = TopicLayout(name, partitions)
-    described = await _describe(admin, [layout.events, layout.runs])
-    layout.events_partitions = len(described[layout.events]["partitions"])
-    for topic in (layout.events, layout.runs):
+    made = TopicLayout(name, partitions, partitioned=partitioned)
+    topics = [made.events, made.runs, *([made.commands] if partitioned else [])]
+    described = await _describe(admin, topics)
+    made.events_partitions = len(described[made.events]["partitions"])
+    if partitioned:
+        _check_aligned(described, made)
+    for topic in topics:
         resource = ConfigResource(ConfigResourceType.TOPIC, topic)
         responses = await admin.describe_configs([resource])
         configs = _configs(responses[0], topic)
         replicas = len(described[topic]["partitions"][0]["replicas"])
-        _check(topic, configs, replicas, is_events=topic == layout.events)
-    return layout
+        _check(topic, configs, replicas, is_events=topic == made.events)
+    return made
+
+
+def _check_aligned(described: dict[str, Any], layout: TopicLayout) -> None:
+    """Refuse a partitioned topic set whose partition counts differ."""
+    counts = {t: len(described[t]["partitions"]) for t in described}
+    if len(set(counts.values())) != 1:
+        raise ConfigError(
+            f"the partitioned layout needs the same partition count on every topic, got "
+            f"{counts}: a run's partition would differ between them. Recreate the topics "
+            "with one count, or use a new log name."
+        )
 
 
 async def _describe(admin: AIOKafkaAdminClient, topics: list[str]) -> dict[str, Any]:

@@ -88,7 +88,10 @@ class EventsCommit:
             )
             sent.append(
                 await producer.send(
-                    self.layout.runs, encode_index(entry), key=index_key(writer.run_id), partition=0
+                    self.layout.runs,
+                    encode_index(entry),
+                    key=index_key(writer.run_id),
+                    partition=self.layout.runs_partition(writer.run_id),
                 )
             )
 
@@ -159,7 +162,10 @@ class IndexCommit:
         )
         sent.append(
             await writer.producer.send(
-                self.layout.runs, encode_index(entry), key=index_key(self.run_id), partition=0
+                self.layout.runs,
+                encode_index(entry),
+                key=index_key(self.run_id),
+                partition=self.layout.runs_partition(self.run_id),
             )
         )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from agentlog.errors import ConfigError
 
@@ -17,7 +18,32 @@ class KafkaConfig:
     """Comma-separated ``host:port`` of one or more brokers."""
 
     name: str = "agentlog"
-    """Prefix of the topics ``<name>.events`` and ``<name>.runs``."""
+    """Prefix of the topics ``<name>.events``, ``<name>.runs`` (and, in the
+    partitioned layout, ``<name>.commands``)."""
+
+    layout: Literal["auto", "standalone", "partitioned"] = "auto"
+    """How the topics are laid out (see :mod:`agentlog.eventlog.kafka.ownership`).
+
+    ``standalone``: one runs partition read whole by every process; any
+    process claims a run and writes it (fenced per run). ``partitioned``:
+    events, runs and commands topics with ``partitions`` partitions each, a
+    run on partition :func:`~agentlog.eventlog.kafka.admin.partition_for`
+    of all three; the members of ``group_id`` own the partitions and are the
+    only writers, and every other process sends commands. ``auto``: what the
+    existing topics say (a ``<name>.commands`` topic means partitioned); for
+    new topics, partitioned when ``group_id`` is set, else standalone.
+    Clients of a worker fleet should say ``partitioned``, so that a client
+    that starts before any worker does not create the standalone layout."""
+
+    group_id: str = ""
+    """Join this consumer group: the log then owns (writes) the runs of the
+    partitions the group assigns it. Needs the partitioned layout. Empty: not
+    a member (a client: it reads, and sends commands)."""
+
+    session_timeout_s: float = 10.0
+    """A member that sends no heartbeat this long is dropped from the group
+    and its partitions go to the others (failover time). Its writes after
+    that are fenced by the new owner's transactional id, not by this clock."""
 
     keep_snapshots: int = 3
     """How many of a run's newest snapshots to keep."""
@@ -63,3 +89,14 @@ class KafkaConfig:
             raise ConfigError("partitions, keep_snapshots and index_every must be >= 1")
         if self.stalled_transaction_s <= 0:
             raise ConfigError("stalled_transaction_s must be > 0")
+        if self.layout not in ("auto", "standalone", "partitioned"):
+            raise ConfigError(
+                f"layout must be 'auto', 'standalone' or 'partitioned', not {self.layout!r}"
+            )
+        if self.group_id and self.layout == "standalone":
+            raise ConfigError(
+                "a consumer group (group_id) owns partitions of runs: it needs "
+                "layout='partitioned' (or 'auto'), not 'standalone'"
+            )
+        if not self.session_timeout_s >= 1:
+            raise ConfigError(f"session_timeout_s must be >= 1, got {self.session_timeout_s}")

@@ -131,7 +131,11 @@ class KafkaEventLog(EventLog):
                     started.append(admin)
                     stage = "creating or checking the topics"
                     layout = await ensure_topics(
-                        admin, config.name, config.partitions, config.replication_factor
+                        admin,
+                        config.name,
+                        config.partitions,
+                        config.replication_factor,
+                        "partitioned" if config.group_id else config.layout,
                     )
                     plain = AIOKafkaProducer(
                         **common,
@@ -146,8 +150,18 @@ class KafkaEventLog(EventLog):
                     )
                     started.append(reader)
                     await reader.start()
-                    stage = f"reading the run index (topic {layout.runs})"
-                    await reader.catch_up()
+                    member = None
+                    if not layout.partitioned:
+                        # Partitioned, a process reads only the runs it touches.
+                        stage = f"reading the run index (topic {layout.runs})"
+                        await reader.catch_up()
+                    elif config.group_id:
+                        stage = f"joining consumer group {config.group_id!r}"
+                        from agentlog.eventlog.kafka.group import GroupMember
+
+                        member = GroupMember(config, layout, common, reader, admin)
+                        started.append(member)
+                        await member.start()
         except BaseException:
             for client in reversed(started):
                 await stop_quietly(client, _STOP_S)
@@ -157,7 +171,15 @@ class KafkaEventLog(EventLog):
             "kafka_log_opened",
             url=f"kafka://{config.bootstrap_servers}/{config.name}",
             partitions=layout.events_partitions,
+            layout="partitioned" if layout.partitioned else "standalone",
+            group_id=config.group_id,
         )
+        if layout.partitioned:
+            from agentlog.eventlog.kafka.grouplog import PartitionedKafkaEventLog
+
+            return PartitionedKafkaEventLog(
+                config, admin, reader, pool, plain, layout.events_partitions, member
+            )
         return cls(config, admin, reader, pool, plain, layout.events_partitions)
 
     # -- events -----------------------------------------------------------------
@@ -266,23 +288,28 @@ class KafkaEventLog(EventLog):
         offset = await self._reader.snapshot_offset(entry, snapshot.seq)
         kept = await self._reader.snapshots(snapshot.run_id)
         seqs = sorted({s.snapshot.seq for s in kept} | {snapshot.seq})
-        runs = self._reader.layout.runs
         saved = SnapshotEntry(snapshot, offset)
+        records: list[tuple[bytes, bytes | None]] = [
+            (snapshot_key(snapshot.run_id, snapshot.seq), encode_snapshot(saved))
+        ]
+        records += [
+            (snapshot_key(snapshot.run_id, old), None) for old in seqs[: -self.keep_snapshots]
+        ]
+        runs = self._reader.layout.runs
         doing = (
             f"cannot save snapshot of run {snapshot.run_id!r} at seq {snapshot.seq} to topic {runs}"
         )
-        with kafka_errors(doing, "retry when the broker is back"):
-            await self._plain.send_and_wait(
-                runs,
-                encode_snapshot(saved),
-                key=snapshot_key(snapshot.run_id, snapshot.seq),
-                partition=0,
-            )
-            for old in seqs[: -self.keep_snapshots]:
-                await self._plain.send_and_wait(
-                    runs, None, key=snapshot_key(snapshot.run_id, old), partition=0
-                )
+        await self._write_runs(snapshot.run_id, records, doing, "retry when the broker is back")
         self._reader.note_snapshot(saved)
+
+    async def _write_runs(
+        self, run_id: str, records: list[tuple[bytes, bytes | None]], doing: str, fix: str
+    ) -> None:
+        """Write keyed runs-topic records of one run (snapshots, tombstones), in order."""
+        runs, partition = self._reader.layout.runs, self._reader.layout.runs_partition(run_id)
+        with kafka_errors(doing, fix):
+            for key, value in records:
+                await self._plain.send_and_wait(runs, value, key=key, partition=partition)
 
     async def load_snapshot(
         self, run_id: str, *, at_or_before: int | None = None
@@ -309,29 +336,26 @@ class KafkaEventLog(EventLog):
         if entry is not None and not entry.pruned:
             entry = (await self._reader.exact(entry))[0]
         kept = await self._reader.snapshots(run_id)
-        runs = self._reader.layout.runs
         drop = kept[:-1] if keep_latest_snapshot else kept
+        records: list[tuple[bytes, bytes | None]] = [
+            (snapshot_key(run_id, old.snapshot.seq), None) for old in drop
+        ]
+        if entry is not None:
+            # Events the run stores from now on start after its last offset.
+            archived = dataclasses.replace(
+                entry,
+                info=dataclasses.replace(entry.info, archived=True),
+                pruned=True,
+                first_offset=entry.offset,
+                archived_seq=entry.info.last_seq,
+            )
+            records.append((index_key(run_id), encode_index(archived)))
         fix = (
             "nothing of it was lost (its archive write is confirmed). Run the retention pass "
             "again when the broker is back."
         )
-        with kafka_errors(f"cannot prune run {run_id!r}", fix):
-            for old in drop:
-                key = snapshot_key(run_id, old.snapshot.seq)
-                await self._plain.send_and_wait(runs, None, key=key, partition=0)
-            if entry is not None:
-                # Events the run stores from now on start after its last offset.
-                archived = dataclasses.replace(
-                    entry,
-                    info=dataclasses.replace(entry.info, archived=True),
-                    pruned=True,
-                    first_offset=entry.offset,
-                    archived_seq=entry.info.last_seq,
-                )
-                await self._plain.send_and_wait(
-                    runs, encode_index(archived), key=index_key(run_id), partition=0
-                )
-        await self._reader.catch_up()
+        await self._write_runs(run_id, records, f"cannot prune run {run_id!r}", fix)
+        await self._reader.catch_up([self._reader.layout.runs_partition(run_id)])
 
     # -- lifecycle ------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import dataclasses
+from collections.abc import Iterable
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -88,7 +89,8 @@ class KafkaReader:
         )
         self._runs = AIOKafkaConsumer(**common, **fetch, isolation_level="read_committed")
         self._hw = AIOKafkaConsumer(**common, isolation_level="read_uncommitted")
-        self._runs_tp = TopicPartition(layout.runs, 0)
+        #: runs-topic partition -> the offset up to which it was applied
+        self._runs_next: dict[int, int] = {}
         self._events_lock = asyncio.Lock()
         self._runs_lock = asyncio.Lock()
         self._index: dict[str, IndexEntry] = {}
@@ -100,12 +102,13 @@ class KafkaReader:
         """Connect the three consumers and start reading the runs topic at 0."""
         for consumer in (self._events, self._runs, self._hw):
             await consumer.start()
-        self._runs.assign([self._runs_tp])
-        self._runs.seek(self._runs_tp, 0)
         # Fetch the topics' metadata now, so the first read does not wait for it.
         partitions = range(self.layout.events_partitions)
         await self._hw.end_offsets(
-            [self._runs_tp, *(TopicPartition(self.layout.events, p) for p in partitions)]
+            [
+                *(TopicPartition(self.layout.runs, p) for p in self.layout.runs_partitions()),
+                *(TopicPartition(self.layout.events, p) for p in partitions),
+            ]
         )
 
     async def stop(self) -> None:
@@ -174,7 +177,16 @@ class KafkaReader:
         return records
 
     async def _abort_stalled(self, tp: TopicPartition, offset: int) -> None:
-        """Abort the open transaction whose first record is at ``offset`` of ``tp``."""
+        """Abort the open transaction whose first record is at ``offset`` of ``tp``.
+
+        Not in the partitioned layout: there the transaction belongs to the
+        partition's owner, and opening the owner's transactional id would
+        fence a live owner out of its partition. A dead owner's transaction
+        is aborted by the next owner (its ``init_transactions``), once the
+        group gives the partition away.
+        """
+        if self.layout.partitioned:
+            return
         run_id = await self._transaction_run(tp, offset)
         if run_id is None:
             return
@@ -233,15 +245,45 @@ class KafkaReader:
 
     # -- the runs topic -----------------------------------------------------------
 
-    async def catch_up(self) -> None:
-        """Apply every runs-topic record written up to now."""
-        async with self._runs_lock:
-            target = await self.high_watermark(self._runs_tp)
-            for record in await self._fetch(self._runs, self._runs_tp, target):
-                self._apply(record)
+    async def catch_up(self, partitions: Iterable[int] | None = None) -> None:
+        """Apply every record written up to now to the given runs-topic partitions (all: None).
 
-    def _apply(self, record: Any) -> None:
-        where = f"topic {self._runs_tp.topic} partition 0 offset {record.offset}"
+        A process reads only the partitions of the runs it touches; standalone
+        there is one.
+        """
+        wanted = self.layout.runs_partitions() if partitions is None else partitions
+        async with self._runs_lock:
+            for partition in sorted(set(wanted)):
+                tp = TopicPartition(self.layout.runs, partition)
+                target = await self.high_watermark(tp)
+                start = self._runs_next.get(partition, 0)
+                if start >= target:
+                    continue
+                self._runs.assign([tp])
+                self._runs.seek(tp, start)
+                try:
+                    records = await self._fetch(self._runs, tp, target)
+                    self._runs_next[partition] = await self._runs.position(tp)
+                finally:
+                    self._runs.pause(tp)
+                for record in records:
+                    self._apply(tp, record)
+
+    def runs_read(self) -> list[int]:
+        """The runs-topic partitions this reader has read (the ones it caches)."""
+        return sorted(self._runs_next)
+
+    async def entries(self, partition: int) -> list[IndexEntry]:
+        """The index entries of every run on runs-topic partition ``partition``."""
+        await self.catch_up([partition])
+        return [
+            entry
+            for run_id, entry in self._index.items()
+            if run_id not in self._bad and self.layout.runs_partition(run_id) == partition
+        ]
+
+    def _apply(self, tp: TopicPartition, record: Any) -> None:
+        where = f"topic {tp.topic} partition {tp.partition} offset {record.offset}"
         try:
             kind, run_id, seq = parse_key(record.key or b"")
         except (ValueError, UnicodeDecodeError):
@@ -264,14 +306,14 @@ class KafkaReader:
 
     async def entry(self, run_id: str) -> IndexEntry | None:
         """The run's latest index entry (not yet extended by later events)."""
-        await self.catch_up()
+        await self.catch_up([self.layout.runs_partition(run_id)])
         if run_id in self._bad:
             raise self._bad[run_id]
         return self._index.get(run_id)
 
     async def snapshots(self, run_id: str) -> list[SnapshotEntry]:
         """The run's stored snapshots, oldest first."""
-        await self.catch_up()
+        await self.catch_up([self.layout.runs_partition(run_id)])
         kept = self._snaps.get(run_id, {})
         return [kept[seq] for seq in sorted(kept)]
 
@@ -431,16 +473,22 @@ class KafkaReader:
     async def all_exact(self) -> list[IndexEntry]:
         """Every run's exact index entry, reading each partition once."""
         await self.catch_up()
+        return await self.exact_many(
+            [e for run_id, e in list(self._index.items()) if run_id not in self._bad]
+        )
+
+    async def exact_many(self, entries: list[IndexEntry]) -> list[IndexEntry]:
+        """These entries, each extended by its later events, reading each partition once."""
         out: list[IndexEntry] = []
         by_partition: dict[int, list[IndexEntry]] = {}
-        for run_id, entry in list(self._index.items()):
-            if run_id in self._bad or entry.pruned or entry.offset < 0:
+        for entry in entries:
+            if entry.pruned or entry.offset < 0:
                 out.append(entry)
             else:
                 by_partition.setdefault(entry.partition, []).append(entry)
-        for partition, entries in by_partition.items():
-            records = await self._records(partition, min(e.offset for e in entries))
-            for entry in entries:
+        for partition, group in by_partition.items():
+            records = await self._records(partition, min(e.offset for e in group))
+            for entry in group:
                 hits = await self.scan(entry, entry.offset, entry.info.last_seq, None, records)
                 if hits:
                     info = entry.info.after([event for _, event in hits])

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -156,7 +155,7 @@ class Transactions:
         """The run's exact index entry (None: a new run) and its events partition."""
         entry = await self._reader.entry(run_id)
         if entry is None:
-            return None, zlib.crc32(run_id.encode()) % self._layout.events_partitions
+            return None, self._layout.partition_of(run_id)
         return (await self._reader.exact(entry))[0], entry.partition
 
     async def open(self, run_id: str) -> RunWriter:

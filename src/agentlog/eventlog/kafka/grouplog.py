@@ -1,0 +1,265 @@
+"""PartitionedKafkaEventLog: the Kafka log whose runs a consumer group's members own.
+
+Opened by :meth:`KafkaEventLog.connect <agentlog.eventlog.kafka.log.KafkaEventLog.connect>`
+when the topics have the partitioned layout (``KafkaConfig.layout``). It
+reads like the standalone log, but only the runs-topic partitions of the runs
+it touches. It writes only runs of partitions it owns:
+
+* with ``KafkaConfig.group_id`` it is a member of the group (see
+  :mod:`~agentlog.eventlog.kafka.group`); claims, appends, leases, snapshots
+  and prunes of an owned run go through its partition's owner (one
+  transactional producer per owned partition, group commit; see
+  :mod:`~agentlog.eventlog.kafka.ownership`); :meth:`runnable`,
+  :meth:`next_wake` and :meth:`take_commands` see the owned partitions only;
+* without, it is a client: every write raises NotOwnerError, and
+  :meth:`send_command` asks the owner instead.
+
+``direct_writes`` is False either way: a run's only writer is its
+partition's owner.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
+
+from agentlog.errors import NotOwnerError, UnknownRunError
+from agentlog.eventlog.base import (
+    Command,
+    RunInfo,
+    check_batch,
+    check_lease,
+    check_next,
+    check_run_id,
+)
+from agentlog.eventlog.codec import encode_event
+from agentlog.eventlog.events import Event, RunStatus, utcnow
+from agentlog.eventlog.kafka.commands import encode_command
+from agentlog.eventlog.kafka.config import KafkaConfig
+from agentlog.eventlog.kafka.errors import kafka_errors
+from agentlog.eventlog.kafka.group import GroupMember
+from agentlog.eventlog.kafka.log import KafkaEventLog
+from agentlog.eventlog.kafka.ownership import Change, PartitionOwner, RunTail
+from agentlog.eventlog.kafka.reader import KafkaReader
+from agentlog.eventlog.kafka.records import snapshot_key
+from agentlog.eventlog.kafka.writer import WriterPool
+
+__all__ = ["PartitionedKafkaEventLog"]
+
+
+class PartitionedKafkaEventLog(KafkaEventLog):
+    """A Kafka log in the partitioned layout, owned by a consumer group (module docstring)."""
+
+    direct_writes = False
+
+    def __init__(
+        self,
+        config: KafkaConfig,
+        admin: AIOKafkaAdminClient,
+        reader: KafkaReader,
+        pool: WriterPool,
+        plain: AIOKafkaProducer,
+        partitions: int,
+        member: GroupMember | None,
+    ) -> None:
+        super().__init__(config, admin, reader, pool, plain, partitions)
+        self.member = member
+        self.layout = reader.layout
+
+    # -- ownership -----------------------------------------------------------------------
+
+    @property
+    def owned_partitions(self) -> list[int]:
+        """The partitions this process owns now (none for a client)."""
+        return self.member.owned() if self.member else []
+
+    @property
+    def transactional_producers(self) -> int:
+        """Transactional producers held: one per owned partition, never one per run."""
+        if self.member is None:
+            return 0
+        return sum(1 for o in self.member.owners.values() if o.producer is not None)
+
+    async def wait_for_ownership_change(self, timeout_s: float) -> None:
+        """Wait (at most ``timeout_s``) until the group's assignment changes here."""
+        if self.member is not None:
+            await self.member.wait_changed(timeout_s)
+
+    def _owner(self, run_id: str) -> PartitionOwner:
+        check_run_id(run_id)
+        partition = self.layout.partition_of(run_id)
+        owner = self.member.owner(partition) if self.member else None
+        if owner is None:
+            why = (
+                "this process is not a member of the worker group; send a command"
+                if self.member is None
+                else "its partition is not assigned to this worker"
+            )
+            raise NotOwnerError(run_id, partition, why)
+        return owner
+
+    def _owned_tails(self) -> list[RunTail]:
+        if self.member is None:
+            return []
+        return [t for p in self.member.owned() for t in self.member.owners[p].tails.values()]
+
+    # -- events ------------------------------------------------------------------------
+
+    async def append(self, events: Sequence[Event], *, durable: bool = True) -> None:
+        """Commit the batch in its partition's next transaction, before returning."""
+        del durable
+        run_id, first_seq, epoch = check_batch(events)
+        owner = self._owner(run_id)
+        batch = [(event, encode_event(event)) for event in events]
+
+        def stage(tail: RunTail) -> RunTail:
+            info = tail.info
+            check_next(run_id, info.last_seq, first_seq, epoch, info.writer_epoch)
+            return dataclasses.replace(tail, info=info.after(list(events)))
+
+        await owner.submit(Change(run_id, stage, events=batch))
+
+    # -- the run index -------------------------------------------------------------------
+
+    async def find_run(self, run_id: str) -> RunInfo | None:
+        check_run_id(run_id)
+        owner = self.member.owner(self.layout.partition_of(run_id)) if self.member else None
+        if owner is not None:
+            tail = owner.tails.get(run_id)
+            return tail.info if tail is not None and tail.has_entry else None
+        return await super().find_run(run_id)
+
+    async def runnable(self, *, now: datetime | None = None, limit: int = 1000) -> list[RunInfo]:
+        """Runs of the owned partitions that need a worker now, oldest first."""
+        now = now or utcnow()
+        due = [t.info for t in self._owned_tails() if t.info.needs_worker(now)]
+        due.sort(key=lambda info: info.wake_at or info.updated_at or now)
+        return due[:limit]
+
+    async def next_wake(self) -> datetime | None:
+        wakes = [
+            t.info.wake_at
+            for t in self._owned_tails()
+            if t.info.status == RunStatus.WAITING and t.info.wake_at is not None
+        ]
+        return min(wakes, default=None)
+
+    # -- writers ---------------------------------------------------------------------------
+
+    async def claim_writer(
+        self,
+        run_id: str,
+        *,
+        owner: str = "",
+        lease_seconds: float | None = None,
+        force: bool = True,
+    ) -> int:
+        """Bump the run's epoch in its partition's next transaction.
+
+        Leases count only among this process's drivers: the partition's
+        ownership fences every other process.
+        """
+        partition_owner = self._owner(run_id)
+        expires = None if lease_seconds is None else utcnow() + timedelta(seconds=lease_seconds)
+        claimed: list[int] = []
+
+        def stage(tail: RunTail) -> RunTail:
+            if not force:
+                check_lease(tail.info)
+            epoch = tail.info.writer_epoch + 1
+            claimed.append(epoch)
+            info = dataclasses.replace(
+                tail.info, writer_epoch=epoch, lease_owner=owner, lease_expires_at=expires
+            )
+            return dataclasses.replace(tail, info=info)
+
+        await partition_owner.submit(Change(run_id, stage, index=True))
+        return claimed[-1]
+
+    async def renew_lease(self, run_id: str, epoch: int, lease_seconds: float) -> None:
+        expires = utcnow() + timedelta(seconds=lease_seconds)
+        await self._lease(run_id, epoch, expires)
+
+    async def release_lease(self, run_id: str, epoch: int) -> None:
+        await self._lease(run_id, epoch, None)
+
+    async def _lease(self, run_id: str, epoch: int, expires: datetime | None) -> None:
+        owner = self._owner(run_id)
+
+        def stage(tail: RunTail) -> RunTail:
+            if not tail.has_entry:
+                raise UnknownRunError(run_id, self.url)
+            check_next(run_id, 0, 1, epoch, tail.info.writer_epoch)
+            info = dataclasses.replace(tail.info, lease_expires_at=expires)
+            return dataclasses.replace(tail, info=info)
+
+        await owner.submit(Change(run_id, stage, index=True))
+
+    # -- snapshots and retention ----------------------------------------------------------
+
+    async def _write_runs(
+        self, run_id: str, records: list[tuple[bytes, bytes | None]], doing: str, fix: str
+    ) -> None:
+        del doing, fix
+        await self._owner(run_id).submit(Change(run_id, records=records))
+
+    async def prune(self, run_id: str, *, keep_latest_snapshot: bool = False) -> None:
+        """Mark the run archived in its owner's next transaction (see KafkaEventLog.prune)."""
+        owner = self._owner(run_id)
+        kept = await self._reader.snapshots(run_id)
+        drop = kept[:-1] if keep_latest_snapshot else kept
+        records: list[tuple[bytes, bytes | None]] = [
+            (snapshot_key(run_id, old.snapshot.seq), None) for old in drop
+        ]
+
+        def stage(tail: RunTail) -> RunTail:
+            if not tail.has_entry or tail.pruned:
+                return tail
+            info = dataclasses.replace(tail.info, archived=True)
+            return dataclasses.replace(
+                tail,
+                info=info,
+                pruned=True,
+                first_offset=tail.offset,
+                archived_seq=tail.info.last_seq,
+            )
+
+        await owner.submit(Change(run_id, stage, records=records, index=True))
+        await self._reader.catch_up([self.layout.runs_partition(run_id)])
+
+    # -- commands ---------------------------------------------------------------------------
+
+    async def send_command(self, command: Command) -> None:
+        """Produce the command to its run's commands partition (idempotent, acks=all)."""
+        value = encode_command(command)
+        partition = self.layout.partition_of(command.run_id)
+        doing = f"cannot send the {command.kind} command of run {command.run_id!r}"
+        with kafka_errors(doing, "nothing was recorded; send it again once the broker answers"):
+            await self._plain.send_and_wait(
+                self.layout.commands,
+                value,
+                key=command.run_id.encode("utf-8"),
+                partition=partition,
+            )
+
+    async def take_commands(self, *, limit: int = 100) -> list[Command]:
+        """Commands of the owned partitions, each handed out once per ownership."""
+        return self.member.take(limit) if self.member else []
+
+    async def ack_command(self, command: Command) -> None:
+        """Done with ``command``: see :mod:`~agentlog.eventlog.kafka.ownership` for the rule."""
+        if self.member is not None:
+            await self.member.ack(command)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        try:
+            if self.member is not None:
+                await self.member.stop()
+        finally:
+            await super().close()

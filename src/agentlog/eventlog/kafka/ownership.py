@@ -1,0 +1,538 @@
+"""One owned partition of a partitioned Kafka log: its producer, its runs, its commits.
+
+In the partitioned layout (see :mod:`~agentlog.eventlog.kafka.admin`) the
+members of a consumer group own the partitions: the member assigned commands
+partition p is the only writer of every run on p. A :class:`PartitionOwner`
+is that ownership in one process:
+
+* **One producer per owned partition**, transactional id ``<name>.owner.<p>``,
+  never one per run: a worker with 10,000 runs in flight holds as many
+  producers as it owns partitions. Opening it calls ``init_transactions``,
+  which fences the previous owner's producer (a zombie's next commit fails
+  with ProducerFenced, mapped to :class:`~agentlog.errors.NotOwnerError`) and
+  aborts its open transaction. Only *then* are the partition's runs-topic
+  entries and events read to the last stable offset, so the tails held here
+  (last seq, epoch, status, wake-up) stay true until a commit of ours fails:
+  nobody else can commit on p without fencing us first. That is why a zombie
+  cannot fork a run: its commit either lands before the new owner reads the
+  tail, or fails.
+* **Group commit**: every write of the partition's runs (appends, claims,
+  lease changes, snapshots, prunes, command acks) is a :class:`Change`
+  queued here; one task commits whatever is queued in one transaction, so
+  concurrent appends of many runs share one commit.
+* **Commands exactly once**: a command taken from commands partition p is
+  *outstanding* until its effect is committed. The transaction whose events
+  include the command's event (its RunStarted, ResumeReceived, RunRetried or
+  RunCancelled for that run) also commits the command offset
+  (``send_offsets_to_transaction``), so the effect and the consumption are
+  atomic. The committed offset is the lowest outstanding command (Kafka
+  keeps one position per partition), so a command is never skipped because a
+  later one finished first. ``ack`` of a command whose effect did not happen
+  (refused: the run was not waiting, say) commits the offset in the
+  partition's next transaction, which starts at once if nothing else is
+  queued (a transaction of its own).
+
+A commit that fails with anything but a fence leaves it in doubt: its callers
+get BackendUnavailableError ("may or may not be recorded"), and the next
+commit first reopens the producer (settling the transaction) and reads the
+partition's tails again, if the group still assigns the partition here.
+Lease fields are kept only for this process's own drivers: the tails read on
+opening drop the previous owner's leases, since that owner is fenced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from agentlog._logging import get_logger
+from agentlog.errors import AgentlogError, BackendUnavailableError, FencedError, NotOwnerError
+from agentlog.eventlog.base import RunInfo
+from agentlog.eventlog.events import Event
+from agentlog.eventlog.kafka.admin import MAX_RECORD_BYTES, TopicLayout
+from agentlog.eventlog.kafka.clients import stop_quietly, transactional_producer
+from agentlog.eventlog.kafka.config import KafkaConfig
+from agentlog.eventlog.kafka.errors import kafka_errors
+from agentlog.eventlog.kafka.reader import KafkaReader
+from agentlog.eventlog.kafka.records import IndexEntry, encode_index, index_key
+
+__all__ = ["Change", "CommandOffsets", "PartitionOwner", "RunTail"]
+
+log = get_logger(__name__)
+
+_STOP_S = 5.0
+#: The broker keeps commit metadata up to offset.metadata.max.bytes (4096 by default).
+_METADATA_BYTES = 3000
+
+
+@dataclass(frozen=True, slots=True)
+class RunTail:
+    """What the owner knows to be true of one run (nobody else writes it)."""
+
+    info: RunInfo
+    first_offset: int = -1
+    offset: int = -1
+    has_entry: bool = False
+    archived_seq: int = 0
+    pruned: bool = False
+    since_index: int = 0
+
+    @classmethod
+    def of(cls, entry: IndexEntry) -> RunTail:
+        """The tail of an exact index entry, read when the partition was opened."""
+        # The previous owner is fenced: its lease means nothing here.
+        info = dataclasses.replace(entry.info, lease_owner="", lease_expires_at=None)
+        return cls(
+            info,
+            entry.first_offset,
+            entry.offset,
+            True,
+            entry.archived_seq,
+            entry.pruned,
+        )
+
+    def entry(self, partition: int) -> IndexEntry:
+        """The index entry that records this tail."""
+        return IndexEntry(
+            self.info,
+            partition,
+            self.first_offset,
+            self.offset,
+            self.pruned,
+            self.archived_seq,
+        )
+
+
+@dataclass(eq=False)
+class Change:
+    """One caller's write, committed with whatever else is queued for the partition."""
+
+    run_id: str
+    """The run it changes; empty for an offsets-only change (a command ack)."""
+    stage: Callable[[RunTail], RunTail] = lambda tail: tail
+    """Checks the change against the run's tail (raising to refuse it, with
+    nothing sent) and returns the tail after it."""
+    events: list[tuple[Event, bytes]] = field(default_factory=list)
+    records: list[tuple[bytes, bytes | None]] = field(default_factory=list)
+    """Extra runs-topic records (snapshots, tombstones), keyed."""
+    index: bool = False
+    """Write the run's index entry in this transaction (claims, leases, prunes)."""
+    done: asyncio.Future[None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+    def settle(self, error: BaseException | None = None) -> None:
+        if self.done.done():
+            return
+        if error is None:
+            self.done.set_result(None)
+        else:
+            self.done.set_exception(error)
+
+
+class CommandOffsets:
+    """The commands taken from one commands partition and the offset to commit.
+
+    Kafka keeps one committed position per partition, so the position is the
+    lowest command still outstanding; the commands done above it are listed
+    in the commit's metadata (``done:<offset>,...``), committed in the same
+    transactions, so that the partition's next owner skips them too. Past
+    :data:`_METADATA_BYTES` the highest are left out of the list: those are
+    handed out again (the runtime then finds their effect recorded and
+    refuses them), never lost.
+    """
+
+    def __init__(self) -> None:
+        #: offset -> (run id, the event type that records its effect)
+        self.outstanding: dict[int, tuple[str, str]] = {}
+        self.next: int | None = None
+        self.committed = -1
+        self.done_above: set[int] = set()
+        #: Outstanding commands acked without an effect (refused): done at the next commit.
+        self.acked: set[int] = set()
+
+    def seed(self, committed: int, metadata: str) -> None:
+        """Start from the group's committed offset and metadata (a new owner)."""
+        self.committed = max(committed, -1)
+        if committed >= 0:
+            self.next = committed
+        head, _, listed = metadata.partition(":")
+        if head == "done" and listed:
+            self.done_above = {int(o) for o in listed.split(",") if o.isdigit()}
+
+    def skip(self, offset: int) -> bool:
+        """Whether the record at ``offset`` was handed out or done already."""
+        return (self.next is not None and offset < self.next) or offset in self.done_above
+
+    def taken(self, offset: int, run_id: str = "", event_type: str = "") -> None:
+        """A record was handed out (or skipped, with no run: an unreadable command)."""
+        if run_id:
+            self.outstanding[offset] = (run_id, event_type)
+        self.next = offset + 1
+
+    def matched(self, changes: list[Change]) -> set[int]:
+        """The outstanding commands whose effect is one of these changes' events."""
+        types: dict[str, set[str]] = {}
+        for change in changes:
+            types.setdefault(change.run_id, set()).update(e.type for e, _ in change.events)
+        return {
+            offset
+            for offset, (run_id, event_type) in self.outstanding.items()
+            if event_type in types.get(run_id, ()) or offset in self.acked
+        }
+
+    def position(self, done: set[int]) -> int | None:
+        """The offset to commit once ``done`` are: the lowest one still outstanding."""
+        rest = [offset for offset in self.outstanding if offset not in done]
+        return min(rest) if rest else self.next
+
+    def due(self, position: int | None, done: set[int]) -> bool:
+        """Whether a commit of ``done`` at ``position`` changes what the group has."""
+        return position is not None and (position > self.committed or bool(done))
+
+    def metadata(self, position: int, done: set[int]) -> str:
+        """The commit metadata: the commands done at or above ``position``."""
+        listed, size = [], len("done:")
+        for offset in sorted(o for o in self.done_above | done if o >= position):
+            size += len(str(offset)) + 1
+            if size > _METADATA_BYTES:
+                break
+            listed.append(str(offset))
+        return "done:" + ",".join(listed)
+
+    def commit(self, position: int | None, done: set[int]) -> None:
+        for offset in done:
+            self.outstanding.pop(offset, None)
+        self.acked -= done
+        if position is not None:
+            self.committed = max(self.committed, position)
+        self.done_above = {o for o in self.done_above | done if o >= self.committed}
+
+
+class PartitionOwner:
+    """This process's ownership of one partition (see the module docstring)."""
+
+    def __init__(
+        self,
+        partition: int,
+        config: KafkaConfig,
+        layout: TopicLayout,
+        common: dict[str, Any],
+        reader: KafkaReader,
+        admin: AIOKafkaAdminClient,
+        still_owned: Callable[[int], bool],
+    ) -> None:
+        self.partition = partition
+        self._admin = admin
+        self._config, self._layout, self._common, self._reader = config, layout, common, reader
+        self._still_owned = still_owned
+        self.producer: AIOKafkaProducer | None = None
+        self.tails: dict[str, RunTail] = {}
+        self.commands = CommandOffsets()
+        self.commands_tp = TopicPartition(layout.commands, partition)
+        #: Set once ownership is lost: every later write raises it.
+        self.error: NotOwnerError | None = None
+        self._why = "not owned"
+        self._in_doubt = False
+        self._queue: list[Change] = []
+        self._inflight: list[Change] = []
+        #: Transactions committed (a batch of queued writes shares one).
+        self.commits = 0
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.error is None
+
+    # -- opening and closing ----------------------------------------------------------
+
+    async def open(self) -> None:
+        """Fence the previous owner, then read the partition's tails and the group's
+        committed command offset; start committing."""
+        await self._open_producer()
+        try:
+            await self._load()
+        except BaseException:
+            await self.close("its runs could not be read")
+            raise
+        self._task = asyncio.create_task(self._commit_loop(), name=f"kafka-owner-{self.partition}")
+        log.info("kafka_partition_owned", partition=self.partition, runs=len(self.tails))
+
+    async def _open_producer(self) -> None:
+        producer = transactional_producer(
+            **self._common,
+            transactional_id=self._layout.owner_id(self.partition),
+            transaction_timeout_ms=int(self._config.transaction_timeout_s * 1000),
+            max_request_size=MAX_RECORD_BYTES,
+            max_batch_size=1024 * 1024,
+        )
+        doing = f"partition {self.partition}: cannot start its owner's transactional producer"
+        try:
+            with kafka_errors(doing):
+                async with asyncio.timeout(self._config.request_timeout_s):
+                    await producer.start()  # init_transactions: fences the previous owner
+        except BaseException:
+            await stop_quietly(producer, _STOP_S)
+            raise
+        self.producer = producer
+
+    async def _load(self) -> None:
+        entries = await self._reader.exact_many(await self._reader.entries(self.partition))
+        self.tails = {e.info.run_id: RunTail.of(e) for e in entries}
+        doing = f"partition {self.partition}: cannot read the group's committed command offset"
+        with kafka_errors(doing):
+            async with asyncio.timeout(self._config.request_timeout_s):
+                offsets = await self._admin.list_consumer_group_offsets(
+                    self._config.group_id, partitions=[self.commands_tp]
+                )
+        committed = offsets.get(self.commands_tp)
+        self.commands = CommandOffsets()
+        if committed is not None:
+            self.commands.seed(int(committed.offset), str(committed.metadata or ""))
+
+    async def close(self, why: str) -> None:
+        """Stop writing: later and queued writes raise NotOwnerError; close the producer."""
+        if self.error is None:
+            self._why = why
+            self.error = NotOwnerError("*", self.partition, why)
+        for change in self._queue:
+            change.settle(self._not_owner(change.run_id))
+        self._queue.clear()
+        task = self._task
+        if task is not None and task is not asyncio.current_task():
+            # A commit in flight ends by itself (landed, or fenced by the new
+            # owner); cutting it short would leave its callers in doubt.
+            self._wake.set()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._config.request_timeout_s):
+                    await asyncio.shield(task)
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+            for change in self._inflight:
+                change.settle(
+                    BackendUnavailableError(
+                        f"partition {self.partition}: its ownership ended while a commit of "
+                        f"run {change.run_id!r} was in flight; it may or may not be recorded. "
+                        "Read the run again before going on."
+                    )
+                )
+        if self.producer is not None:
+            await stop_quietly(self.producer, _STOP_S)
+            self.producer = None
+        log.info("kafka_partition_released", partition=self.partition, why=why)
+
+    def _not_owner(self, run_id: str) -> NotOwnerError:
+        return NotOwnerError(run_id, self.partition, f"this process does not own it ({self._why})")
+
+    # -- writing ---------------------------------------------------------------------
+
+    async def submit(self, change: Change) -> None:
+        """Queue ``change`` for the partition's next transaction; return once committed.
+
+        Raises:
+            NotOwnerError: the partition is not (or no longer) owned here.
+            BackendUnavailableError: the transaction's outcome is in doubt.
+            ConflictError, FencedError, LeaseHeldError: refused by the tail.
+        """
+        if self.error is not None:
+            raise self._not_owner(change.run_id)
+        self._queue.append(change)
+        self._wake.set()
+        await asyncio.shield(change.done)
+
+    async def _commit_loop(self) -> None:
+        while self.error is None:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._queue and self.error is None:
+                batch, self._queue = self._queue, []
+                self._inflight = batch
+                try:
+                    await self._commit(batch)
+                except Exception as exc:  # never leave a caller waiting
+                    log.warning(
+                        "kafka_partition_commit_failed", partition=self.partition, error=repr(exc)
+                    )
+                    for change in batch:
+                        change.settle(exc)
+
+    async def _commit(self, batch: list[Change]) -> None:
+        if self._in_doubt:
+            await self._reopen()
+        work: dict[str, RunTail] = {}
+        before: dict[str, RunTail] = {}
+        taken: list[Change] = []
+        for change in batch:
+            if change.run_id:
+                run_id = change.run_id
+                base = work.get(run_id) or self.tails.get(run_id) or RunTail(RunInfo(run_id))
+                before.setdefault(run_id, base)
+                try:
+                    work[run_id] = change.stage(base)
+                except AgentlogError as exc:
+                    change.settle(exc)
+                    continue
+            taken.append(change)
+        if not taken:
+            return
+        done = self.commands.matched(taken)
+        position = self.commands.position(done)
+        try:
+            final = await self._transact(taken, work, before, position, done)
+        except FencedError as exc:
+            await self.close(f"fenced by a newer owner of partition {self.partition}: {exc}")
+            for change in taken:
+                change.settle(self._not_owner(change.run_id))
+            return
+        except BaseException as exc:
+            self._in_doubt = True
+            error = BackendUnavailableError(
+                f"partition {self.partition}: a commit of {len(taken)} writes failed ({exc!r}); "
+                "it may or may not be recorded. Read the run again before going on."
+            )
+            error.__cause__ = exc
+            for change in taken:
+                change.settle(error)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        self.tails.update(final)
+        self.commits += 1
+        self.commands.commit(position, done)
+        for run_id, tail in final.items():
+            if tail.offset >= 0 and tail.info.last_seq:
+                self._reader.note_point(run_id, tail.info.last_seq, tail.offset)
+        for change in taken:
+            change.settle()
+
+    async def _transact(
+        self,
+        taken: list[Change],
+        work: dict[str, RunTail],
+        before: dict[str, RunTail],
+        position: int | None,
+        done: set[int],
+    ) -> dict[str, RunTail]:
+        """One transaction: events, then index entries, extra records and the command offset."""
+        producer = self.producer
+        assert producer is not None
+        layout, p = self._layout, self.partition
+        sent: list[asyncio.Future[Any]] = []
+        doing = f"partition {p}: cannot commit {len(taken)} writes"
+        try:
+            with kafka_errors(doing, epoch=0):
+                async with asyncio.timeout(self._config.request_timeout_s):
+                    await producer.begin_transaction()
+                    spans: dict[str, list[tuple[asyncio.Future[Any], int]]] = {}
+                    for change in taken:
+                        if change.events:
+                            spans.setdefault(change.run_id, []).extend(
+                                await self._send_events(producer, change, sent)
+                            )
+                    final = dict(work)
+                    for run_id, tail in work.items():
+                        tail = await self._placed(tail, before[run_id], spans.get(run_id, []))
+                        indexed = any(c.index for c in taken if c.run_id == run_id)
+                        if indexed or self._index_due(tail, before[run_id], spans.get(run_id)):
+                            value = encode_index(tail.entry(p))
+                            sent.append(
+                                await producer.send(
+                                    layout.runs, value, key=index_key(run_id), partition=p
+                                )
+                            )
+                            tail = dataclasses.replace(tail, has_entry=True, since_index=0)
+                        final[run_id] = tail
+                    for change in taken:
+                        for key, extra in change.records:
+                            sent.append(
+                                await producer.send(layout.runs, extra, key=key, partition=p)
+                            )
+                    if position is not None and self.commands.due(position, done):
+                        meta = self.commands.metadata(position, done)
+                        await producer.send_offsets_to_transaction(
+                            {self.commands_tp: (position, meta)}, self._config.group_id
+                        )
+                    await producer.commit_transaction()
+        except BaseException:
+            for future in sent:
+                future.add_done_callback(_consume)
+            raise
+        return final
+
+    async def _send_events(
+        self, producer: AIOKafkaProducer, change: Change, sent: list[asyncio.Future[Any]]
+    ) -> list[tuple[asyncio.Future[Any], int]]:
+        """Send one change's events as record batches; each future with its record count."""
+        key, spans = change.run_id.encode(), []
+        builder, count = producer.create_batch(), 0
+        for _event, value in change.events:
+            if builder.append(key=key, value=value, timestamp=None) is None:
+                future = await producer.send_batch(
+                    builder, self._layout.events, partition=self.partition
+                )
+                sent.append(future)
+                spans.append((future, count))
+                builder, count = producer.create_batch(), 0
+                builder.append(key=key, value=value, timestamp=None)  # one always fits
+            count += 1
+        future = await producer.send_batch(builder, self._layout.events, partition=self.partition)
+        sent.append(future)
+        spans.append((future, count))
+        return spans
+
+    @staticmethod
+    async def _placed(
+        tail: RunTail, before: RunTail, spans: list[tuple[asyncio.Future[Any], int]]
+    ) -> RunTail:
+        """The tail with its events offsets, once the batches are on the broker."""
+        if not spans:
+            return tail
+        metas = [await future for future, _ in spans]
+        first = before.first_offset if before.first_offset >= 0 else metas[0].offset
+        last_after = metas[-1].offset + spans[-1][1]
+        added = sum(count for _, count in spans)
+        return dataclasses.replace(
+            tail, first_offset=first, offset=last_after, since_index=before.since_index + added
+        )
+
+    def _index_due(
+        self, tail: RunTail, before: RunTail, spans: list[tuple[Any, int]] | None
+    ) -> bool:
+        if not spans:
+            return False
+        return (
+            not before.has_entry
+            or before.first_offset < 0  # the entry must say where the events start
+            or tail.info.status != before.info.status
+            or tail.since_index >= self._config.index_every
+        )
+
+    async def _reopen(self) -> None:
+        """Settle an in-doubt transaction and read the tails again, if still the owner."""
+        if not self._still_owned(self.partition):
+            await self.close("the group no longer assigns it here")
+            raise self._not_owner("*")
+        if self.producer is not None:
+            await stop_quietly(self.producer, _STOP_S)
+            self.producer = None
+        await self._open_producer()
+        outstanding = self.commands.outstanding
+        await self._load()
+        # Still handed out to the runtime: keep them outstanding.
+        self.commands.outstanding.update(outstanding)
+        self._in_doubt = False
+
+
+def _consume(future: asyncio.Future[Any]) -> None:
+    # A send future of a failed transaction holds the same error; read it.
+    if not future.cancelled():
+        future.exception()
