@@ -177,14 +177,20 @@ def log_url(tmp_path: Path) -> str:
 
 
 @pytest.fixture
+def worker_url(log_url: str) -> str:
+    """The log URL the workers open (on Kafka: with the consumer group)."""
+    return log_url
+
+
+@pytest.fixture
 def fleet(
-    log_url: str, dedup: Dedup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    worker_url: str, dedup: Dedup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Fleet]:
-    """Worker processes on the test's SQLite log; every one is killed at the end."""
+    """Worker processes on the test's log; every one is killed at the end."""
     logs = tmp_path / "workers"
     logs.mkdir()
     monkeypatch.setenv("FLEET_DEDUP", dedup.url)  # tasks run in the test process too
-    fleet = Fleet(log_url, dedup.url, logs)
+    fleet = Fleet(worker_url, dedup.url, logs)
     try:
         yield fleet
     finally:

@@ -1,7 +1,12 @@
-"""Fleet chaos on SQLite: three ``agentlog worker`` processes on one file, one
-SIGKILLed every one to three seconds and replaced (and after every third
-kill one more SIGTERMed, which must exit 0), while a client in this process
-submits runs (in each durability mode in turn) and answers their interrupts.
+"""Fleet chaos: three ``agentlog worker`` processes on one log, one SIGKILLed
+every few seconds and replaced (and after every third kill one more
+SIGTERMed, which must exit 0), while a client in this process submits runs
+(in each durability mode in turn) and answers their interrupts.
+
+Two backends: SQLite (the workers share one file and own runs by lease) and
+a real Kafka broker, where the workers are one consumer group: each owns the
+runs of the partitions the group assigns it, fenced by one transactional
+producer per partition, and the client sends commands that the owner applies.
 
 Each run fans out to three parallel branches (an effect, a durable sleep,
 another effect), parks on an approval with a timeout, and sends (an effect).
@@ -29,6 +34,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -52,8 +58,14 @@ from tests.fleet.conftest import Dedup, Fleet, WorkerProc, history, until
 pytestmark = pytest.mark.fleet
 
 WORKERS = 3
-BATCHES = 10
-BATCH = 15  # runs per batch: BATCHES * BATCH runs in all
+BATCH = 15  # runs per batch
+#: Batches per backend: 150 runs on SQLite, 300 on Kafka.
+BATCHES = {"sqlite": 10, "kafka": 20}
+#: Seconds between kills: on Kafka a dead member's partitions move after its
+#: session timeout (6 s here), so kills come a little slower there.
+KILL_EVERY = {"sqlite": (1.0, 3.0), "kafka": (2.0, 4.0)}
+KAFKA_PARTITIONS = 6
+RESEND_S = 15.0
 MIN_KILLS = 10
 #: After every this many kills, a SIGTERM too (a graceful hand-over under load).
 TERM_EVERY = 3
@@ -76,10 +88,36 @@ def group(index: int) -> str:
     return {0: "ignored", 1: "racing"}.get(index % 5, "answered")
 
 
+@pytest.fixture(params=["sqlite", "kafka"])
+def backend(request: pytest.FixtureRequest) -> str:
+    if request.param == "kafka":
+        request.applymarker(pytest.mark.kafka)
+    return str(request.param)
+
+
+@pytest.fixture
+def log_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The client's log: SQLite, or the fleet's Kafka topics (read, send commands)."""
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / 'fleet.db'}"
+    bootstrap = request.getfixturevalue("kafka_bootstrap")
+    name = request.getfixturevalue("kafka_name")
+    return f"kafka://{bootstrap}/{name}?layout=partitioned&partitions={KAFKA_PARTITIONS}"
+
+
+@pytest.fixture
+def worker_url(backend: str, log_url: str) -> str:
+    if backend == "sqlite":
+        return log_url
+    base = log_url.split("?", 1)[0]
+    return f"{base}?group=fleet&partitions={KAFKA_PARTITIONS}&session_timeout=6"
+
+
 @dataclass
 class Chaos:
     """What the chaos did, for the checks and the report."""
 
+    backend: str = "sqlite"
     kills: int = 0
     terms: int = 0
     #: Leases held by each killed worker when it died (runs it orphaned).
@@ -87,6 +125,9 @@ class Chaos:
     submitted: list[str] = field(default_factory=list)
     groups: dict[str, str] = field(default_factory=dict)
     answered: int = 0
+    #: When each run's answer last went as a command (Kafka). A client sends
+    #: again only after RESEND_S: a command applied twice changes nothing.
+    sent: dict[str, float] = field(default_factory=dict)
     #: Racing answers that found the approval already settled by its timeout.
     too_late: int = 0
 
@@ -104,9 +145,13 @@ async def _answer_interrupts(client: Runtime, done: asyncio.Event, chaos: Chaos)
                 wake = (await client.log.get_run(info.run_id)).wake_at
                 if wake is not None and wake > utcnow() + RACE_WINDOW:
                     continue
+            if time.monotonic() - chaos.sent.get(info.run_id, -RESEND_S) < RESEND_S:
+                continue  # sent as a command; its owner applies it (or refuses it, late)
             try:
                 await client.resume(info.run_id, True)
                 chaos.answered += 1
+                if not client.log.direct_writes:
+                    chaos.sent[info.run_id] = time.monotonic()
             except (LeaseHeldError, RunNotWaitingError):
                 pass  # its worker has not let go yet (or died holding it): next pass
             except InvalidResumeValueError:
@@ -157,7 +202,7 @@ async def _submit_batch(client: Runtime, chaos: Chaos) -> None:
 
 
 async def _all_completed(client: Runtime, chaos: Chaos) -> bool:
-    if len(chaos.submitted) < BATCHES * BATCH:
+    if len(chaos.submitted) < BATCHES[chaos.backend] * BATCH:
         return False
     completed = await client.log.list_runs(status=RunStatus.COMPLETED)
     return len(completed) == len(chaos.submitted)
@@ -170,23 +215,23 @@ async def _chaos(fleet: Fleet, client: Runtime, chaos: Chaos) -> None:
     await _submit_batch(client, chaos)
     deadline = time.monotonic() + CHAOS_DEADLINE_S
     while time.monotonic() < deadline:
-        await asyncio.sleep(rng.uniform(1.0, 3.0))
+        await asyncio.sleep(rng.uniform(*KILL_EVERY[chaos.backend]))
         if chaos.kills >= MIN_KILLS and await _all_completed(client, chaos):
             return
         await _kill_one(fleet, client, rng, chaos)
         if chaos.kills % TERM_EVERY == 0:
             await _stop_one(fleet, rng, chaos)
-        if len(chaos.submitted) < BATCHES * BATCH:
+        if len(chaos.submitted) < BATCHES[chaos.backend] * BATCH:
             await _submit_batch(client, chaos)
 
 
 # A hang guard only: the chaos is bounded by CHAOS_DEADLINE_S, the rest by FINISH_TIMEOUT_S.
 @pytest.mark.timeout(600)
 async def test_a_fleet_under_sigkill_completes_every_run_once(
-    fleet: Fleet, client: Runtime, dedup: Dedup
+    backend: str, fleet: Fleet, client: Runtime, dedup: Dedup
 ) -> None:
     await asyncio.gather(*(asyncio.to_thread(fleet.start) for _ in range(WORKERS)))
-    chaos = Chaos()
+    chaos = Chaos(backend)
     done = asyncio.Event()
     answering = asyncio.create_task(_answer_interrupts(client, done, chaos))
     started = time.monotonic()
@@ -200,7 +245,7 @@ async def test_a_fleet_under_sigkill_completes_every_run_once(
         done.set()
         await answering
     print(
-        f"FLEET runs={len(chaos.submitted)} kills={chaos.kills} sigterms={chaos.terms} "
+        f"FLEET {backend} runs={len(chaos.submitted)} kills={chaos.kills} sigterms={chaos.terms} "
         f"orphaned-per-kill={chaos.orphaned} answered={chaos.answered} "
         f"racing-answers-too-late={chaos.too_late} "
         f"chaos={chaos_s:.0f}s total={time.monotonic() - started:.0f}s "

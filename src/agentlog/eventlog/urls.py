@@ -9,11 +9,20 @@ URL                                    backend
 ``kafka://host:port[,host:port]/name``  ``KafkaEventLog``; ``name`` prefixes the
                                        topics ``name.events`` and ``name.runs``
 =====================================  ============================================
+
+A Kafka URL takes query parameters for a fleet of workers (see
+:class:`~agentlog.eventlog.kafka.KafkaConfig`): ``group=ID`` joins the
+consumer group ``ID`` (a worker: it owns the runs of the partitions the group
+assigns it); ``layout=partitioned`` reads and sends commands to a fleet's
+topics without joining (a client); ``partitions=N`` sizes new topics;
+``session_timeout=S`` is the group session timeout in seconds.
+``kafka://127.0.0.1:9092/agentlog?group=workers&partitions=12``.
 """
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from agentlog.errors import ConfigError
 from agentlog.eventlog.base import EventLog
@@ -66,9 +75,41 @@ async def open_log(
                 "kafka://127.0.0.1:9092/agentlog"
             )
         return await KafkaEventLog.connect(
-            KafkaConfig(bootstrap_servers=parts.netloc, name=name, keep_snapshots=keep_snapshots)
+            KafkaConfig(
+                bootstrap_servers=parts.netloc,
+                name=name,
+                keep_snapshots=keep_snapshots,
+                **_kafka_options(url, parts.query),
+            )
         )
     raise ConfigError(
         f"bad log URL {url!r}: the scheme must be sqlite://, kafka:// or memory://, "
         f"for example {DEFAULT_LOG_URL}"
     )
+
+
+#: Kafka URL query parameters -> (KafkaConfig field, type).
+_KAFKA_OPTIONS: dict[str, tuple[str, type]] = {
+    "group": ("group_id", str),
+    "layout": ("layout", str),
+    "partitions": ("partitions", int),
+    "session_timeout": ("session_timeout_s", float),
+}
+
+
+def _kafka_options(url: str, query: str) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for key, values in parse_qs(query, keep_blank_values=True).items():
+        if key not in _KAFKA_OPTIONS:
+            raise ConfigError(
+                f"bad log URL {url!r}: unknown parameter {key!r}; a kafka:// URL takes "
+                f"{sorted(_KAFKA_OPTIONS)}"
+            )
+        field_name, kind = _KAFKA_OPTIONS[key]
+        try:
+            options[field_name] = kind(values[-1])
+        except ValueError:
+            raise ConfigError(
+                f"bad log URL {url!r}: {key}={values[-1]!r} is not a {kind.__name__}"
+            ) from None
+    return options

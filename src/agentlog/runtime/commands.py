@@ -17,10 +17,15 @@ and acked.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from agentlog._logging import get_logger
-from agentlog.errors import AgentlogError, BackendUnavailableError, LeaseHeldError
+from agentlog.errors import (
+    AgentlogError,
+    BackendUnavailableError,
+    FencedError,
+    LeaseHeldError,
+)
 from agentlog.eventlog.base import Command
 from agentlog.eventlog.events import EventData, RunStarted, RunStatus
 from agentlog.projector.state import RunState
@@ -29,47 +34,60 @@ from agentlog.runtime.expects import answers_for
 if TYPE_CHECKING:
     from agentlog.runtime.driving import RunDriving
 
-__all__ = ["apply_command"]
+__all__ = ["Outcome", "apply_command"]
 
 log = get_logger("agentlog.worker")
 
 
-async def apply_command(runtime: RunDriving, command: Command) -> bool:
-    """Apply one command as the run's owner; return True once it may be acked.
+#: What the worker does with a command once it tried to apply it.
+Outcome = Literal["ack", "retry", "drop"]
 
-    False means "not now" (the log is unreachable, or another writer holds
-    the run for a moment): the command stays unacked and comes again.
+
+async def apply_command(runtime: RunDriving, command: Command) -> Outcome:
+    """Apply one command as the run's owner.
+
+    Returns:
+        "ack": applied or refused for good; ack it. "retry": not yet (the
+        log is unreachable, the run's writer lets go of it in a moment, or
+        a cancel of a run driven here takes effect at its next step
+        boundary, whose append commits it on Kafka); the worker tries it
+        again on its next pass. "drop": this process no longer owns the
+        run; the new owner gets the command.
     """
     try:
-        await _apply(runtime, command)
+        return "ack" if await _apply(runtime, command) else "retry"
+    except FencedError as exc:  # NotOwnerError too: the partition moved
+        log.info("command left to the run's new owner", run_id=command.run_id, error=str(exc))
+        return "drop"
     except (BackendUnavailableError, LeaseHeldError) as exc:
-        log.warning("command not applied yet", run_id=command.run_id, error=str(exc))
-        return False
+        log.info("command not applied yet", run_id=command.run_id, error=str(exc))
+        return "retry"
     except AgentlogError as exc:
         log.warning("command refused", run_id=command.run_id, kind=command.kind, error=str(exc))
-    return True
+    return "ack"
 
 
-async def _apply(runtime: RunDriving, command: Command) -> None:
+async def _apply(runtime: RunDriving, command: Command) -> bool:
     run_id, kind = command.run_id, command.kind
     info = await runtime.log.find_run(run_id)
     exists = info is not None and info.last_seq > 0
     if kind == "start":
         if not exists and isinstance(command.data, RunStarted):
             await runtime.record(run_id, lambda state: [], start=command.data)
-        return
+        return True
     if not exists:
         log.warning("command for an unknown run", run_id=run_id, kind=kind)
-        return
+        return True
     if kind == "cancel":
         active = runtime.active_runs.get(run_id)
         if active is not None:
             active.cancel_requested.set()  # it stops at its next step boundary
-            return
+            return False  # acked by the RunCancelled it records then
         await runtime.record(run_id, _unless_ended(command.data))
-        return
+        return True
     check = _still_waiting if kind == "resume" else _still_failed
     await runtime.record(run_id, lambda state: check(state, command.data))
+    return True
 
 
 def _unless_ended(data: EventData) -> Callable[[RunState], list[EventData]]:

@@ -36,7 +36,7 @@ from agentlog.eventlog.events import (
 )
 from agentlog.projector.snapshots import load_state
 from agentlog.projector.state import RunState, due_timers
-from agentlog.runtime.commands import apply_command
+from agentlog.runtime.commands import Outcome, apply_command
 from agentlog.runtime.config import RuntimeConfig
 from agentlog.runtime.executor import RunExecutor
 from agentlog.runtime.worker import Worker
@@ -112,7 +112,7 @@ class RunDriving:
         wf = self.workflows.get((await self.log.get_run(run_id)).workflow)
         await self._take_over(wf, run_id, events, here=wf is not None)
 
-    async def apply_command(self, command: Command) -> bool:
+    async def apply_command(self, command: Command) -> Outcome:
         """Apply a client's command as the run's owner (see
         :mod:`agentlog.runtime.commands`); True once it may be acked."""
         return await apply_command(self, command)

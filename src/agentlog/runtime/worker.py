@@ -40,7 +40,7 @@ from agentlog.errors import (
     LeaseHeldError,
     RunNotWaitingError,
 )
-from agentlog.eventlog.base import RunInfo
+from agentlog.eventlog.base import Command, RunInfo
 from agentlog.eventlog.events import RunStatus, utcnow
 
 if TYPE_CHECKING:
@@ -102,6 +102,7 @@ class Worker:
         self.config = config or WorkerConfig()
         self.wake = asyncio.Event()
         self._stopping = asyncio.Event()
+        self._retry: list[Command] = []
         self._hand_over = True
         self._broken: dict[str, datetime] = {}
         self._unknown: set[str] = set()
@@ -186,9 +187,17 @@ class Worker:
         log_ = self.runtime.log
         if log_.direct_writes:
             return
-        for command in await log_.take_commands(limit=max(free, 1) * 2):
-            if await self.runtime.apply_command(command):
+        taken = await log_.take_commands(limit=max(free, 1) * 2)
+        # A log hands a command out once (Kafka, per ownership) or until it
+        # is acked (memory): the ones not applied yet are kept here, once.
+        again, self._retry = self._retry, []
+        known = {_command_key(c) for c in again}
+        for command in [*again, *(c for c in taken if _command_key(c) not in known)]:
+            outcome = await self.runtime.apply_command(command)
+            if outcome == "ack":
                 await log_.ack_command(command)
+            elif outcome == "retry":
+                self._retry.append(command)
 
     async def _take(self, info: RunInfo, now: datetime) -> bool:
         runtime = self.runtime
@@ -280,3 +289,7 @@ async def _wait(event: asyncio.Event, seconds: float) -> None:
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(seconds):
             await event.wait()
+
+
+def _command_key(command: Command) -> object:
+    return command.ref if command.ref is not None else id(command)
