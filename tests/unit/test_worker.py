@@ -211,3 +211,21 @@ async def test_wait_on_a_command_no_worker_applied_says_so() -> None:
         with pytest.raises(NoLiveWriterError, match="no live worker took it"):
             await rt.wait("queued", timeout=30)
     assert [c.run_id for c in await log.take_commands()] == ["queued"]  # still queued
+
+
+async def test_a_command_is_on_record_before_it_is_acked_even_in_exit_mode() -> None:
+    """An ``exit`` run writes nothing until it parks; the start a client asked
+    for must still be recorded before its command is acked (on Kafka the ack
+    rides on that append), or a worker dying mid-step would lose the run."""
+    log = MemoryEventLog(commands=True)
+    calls, gate = Calls(), asyncio.Event()
+    wf = gated(calls, gate)
+    async with client(log, wf) as rt:
+        await rt.submit(wf, run_id="x", durability="exit")
+        async with Runtime(log, workflows=[wf], config=config("owner")) as owner:
+            await Worker(owner).run_once()
+            await _until(lambda: _inside(calls, Calls(), 1))  # mid-step, nothing parked
+            assert await log.take_commands() == []  # acked ...
+            assert (await types_of(log, "x"))[0] == "RunStarted"  # ... and on record
+            gate.set()
+            assert (await run_to_rest(owner, "x")).status == RunStatus.COMPLETED

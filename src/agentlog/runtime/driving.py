@@ -19,6 +19,7 @@ from typing import Any
 from agentlog._logging import get_logger
 from agentlog.errors import (
     FencedError,
+    LeaseHeldError,
     RunNotWaitingError,
     UnknownRunError,
     UnknownWorkflowError,
@@ -89,8 +90,13 @@ class RunDriving:
         start: RunStarted | None = None,
     ) -> None:
         """As the run's owner: record ``events(state)`` (or ``start``, a new
-        run) and drive the run here if its workflow is registered; else leave
-        it recorded for a worker that knows the workflow.
+        run) durably, then drive the run here if its workflow is registered;
+        else leave it recorded for a worker that knows the workflow.
+
+        The request is written with a sync write whatever the run's
+        durability mode (an ``exit`` run would hold it until it parks): it
+        is what a client's command asked for, and on Kafka that append
+        commits the command's offset, so it must be on record first.
 
         Raises:
             LeaseHeldError: another writer holds the run.
@@ -100,17 +106,14 @@ class RunDriving:
             wf = self.workflows.get(start.workflow)
             epoch, deadline = await self._claim(run_id)
             await self._continue(
-                wf,
-                RunState(run_id=run_id),
-                epoch,
-                deadline,
-                start.durability,
-                [start],
-                wf is not None,
+                wf, RunState(run_id=run_id), epoch, deadline, start.durability, [start], False
             )
-            return
-        wf = self.workflows.get((await self.log.get_run(run_id)).workflow)
-        await self._take_over(wf, run_id, events, here=wf is not None)
+        else:
+            wf = self.workflows.get((await self.log.get_run(run_id)).workflow)
+            await self._take_over(wf, run_id, events, here=False)
+        if wf is not None:  # recorded: now drive it, in its own durability mode
+            with contextlib.suppress(LeaseHeldError, RunNotWaitingError):
+                await self.take_over(wf, run_id)
 
     async def apply_command(self, command: Command) -> Outcome:
         """Apply a client's command as the run's owner (see
