@@ -58,6 +58,8 @@ class RunDriving:
     worker: Worker
     _active: dict[str, tuple[RunExecutor, asyncio.Task[RunState]]]
     _worker_task: asyncio.Task[None] | None
+    #: Runs this process is claiming right now (until launched or released).
+    _claiming: set[str]
 
     @property
     def active_runs(self) -> Mapping[str, RunExecutor]:
@@ -182,14 +184,27 @@ class RunDriving:
         return migration
 
     async def _claim(self, run_id: str) -> tuple[int, float]:
-        """Claim the run; return the epoch and when the lease ends by our clock."""
+        """Claim the run; return the epoch and when the lease ends by our clock.
+
+        One claim per run at a time in this process: the background worker
+        and a caller's ``start`` must not race each other for the same run
+        (on Kafka's per-run producers they would fence each other). The mark
+        lasts until the run is launched here or its lease is released.
+        """
+        if run_id in self._claiming or run_id in self._active:
+            raise LeaseHeldError(run_id, self.config.owner, self.config.lease_seconds)
+        self._claiming.add(run_id)
         asked_at = time.monotonic()  # the lease counts from no later than this
-        epoch = await self.log.claim_writer(
-            run_id,
-            owner=self.config.owner,
-            lease_seconds=self.config.lease_seconds,
-            force=False,
-        )
+        try:
+            epoch = await self.log.claim_writer(
+                run_id,
+                owner=self.config.owner,
+                lease_seconds=self.config.lease_seconds,
+                force=False,
+            )
+        except BaseException:
+            self._claiming.discard(run_id)
+            raise
         return epoch, asked_at + self.config.lease_seconds
 
     async def _take_over(
@@ -273,6 +288,7 @@ class RunDriving:
         run_id = writer.state.run_id
         task = asyncio.create_task(self._drive(executor), name=f"agentlog run {run_id}")
         self._active[run_id] = (executor, task)
+        self._claiming.discard(run_id)
         task.add_done_callback(lambda _: self._active.pop(run_id, None))
 
     async def _drive(self, executor: RunExecutor) -> RunState:
@@ -317,5 +333,6 @@ class RunDriving:
                 writer.lease_renewed(sent_at, lease)
 
     async def _release(self, run_id: str, epoch: int) -> None:
+        self._claiming.discard(run_id)
         with contextlib.suppress(FencedError, UnknownRunError):
             await self.log.release_lease(run_id, epoch)

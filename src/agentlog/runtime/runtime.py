@@ -124,6 +124,7 @@ class Runtime(RunDriving):
         self._owns_log = False
         self.worker = Worker(self, self.config.worker_config)
         self._worker_task: asyncio.Task[None] | None = None
+        self._claiming: set[str] = set()
         self.register(*workflows)
 
     @classmethod
