@@ -113,24 +113,16 @@ async def stop_quietly(client: Any, timeout_s: float) -> None:
         asyncio.CancelledError: only when the calling task is being cancelled.
     """
     stop = getattr(client, "stop", None) or client.close
-    # The stop runs in a task of its own, shielded: when the caller is
-    # cancelled mid-stop (a rebalance, a closing log), the client still
-    # finishes closing (bounded by ``timeout_s``) instead of being left to
-    # the garbage collector with its sockets open.
-    stopping = asyncio.ensure_future(stop())
-    stopping.add_done_callback(_seen)  # its error, if any, is reported below or moot
     try:
         async with asyncio.timeout(timeout_s):
-            await asyncio.shield(stopping)
+            await stop()
     except asyncio.CancelledError:
+        _close_connections(client)
         task = asyncio.current_task()
         if task is not None and task.cancelling():
-            _finish_in_background(stopping, client, timeout_s)
             raise
         # aiokafka's own in-flight fetch, cancelled by its stop(): not ours.
-        _close_connections(client)
     except (TimeoutError, KafkaError, OSError, RuntimeError) as exc:
-        stopping.cancel()
         _close_connections(client)
         log.warning(
             "kafka_client_stop_failed",
@@ -138,30 +130,6 @@ async def stop_quietly(client: Any, timeout_s: float) -> None:
             error=f"{type(exc).__name__}: {exc}",
         )
     _retrieve_fatal_error(client)
-
-
-def _seen(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()
-
-
-def _finish_in_background(stopping: asyncio.Future[Any], client: Any, timeout_s: float) -> None:
-    """Let a shielded stop go on after its caller was cancelled; past
-    ``timeout_s`` (or on failure) abort the client's connections."""
-
-    def give_up() -> None:
-        if not stopping.done():
-            stopping.cancel()
-            _close_connections(client)
-
-    def done(future: asyncio.Future[Any]) -> None:
-        handle.cancel()
-        if future.cancelled() or future.exception() is not None:
-            _close_connections(client)
-        _retrieve_fatal_error(client)
-
-    handle = asyncio.get_running_loop().call_later(timeout_s, give_up)
-    stopping.add_done_callback(done)
 
 
 def _close_connections(client: Any) -> None:

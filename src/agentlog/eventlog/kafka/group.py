@@ -89,6 +89,7 @@ class GroupMember:
         self._last_error: str = ""
         self._changed = asyncio.Event()
         self._opening = asyncio.Lock()
+        self._stopped = False
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -100,12 +101,16 @@ class GroupMember:
 
     async def stop(self) -> None:
         """Close every owned partition and leave the group (its partitions move at once)."""
+        self._stopped = True
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        for owner in list(self.owners.values()):
-            await owner.close("the log was closed")
-        self.owners.clear()
+        # An open in flight (the rebalance listener runs in the consumer's own
+        # task) finishes first and is closed here; none starts after this.
+        async with self._opening:
+            for owner in list(self.owners.values()):
+                await owner.close("the log was closed")
+            self.owners.clear()
         await stop_quietly(self.consumer, _STOP_S)
 
     # -- ownership ---------------------------------------------------------------------
@@ -150,6 +155,8 @@ class GroupMember:
         # One opener at a time (the listener and the poll loop both open):
         # two producers opened for one partition would fence each other.
         async with self._opening:
+            if self._stopped:
+                return
             missing = [p for p in sorted(self._assigned) if p not in self.owners]
             results = await asyncio.gather(
                 *(self._open(p) for p in missing), return_exceptions=True
