@@ -53,7 +53,12 @@ GATE_OWNER = "bench-gate"
 
 
 class Fleet:
-    """``agentlog worker`` processes on one log; :meth:`close` stops every one."""
+    """``agentlog worker`` processes on one log; :meth:`close` stops every one.
+
+    ``command`` is what follows the interpreter, before ``--log URL`` and the
+    worker options: ``agentlog worker`` by default; the Kafka benchmark's
+    probe worker (``benchmarks/probe_worker.py``) takes the same options.
+    """
 
     def __init__(
         self,
@@ -64,8 +69,9 @@ class Fleet:
         lease_s: float = 30.0,
         poll_s: float = POLL_S,
         env: dict[str, str] | None = None,
+        command: Sequence[str] = ("-m", "agentlog", "worker", "--app", APP),
     ) -> None:
-        self.url, self.folder = url, folder
+        self.url, self.folder, self.command = url, folder, list(command)
         self.args = ["--concurrency", str(concurrency), "--lease", str(lease_s)]
         self.args += ["--poll", str(poll_s)]
         # The agentlog this process imported, and the repo for benchmarks.fleet_app.
@@ -81,7 +87,7 @@ class Fleet:
             index = len(self.procs)
             out = open(self.folder / f"worker-{index}.out", "wb")  # noqa: SIM115 - the child's
             err = open(self.folder / f"worker-{index}.err", "wb")  # noqa: SIM115
-            cmd = [sys.executable, "-m", "agentlog", "worker", "--app", APP, "--log", self.url]
+            cmd = [sys.executable, *self.command, "--log", self.url]
             proc = subprocess.Popen(
                 [*cmd, *self.args], cwd=REPO, env=self.env, stdout=out, stderr=err
             )
