@@ -192,12 +192,23 @@ class Worker:
         # is acked (memory): the ones not applied yet are kept here, once.
         again, self._retry = self._retry, []
         known = {_command_key(c) for c in again}
+        by_run: dict[str, list[Command]] = {}
         for command in [*again, *(c for c in taken if _command_key(c) not in known)]:
+            by_run.setdefault(command.run_id, []).append(command)
+        # One run's commands in order; different runs side by side, so that
+        # their claims and first appends share commits (one start at a time
+        # would cap a worker near one start per two commits).
+        await asyncio.gather(*(self._apply_in_order(cmds) for cmds in by_run.values()))
+
+    async def _apply_in_order(self, commands: list[Command]) -> None:
+        log_ = self.runtime.log
+        for n, command in enumerate(commands):
             outcome = await self.runtime.apply_command(command)
             if outcome == "ack":
                 await log_.ack_command(command)
             elif outcome == "retry":
-                self._retry.append(command)
+                self._retry.extend(commands[n:])  # the rest waits behind it, in order
+                return
 
     async def _take(self, info: RunInfo, now: datetime) -> bool:
         runtime = self.runtime
