@@ -116,6 +116,8 @@ async def stop_quietly(client: Any, timeout_s: float) -> None:
     try:
         async with asyncio.timeout(timeout_s):
             await stop()
+        # A connection its metadata sync opened while it stopped: close it too.
+        _close_connections(client)
     except asyncio.CancelledError:
         _close_connections(client)
         task = asyncio.current_task()
