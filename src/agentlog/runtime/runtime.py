@@ -87,15 +87,18 @@ def _settled(state: RunState) -> bool:
     return state.status in RunStatus.TERMINAL
 
 
-def _orphan_message(info: RunInfo, grace: float) -> str:
-    why = (
-        f"its timer was due at {info.wake_at:%Y-%m-%d %H:%M:%S} UTC"
-        if info.status == RunStatus.WAITING
-        else f"it is running and its last writer {info.lease_owner or 'unknown'!r} is gone"
-    )
+def _orphan_message(run_id: str, info: RunInfo | None, grace: float) -> str:
+    if info is None or info.last_seq == 0:
+        why, workflow = "it was sent as a command and no owner recorded it yet", "its"
+    elif info.status == RunStatus.WAITING:
+        why = f"its timer was due at {info.wake_at:%Y-%m-%d %H:%M:%S} UTC"
+        workflow = repr(info.workflow)
+    else:
+        why = f"it is running and its last writer {info.lease_owner or 'unknown'!r} is gone"
+        workflow = repr(info.workflow)
     return (
-        f"run {info.run_id!r} needs a driver ({why}) and no live worker took it in "
-        f"{grace:g}s. Start a worker that knows workflow {info.workflow!r} "
+        f"run {run_id!r} needs a driver ({why}) and no live worker took it in "
+        f"{grace:g}s. Start a worker that knows workflow {workflow} "
         "(agentlog worker --app module:attr), or continue it here with "
         "Runtime.recover() or `agentlog recover`."
     )
@@ -411,26 +414,28 @@ class Runtime(RunDriving):
                     state = active[1].result().copy()
                     if _settled(state):
                         return state
-                found = await self.log.find_run(run_id)
-                if found is None or found.last_seq == 0:
-                    if self.log.direct_writes:
-                        raise UnknownRunError(run_id, self.log.url)
-                    # Sent as a command, not yet recorded by its owner: it needs one.
-                    found = RunInfo(run_id, last_seq=0, workflow="?")
-                info = found
-                if info.status in RunStatus.TERMINAL:
-                    return await load_state(self.log, run_id)
-                if info.status == RunStatus.WAITING:
-                    state = await load_state(self.log, run_id)
-                    if _settled(state):
-                        return state
-                needs = info.needs_worker(utcnow()) or info.last_seq == 0
-                if not needs or self._will_drive(info):
+                info = await self.log.find_run(run_id)
+                # None or empty: sent as a command its owner has not recorded yet.
+                queued = info is None or info.last_seq == 0
+                if queued and self.log.direct_writes:
+                    raise UnknownRunError(run_id, self.log.url)
+                if info is not None and not queued:
+                    if info.status in RunStatus.TERMINAL:
+                        return await load_state(self.log, run_id)
+                    if info.status == RunStatus.WAITING:
+                        state = await load_state(self.log, run_id)
+                        if _settled(state):
+                            return state
+                driven = info is not None and (
+                    (not queued and not info.needs_worker(utcnow())) or self._will_drive(info)
+                )
+                if driven:
                     orphaned_at = None
                 elif orphaned_at is None:
                     orphaned_at = time.monotonic()
                 elif time.monotonic() - orphaned_at > self.config.orphan_grace_seconds:
-                    raise NoLiveWriterError(_orphan_message(info, self.config.orphan_grace_seconds))
+                    grace = self.config.orphan_grace_seconds
+                    raise NoLiveWriterError(_orphan_message(run_id, info, grace))
                 await asyncio.sleep(self.config.poll_seconds)
 
     def stream(
