@@ -3,6 +3,7 @@ tests/services/ and are loaded as plugins here."""
 
 from __future__ import annotations
 
+import gc
 import os
 
 import pytest
@@ -16,3 +17,13 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 def log_path(tmp_path):  # type: ignore[no-untyped-def]
     """A fresh SQLite log file path."""
     return tmp_path / "agentlog.db"
+
+
+@pytest.fixture(autouse=True)
+def _collect_kafka_leaks(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """Collect garbage after each Kafka test, so that an unclosed connection
+    fails the test that leaked it, not whichever test the collector next
+    happens to run in."""
+    yield
+    if request.node.get_closest_marker("kafka") is not None:
+        gc.collect()
