@@ -52,7 +52,7 @@ _PLAIN_TAGS = frozenset({"null", "bytes", "bytearray", "empty"})
 
 def _names(allowed: Iterable[tuple[str, ...] | type]) -> frozenset[tuple[str, ...]]:
     return frozenset(
-        (item.__module__, item.__qualname__) if isinstance(item, type) else tuple(item)
+        (item.__module__, item.__name__) if isinstance(item, type) else tuple(item)
         for item in allowed
     )
 
@@ -104,15 +104,24 @@ class StrictSerializer(JsonPlusSerializer):
         if kind != "msgpack":
             # "pickle" runs code by design; "json" revives LangChain objects by path.
             raise ForbiddenTypeError(f"the {kind!r} encoding (only msgpack is read)")
+        refused: list[ForbiddenTypeError] = []
+
+        def hook(code: int, data: bytes) -> Any:
+            try:
+                return self._inspect(code, data, hook)
+            except ForbiddenTypeError as exc:
+                refused.append(exc)  # ormsgpack wraps what a hook raises
+                raise
+
         try:
-            ormsgpack.unpackb(raw, ext_hook=self._inspect, option=ormsgpack.OPT_NON_STR_KEYS)
-        except ForbiddenTypeError:
-            raise
+            ormsgpack.unpackb(raw, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
         except Exception as exc:  # ormsgpack raises several types for bad bytes
+            if refused:
+                raise refused[0] from None
             raise ForbiddenTypeError(f"bytes that do not decode ({exc})") from exc
 
-    def _inspect(self, code: int, data: bytes) -> Any:
-        inner = ormsgpack.unpackb(data, ext_hook=self._inspect, option=ormsgpack.OPT_NON_STR_KEYS)
+    def _inspect(self, code: int, data: bytes, hook: Any) -> Any:
+        inner = ormsgpack.unpackb(data, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
         if code in _CONSTRUCTORS or code in _PYDANTIC:
             name = (str(inner[0]), str(inner[1]))
             if name not in self.allowed:
