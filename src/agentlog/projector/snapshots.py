@@ -73,7 +73,7 @@ class SnapshotPolicy:
     on_park: bool = True
     """Also save whenever the run parks on an interrupt or ends."""
 
-    base_every: int = 8
+    base_every: int = 16
     """Every this many snapshots, one stands alone; the ones between store
     only what append-only lists gained since the one before. 1 makes every
     snapshot standalone. A load reads at most this many snapshots."""
