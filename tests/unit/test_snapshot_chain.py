@@ -23,7 +23,7 @@ from agentlog.eventlog.base import Snapshot
 from agentlog.eventlog.codec import checksum, pack
 from agentlog.eventlog.events import Event
 from agentlog.eventlog.sqlite import SqliteEventLog
-from agentlog.projector import fold, load_state
+from agentlog.projector import decode_state, fold, load_state
 from agentlog.projector.snapshots import SnapshotPolicy, save_state
 from agentlog.runtime import Runtime, RuntimeConfig
 
@@ -247,3 +247,18 @@ def test_base_every_must_be_a_whole_number_from_1() -> None:
         with pytest.raises(ConfigError, match="base_every"):
             SnapshotPolicy(base_every=bad)  # type: ignore[arg-type]
     assert SnapshotPolicy(base_every=1).base_every == 1
+
+
+async def test_decode_state_reads_a_base_and_leaves_a_delta_to_load_state(
+    log: CountingLog,
+) -> None:
+    events = await run_loop(log, 100, base_every=100)
+    newest = await log.load_snapshot(RUN)
+    assert newest is not None and newest.base_seq > 0
+    base = await log.load_snapshot(RUN, at_or_before=newest.base_seq)
+    assert base is not None and base.base_seq == 0
+    with capture_logs() as logs:
+        assert decode_state(newest) is None  # a delta alone is not a state
+        decoded = decode_state(base)
+    assert decoded is not None and decoded.to_dict() == fold(events[: base.seq]).to_dict()
+    assert [(e["event"], e["log_level"]) for e in logs] == [("snapshot needs its chain", "info")]

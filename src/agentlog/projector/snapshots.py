@@ -113,8 +113,9 @@ def decode_state(snapshot: Snapshot) -> RunState | None:
     trusted alone (a delta needs its chain: :func:`load_state` follows it)."""
     try:
         frame = open_frame(snapshot)
-        if frame.parent is not None:
-            raise ValueError(f"a delta of snapshot {frame.parent[0]}: it needs its chain")
+        if frame.parent is not None:  # not bad: load_state follows its chain
+            log.info("snapshot needs its chain", run_id=snapshot.run_id, seq=snapshot.seq)
+            return None
         return build_state([frame], snapshot.run_id)
     except _UNUSABLE as exc:
         _warn(snapshot, exc)
