@@ -276,6 +276,24 @@ class EventLogContract:
         assert await log.load_snapshot("r", at_or_before=oldest_kept - 1) is None
         assert await log.load_snapshot("other") is None
 
+    async def test_snapshots_keep_the_base_their_deltas_build_on(self, log: EventLog) -> None:
+        await seed(log, "r", 40)
+        chain = [Snapshot("r", 2, b"base", _T0)]
+        chain += [Snapshot("r", seq, b"delta", _T0, base_seq=2) for seq in range(4, 16, 2)]
+        for snapshot in chain:
+            await log.save_snapshot(snapshot)
+        for snapshot in chain:  # more than keep_snapshots, all needed by the newest
+            assert await log.load_snapshot("r", at_or_before=snapshot.seq) == snapshot
+        bases = [Snapshot("r", seq, b"base", _T0) for seq in range(20, 20 + self.keep_snapshots)]
+        for snapshot in bases:
+            await log.save_snapshot(snapshot)
+        assert await log.load_snapshot("r", at_or_before=19) is None  # nothing needs the chain
+        assert await log.load_snapshot("r") == bases[-1]
+        await log.save_snapshot(Snapshot("r", 30, b"delta", _T0, base_seq=bases[0].seq))
+        await log.prune("r", keep_latest_snapshot=True)
+        assert await log.load_snapshot("r", at_or_before=29) == bases[-1]  # its base stays
+        assert await log.load_snapshot("r", at_or_before=bases[0].seq) == bases[0]
+
     async def test_snapshot_at_or_before(self, log: EventLog) -> None:
         await seed(log, "r", 10)
         for seq in (2, 5, 8):

@@ -9,7 +9,8 @@ A backend stores, per run id:
 * the writer claim: a monotonically increasing epoch plus an optional lease,
   so that a newer writer fences older ones and a crashed writer's runs can be
   taken over once its lease expires;
-* the latest snapshots (the last ``keep_snapshots``), opaque bytes that the
+* the latest snapshots (the last ``keep_snapshots``, plus the older ones
+  they build on: see :func:`snapshots_kept_from`), opaque bytes that the
   projector writes.
 
 Backends: :class:`~agentlog.eventlog.memory.MemoryEventLog` for unit tests,
@@ -58,6 +59,7 @@ __all__ = [
     "check_next",
     "check_run_id",
     "select_runs",
+    "snapshots_kept_from",
 ]
 
 
@@ -69,6 +71,24 @@ class Snapshot:
     seq: int
     state: bytes
     created_at: datetime
+    base_seq: int = 0
+    """The oldest snapshot this one builds on (its chain's base), which the
+    backend must keep as long as it keeps this one; 0 when it stands alone."""
+
+
+def snapshots_kept_from(kept: Iterable[tuple[int, int]], keep: int) -> int:
+    """The lowest seq a run's snapshot store keeps: the newest ``keep``
+    snapshots and every older one they build on.
+
+    The one retention rule of every backend, so that a delta snapshot never
+    outlives the base it needs.
+
+    Args:
+        kept: ``(seq, base_seq)`` of each of the run's stored snapshots.
+        keep: how many of the newest to keep (``keep_snapshots``).
+    """
+    newest = sorted(kept, reverse=True)[:keep]
+    return min((base or seq for seq, base in newest), default=0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -383,7 +403,9 @@ class EventLog(abc.ABC):
 
     @abc.abstractmethod
     async def save_snapshot(self, snapshot: Snapshot) -> None:
-        """Store a snapshot, keeping only the newest ``keep_snapshots`` per run."""
+        """Store a snapshot (replacing one at the same seq), keeping only the
+        newest ``keep_snapshots`` per run and the older ones they build on
+        (:func:`snapshots_kept_from`)."""
 
     @abc.abstractmethod
     async def load_snapshot(
@@ -406,9 +428,9 @@ class EventLog(abc.ABC):
         Pruning an unknown run, or a pruned one again, changes nothing.
 
         Args:
-            keep_latest_snapshot: keep the newest snapshot, so the run's state
-                still loads from the hot store while its events live only in
-                the archive.
+            keep_latest_snapshot: keep the newest snapshot (and the older ones
+                it builds on), so the run's state still loads from the hot
+                store while its events live only in the archive.
         """
 
     # -- lifecycle ------------------------------------------------------------------

@@ -23,6 +23,7 @@ from agentlog.eventlog.base import (
     check_next,
     check_run_id,
     select_runs,
+    snapshots_kept_from,
 )
 from agentlog.eventlog.codec import encode_payload
 from agentlog.eventlog.events import Event, RunStatus, status_after, utcnow
@@ -166,7 +167,8 @@ class MemoryEventLog(EventLog):
         kept = self._snapshots.setdefault(snapshot.run_id, [])
         kept[:] = [s for s in kept if s.seq != snapshot.seq] + [snapshot]
         kept.sort(key=lambda s: s.seq)
-        del kept[: -self.keep_snapshots]
+        floor = snapshots_kept_from(((s.seq, s.base_seq) for s in kept), self.keep_snapshots)
+        kept[:] = [s for s in kept if s.seq >= floor]
 
     async def load_snapshot(
         self, run_id: str, *, at_or_before: int | None = None
@@ -185,6 +187,7 @@ class MemoryEventLog(EventLog):
         self._events.pop(run_id, None)
         kept = self._snapshots.pop(run_id, [])
         if keep_latest_snapshot and kept:
-            self._snapshots[run_id] = kept[-1:]
+            floor = snapshots_kept_from([(kept[-1].seq, kept[-1].base_seq)], 1)
+            self._snapshots[run_id] = [s for s in kept if s.seq >= floor]
         # The row stays as a tombstone: the run id stays taken.
         self._runs[run_id] = dataclasses.replace(info, archived=True)

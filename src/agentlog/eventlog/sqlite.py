@@ -42,6 +42,7 @@ from agentlog.eventlog.base import (
     check_lease,
     check_next,
     check_run_id,
+    snapshots_kept_from,
 )
 from agentlog.eventlog.events import Event, RunStatus, status_after, utcnow
 from agentlog.eventlog.sqlite_connection import SqliteConnection
@@ -340,15 +341,15 @@ class SqliteEventLog(EventLog):
     async def save_snapshot(self, snapshot: Snapshot) -> None:
         check_run_id(snapshot.run_id)
         created = to_us(snapshot.created_at, "created_at")
-        row = (snapshot.run_id, snapshot.seq, snapshot.state, created)
+        row = (snapshot.run_id, snapshot.seq, snapshot.state, created, snapshot.base_seq)
 
         def body(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT OR REPLACE INTO snapshots VALUES (?,?,?,?)", row)
             conn.execute(
-                "DELETE FROM snapshots WHERE run_id = ? AND seq NOT IN (SELECT seq FROM "
-                "snapshots WHERE run_id = ? ORDER BY seq DESC LIMIT ?)",
-                (snapshot.run_id, snapshot.run_id, self.keep_snapshots),
+                "INSERT OR REPLACE INTO snapshots (run_id, seq, state, created_at, base_seq) "
+                "VALUES (?,?,?,?,?)",
+                row,
             )
+            self._drop_old_snapshots(conn, snapshot.run_id, self.keep_snapshots)
 
         # A snapshot can always be rebuilt from the events: no extra fsync for it.
         await self._call(self._transact, body, durable=None, doing="snapshot save failed")
@@ -360,14 +361,23 @@ class SqliteEventLog(EventLog):
         upto = MAX_SEQ if at_or_before is None else seq_param(at_or_before)
         rows = await self._call(
             self._query,
-            "SELECT seq, state, created_at FROM snapshots WHERE run_id = ? AND seq <= ? "
-            "ORDER BY seq DESC LIMIT 1",
+            "SELECT seq, state, created_at, base_seq FROM snapshots WHERE run_id = ? "
+            "AND seq <= ? ORDER BY seq DESC LIMIT 1",
             (run_id, upto),
         )
         if not rows:
             return None
-        seq, state, created = rows[0]
-        return Snapshot(run_id, seq, state, from_us(created))
+        seq, state, created, base_seq = rows[0]
+        return Snapshot(run_id, seq, state, from_us(created), base_seq)
+
+    @staticmethod
+    def _drop_old_snapshots(conn: sqlite3.Connection, run_id: str, keep: int) -> None:
+        """Delete the run's snapshots below what :func:`snapshots_kept_from` keeps."""
+        kept = conn.execute(
+            "SELECT seq, base_seq FROM snapshots WHERE run_id = ?", (run_id,)
+        ).fetchall()
+        floor = snapshots_kept_from(kept, keep)
+        conn.execute("DELETE FROM snapshots WHERE run_id = ? AND seq < ?", (run_id, floor))
 
     # -- retention ----------------------------------------------------------------
 
@@ -376,11 +386,8 @@ class SqliteEventLog(EventLog):
 
         def body(conn: sqlite3.Connection) -> None:
             conn.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
-            kept = conn.execute(
-                "SELECT max(seq) FROM snapshots WHERE run_id = ?", (run_id,)
-            ).fetchone()[0]
-            if keep_latest_snapshot and kept is not None:
-                conn.execute("DELETE FROM snapshots WHERE run_id = ? AND seq < ?", (run_id, kept))
+            if keep_latest_snapshot:
+                self._drop_old_snapshots(conn, run_id, 1)
             else:
                 conn.execute("DELETE FROM snapshots WHERE run_id = ?", (run_id,))
             # The row stays as a tombstone: the run id stays taken.

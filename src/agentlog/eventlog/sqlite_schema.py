@@ -17,8 +17,10 @@ count is recorded in ``PRAGMA user_version``):
   the same transaction as the events, so the two never disagree. A pruned
   run keeps its row with ``archived = 1`` (a tombstone), so its id stays taken.
   ``wake_at`` (migration 3) is the due time of a waiting run's earliest timer.
-* ``snapshots``: the newest ``keep_snapshots`` snapshots of each run (their
-  bytes carry the projector's own checksum).
+* ``snapshots``: the newest ``keep_snapshots`` snapshots of each run and the
+  older ones they build on (their bytes carry the projector's own checksum).
+  ``base_seq`` (migration 4) is the seq of the snapshot a delta snapshot
+  builds on, 0 for one that stands alone.
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX runs_by_wake ON runs (wake_at) WHERE wake_at IS NOT NULL",
         "CREATE INDEX runs_by_status ON runs (status)",
     ),
+    ("ALTER TABLE snapshots ADD COLUMN base_seq INTEGER NOT NULL DEFAULT 0",),
 )
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -1,12 +1,19 @@
 """Snapshots: a run's folded state, saved so that resume reads only the tail.
 
 Snapshots are a cache of ``fold(events)``; the events stay the truth. A
-snapshot carries an xxHash3-64 checksum of its state bytes inside its own
+snapshot carries an xxHash3-64 checksum of its bytes inside its own
 encoding, so every backend (SQLite's table, Kafka's runs topic) stores and
 returns it unchanged. A snapshot that fails its checksum, does not decode,
-or was written in an older snapshot format is never trusted: it is logged,
-and :func:`load_state` falls back to the run's previous snapshot (backends
-keep the last few), and in the end to the events alone.
+was written in a format this version does not read, or whose chain has a
+missing or changed link is never trusted: it is logged, and
+:func:`load_state` falls back to the run's previous snapshot (backends keep
+the last few), and in the end to the events alone.
+
+The runtime's snapshots are a chain (``_snapshot_frames``): a list under the
+``append`` reducer is stored once across them, each snapshot holding only the
+items added since the one before, with a standalone base every
+:attr:`SnapshotPolicy.base_every` snapshots. Loading one reads at most that
+many snapshots, and never more events than the snapshot interval.
 
 Load = the latest snapshot at or below the wanted seq, plus the events after
 it. That bounds resume time and memory by the snapshot interval, not by the
@@ -16,20 +23,28 @@ cheap for any seq that has a snapshot below it.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agentlog._logging import get_logger
 from agentlog.errors import ConfigError, UnknownRunError
 from agentlog.eventlog.base import EventLog, Snapshot
-from agentlog.eventlog.codec import checksum, pack, unpack
-from agentlog.eventlog.events import RunStatus, utcnow
+from agentlog.eventlog.events import RunStatus
+from agentlog.projector._snapshot_frames import (
+    FORMAT,
+    Frame,
+    SnapshotChain,
+    build_state,
+    open_frame,
+)
 from agentlog.projector.fold import apply
 from agentlog.projector.reducers import Reducer
 from agentlog.projector.state import RunState
 
 __all__ = [
     "SNAPSHOT_FORMAT",
+    "SnapshotChain",
     "SnapshotPolicy",
     "decode_state",
     "encode_state",
@@ -39,20 +54,35 @@ __all__ = [
 
 log = get_logger("agentlog.projector")
 
-#: Bumped whenever RunState's shape or the snapshot encoding changes; older
-#: snapshots are ignored. Format 2 added the checksum.
-SNAPSHOT_FORMAT = 2
+#: The snapshot format written now. Bumped whenever RunState's shape or the
+#: encoding changes; format 2 (checksummed, standalone) still loads. Format 3
+#: added delta snapshots of append-only lists.
+SNAPSHOT_FORMAT = FORMAT
+
+#: What a snapshot that cannot be trusted raises while it is checked.
+_UNUSABLE = (ValueError, TypeError, KeyError, AttributeError, IndexError, zlib.error)
 
 
 @dataclass(frozen=True, slots=True)
 class SnapshotPolicy:
-    """When the runtime saves a snapshot."""
+    """When the runtime saves a snapshot, and how often one stands alone."""
 
     every: int = 200
     """Save after this many events since the last snapshot."""
 
     on_park: bool = True
     """Also save whenever the run parks on an interrupt or ends."""
+
+    base_every: int = 16
+    """Every this many snapshots, one stands alone; the ones between store
+    only what append-only lists gained since the one before. 1 makes every
+    snapshot standalone. A load reads at most this many snapshots."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.base_every, bool) or not isinstance(self.base_every, int):
+            raise ConfigError(f"base_every must be a whole number; got {self.base_every!r}")
+        if self.base_every < 1:
+            raise ConfigError(f"base_every must be 1 or more; got {self.base_every}")
 
     def due(self, state: RunState, last_snapshot_seq: int) -> bool:
         """Whether ``state`` should be snapshotted now."""
@@ -65,38 +95,53 @@ class SnapshotPolicy:
 
 
 def encode_state(state: RunState) -> bytes:
-    """A RunState as snapshot bytes: ``{"format", "state": bytes, "checksum"}``."""
-    body = pack(state.to_dict(), path="snapshot")
-    return pack({"format": SNAPSHOT_FORMAT, "state": body, "checksum": checksum(body)})
+    """A RunState as the bytes of a standalone snapshot."""
+    return SnapshotChain().encode(state).state
 
 
-def _verified_state(snapshot: Snapshot) -> RunState:
-    """The state in a snapshot; ValueError (and friends) saying why it is unusable."""
-    frame = unpack(snapshot.state)
-    if not isinstance(frame, dict):
-        raise ValueError("snapshot is not a map")
-    if frame.get("format") != SNAPSHOT_FORMAT:
-        raise ValueError(f"snapshot format {frame.get('format')!r} != {SNAPSHOT_FORMAT}")
-    body = frame.get("state")
-    if not isinstance(body, bytes) or frame.get("checksum") != checksum(body):
-        raise ValueError("checksum mismatch: the snapshot changed after it was written")
-    state = RunState.from_dict(unpack(body))
-    if state.seq != snapshot.seq or state.run_id != snapshot.run_id:
-        raise ValueError("snapshot seq or run does not match its row")
-    return state
+def _warn(snapshot: Snapshot, exc: BaseException) -> None:
+    log.warning(
+        "snapshot ignored",
+        run_id=snapshot.run_id,
+        seq=snapshot.seq,
+        reason=f"{type(exc).__name__}: {exc}",
+    )
 
 
 def decode_state(snapshot: Snapshot) -> RunState | None:
-    """The RunState in a snapshot, or None (logged) if it cannot be trusted."""
+    """The RunState in a standalone snapshot, or None (logged) if it cannot be
+    trusted alone (a delta needs its chain: :func:`load_state` follows it)."""
     try:
-        return _verified_state(snapshot)
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        log.warning(
-            "snapshot ignored",
-            run_id=snapshot.run_id,
-            seq=snapshot.seq,
-            reason=f"{type(exc).__name__}: {exc}",
-        )
+        frame = open_frame(snapshot)
+        if frame.parent is not None:  # not bad: load_state follows its chain
+            log.info("snapshot needs its chain", run_id=snapshot.run_id, seq=snapshot.seq)
+            return None
+        return build_state([frame], snapshot.run_id)
+    except _UNUSABLE as exc:
+        _warn(snapshot, exc)
+        return None
+
+
+async def _chain_state(event_log: EventLog, snapshot: Snapshot) -> RunState | None:
+    """The state in ``snapshot``, following its chain down to its base; None
+    (logged) if any link is missing, corrupt or does not fit."""
+    chain: list[Frame] = []
+    link: Snapshot | None = snapshot
+    try:
+        while link is not None:
+            frame = open_frame(link)
+            chain.append(frame)
+            if frame.parent is None:
+                break
+            parent_seq = frame.parent[0]
+            if parent_seq >= link.seq:
+                raise ValueError(f"parent snapshot {parent_seq} is not older")
+            link = await event_log.load_snapshot(snapshot.run_id, at_or_before=parent_seq)
+            if link is None or link.seq != parent_seq:
+                raise ValueError(f"the chain's snapshot {parent_seq} is missing")
+        return build_state(chain, snapshot.run_id)
+    except _UNUSABLE as exc:
+        _warn(snapshot, exc)
         return None
 
 
@@ -107,7 +152,7 @@ async def _latest_good_state(event_log: EventLog, run_id: str, at_seq: int | Non
         snapshot = await event_log.load_snapshot(run_id, at_or_before=bound)
         if snapshot is None:
             return RunState()
-        state = decode_state(snapshot)
+        state = await _chain_state(event_log, snapshot)
         if state is not None:
             return state
         if snapshot.seq <= 1:
@@ -116,8 +161,8 @@ async def _latest_good_state(event_log: EventLog, run_id: str, at_seq: int | Non
 
 
 async def save_state(event_log: EventLog, state: RunState) -> None:
-    """Save ``state`` as the run's newest snapshot."""
-    await event_log.save_snapshot(Snapshot(state.run_id, state.seq, encode_state(state), utcnow()))
+    """Save ``state`` as the run's newest snapshot (a standalone one)."""
+    await event_log.save_snapshot(SnapshotChain().encode(state))
 
 
 async def load_state(

@@ -25,6 +25,9 @@ own the run by then.
 Snapshots follow the :class:`SnapshotPolicy`; a snapshot is saved only after
 the events it covers are in the log. Snapshots are a cache: a failed save is
 logged and the run goes on; the next one is tried after ``every`` more events.
+They form a :class:`SnapshotChain` (each stores only what append-only lists
+gained since the one before), so a snapshot that is dropped unsaved or fails
+to save restarts the chain: the next one stands alone.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from agentlog.eventlog.codec import decode_payload, encode_payload
 from agentlog.eventlog.events import SCHEMA_V, Event, EventData, utcnow
 from agentlog.projector.fold import apply
 from agentlog.projector.reducers import Reducer
-from agentlog.projector.snapshots import SnapshotPolicy, encode_state
+from agentlog.projector.snapshots import SnapshotChain, SnapshotPolicy
 from agentlog.projector.state import RunState
 
 __all__ = ["DURABILITY_MODES", "Durability", "RunWriter", "check_durability"]
@@ -88,6 +91,7 @@ class RunWriter:
         self._background: asyncio.Task[None] | None = None
         self._failure: BaseException | None = None
         self._pending_snapshot: Snapshot | None = None
+        self._chain = SnapshotChain(snapshots.base_every)
         #: time.monotonic() after which this writer's lease may have expired
         self._lease_deadline = lease_deadline
         self._reducers = reducers  # the workflow's own reducer table
@@ -113,6 +117,8 @@ class RunWriter:
         self._buffer.append(event)
         if self.snapshots.due(self.state, self._last_snapshot_seq):
             self._last_snapshot_seq = self.state.seq
+            if self._pending_snapshot is not None:  # replaced unsaved (exit mode)
+                self._chain.restart()
             # Encoded now (msgpack, fast), not deep-copied: the live state moves on.
             self._pending_snapshot = self._encode_snapshot()
         return event
@@ -195,8 +201,9 @@ class RunWriter:
 
     def _encode_snapshot(self) -> Snapshot | None:
         try:
-            return Snapshot(self.state.run_id, self.state.seq, encode_state(self.state), utcnow())
+            return self._chain.encode(self.state)
         except Exception as exc:  # a cache: a state it cannot encode is not a failed run
+            self._chain.restart()
             self._log.warning("snapshot skipped", seq=self.state.seq, error=str(exc))
             return None
 
@@ -253,6 +260,7 @@ class RunWriter:
         try:
             await self.log.save_snapshot(snapshot)
         except Exception as exc:  # a cache: the events are the truth
+            self._chain.restart()  # the next snapshot must not build on this one
             self._log.warning(
                 "snapshot save failed; the run goes on", seq=snapshot.seq, error=str(exc)
             )

@@ -32,6 +32,7 @@ from agentlog.eventlog.base import (
     check_lease,
     check_run_id,
     select_runs,
+    snapshots_kept_from,
 )
 from agentlog.eventlog.codec import encode_event
 from agentlog.eventlog.events import Event, utcnow
@@ -281,20 +282,20 @@ class KafkaEventLog(EventLog):
     # -- snapshots ----------------------------------------------------------------
 
     async def save_snapshot(self, snapshot: Snapshot) -> None:
-        check_run_id(snapshot.run_id)
-        entry = await self._reader.entry(snapshot.run_id)
+        run_id = snapshot.run_id
+        check_run_id(run_id)
+        entry = await self._reader.entry(run_id)
         if entry is None:
-            raise UnknownRunError(snapshot.run_id, self.url)
+            raise UnknownRunError(run_id, self.url)
         offset = await self._reader.snapshot_offset(entry, snapshot.seq)
-        kept = await self._reader.snapshots(snapshot.run_id)
-        seqs = sorted({s.snapshot.seq for s in kept} | {snapshot.seq})
+        kept = {s.snapshot.seq: s.snapshot.base_seq for s in await self._reader.snapshots(run_id)}
+        kept[snapshot.seq] = snapshot.base_seq
+        floor = snapshots_kept_from(kept.items(), self.keep_snapshots)
         saved = SnapshotEntry(snapshot, offset)
         records: list[tuple[bytes, bytes | None]] = [
-            (snapshot_key(snapshot.run_id, snapshot.seq), encode_snapshot(saved))
+            (snapshot_key(run_id, snapshot.seq), encode_snapshot(saved))
         ]
-        records += [
-            (snapshot_key(snapshot.run_id, old), None) for old in seqs[: -self.keep_snapshots]
-        ]
+        records += [(snapshot_key(run_id, old), None) for old in sorted(kept) if old < floor]
         runs = self._reader.layout.runs
         doing = (
             f"cannot save snapshot of run {snapshot.run_id!r} at seq {snapshot.seq} to topic {runs}"
@@ -336,7 +337,10 @@ class KafkaEventLog(EventLog):
         if entry is not None and not entry.pruned:
             entry = (await self._reader.exact(entry))[0]
         kept = await self._reader.snapshots(run_id)
-        drop = kept[:-1] if keep_latest_snapshot else kept
+        drop = kept
+        if keep_latest_snapshot:
+            floor = snapshots_kept_from(((s.snapshot.seq, s.snapshot.base_seq) for s in kept), 1)
+            drop = [old for old in kept if old.snapshot.seq < floor]
         records: list[tuple[bytes, bytes | None]] = [
             (snapshot_key(run_id, old.snapshot.seq), None) for old in drop
         ]

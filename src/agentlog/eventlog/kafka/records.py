@@ -143,6 +143,7 @@ def encode_snapshot(entry: SnapshotEntry) -> bytes:
             "state": snap.state,
             "created_at": snap.created_at,
             "offset": entry.offset,
+            "base": snap.base_seq,
         },
         path="snapshot",
     )
@@ -156,4 +157,7 @@ def decode_snapshot(run_id: str, raw: bytes) -> SnapshotEntry:
     seq, state, created = value.get("seq"), value.get("state"), value.get("created_at")
     if not (isinstance(seq, int) and isinstance(state, bytes) and isinstance(created, datetime)):
         raise ValueError("snapshot record fields have the wrong types")
-    return SnapshotEntry(Snapshot(run_id, seq, state, created), int(value.get("offset", 0)))
+    base = value.get("base", 0)  # records written before delta snapshots have none
+    if not isinstance(base, int):
+        raise ValueError("snapshot record fields have the wrong types")
+    return SnapshotEntry(Snapshot(run_id, seq, state, created, base), int(value.get("offset", 0)))
