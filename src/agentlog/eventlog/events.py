@@ -234,6 +234,9 @@ class RunCompleted(EventData):
 
     type: ClassVar[str] = "RunCompleted"
     output: Any = None
+    #: The output is the run's final values: the fold copies them, so the
+    #: event does not store the whole state again.
+    output_is_values: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -158,7 +158,8 @@ def _step_failed(state: RunState, data: StepFailed) -> None:
 
 
 def _run_completed(state: RunState, data: RunCompleted) -> None:
-    state.status, state.output, state.next_steps = RunStatus.COMPLETED, data.output, []
+    output = copy.deepcopy(state.values) if data.output_is_values else data.output
+    state.status, state.output, state.next_steps = RunStatus.COMPLETED, output, []
 
 
 def _run_failed(state: RunState, data: RunFailed) -> None:

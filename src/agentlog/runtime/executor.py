@@ -107,7 +107,7 @@ class RunExecutor:
                 self._log.info("run handed over at a step boundary", seq=state.seq)
                 break
             if not state.next_steps:
-                emit(RunCompleted(output=copy.deepcopy(state.values)))  # the result, on record
+                emit(RunCompleted(output_is_values=True))  # the result: the final values
                 break
             todo = [
                 (b, entry) for b, entry in enumerate(state.next_steps) if b not in state.pending
