@@ -24,6 +24,12 @@ neither hangs nor hides the error that the outage caused. Either way that
 ``stop()`` ended before it closed the client's connections, so it then closes
 them itself: otherwise their sockets stay open until the garbage collector
 finds them (a ResourceWarning, raised in whatever code runs then).
+
+A third needs care when a start is cut short: ``bootstrap()`` holds its first
+connection in a local variable while it waits for the cluster's metadata, so
+a ``start()`` cancelled there (by a timeout, on a slow broker) leaks that
+socket where no ``stop()`` can reach it. :func:`start_client` lets the start
+end on its own first.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from aiokafka.producer.sender import AddPartitionsToTxnHandler, Sender
 
 from agentlog._logging import get_logger
 
-__all__ = ["QUICK_TXN_RETRY_S", "stop_quietly", "transactional_producer"]
+__all__ = ["QUICK_TXN_RETRY_S", "start_client", "stop_quietly", "transactional_producer"]
 
 log = get_logger(__name__)
 
@@ -98,6 +104,36 @@ def _first_error(resp: Any) -> type[Exception] | None:
             if error is not NoError:
                 return error
     return None
+
+
+#: How long a start cut short may still run to its end before it is cancelled.
+_START_GRACE_S = 15.0
+
+
+async def start_client(client: Any) -> None:
+    """Start an aiokafka client; a caller that gives up leaves no socket behind.
+
+    ``start()`` runs in a task of its own. When the caller is cancelled or
+    times out meanwhile, the start may still finish (for up to
+    :data:`_START_GRACE_S`; aiokafka's request timeout bounds it too), and the
+    client is then stopped, before the cancellation goes on.
+
+    Raises:
+        whatever ``start()`` raised, or the caller's cancellation.
+    """
+    task = asyncio.ensure_future(client.start())
+    try:
+        await asyncio.shield(task)
+    except BaseException:
+        if not task.done():
+            await asyncio.wait({task}, timeout=_START_GRACE_S)
+            if not task.done():
+                task.cancel()
+                await asyncio.wait({task})
+        if not task.cancelled():
+            task.exception()  # raised to the caller already, or superseded by its cancel
+        await stop_quietly(client, _START_GRACE_S)
+        raise
 
 
 async def stop_quietly(client: Any, timeout_s: float) -> None:

@@ -41,7 +41,7 @@ from agentlog._logging import get_logger
 from agentlog.errors import AgentlogError, ConfigError, CorruptEventError
 from agentlog.eventlog.base import Command
 from agentlog.eventlog.kafka.admin import TopicLayout
-from agentlog.eventlog.kafka.clients import stop_quietly
+from agentlog.eventlog.kafka.clients import start_client, stop_quietly
 from agentlog.eventlog.kafka.commands import decode_command
 from agentlog.eventlog.kafka.config import KafkaConfig
 from agentlog.eventlog.kafka.errors import kafka_errors
@@ -95,7 +95,7 @@ class GroupMember:
 
     async def start(self) -> None:
         """Connect and subscribe; the group assigns partitions in the background."""
-        await self.consumer.start()
+        await start_client(self.consumer)
         self.consumer.subscribe([self._layout.commands], listener=_Listener(self))
         self._task = asyncio.create_task(self._poll_loop(), name="kafka-group-poll")
 

@@ -37,7 +37,7 @@ from agentlog.eventlog.base import (
 from agentlog.eventlog.codec import encode_event
 from agentlog.eventlog.events import Event, utcnow
 from agentlog.eventlog.kafka.admin import MAX_RECORD_BYTES, ensure_topics
-from agentlog.eventlog.kafka.clients import stop_quietly
+from agentlog.eventlog.kafka.clients import start_client, stop_quietly
 from agentlog.eventlog.kafka.config import KafkaConfig
 from agentlog.eventlog.kafka.errors import kafka_errors
 from agentlog.eventlog.kafka.reader import KafkaReader
@@ -128,7 +128,7 @@ class KafkaEventLog(EventLog):
             with kafka_errors(failed, fix):
                 async with asyncio.timeout(config.connect_timeout_s):
                     admin = AIOKafkaAdminClient(**common)
-                    await admin.start()
+                    await start_client(admin)
                     started.append(admin)
                     stage = "creating or checking the topics"
                     layout = await ensure_topics(
@@ -145,7 +145,7 @@ class KafkaEventLog(EventLog):
                         max_request_size=MAX_RECORD_BYTES,
                     )
                     started.append(plain)
-                    await plain.start()
+                    await start_client(plain)
                     reader = KafkaReader(
                         layout, common, config.request_timeout_s, config.stalled_transaction_s
                     )

@@ -57,7 +57,7 @@ from agentlog.errors import AgentlogError, BackendUnavailableError, FencedError,
 from agentlog.eventlog.base import RunInfo
 from agentlog.eventlog.events import Event
 from agentlog.eventlog.kafka.admin import MAX_RECORD_BYTES, TopicLayout
-from agentlog.eventlog.kafka.clients import stop_quietly, transactional_producer
+from agentlog.eventlog.kafka.clients import start_client, stop_quietly, transactional_producer
 from agentlog.eventlog.kafka.config import KafkaConfig
 from agentlog.eventlog.kafka.errors import kafka_errors
 from agentlog.eventlog.kafka.reader import KafkaReader
@@ -278,7 +278,7 @@ class PartitionOwner:
         try:
             with kafka_errors(doing):
                 async with asyncio.timeout(self._config.request_timeout_s):
-                    await producer.start()  # init_transactions: fences the previous owner
+                    await start_client(producer)  # init_transactions: fences the previous owner
         except BaseException:
             await stop_quietly(producer, _STOP_S)
             raise

@@ -38,7 +38,7 @@ from agentlog.errors import BackendUnavailableError, CorruptEventError
 from agentlog.eventlog.codec import decode_event
 from agentlog.eventlog.events import Event
 from agentlog.eventlog.kafka.admin import TopicLayout
-from agentlog.eventlog.kafka.clients import stop_quietly
+from agentlog.eventlog.kafka.clients import start_client, stop_quietly
 from agentlog.eventlog.kafka.errors import kafka_errors
 from agentlog.eventlog.kafka.records import (
     IndexEntry,
@@ -101,7 +101,7 @@ class KafkaReader:
     async def start(self) -> None:
         """Connect the three consumers and start reading the runs topic at 0."""
         for consumer in (self._events, self._runs, self._hw):
-            await consumer.start()
+            await start_client(consumer)
         # Fetch the topics' metadata now, so the first read does not wait for it.
         partitions = range(self.layout.events_partitions)
         await self._hw.end_offsets(
@@ -204,7 +204,7 @@ class KafkaReader:
         doing = f"cannot abort the stalled transaction of run {run_id!r}"
         try:
             with kafka_errors(doing, "the read goes on waiting, or the broker's timeout ends it"):
-                await producer.start()  # init_transactions: the coordinator aborts the open one
+                await start_client(producer)  # init_transactions: the coordinator aborts the open one
         except BackendUnavailableError as exc:
             log.warning("kafka_stalled_transaction_not_aborted", run_id=run_id, error=str(exc))
         finally:
@@ -217,7 +217,7 @@ class KafkaReader:
                 self._peek = AIOKafkaConsumer(
                     **self._common, enable_auto_commit=False, isolation_level="read_uncommitted"
                 )
-                await self._peek.start()
+                await start_client(self._peek)
             peek = self._peek
             peek.assign([tp])
             peek.seek(tp, offset)

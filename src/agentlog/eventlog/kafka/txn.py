@@ -41,7 +41,7 @@ from agentlog._logging import get_logger
 from agentlog.errors import AgentlogError, BackendUnavailableError, EventLogError, FencedError
 from agentlog.eventlog.base import RunInfo
 from agentlog.eventlog.kafka.admin import MAX_RECORD_BYTES, TopicLayout
-from agentlog.eventlog.kafka.clients import stop_quietly, transactional_producer
+from agentlog.eventlog.kafka.clients import start_client, stop_quietly, transactional_producer
 from agentlog.eventlog.kafka.config import KafkaConfig
 from agentlog.eventlog.kafka.errors import is_transient, kafka_errors
 from agentlog.eventlog.kafka.reader import KafkaReader
@@ -145,7 +145,7 @@ class Transactions:
         try:
             with kafka_errors(doing):
                 async with asyncio.timeout(self._config.request_timeout_s):
-                    await producer.start()  # init_transactions: fences older producers
+                    await start_client(producer)  # init_transactions: fences older producers
         except BaseException:
             await stop_quietly(producer, _STOP_S)
             raise
