@@ -21,6 +21,13 @@ older, the pass folds the run and saves a fresh one first; when it cannot
 (a reducer this process does not know, or a live writer's lease), the run
 stays hot.
 
+A LangGraph thread (:mod:`agentlog.langgraph`) is archived when idle, so
+that SQL and replay see it, but its hot events are never pruned here: only
+the saver can write the snapshot it continues a thread from, and a thread
+may be continued at any time. Its archived history expires with its
+workflow's TTL, counted from its last event, unless it is parked on an
+interrupt. LangGraph's own ``delete_thread`` and ``prune`` trim it.
+
 A crash at any point leaves a state the next pass completes: a file without
 a manifest entry is an orphan (deleted, then rewritten); a run whose entry
 exists but is still hot is pruned; nothing is ever written twice to the
@@ -58,7 +65,7 @@ from agentlog.archive.writer import (
 )
 from agentlog.errors import EventLogError, ReplayError, RunArchivedError
 from agentlog.eventlog.base import EventLog, RunInfo
-from agentlog.eventlog.events import Event, RunStatus, utcnow
+from agentlog.eventlog.events import LANGGRAPH_WORKFLOW, Event, RunStatus, utcnow
 from agentlog.projector import REDUCERS, decode_state, load_state, save_state
 
 __all__ = ["ArchiveSummary", "Archiver", "ArchiverConfig", "Progress", "RunPlan"]
@@ -359,6 +366,9 @@ class Archiver:
             # next pass archives the new events as a further segment.
             _log.warning("not pruning run that changed", run_id=plan.run_id, archived=upto)
             return 0
+        if info.workflow == LANGGRAPH_WORKFLOW:
+            _log.info("LangGraph thread archived, kept hot for its saver", run_id=plan.run_id)
+            return 0
         if info.status not in RunStatus.TERMINAL and not await self._resumable(info):
             return 0
         keep = plan.policy.mode is RetentionMode.LATEST_SNAPSHOT or plan.reason == "idle"
@@ -412,7 +422,7 @@ class Archiver:
             )
             if ended + policy.ttl > now:
                 continue
-            if any(s.status not in RunStatus.TERMINAL for s in entry.segments):
+            if any(not _expirable(entry.workflow, s.status) for s in entry.segments):
                 continue
             # Entry first: a crash in between leaves an orphan file, never a dangling entry.
             self.store.delete(entry.key)
@@ -421,6 +431,14 @@ class Archiver:
             expired += 1
             _log.info("expired archive file", file=entry.file, ttl=format_duration(policy.ttl))
         return expired
+
+
+def _expirable(workflow: str, status: str) -> bool:
+    """Whether an archived segment may expire: a run once it ended; a LangGraph
+    thread (which never ends) unless it is parked on an interrupt."""
+    if workflow == LANGGRAPH_WORKFLOW:
+        return status != RunStatus.WAITING
+    return status in RunStatus.TERMINAL
 
 
 def _reason(info: RunInfo, policy: RetentionPolicy, now: datetime) -> str | None:

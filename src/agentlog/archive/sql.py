@@ -14,6 +14,13 @@ Views:
 * ``interrupts``: one row per interrupt: what was asked, when, what was
   answered, and how long it waited (``waited``, seconds as a DOUBLE; NULL
   while it still waits).
+* ``checkpoints``: one row per LangGraph checkpoint (:mod:`agentlog.langgraph`;
+  the thread is the run): thread_id, ns, checkpoint_id, parent_id, seq, ts,
+  step, source, the channels it changed, its bytes, and whether it was
+  removed (``delete_thread``, ``prune``...).
+* ``checkpoint_writes``: one row per pending write of a LangGraph task:
+  thread_id, ns, checkpoint_id, task_id, task_path, channel, idx, value type
+  and bytes (LangGraph's interrupts are the ``__interrupt__`` channel).
 
 Durations are plain seconds, not DuckDB intervals, so every output format
 (CSV, JSON, Parquet) can carry them.
@@ -42,7 +49,7 @@ from agentlog.eventlog.base import EventLog
 __all__ = ["VIEWS", "ArchiveSQL", "open_sql"]
 
 #: The view names, in the order ``--help`` lists them.
-VIEWS = ("events", "runs", "tasks", "interrupts")
+VIEWS = ("events", "runs", "tasks", "interrupts", "checkpoints", "checkpoint_writes")
 
 _STATUS_CASE = """CASE type
     WHEN 'RunStarted' THEN 'running' WHEN 'InterruptRaised' THEN 'waiting'
@@ -103,6 +110,45 @@ SELECT r.run_id, r.seq, r.step, r.asked, r.ts AS raised_at,
 FROM raised r ASOF LEFT JOIN resumed a ON r.run_id = a.run_id AND r.seq < a.seq
 """
 
+# A checkpoint counts as removed once a later CheckpointsRemoved names it, or
+# the whole thread. Values stay opaque here: they are the serializer's bytes.
+_CHECKPOINTS = """
+CREATE VIEW checkpoints AS
+WITH saved AS (
+    SELECT run_id AS thread_id, seq, ts, payload_json ->> 'ns' AS ns,
+           payload_json ->> 'checkpoint_id' AS checkpoint_id,
+           payload_json ->> 'parent_id' AS parent_id,
+           TRY_CAST(payload_json -> '$.metadata' ->> 'step' AS BIGINT) AS step,
+           payload_json -> '$.metadata' ->> 'source' AS source,
+           CAST(json_transform(payload_json -> '$.values', '["JSON"]') AS JSON[]) AS changed,
+           octet_length(payload) AS bytes
+    FROM events WHERE type = 'CheckpointSaved'
+), removals AS (
+    SELECT run_id AS thread_id, seq, payload_json -> '$.checkpoints' AS listed,
+           coalesce(TRY_CAST(payload_json ->> 'everything' AS BOOLEAN), false) AS everything
+    FROM events WHERE type = 'CheckpointsRemoved'
+)
+SELECT s.thread_id, s.ns, s.checkpoint_id, s.parent_id, s.seq, s.ts, s.step, s.source,
+       list_transform(s.changed, x -> json_extract_string(x, '$[0]')) AS channels, s.bytes,
+       EXISTS (SELECT 1 FROM removals r WHERE r.thread_id = s.thread_id AND r.seq > s.seq
+               AND (r.everything OR json_contains(r.listed, json_array(s.ns, s.checkpoint_id))))
+           AS removed
+FROM saved s
+"""
+
+_CHECKPOINT_WRITES = """
+CREATE VIEW checkpoint_writes AS
+WITH saved AS (
+    SELECT run_id AS thread_id, seq, ts, payload_json ->> 'ns' AS ns,
+           payload_json ->> 'checkpoint_id' AS checkpoint_id,
+           payload_json ->> 'task_id' AS task_id, payload_json ->> 'task_path' AS task_path,
+           unnest(CAST(json_transform(payload_json -> '$.writes', '["JSON"]') AS JSON[])) AS w
+    FROM events WHERE type = 'WritesSaved'
+)
+SELECT thread_id, ns, checkpoint_id, task_id, task_path, w ->> 0 AS channel,
+       TRY_CAST(w ->> 1 AS BIGINT) AS idx, w ->> 2 AS value_type, seq, ts
+FROM saved
+"""
 
 _READ_ONLY = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
 
@@ -219,7 +265,7 @@ async def open_sql(
             "CREATE VIEW events AS SELECT * FROM _archived_events "
             "UNION ALL BY NAME SELECT * FROM _hot_events"
         )
-        for ddl in (_RUNS, _TASKS, _INTERRUPTS):
+        for ddl in (_RUNS, _TASKS, _INTERRUPTS, _CHECKPOINTS, _CHECKPOINT_WRITES):
             conn.execute(ddl)
         _lock_down(conn, files)
     except duckdb.Error as exc:

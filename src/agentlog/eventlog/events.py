@@ -293,6 +293,11 @@ class WriterClaimed(EventData):
     owner: str = ""
 
 
+#: The workflow name in a LangGraph thread's RunStarted (:mod:`agentlog.langgraph`):
+#: it marks a run as a thread, which the archive keeps hot (see the archiver).
+LANGGRAPH_WORKFLOW = "langgraph"
+
+
 @dataclass(frozen=True, slots=True)
 class CheckpointSaved(EventData):
     """A LangGraph checkpoint of a thread (the run), as a delta.
