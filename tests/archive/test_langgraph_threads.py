@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import operator
 from datetime import timedelta
+from itertools import pairwise
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -61,7 +62,7 @@ async def test_every_checkpoint_and_write_of_a_thread_is_a_row(tmp_path: Path) -
         ).fetchall()
         assert sorted(r[0] for r in rows) == sorted(ids)
         assert [r[2] for r in rows] == sorted(r[2] for r in rows)  # steps in log order
-        assert all(r[1] == prev[0] for prev, r in zip(rows, rows[1:], strict=False))  # a chain
+        assert all(r[1] == prev[0] for prev, r in pairwise(rows))  # a chain
         assert not any(r[3] for r in rows)
         parked = sql.sql(
             "SELECT thread_id, count(*) FROM checkpoint_writes "

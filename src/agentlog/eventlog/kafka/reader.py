@@ -204,7 +204,8 @@ class KafkaReader:
         doing = f"cannot abort the stalled transaction of run {run_id!r}"
         try:
             with kafka_errors(doing, "the read goes on waiting, or the broker's timeout ends it"):
-                await start_client(producer)  # init_transactions: the coordinator aborts the open one
+                # init_transactions: the coordinator aborts the open one
+                await start_client(producer)
         except BackendUnavailableError as exc:
             log.warning("kafka_stalled_transaction_not_aborted", run_id=run_id, error=str(exc))
         finally:
