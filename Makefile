@@ -5,13 +5,24 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint docs bench bench-quick kafka-jars clean
+.PHONY: demo test test-fast test-langgraph-oldest lint docs bench bench-quick kafka-jars clean
+
+# The oldest LangGraph the saver supports (pyproject's lower bounds), tested in a venv of its own.
+OLD_VENV      := .venv-langgraph-oldest
+OLD_STAMP     := $(OLD_VENV)/.installed
+LANGGRAPH_OLD := langgraph==1.2.11 langgraph-checkpoint==4.2.0
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	touch $(STAMP)
+
+$(OLD_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(OLD_VENV)
+	$(OLD_VENV)/bin/pip install --quiet --upgrade pip
+	$(OLD_VENV)/bin/pip install --quiet -e '.[dev]' $(LANGGRAPH_OLD)
+	touch $(OLD_STAMP)
 
 ## demo: the crash-resume-approve demo on the embedded SQLite default
 demo: $(STAMP)
@@ -24,6 +35,12 @@ kafka-jars: $(STAMP)
 ## test: every test; the Kafka broker and the S3 server are started by the fixtures
 test: $(STAMP) kafka-jars
 	$(BIN)/python -m pytest -p no:cacheprovider
+	$(MAKE) test-langgraph-oldest
+
+## test-langgraph-oldest: the LangGraph saver's suites again on the oldest langgraph supported
+test-langgraph-oldest: $(OLD_STAMP) kafka-jars
+	$(OLD_VENV)/bin/python -m pytest -p no:cacheprovider tests/langgraph tests/langgraph_graphs \
+		tests/archive/test_langgraph_threads.py
 
 ## test-fast: everything but the crash tests and the Kafka and S3 suites
 test-fast: $(STAMP)
@@ -50,4 +67,4 @@ bench-quick: $(STAMP) kafka-jars
 	$(BIN)/python -m benchmarks --quick
 
 clean:
-	rm -rf $(VENV) .cache .agentlog .pytest_cache .mypy_cache .ruff_cache site
+	rm -rf $(VENV) $(OLD_VENV) .cache .agentlog .pytest_cache .mypy_cache .ruff_cache site
