@@ -2,57 +2,25 @@
 
 from __future__ import annotations
 
-import operator
 from datetime import timedelta
 from itertools import pairwise
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
-from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command, interrupt
+from langgraph.types import Command
 
 from agentlog.archive import Archiver, ArchiverConfig, LocalArchiveStore, open_sql
 from agentlog.archive.retention import RetentionPolicies, parse_policy
 from agentlog.eventlog.events import LANGGRAPH_WORKFLOW, utcnow
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.langgraph import AgentlogSaver
-
-
-class _State(TypedDict):
-    notes: Annotated[list[str], operator.add]
-
-
-def _graph(saver: AgentlogSaver) -> Any:
-    def plan(state: _State) -> dict[str, list[str]]:
-        return {"notes": ["planned"]}
-
-    def approve(state: _State) -> dict[str, list[str]]:
-        return {"notes": [f"approved:{interrupt('ok?')}"]}
-
-    builder = StateGraph(_State)
-    builder.add_node("plan", plan)
-    builder.add_node("approve", approve)
-    builder.add_edge(START, "plan")
-    builder.add_edge("plan", "approve")
-    builder.add_edge("approve", END)
-    return builder.compile(checkpointer=saver)
-
-
-def _run_thread(db: Path, thread: str, *, answer: bool) -> list[str]:
-    """Run the graph on ``thread`` (parking on its interrupt); the checkpoint ids."""
-    config: Any = {"configurable": {"thread_id": thread}}
-    with AgentlogSaver.from_url(f"sqlite:///{db}") as saver:
-        graph = _graph(saver)
-        graph.invoke({"notes": []}, config)
-        if answer:
-            graph.invoke(Command(resume="yes"), config)
-        return [t.config["configurable"]["checkpoint_id"] for t in saver.list(config)]
+from tests.lg_threads import approval_graph, run_thread
 
 
 async def test_every_checkpoint_and_write_of_a_thread_is_a_row(tmp_path: Path) -> None:
     db = tmp_path / "hot.db"
-    ids = _run_thread(db, "t-done", answer=True)
-    _run_thread(db, "t-parked", answer=False)
+    ids = run_thread(db, "t-done", answer=True)
+    run_thread(db, "t-parked", answer=False)
     log = SqliteEventLog(db)
     try:
         sql = await open_sql(log=log)
@@ -76,7 +44,7 @@ async def test_every_checkpoint_and_write_of_a_thread_is_a_row(tmp_path: Path) -
 
 async def test_an_idle_thread_is_archived_and_stays_hot_for_its_saver(tmp_path: Path) -> None:
     db = tmp_path / "hot.db"
-    ids = _run_thread(db, "idle", answer=False)
+    ids = run_thread(db, "idle", answer=False)
     later = utcnow() + timedelta(days=30)
     log = SqliteEventLog(db)
     store = LocalArchiveStore(tmp_path / "archive")
@@ -92,7 +60,7 @@ async def test_an_idle_thread_is_archived_and_stays_hot_for_its_saver(tmp_path: 
     with AgentlogSaver.from_url(f"sqlite:///{db}") as saver:
         latest = saver.get_tuple(config)
         assert latest is not None and latest.config["configurable"]["checkpoint_id"] == ids[0]
-        done = _graph(saver).invoke(Command(resume="yes"), config)
+        done = approval_graph(saver).invoke(Command(resume="yes"), config)
         every = [t.config["configurable"]["checkpoint_id"] for t in saver.list(config)]
     assert done["notes"] == ["planned", "approved:yes"]
     log = SqliteEventLog(db)
@@ -112,8 +80,8 @@ async def test_a_parked_threads_archive_never_expires_a_finished_ones_does(
     tmp_path: Path,
 ) -> None:
     db = tmp_path / "hot.db"
-    _run_thread(db, "parked", answer=False)
-    _run_thread(db, "answered", answer=True)
+    run_thread(db, "parked", answer=False)
+    run_thread(db, "answered", answer=True)
     policies = RetentionPolicies(per_workflow=dict([parse_policy(f"{LANGGRAPH_WORKFLOW}=ttl:1d")]))
     log = SqliteEventLog(db)
     store = LocalArchiveStore(tmp_path / "archive")
@@ -136,7 +104,7 @@ async def test_a_parked_threads_archive_never_expires_a_finished_ones_does(
 
 async def test_a_deleted_thread_shows_as_removed_and_archives(tmp_path: Path) -> None:
     db = tmp_path / "hot.db"
-    _run_thread(db, "gone", answer=True)
+    run_thread(db, "gone", answer=True)
     with AgentlogSaver.from_url(f"sqlite:///{db}") as saver:
         saver.delete_thread("gone")
     log = SqliteEventLog(db)

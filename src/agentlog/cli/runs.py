@@ -33,7 +33,7 @@ from agentlog.cli.render import (
 )
 from agentlog.eventlog.base import RunInfo
 from agentlog.eventlog.codec import jsonable
-from agentlog.eventlog.events import RunStatus, utcnow
+from agentlog.eventlog.events import LANGGRAPH_WORKFLOW, RunStatus, utcnow
 from agentlog.eventlog.urls import DEFAULT_LOG_URL
 from agentlog.projector import diff_states, load_state
 from agentlog.runtime.stream import StreamUpdate, stream
@@ -82,6 +82,10 @@ def info_json(info: RunInfo) -> dict[str, Any]:
 def driver(info: RunInfo, now: datetime | None = None) -> str:
     """Who moves the run on, in words: its live writer, its timer, or nobody yet."""
     now = now or utcnow()
+    if info.workflow == LANGGRAPH_WORKFLOW:  # a thread: LangGraph drives it, not a worker
+        if info.status == RunStatus.WAITING:
+            return "an answer: invoke with Command(resume=...)"
+        return "its LangGraph app" if info.status == RunStatus.RUNNING else ""
     live = info.lease_expires_at is not None and info.lease_expires_at > now
     if info.status == RunStatus.RUNNING:
         if live:
@@ -115,7 +119,7 @@ def runs(
     rows = [
         (
             i.run_id,
-            f"{i.workflow} v{i.version}",
+            f"{i.workflow} v{i.version}" if i.version else i.workflow,
             i.status,
             i.steps,
             i.last_seq,

@@ -124,25 +124,46 @@ def checkpoints_removed(state: RunState, data: CheckpointsRemoved) -> None:
 
 
 def display_payload(data: EventData) -> dict[str, Any]:
-    """An event's payload for ``agentlog show``: LangGraph bytes decoded for people."""
-    payload = data.to_dict()
+    """An event's payload for ``agentlog show``: LangGraph bytes decoded for people.
+
+    A checkpoint shows its graph step (``step``, which the timeline puts in
+    its step column), its id, parent and source, and the channels it changed;
+    a task's writes show its node (LangGraph's task path ends with it) and the
+    values it wrote.
+    """
     if isinstance(data, CheckpointSaved):
-        payload["values"] = {
-            channel: ("(empty)" if kind == "empty" else display_value(kind, raw))
-            if base is None
-            else {"appended": display_value(kind, raw)}
-            for channel, _version, kind, raw, base in data.values
+        metadata = data.metadata or {}
+        payload: dict[str, Any] = {
+            "step": _graph_step(data.ns, metadata.get("step")),
+            "changed": {
+                channel: ("(empty)" if kind == "empty" else display_value(kind, raw))
+                if base is None
+                else {"appended": display_value(kind, raw)}
+                for channel, _version, kind, raw, base in data.values
+            },
+            "source": metadata.get("source"),
+            "checkpoint": data.checkpoint_id,
+            "parent": data.parent_id,
         }
-        payload["checkpoint"] = {
-            k: v
-            for k, v in data.checkpoint.items()
-            if k not in ("versions_seen", "channel_versions")
+        if data.metadata_blob is not None:
+            payload["metadata"] = display_value(*data.metadata_blob)
+        if data.extra is not None:
+            payload["extra"] = display_value(*data.extra)
+        return payload
+    if isinstance(data, WritesSaved):
+        node = data.task_path.rpartition(", ")[2] if data.task_path else "(resume)"
+        return {
+            "step": f"{data.ns} {node}" if data.ns else node,
+            "writes": {
+                channel: display_value(kind, raw) for channel, _idx, kind, raw in data.writes
+            },
+            "task": data.task_path or data.task_id,
+            "checkpoint": data.checkpoint_id,
         }
-        for key in ("metadata_blob", "extra"):
-            if payload[key] is not None:
-                payload[key] = display_value(*payload[key])
-    elif isinstance(data, WritesSaved):
-        payload["writes"] = {
-            channel: display_value(kind, raw) for channel, _idx, kind, raw in data.writes
-        }
-    return payload
+    return data.to_dict()
+
+
+def _graph_step(ns: str, step: Any) -> str:
+    """``step 3``, or ``child:<id> step 3`` inside a subgraph's namespace."""
+    label = f"step {step}" if step is not None else "step ?"
+    return f"{ns} {label}" if ns else label
