@@ -261,14 +261,17 @@ def _next_call(snapshot: StateSnapshot) -> tuple[Any, bool]:
     """What moves a thread on from ``snapshot``: (the invoke input, whether it ended).
 
     No checkpoint yet: the input. Parked on an interrupt: ``Command(resume=...)``
-    answering it. Otherwise ``None``, which continues from the last checkpoint.
+    answering it. Tasks left: ``None``, which continues from the last
+    checkpoint. A thread ends when its last checkpoint has no task left: not
+    when ``next`` is empty, as LangGraph leaves out of ``next`` the tasks
+    whose writes are all saved, though their successors have yet to run.
     """
-    if not snapshot.values and not snapshot.next:
+    if not snapshot.values and not snapshot.tasks:
         return INPUT, False
     if snapshot.interrupts:
         (pending,) = snapshot.interrupts
         return Command(resume=answer_for(pending.value)), False
-    return None, not snapshot.next
+    return None, not snapshot.tasks
 
 
 def drive_once(graph: Graph, thread_id: str, durability: str) -> bool:
@@ -277,7 +280,7 @@ def drive_once(graph: Graph, thread_id: str, durability: str) -> bool:
     call, ended = _next_call(graph.get_state(config))
     if not ended:
         graph.invoke(call, config, durability=durability)  # type: ignore[arg-type]
-    return not graph.get_state(config).next
+    return not graph.get_state(config).tasks
 
 
 async def adrive_once(graph: Graph, thread_id: str, durability: str) -> bool:
@@ -286,7 +289,7 @@ async def adrive_once(graph: Graph, thread_id: str, durability: str) -> bool:
     call, ended = _next_call(await graph.aget_state(config))
     if not ended:
         await graph.ainvoke(call, config, durability=durability)  # type: ignore[arg-type]
-    return not (await graph.aget_state(config)).next
+    return not (await graph.aget_state(config)).tasks
 
 
 @contextlib.contextmanager

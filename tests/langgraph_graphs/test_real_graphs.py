@@ -97,7 +97,7 @@ async def run_async(kind: SaverKind, url: str, thread_id: str, durability: str) 
 
 def _finish(graph: Any, saver: Any, thread_id: str, trace: Trace) -> None:
     snapshot = graph.get_state(config_for(thread_id))
-    assert not snapshot.next and not snapshot.interrupts
+    assert not snapshot.tasks and not snapshot.interrupts
     trace.final = plain(snapshot.values)
     trace.shape = thread_shape(saver, thread_id)
     trace.checkpoints = assert_linear(saver, thread_id)
