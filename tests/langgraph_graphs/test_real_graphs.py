@@ -157,7 +157,7 @@ def test_threads_share_one_log(tmp_path: Path) -> None:
 
 
 @pytest.mark.kafka
-@pytest.mark.parametrize("durability", ["sync"])
+@pytest.mark.parametrize("durability", DURABILITIES)
 def test_graph_on_kafka(durability: str, kafka_bootstrap: str) -> None:
     url = f"kafka://{kafka_bootstrap}/lg{uuid.uuid4().hex[:10]}"
     check(run_sync(SAVER, url, "t-kafka", durability), durability)
