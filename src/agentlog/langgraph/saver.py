@@ -151,7 +151,7 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
     async def _get_tuple_locked(
         self, thread_id: str, ns: str, checkpoint_id: str | None
     ) -> CheckpointTuple | None:
-        state = await self._store.thread(thread_id)
+        state = await self._store.serve(thread_id, [ns])
         model = state.model
         found = model.get(ns, checkpoint_id) if checkpoint_id else model.latest(ns)
         return None if found is None else build_tuple(self.serde, model, state.heads, found)
@@ -190,7 +190,7 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
         limit: int | None,
     ) -> bool:
         """Add the thread's matches to ``out``; False once ``limit`` is reached."""
-        state = await self._store.thread(thread_id)
+        state = await self._store.serve(thread_id, None if ns is None else [ns])
         model = state.model
         saved = [
             data
@@ -247,7 +247,7 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
             get_checkpoint_metadata(config, metadata),
             dict(new_versions),
         )
-        await self._store.append(thread_id, [event])
+        await self._store.append(thread_id, [event], served_ns=ns)
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -266,7 +266,7 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
             return
         event = writes_event(self.serde, thread_id, ns, checkpoint_id, writes, task_id, path)
         async with self._store.lock(thread_id):
-            await self._store.append(thread_id, [event])
+            await self._store.append(thread_id, [event], served_ns=ns)
 
     async def _remove(
         self, thread_id: str, choose: Callable[[ThreadModel, Heads], CheckpointsRemoved]
