@@ -37,14 +37,16 @@ from dataclasses import dataclass, field
 from agentlog._logging import get_logger
 from agentlog.errors import (
     ConflictError,
+    EventLogError,
     FencedError,
     RunArchivedError,
     ThreadConflictError,
     UnknownRunError,
 )
-from agentlog.eventlog.base import EventLog, Snapshot
-from agentlog.eventlog.events import CheckpointsRemoved, Event, EventData, RunStarted, utcnow
-from agentlog.langgraph._thread import ThreadModel
+from agentlog.eventlog.base import EventLog
+from agentlog.eventlog.events import CheckpointsRemoved, Event, EventData, RunStarted
+from agentlog.langgraph import _snapshot
+from agentlog.langgraph._thread import NeedsHistory, ThreadModel
 
 __all__ = ["THREAD_WORKFLOW", "ThreadStore"]
 
@@ -59,6 +61,8 @@ class _Thread:
     model: ThreadModel
     epoch: int | None = None
     snapshot_seq: int = 0
+    #: The snapshot chain this writer continues (None: the next one is a base).
+    chain: _snapshot.Chain | None = None
     #: (ns, channel) -> (version, value): the decoded list value of the newest
     #: version seen, kept private so that the next append can be a delta.
     heads: dict[tuple[str, str], tuple[object, list[object]]] = field(default_factory=dict)
@@ -88,15 +92,17 @@ class _Thread:
         self.served.clear()
         self.read_seq = -1
         self.epoch = None  # fenced or beaten: claim again after the next read
+        self.chain = None  # another writer's snapshots may follow ours
         self.heads.clear()  # they may hold values of the checkpoint that was not stored
 
 
 class ThreadStore:
     """Threads of one EventLog, cached, with fenced appends."""
 
-    def __init__(self, event_log: EventLog, *, snapshot_every: int) -> None:
+    def __init__(self, event_log: EventLog, *, snapshot_every: int, base_every: int = 16) -> None:
         self.log = event_log
         self.snapshot_every = snapshot_every
+        self.base_every = base_every
         self.owner = f"{socket.gethostname()}:{os.getpid()}:langgraph"
         self._threads: dict[str, _Thread] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -130,15 +136,16 @@ class ThreadStore:
         return cached.heads if cached is not None else {}
 
     async def _load(self, thread_id: str) -> _Thread:
-        model: ThreadModel | None = None
+        """The latest snapshot (and its chain) plus the events after it; all events
+        if there is no snapshot of ours that can be trusted."""
+        state: _Thread | None = None
         snapshot = await self.log.load_snapshot(thread_id)
         if snapshot is not None:
-            model = ThreadModel.decode(thread_id, snapshot.state)
-            if model is None or model.seq != snapshot.seq:
-                log.warning("thread snapshot ignored", run_id=thread_id, seq=snapshot.seq)
-                model = None
-        state = _Thread(model or ThreadModel(thread_id))
-        state.snapshot_seq = state.model.seq
+            loaded = await _snapshot.load(self.log, snapshot)
+            if loaded is not None:
+                state = _Thread(loaded[0], chain=loaded[1], snapshot_seq=snapshot.seq)
+        if state is None:
+            state = _Thread(ThreadModel(thread_id))
         await self._catch_up(state)
         state.read_seq = state.foreign_seq = state.model.seq
         return state
@@ -158,6 +165,30 @@ class ThreadStore:
             if model.seq:
                 raise
             # Never written: an empty thread.
+        await self._settle(state)
+
+    async def _settle(self, state: _Thread) -> None:
+        """After a removal hit a model that is not complete, fold the whole thread."""
+        if state.model.needs_history:
+            state.model = await self._fold(state.model.thread_id, state.model.seq)
+
+    async def _fold(self, thread_id: str, upto_seq: int) -> ThreadModel:
+        model = ThreadModel(thread_id)
+        if upto_seq:
+            async for event in self.log.read(thread_id, upto_seq=upto_seq):
+                model.apply(event)
+        return model
+
+    async def history(self, state: _Thread) -> ThreadModel:
+        """Every live checkpoint of the thread (as of its model's seq), folded
+        from all its events unless the model is already complete.
+
+        For ``list`` and reads of old checkpoints, which are history-sized
+        by nature; the latest checkpoints never need it.
+        """
+        if state.model.complete:
+            return state.model
+        return await self._fold(state.model.thread_id, state.model.seq)
 
     async def append(
         self, thread_id: str, items: Sequence[EventData], *, served_ns: str | None = None
@@ -219,11 +250,28 @@ class ThreadStore:
             model.apply(event)
             if isinstance(event.data, CheckpointsRemoved) and event.data.everything:
                 state.heads.clear()
+        await self._settle(state)
 
     async def _snapshot(self, state: _Thread) -> None:
+        """Save the next snapshot of the writer's chain, then keep only what it holds."""
         model = state.model
-        await self.log.save_snapshot(Snapshot(model.thread_id, model.seq, model.encode(), utcnow()))
-        state.snapshot_seq = model.seq
+        try:
+            snapshot, chain = _snapshot.encode(model, state.chain, self.base_every)
+        except NeedsHistory:
+            # The model lacks a blob (a fork from a checkpoint older than its
+            # snapshot): fold the thread once, and snapshot that.
+            state.model = model = await self._fold(model.thread_id, model.seq)
+            snapshot, chain = _snapshot.encode(model, state.chain, self.base_every)
+        try:
+            await self.log.save_snapshot(snapshot)
+        except EventLogError as exc:
+            # A snapshot is a cache of the events, which are recorded: the put
+            # stands, and the next snapshot stands alone.
+            state.chain = None
+            log.warning("thread snapshot not saved", run_id=model.thread_id, reason=str(exc))
+            return
+        state.chain, state.snapshot_seq = chain, model.seq
+        model.trim()
 
     async def thread_ids(self) -> list[str]:
         """Every run of the log that is a LangGraph thread."""
