@@ -20,11 +20,12 @@ from agentlog.langgraph import AgentlogSaver
 EXTENDED = {"delete_for_runs", "copy_thread", "prune"}
 
 
-def registered(url_for: object) -> RegisteredCheckpointer:
+def registered(url_for: object, snapshot_every: int = 200) -> RegisteredCheckpointer:
     """A conformance registration whose factory opens a fresh saver on ``url_for()``."""
 
     async def factory() -> AsyncIterator[AgentlogSaver]:
-        async with AgentlogSaver.from_url(url_for()) as saver:  # type: ignore[operator]
+        url = url_for()  # type: ignore[operator]
+        async with AgentlogSaver.from_url(url, snapshot_every=snapshot_every) as saver:
             yield saver
 
     return checkpointer_test(name=f"AgentlogSaver-{uuid.uuid4().hex[:6]}")(factory)
@@ -42,6 +43,15 @@ async def check_conformance(registration: RegisteredCheckpointer) -> None:
 async def test_conformance_on_sqlite(tmp_path: Path) -> None:
     count = iter(range(100))
     await check_conformance(registered(lambda: f"sqlite:///{tmp_path}/log{next(count)}.db"))
+
+
+async def test_conformance_on_sqlite_with_a_snapshot_every_two_events(tmp_path: Path) -> None:
+    # After each snapshot the saver keeps only the latest checkpoints: every
+    # older read, list and removal goes through the thread's history.
+    count = iter(range(100))
+    await check_conformance(
+        registered(lambda: f"sqlite:///{tmp_path}/log{next(count)}.db", snapshot_every=2)
+    )
 
 
 @pytest.mark.kafka

@@ -45,6 +45,7 @@ from agentlog.eventlog.events import (
     RunStatus,
     StepCompleted,
     status_after,
+    status_after_event,
     utcnow,
 )
 
@@ -121,7 +122,7 @@ class RunInfo:
         workflow, version, status = self.workflow, self.version, self.status
         steps, started, wake = self.steps, self.started_at, self.wake_at
         for event in events:
-            status = status_after(status, event.type)
+            status = status_after_event(status, event.data)
             if isinstance(event.data, InterruptRaised):
                 # A run parks with every open interrupt raised again, so the
                 # earliest due time among this park's interrupts is the wake-up.

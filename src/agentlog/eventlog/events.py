@@ -45,6 +45,7 @@ __all__ = [
     "WriterClaimed",
     "WritesSaved",
     "status_after",
+    "status_after_event",
     "utcnow",
 ]
 
@@ -430,6 +431,32 @@ _STATUS_BY_TYPE = {
     "RunCancelled": RunStatus.CANCELLED,
     "RunRetried": RunStatus.RUNNING,
 }
+
+
+#: A LangGraph checkpoint made by the caller (new input, update_state), not
+#: by the graph's loop: the thread runs again, parked or not. A loop
+#: checkpoint leaves the status as it is, because LangGraph's async
+#: durability may record a checkpoint after the interrupt of its own step.
+_THREAD_RESTARTS = frozenset({"input", "update", "fork"})
+
+
+def status_after_event(status: str, data: EventData) -> str:
+    """:func:`status_after`, plus LangGraph threads (:mod:`agentlog.langgraph`),
+    whose events say they parked in their payload: a root-namespace pending
+    write to ``__interrupt__`` parks the thread (waiting), one to
+    ``__resume__`` (or a checkpoint that the caller, not the loop, made)
+    lets it go on (running)."""
+    if isinstance(data, WritesSaved) and not data.ns:
+        channels = {write[0] for write in data.writes}
+        if "__resume__" in channels:
+            return RunStatus.RUNNING
+        if "__interrupt__" in channels:
+            return RunStatus.WAITING
+        return status
+    if isinstance(data, CheckpointSaved) and not data.ns:
+        restarted = data.metadata.get("source") in _THREAD_RESTARTS
+        return RunStatus.RUNNING if restarted else status
+    return status_after(status, data.type)
 
 
 def status_after(status: str, event_type: str) -> str:

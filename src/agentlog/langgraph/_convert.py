@@ -10,6 +10,7 @@ version they extend; reading the value joins the chain back together. So a
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -109,7 +110,8 @@ def checkpoint_event(
     extra: dict[str, Any] = {}
     for key, item in checkpoint.items():
         if key not in ("channel_values", "id"):
-            (skeleton if _is_builtin(item) else extra)[key] = item
+            # A copy: the caller may go on updating its checkpoint in place.
+            (skeleton if _is_builtin(item) else extra)[key] = copy.deepcopy(item)
     meta = dict(metadata)
     builtin_meta = _is_builtin(meta)
     event = CheckpointSaved(
@@ -199,11 +201,15 @@ def build_tuple(
         if value is not _MISSING:
             values[channel] = value
     extra = _load(serde, data.extra[0], data.extra[1], where) if data.extra else {}
-    checkpoint: Any = {**data.checkpoint, **extra, "id": cid, "channel_values": values}
+    # Copies, deep: LangGraph updates a checkpoint's channel_versions and
+    # versions_seen in place (get_state applies pending writes to what it
+    # read), which must not change the checkpoint the saver holds.
+    skeleton = copy.deepcopy(data.checkpoint)
+    checkpoint: Any = {**skeleton, **extra, "id": cid, "channel_values": values}
     metadata: Any = (
         _load(serde, data.metadata_blob[0], data.metadata_blob[1], where)
         if data.metadata_blob
-        else dict(data.metadata)
+        else copy.deepcopy(data.metadata)
     )
     pending = [
         (task_id, channel, _load(serde, kind, raw, f"{where} write to {channel!r}"))

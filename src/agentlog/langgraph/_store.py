@@ -5,12 +5,25 @@ id = thread id). A thread is read once (latest snapshot + the events after
 it) and then kept in memory; every read checks for events appended since
 (one cheap query), so another process's checkpoints are seen.
 
-Writing is fenced: the first write of this process to a thread claims the
-run's writer epoch (after reading the thread), which fences every older
-writer at once, with no lease to wait out after a crash. Every append names
-the next seq this process expects, so if another process wrote meanwhile
-(or claimed the thread since), the append fails, nothing is written, and
-:class:`~agentlog.errors.ThreadConflictError` says so.
+Writing is fenced, and a saver never appends on top of anything it did not
+serve to LangGraph. LangGraph reads a namespace's checkpoint (``get_tuple``
+when an ``invoke`` starts) and then writes its successors from what it read;
+so the store remembers, per namespace, the seq it served, and a write whose
+namespace was served before the latest event another writer appended is a
+:class:`~agentlog.errors.ThreadConflictError`: nothing is appended, and the
+namespace stays refused until LangGraph reads it again (the next ``invoke``).
+A failed write refuses every namespace of the thread the same way, because
+LangGraph goes on (its background futures put the step's checkpoint after
+a failed ``put_writes``) and that checkpoint would fork the thread.
+
+Every append names the next seq this process expects, so if another
+process wrote meanwhile (or claimed the thread since), the append fails and
+nothing is written. After its first write to a thread this process claims
+the run's writer epoch, which fences every older writer at once, with no
+lease to wait out after a crash. It claims after that write, not before: the
+first batch is appended under the epoch in force, conditional on its seq, so
+of two processes that read the same checkpoint exactly one wins, and a late
+claim never fences a writer that is ahead of it.
 """
 
 from __future__ import annotations
@@ -24,14 +37,16 @@ from dataclasses import dataclass, field
 from agentlog._logging import get_logger
 from agentlog.errors import (
     ConflictError,
+    EventLogError,
     FencedError,
     RunArchivedError,
     ThreadConflictError,
     UnknownRunError,
 )
-from agentlog.eventlog.base import EventLog, Snapshot
-from agentlog.eventlog.events import CheckpointsRemoved, Event, EventData, RunStarted, utcnow
-from agentlog.langgraph._thread import ThreadModel
+from agentlog.eventlog.base import EventLog
+from agentlog.eventlog.events import CheckpointsRemoved, Event, EventData, RunStarted
+from agentlog.langgraph import _snapshot
+from agentlog.langgraph._thread import NeedsHistory, ThreadModel
 
 __all__ = ["THREAD_WORKFLOW", "ThreadStore"]
 
@@ -46,17 +61,48 @@ class _Thread:
     model: ThreadModel
     epoch: int | None = None
     snapshot_seq: int = 0
+    #: The snapshot chain this writer continues (None: the next one is a base).
+    chain: _snapshot.Chain | None = None
     #: (ns, channel) -> (version, value): the decoded list value of the newest
     #: version seen, kept private so that the next append can be a delta.
     heads: dict[tuple[str, str], tuple[object, list[object]]] = field(default_factory=dict)
+    #: ns -> the seq of the thread's head when LangGraph last read that namespace.
+    served: dict[str, int] = field(default_factory=dict)
+    #: The seq of the thread's head at its last read of any kind: what a
+    #: namespace never read (a direct ``put``) counts as served at; -1 refuses it.
+    read_seq: int = 0
+    #: The newest seq that this store did not append itself (another writer's
+    #: event, or the head when a write failed): a namespace served before it is stale.
+    foreign_seq: int = 0
+
+    def serve(self, namespaces: Sequence[str] | None = None) -> None:
+        """Record that LangGraph was given the thread as it stands (``None``: every namespace)."""
+        seq = self.model.seq
+        self.read_seq = seq
+        for ns in self.model.checkpoints if namespaces is None else namespaces:
+            self.served[ns] = seq
+
+    def stale(self, ns: str) -> bool:
+        """True if ``ns`` was served before the newest event this store did not write."""
+        return self.served.get(ns, self.read_seq) < self.foreign_seq
+
+    def refuse(self) -> None:
+        """After a failed write: refuse every namespace until it is read again."""
+        self.foreign_seq = self.model.seq
+        self.served.clear()
+        self.read_seq = -1
+        self.epoch = None  # fenced or beaten: claim again after the next read
+        self.chain = None  # another writer's snapshots may follow ours
+        self.heads.clear()  # they may hold values of the checkpoint that was not stored
 
 
 class ThreadStore:
     """Threads of one EventLog, cached, with fenced appends."""
 
-    def __init__(self, event_log: EventLog, *, snapshot_every: int) -> None:
+    def __init__(self, event_log: EventLog, *, snapshot_every: int, base_every: int = 16) -> None:
         self.log = event_log
         self.snapshot_every = snapshot_every
+        self.base_every = base_every
         self.owner = f"{socket.gethostname()}:{os.getpid()}:langgraph"
         self._threads: dict[str, _Thread] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -78,74 +124,154 @@ class ThreadStore:
             await self._catch_up(cached)
         return cached
 
+    async def serve(self, thread_id: str, namespaces: Sequence[str] | None = None) -> _Thread:
+        """The thread caught up with the log, as LangGraph is about to be given it."""
+        state = await self.thread(thread_id)
+        state.serve(namespaces)
+        return state
+
     def heads(self, thread_id: str) -> dict[tuple[str, str], tuple[object, list[object]]]:
         """The private head values of a loaded thread (empty if not loaded)."""
         cached = self._threads.get(thread_id)
         return cached.heads if cached is not None else {}
 
     async def _load(self, thread_id: str) -> _Thread:
-        model: ThreadModel | None = None
+        """The latest snapshot (and its chain) plus the events after it; all events
+        if there is no snapshot of ours that can be trusted."""
+        state: _Thread | None = None
         snapshot = await self.log.load_snapshot(thread_id)
         if snapshot is not None:
-            model = ThreadModel.decode(thread_id, snapshot.state)
-            if model is None or model.seq != snapshot.seq:
-                log.warning("thread snapshot ignored", run_id=thread_id, seq=snapshot.seq)
-                model = None
-        state = _Thread(model or ThreadModel(thread_id))
-        state.snapshot_seq = state.model.seq
+            loaded = await _snapshot.load(self.log, snapshot)
+            if loaded is not None:
+                state = _Thread(loaded[0], chain=loaded[1], snapshot_seq=snapshot.seq)
+        if state is None:
+            state = _Thread(ThreadModel(thread_id))
         await self._catch_up(state)
+        state.read_seq = state.foreign_seq = state.model.seq
         return state
 
     async def _catch_up(self, state: _Thread) -> None:
+        """Fold in what other writers appended since (all of it is foreign)."""
         model = state.model
         try:
             async for event in self.log.read(model.thread_id, after_seq=model.seq):
                 model.apply(event)
+                if isinstance(event.data, CheckpointsRemoved) and event.data.everything:
+                    state.heads.clear()
+                state.foreign_seq = event.seq
         except RunArchivedError:
             raise
         except UnknownRunError:
             if model.seq:
                 raise
             # Never written: an empty thread.
+        await self._settle(state)
 
-    def forget(self, thread_id: str) -> None:
-        """Drop what is cached of the thread (after a conflict)."""
-        self._threads.pop(thread_id, None)
+    async def _settle(self, state: _Thread) -> None:
+        """After a removal hit a model that is not complete, fold the whole thread."""
+        if state.model.needs_history:
+            state.model = await self._fold(state.model.thread_id, state.model.seq)
 
-    async def append(self, thread_id: str, items: Sequence[EventData]) -> None:
+    async def _fold(self, thread_id: str, upto_seq: int) -> ThreadModel:
+        model = ThreadModel(thread_id)
+        if upto_seq:
+            async for event in self.log.read(thread_id, upto_seq=upto_seq):
+                model.apply(event)
+        return model
+
+    async def history(self, state: _Thread) -> ThreadModel:
+        """Every live checkpoint of the thread (as of its model's seq), folded
+        from all its events unless the model is already complete.
+
+        For ``list`` and reads of old checkpoints, which are history-sized
+        by nature; the latest checkpoints never need it.
+        """
+        if state.model.complete:
+            return state.model
+        return await self._fold(state.model.thread_id, state.model.seq)
+
+    async def append(
+        self, thread_id: str, items: Sequence[EventData], *, served_ns: str | None = None
+    ) -> None:
         """Append ``items`` to the thread's run, fenced, all or nothing.
+
+        Args:
+            served_ns: the namespace whose served checkpoint the items build
+                on (a put or put_writes); refused if another writer appended
+                since it was served. None for an operation that read the
+                thread itself just now, under the thread's lock.
 
         Raises:
             ThreadConflictError: another process wrote or claimed the thread
                 since this one read it; nothing was written.
         """
         state = await self.thread(thread_id, refresh=False)
+        if served_ns is not None and state.stale(served_ns):
+            state.refuse()
+            raise ThreadConflictError(thread_id, _STALE)
+        claim_after = False
         if state.epoch is None:
-            await self._catch_up(state)  # read first, then fence the older writers
+            await self._catch_up(state)
+            if served_ns is not None and state.stale(served_ns):
+                state.refuse()
+                raise ThreadConflictError(thread_id, _STALE)
+            if state.model.seq == 0:
+                state.epoch = await self.log.claim_writer(thread_id, owner=self.owner, force=True)
+            else:
+                # A claim would fence a writer that appended between our read
+                # and our claim, though it is ahead of us. So the first batch
+                # goes in under the epoch in force, conditional on the seq (the
+                # log's own compare-and-swap: exactly one of two racers gets
+                # it), and the winner claims only then.
+                info = await self.log.find_run(thread_id)
+                state.epoch, claim_after = (info.writer_epoch if info else 0), True
+        await self._write(state, items)
+        if claim_after:
             state.epoch = await self.log.claim_writer(thread_id, owner=self.owner, force=True)
+        if state.model.seq - state.snapshot_seq >= self.snapshot_every:
+            await self._snapshot(state)
+
+    async def _write(self, state: _Thread, items: Sequence[EventData]) -> None:
+        """Append ``items`` under ``state.epoch`` at the next seq and fold them in."""
         model = state.model
         if model.seq == 0:
             items = [_thread_started(), *items]
+        assert state.epoch is not None
         events = [
-            Event(thread_id, model.seq + 1 + i, data, writer_epoch=state.epoch)
+            Event(model.thread_id, model.seq + 1 + i, data, writer_epoch=state.epoch)
             for i, data in enumerate(items)
         ]
         try:
             await self.log.append(events, durable=True)
         except (ConflictError, FencedError) as exc:
-            self.forget(thread_id)
-            raise ThreadConflictError(thread_id, _why(exc)) from exc
+            state.refuse()
+            raise ThreadConflictError(model.thread_id, _why(exc)) from exc
         for event in events:
             model.apply(event)
             if isinstance(event.data, CheckpointsRemoved) and event.data.everything:
                 state.heads.clear()
-        if model.seq - state.snapshot_seq >= self.snapshot_every:
-            await self._snapshot(state)
+        await self._settle(state)
 
     async def _snapshot(self, state: _Thread) -> None:
+        """Save the next snapshot of the writer's chain, then keep only what it holds."""
         model = state.model
-        await self.log.save_snapshot(Snapshot(model.thread_id, model.seq, model.encode(), utcnow()))
-        state.snapshot_seq = model.seq
+        try:
+            snapshot, chain = _snapshot.encode(model, state.chain, self.base_every)
+        except NeedsHistory:
+            # The model lacks a blob (a fork from a checkpoint older than its
+            # snapshot): fold the thread once, and snapshot that.
+            state.model = model = await self._fold(model.thread_id, model.seq)
+            snapshot, chain = _snapshot.encode(model, state.chain, self.base_every)
+        try:
+            await self.log.save_snapshot(snapshot)
+        except EventLogError as exc:
+            # A snapshot is a cache of the events, which are recorded: the put
+            # stands, and the next snapshot stands alone.
+            state.chain = None
+            log.warning("thread snapshot not saved", run_id=model.thread_id, reason=str(exc))
+            return
+        state.chain, state.snapshot_seq = chain, model.seq
+        model.trim()
 
     async def thread_ids(self) -> list[str]:
         """Every run of the log that is a LangGraph thread."""
@@ -161,6 +287,9 @@ def _thread_started() -> RunStarted:
         durability="sync",
         fingerprint="",
     )
+
+
+_STALE = "another process appended to it since this saver last read it"
 
 
 def _why(exc: Exception) -> str:

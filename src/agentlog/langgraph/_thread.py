@@ -8,9 +8,14 @@ saver stores blobs, so a checkpoint costs only what changed; a list channel
 that grew by appending stores only the appended items (``base`` names the
 version it extends).
 
-The whole model round-trips through agentlog's own codec (builtin values
-only) as a snapshot, so a new process reads the latest snapshot plus the
-events after it instead of the thread's whole history.
+A model is *complete* when folded from the thread's first event: it holds
+every live checkpoint. One rebuilt from a snapshot (``_snapshot``) holds only
+the latest checkpoint of each namespace, the blobs their values need and
+their pending writes, plus whatever the events after the snapshot added: it
+answers for the latest checkpoints, and says :class:`NeedsHistory` when asked
+for anything older, so the caller folds the whole thread instead. A saver
+trims its model the same way after each snapshot, so its memory too is
+bounded by the snapshot interval.
 """
 
 from __future__ import annotations
@@ -18,19 +23,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentlog.eventlog.codec import checksum, pack, unpack
 from agentlog.eventlog.events import CheckpointSaved, CheckpointsRemoved, Event, WritesSaved
 
-__all__ = ["Blob", "StoredWrite", "ThreadModel"]
+__all__ = ["ABSENT", "Blob", "NeedsHistory", "StoredWrite", "ThreadModel"]
 
-#: Bumped whenever the snapshot's shape changes; other snapshots are ignored.
-SNAPSHOT_FORMAT = "agentlog.langgraph/1"
+#: The kind of a blob that records that a version has no stored value (a
+#: snapshot says so explicitly, as it cannot tell "none" from "older").
+ABSENT = "absent"
 
 #: (type, data, base): the serializer's typed bytes; ``base`` is the channel
 #: version whose list value these bytes extend, or None for a whole value.
 Blob = tuple[str, bytes, Any]
 #: (task_id, channel, type, data, task_path)
 StoredWrite = tuple[str, str, str, bytes, str]
+
+
+class NeedsHistory(LookupError):
+    """A model rebuilt from a snapshot does not hold what was asked: fold the thread."""
 
 
 @dataclass
@@ -47,6 +56,11 @@ class ThreadModel:
     writes: dict[tuple[str, str], dict[tuple[str, int], StoredWrite]] = field(default_factory=dict)
     #: The seq of the event that saved each live checkpoint, for ordering copies.
     saved_at: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: True if folded from the first event (every live checkpoint is here).
+    complete: bool = True
+    #: Set when a removal hit a model that is not complete: only the thread's
+    #: whole history can tell which checkpoint is now a namespace's latest.
+    needs_history: bool = False
 
     # -- fold -----------------------------------------------------------------------
 
@@ -81,7 +95,10 @@ class ThreadModel:
     def _removed(self, data: CheckpointsRemoved) -> None:
         if data.everything:
             self.checkpoints, self.blobs, self.writes, self.saved_at = {}, {}, {}, {}
+            self.complete, self.needs_history = True, False  # nothing older is live
             return
+        if not self.complete:
+            self.needs_history = True
         for ns, checkpoint_id in data.checkpoints:
             self.checkpoints.get(ns, {}).pop(checkpoint_id, None)
             self.writes.pop((ns, checkpoint_id), None)
@@ -108,67 +125,72 @@ class ThreadModel:
         """The blobs that make up a value: a whole one, then the appends, oldest first.
 
         Empty if no blob was stored for that version (the channel is empty).
+
+        Raises:
+            NeedsHistory: the model is not complete and does not hold the blob.
         """
         out: list[Blob] = []
         key: Any = version
         while key is not None:
             blob = self.blobs.get((ns, channel, key))
             if blob is None:
+                if not self.complete:
+                    raise NeedsHistory(f"blob {ns!r} {channel!r} {key!r}")
+                return []
+            if blob[0] == ABSENT:
                 return []
             out.append(blob)
             key = blob[2]
         out.reverse()
         return out
 
+    def heads(self) -> list[CheckpointSaved]:
+        """The latest live checkpoint of each namespace."""
+        return [saved[max(saved)] for saved in self.checkpoints.values() if saved]
+
+    def needed_blobs(self) -> dict[tuple[str, str, Any], Blob]:
+        """Every blob the latest checkpoints' values are made of (ABSENT for none).
+
+        Raises:
+            NeedsHistory: the model is not complete and lacks one of them.
+        """
+        needed: dict[tuple[str, str, Any], Blob] = {}
+        for data in self.heads():
+            for channel, version in data.checkpoint.get("channel_versions", {}).items():
+                key: Any = version
+                while key is not None:
+                    blob = self.blobs.get((data.ns, channel, key))
+                    if blob is None and not self.complete:
+                        raise NeedsHistory(f"blob {data.ns!r} {channel!r} {key!r}")
+                    if blob is None or (blob[0] == ABSENT and key != version):
+                        # A broken chain reads as empty (as ``chain`` does).
+                        blob = (ABSENT, b"", None)
+                        key = version
+                    needed[(data.ns, channel, key)] = blob
+                    key = blob[2]
+        return needed
+
+    def kept_writes(self) -> dict[tuple[str, str], dict[tuple[str, int], StoredWrite]]:
+        """The writes of each namespace's latest checkpoint, and of any newer one
+        (saved before its checkpoint, as LangGraph's async durability may)."""
+        latest = {data.ns: data.checkpoint_id for data in self.heads()}
+        return {
+            (ns, cid): dict(stored)
+            for (ns, cid), stored in self.writes.items()
+            if stored and cid >= latest.get(ns, "")
+        }
+
+    def trim(self) -> None:
+        """Keep only what a snapshot holds (see the module docstring)."""
+        heads = self.heads()
+        blobs, writes = self.needed_blobs(), self.kept_writes()
+        self.checkpoints = {d.ns: {d.checkpoint_id: d} for d in heads}
+        self.saved_at = {
+            (d.ns, d.checkpoint_id): self.saved_at[(d.ns, d.checkpoint_id)] for d in heads
+        }
+        self.blobs, self.writes, self.complete = blobs, writes, False
+
     @property
     def empty(self) -> bool:
         """True if the thread has no live checkpoint."""
         return not any(self.checkpoints.values())
-
-    # -- snapshots ------------------------------------------------------------------
-
-    def encode(self) -> bytes:
-        """The model as snapshot bytes (agentlog's codec, with a checksum)."""
-        body = pack(
-            {
-                "seq": self.seq,
-                "checkpoints": [
-                    # Without values: the blobs below hold them once.
-                    [self.saved_at[(ns, cid)], {**data.to_dict(), "values": []}]
-                    for ns, saved in self.checkpoints.items()
-                    for cid, data in saved.items()
-                ],
-                "blobs": [[*key, *blob] for key, blob in self.blobs.items()],
-                "writes": [
-                    [ns, cid, idx, *write]
-                    for (ns, cid), stored in self.writes.items()
-                    for (_task, idx), write in stored.items()
-                ],
-            },
-            path="langgraph snapshot",
-        )
-        return pack({"format": SNAPSHOT_FORMAT, "body": body, "checksum": checksum(body)})
-
-    @classmethod
-    def decode(cls, thread_id: str, raw: bytes) -> ThreadModel | None:
-        """The model in snapshot bytes, or None if they are not a good one of ours."""
-        try:
-            frame = unpack(raw)
-            if not isinstance(frame, dict) or frame.get("format") != SNAPSHOT_FORMAT:
-                return None
-            body = frame["body"]
-            if not isinstance(body, bytes) or checksum(body) != frame.get("checksum"):
-                return None
-            data = unpack(body)
-            model = cls(thread_id, seq=data["seq"])
-            for seq, fields in data["checkpoints"]:
-                model._checkpoint_saved(CheckpointSaved(**fields), seq)
-            for ns, channel, version, kind, blob, base in data["blobs"]:
-                model.blobs[(ns, channel, version)] = (kind, blob, base)
-            for ns, cid, idx, task_id, channel, kind, blob, path in data["writes"]:
-                stored = model.writes.setdefault((ns, cid), {})
-                stored[(task_id, idx)] = (task_id, channel, kind, blob, path)
-            return model
-        except (ValueError, TypeError, KeyError) as exc:
-            del exc  # an unusable snapshot: the caller reads the events instead
-            return None

@@ -20,7 +20,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from agentlog.errors import ConfigError, MissingThreadIdError, UnknownCheckpointError
 from agentlog.eventlog.base import EventLog
-from agentlog.eventlog.events import CheckpointsRemoved
+from agentlog.eventlog.events import CheckpointSaved, CheckpointsRemoved
 from agentlog.eventlog.urls import open_log
 from agentlog.langgraph._convert import (
     Heads,
@@ -31,7 +31,7 @@ from agentlog.langgraph._convert import (
 )
 from agentlog.langgraph._loop import LoopThread
 from agentlog.langgraph._store import ThreadStore
-from agentlog.langgraph._thread import ThreadModel
+from agentlog.langgraph._thread import NeedsHistory, ThreadModel
 from agentlog.langgraph.serde import StrictSerializer
 
 __all__ = ["AgentlogSaver"]
@@ -151,8 +151,18 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
     async def _get_tuple_locked(
         self, thread_id: str, ns: str, checkpoint_id: str | None
     ) -> CheckpointTuple | None:
-        state = await self._store.thread(thread_id)
+        state = await self._store.serve(thread_id, [ns])
         model = state.model
+        found = model.get(ns, checkpoint_id) if checkpoint_id else model.latest(ns)
+        if found is not None:
+            try:
+                return build_tuple(self.serde, model, state.heads, found)
+            except NeedsHistory:
+                pass  # a fork from a checkpoint older than the latest snapshot
+        elif model.complete or not checkpoint_id:
+            return None
+        # An older checkpoint than the snapshot holds: read the thread's history.
+        model = await self._store.history(state)
         found = model.get(ns, checkpoint_id) if checkpoint_id else model.latest(ns)
         return None if found is None else build_tuple(self.serde, model, state.heads, found)
 
@@ -190,8 +200,8 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
         limit: int | None,
     ) -> bool:
         """Add the thread's matches to ``out``; False once ``limit`` is reached."""
-        state = await self._store.thread(thread_id)
-        model = state.model
+        state = await self._store.serve(thread_id, None if ns is None else [ns])
+        model = await self._store.history(state)
         saved = [
             data
             for space, by_id in model.checkpoints.items()
@@ -233,21 +243,24 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         state = await self._store.thread(thread_id, refresh=False)
-        if parent_id and state.model.get(ns, parent_id) is None:
+        model = state.model
+        if parent_id and model.get(ns, parent_id) is None:
             await self._store.thread(thread_id)  # perhaps another process saved it
-            if state.model.get(ns, parent_id) is None:
+            model = state.model
+            if model.get(ns, parent_id) is None and not model.complete:
+                model = await self._store.history(state)  # an older parent: a fork
+            if model.get(ns, parent_id) is None:
                 raise UnknownCheckpointError(thread_id, ns, parent_id, "the parent of a put")
-        event = checkpoint_event(
-            self.serde,
-            state.model,
-            state.heads,
-            ns,
-            parent_id,
-            checkpoint,
-            get_checkpoint_metadata(config, metadata),
-            dict(new_versions),
-        )
-        await self._store.append(thread_id, [event])
+        try:
+            event = self._checkpoint_event(
+                model, state.heads, ns, parent_id, config, checkpoint, metadata, new_versions
+            )
+        except NeedsHistory:
+            model = await self._store.history(state)
+            event = self._checkpoint_event(
+                model, state.heads, ns, parent_id, config, checkpoint, metadata, new_versions
+            )
+        await self._store.append(thread_id, [event], served_ns=ns)
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -255,6 +268,28 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
                 "checkpoint_id": checkpoint["id"],
             }
         }
+
+    def _checkpoint_event(
+        self,
+        model: ThreadModel,
+        heads: Heads,
+        ns: str,
+        parent_id: str | None,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> CheckpointSaved:
+        return checkpoint_event(
+            self.serde,
+            model,
+            heads,
+            ns,
+            parent_id,
+            checkpoint,
+            get_checkpoint_metadata(config, metadata),
+            dict(new_versions),
+        )
 
     async def _put_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, path: str
@@ -266,7 +301,7 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
             return
         event = writes_event(self.serde, thread_id, ns, checkpoint_id, writes, task_id, path)
         async with self._store.lock(thread_id):
-            await self._store.append(thread_id, [event])
+            await self._store.append(thread_id, [event], served_ns=ns)
 
     async def _remove(
         self, thread_id: str, choose: Callable[[ThreadModel, Heads], CheckpointsRemoved]
@@ -276,7 +311,7 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
             state = await self._store.thread(thread_id)
             if state.model.empty:
                 return
-            removed = choose(state.model, state.heads)
+            removed = choose(await self._store.history(state), state.heads)
             if removed.everything or removed.checkpoints:
                 await self._store.append(thread_id, [removed])
 
@@ -303,7 +338,8 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
 
     async def _copy_thread(self, source: str, target: str) -> None:
         async with self._store.lock(source):
-            copies = copy_events((await self._store.thread(source)).model)
+            state = await self._store.thread(source)
+            copies = copy_events(await self._store.history(state))
         if copies:
             async with self._store.lock(target):
                 await self._store.append(target, copies)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from agentlog._logging import get_logger
 from agentlog.errors import ConfigError, UnknownRunError
 from agentlog.eventlog.base import EventLog, Snapshot
+from agentlog.eventlog.codec import unpack
 from agentlog.eventlog.events import RunStatus
 from agentlog.projector._snapshot_frames import (
     FORMAT,
@@ -108,9 +109,23 @@ def _warn(snapshot: Snapshot, exc: BaseException) -> None:
     )
 
 
+def _foreign(snapshot: Snapshot) -> bool:
+    """True for another component's snapshot (its format is a name, such as
+    the LangGraph saver's ``agentlog.langgraph/2``): not a bad one, not ours."""
+    try:
+        frame = unpack(snapshot.state)
+    except _UNUSABLE:
+        return False
+    return isinstance(frame, dict) and isinstance(frame.get("format"), str)
+
+
 def decode_state(snapshot: Snapshot) -> RunState | None:
     """The RunState in a standalone snapshot, or None (logged) if it cannot be
-    trusted alone (a delta needs its chain: :func:`load_state` follows it)."""
+    trusted alone (a delta needs its chain: :func:`load_state` follows it), or
+    is another component's (the LangGraph saver's: its run folds from events)."""
+    if _foreign(snapshot):
+        log.info("snapshot is not the projector's", run_id=snapshot.run_id, seq=snapshot.seq)
+        return None
     try:
         frame = open_frame(snapshot)
         if frame.parent is not None:  # not bad: load_state follows its chain
@@ -150,8 +165,8 @@ async def _latest_good_state(event_log: EventLog, run_id: str, at_seq: int | Non
     bound = at_seq
     while True:
         snapshot = await event_log.load_snapshot(run_id, at_or_before=bound)
-        if snapshot is None:
-            return RunState()
+        if snapshot is None or _foreign(snapshot):
+            return RunState()  # the run's snapshots are another component's: fold its events
         state = await _chain_state(event_log, snapshot)
         if state is not None:
             return state
