@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
@@ -243,26 +244,31 @@ def kafka_bytes(kafka: Kafka, name: str) -> tuple[int, str]:
 
 async def _record_bytes(bootstrap: str, name: str) -> int:
     """The key and value bytes of every record in the topics ``name.*``, read back."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        topics = [t for t in await admin.list_topics() if t.startswith(f"{name}.")]
+        parts = [
+            TopicPartition(t["topic"], p["partition"])
+            for t in await admin.describe_topics(topics)
+            for p in t["partitions"]
+        ]
+    finally:
+        await admin.close()
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     await consumer.start()
     try:
-        topics = [t for t in await consumer.topics() if t.startswith(f"{name}.")]
-        parts = [tp for t in topics for tp in _partitions(consumer, t)]
         consumer.assign(parts)
         await consumer.seek_to_beginning(*parts)
         ends = await consumer.end_offsets(parts)
         total = 0
-        while any(await consumer.position(tp) < ends[tp] for tp in parts):
+        while [tp for tp in parts if await consumer.position(tp) < ends[tp]]:
             batches = await consumer.getmany(timeout_ms=1000)
             for records in batches.values():
                 total += sum(len(r.key or b"") + len(r.value or b"") for r in records)
         return total
     finally:
         await consumer.stop()
-
-
-def _partitions(consumer: AIOKafkaConsumer, topic: str) -> list[TopicPartition]:
-    return [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
 
 
 def _loop_rows(results: dict[tuple[str, str, int], LoopResult], sizes: list[int]) -> list[Row]:
