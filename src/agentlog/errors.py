@@ -10,6 +10,7 @@ The hierarchy::
     ├── ConfigError                 bad URL, bad option, bad CLI input
     ├── EventLogError
     │   ├── ConflictError           append at a seq that is not next (duplicate or gap)
+    │   │   └── ThreadConflictError another process wrote the LangGraph thread meanwhile
     │   ├── FencedError             a newer writer claimed the run; this one must stop
     │   │   └── NotOwnerError       this process does not own the run's partition (Kafka group)
     │   ├── LeaseHeldError          the run's writer lease is live in another process
@@ -19,8 +20,13 @@ The hierarchy::
     │   ├── CorruptEventError       stored bytes that do not decode; names run and seq
     │   │   └── UnknownEventTypeError
     │   ├── NotSerializableError    a value msgpack cannot carry with builtin types
+    │   │   └── ChannelNotSerializableError a LangGraph channel value the serde refuses
+    │   ├── ForbiddenTypeError      stored LangGraph bytes that name a class not allowed
     │   └── BackendUnavailableError unreachable broker, unreadable or read-only file
     ├── ReplayError                 events that cannot fold into a state
+    ├── CheckpointError             raised by the LangGraph saver (agentlog.langgraph)
+    │   ├── MissingThreadIdError    a config without configurable.thread_id
+    │   └── UnknownCheckpointError  a checkpoint_id the thread does not have
     ├── WorkflowError               raised by the runtime
     │   ├── WorkflowDefinitionError a workflow or step declared wrongly
     │   ├── UnknownWorkflowError    a run's workflow is not registered in this runtime
@@ -50,6 +56,8 @@ __all__ = [
     "AgentlogError",
     "ArchiveError",
     "BackendUnavailableError",
+    "ChannelNotSerializableError",
+    "CheckpointError",
     "ConfigError",
     "InterruptTimeoutError",
     "InvalidResumeValueError",
@@ -61,8 +69,10 @@ __all__ = [
     "CorruptEventError",
     "EventLogError",
     "FencedError",
+    "ForbiddenTypeError",
     "LeaseExpiredError",
     "LeaseHeldError",
+    "MissingThreadIdError",
     "NotSerializableError",
     "NoLiveWriterError",
     "NotOwnerError",
@@ -73,6 +83,8 @@ __all__ = [
     "RunFailedError",
     "RunNotFailedError",
     "RunNotWaitingError",
+    "ThreadConflictError",
+    "UnknownCheckpointError",
     "UnknownEventTypeError",
     "UnknownRunError",
     "UnknownStepError",
@@ -230,6 +242,58 @@ class BackendUnavailableError(EventLogError):
     retryable = True
 
 
+class ThreadConflictError(ConflictError):
+    """Another process wrote the LangGraph thread since this saver last read it.
+
+    Nothing was written: the thread's history does not fork. The other
+    process's checkpoints stand; this saver forgets what it cached of the
+    thread, so the next ``get_tuple`` (a new ``invoke``) reads them.
+    """
+
+    def __init__(self, thread_id: str, why: str) -> None:
+        EventLogError.__init__(
+            self,
+            f"thread {thread_id!r}: {why}; nothing was written. Another process writes this "
+            "thread: stop writing it here, or invoke the graph again on the thread to "
+            "continue from that process's latest checkpoint (one writer per thread).",
+        )
+        self.run_id, self.thread_id = thread_id, thread_id
+        self.expected, self.got = 0, 0
+
+
+class ChannelNotSerializableError(NotSerializableError):
+    """A channel value (or a pending write) that the saver's serializer refuses."""
+
+    def __init__(self, thread_id: str, channel: str, value_type: str, why: str) -> None:
+        EventLogError.__init__(
+            self,
+            f"thread {thread_id!r}: cannot store channel {channel!r}: a {value_type} "
+            f"({why}). Nothing of this checkpoint was written. Store builtin values, or "
+            "allow the type: AgentlogSaver(log, serde=StrictSerializer(allowed=[YourType])); "
+            "see docs/langgraph.md.",
+        )
+        self.thread_id, self.path, self.value_type = thread_id, channel, value_type
+
+
+class ForbiddenTypeError(EventLogError):
+    """Stored LangGraph bytes name a class the saver's serializer does not allow.
+
+    Decoding stopped before anything was imported or constructed (the
+    attack in CVE-2026-28277 stores such a class path). The bytes stay as
+    they are.
+    """
+
+    def __init__(self, what: str, where: str = "") -> None:
+        at = f" in {where}" if where else ""
+        super().__init__(
+            f"refused to decode stored bytes{at}: they name {what}, which is not on the "
+            "serializer's allow-list, so nothing was imported. If you stored that type "
+            "yourself, allow it: StrictSerializer(allowed=[(module, name)]); see "
+            "docs/langgraph.md."
+        )
+        self.what, self.where = what, where
+
+
 class ReplayError(AgentlogError):
     """Events that cannot be folded into a run state."""
 
@@ -334,6 +398,37 @@ class InvalidWriteError(WorkflowError):
 
 class RunFailedError(WorkflowError):
     """result() of a run that failed or was cancelled."""
+
+
+class CheckpointError(AgentlogError):
+    """An error raised by the LangGraph saver (:mod:`agentlog.langgraph`)."""
+
+
+class MissingThreadIdError(CheckpointError, ConfigError):
+    """A LangGraph config without ``configurable.thread_id``."""
+
+    def __init__(self, method: str) -> None:
+        super().__init__(
+            f"{method}: the config has no configurable.thread_id; pass "
+            '{"configurable": {"thread_id": "..."}} (one thread id per conversation).'
+        )
+
+
+class UnknownCheckpointError(CheckpointError):
+    """A checkpoint_id that the thread (in that namespace) does not have."""
+
+    def __init__(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, doing: str) -> None:
+        ns = f" namespace {checkpoint_ns!r}" if checkpoint_ns else ""
+        super().__init__(
+            f"thread {thread_id!r}{ns} has no checkpoint {checkpoint_id!r} ({doing}); "
+            "nothing was written. List its checkpoints with saver.list(config) or "
+            "`agentlog show THREAD`, and pass one of those ids (or none for the latest)."
+        )
+        self.thread_id, self.checkpoint_ns, self.checkpoint_id = (
+            thread_id,
+            checkpoint_ns,
+            checkpoint_id,
+        )
 
 
 class ArchiveError(AgentlogError):

@@ -19,7 +19,10 @@ RunRetried came later (same schema version, a new type): its run,
 was appended to the committed files with ``--append-retried``; the bytes of
 the first three runs were not touched. Likewise TimerFired and
 ProgressReported: ``golden-timers`` (progress, a sleep, an interrupt that
-times out), appended with ``--append-timers``.
+times out), appended with ``--append-timers``. And the LangGraph saver's
+CheckpointSaved, WritesSaved and CheckpointsRemoved: ``golden-langgraph`` (a
+LangGraph thread: a growing message list, an interrupt, its resume, then a
+prune), appended with ``--append-langgraph``.
 """
 
 from __future__ import annotations
@@ -27,9 +30,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import operator
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 from agentlog.eventlog.codec import encode_event
 from agentlog.eventlog.memory import MemoryEventLog
@@ -176,9 +180,58 @@ async def generate_timers() -> tuple[list[bytes], dict[str, Any]]:
     return [encode_event(e) for e in events], {"golden-timers": expected}
 
 
+class Chat(TypedDict):
+    """The state of the ``golden-langgraph`` thread."""
+
+    messages: Annotated[list[str], operator.add]
+    approved: bool
+
+
+async def generate_langgraph() -> tuple[list[bytes], dict[str, Any]]:
+    """The ``golden-langgraph`` thread, written by AgentlogSaver through LangGraph."""
+    import tempfile
+
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import Command, interrupt
+
+    from agentlog.eventlog.urls import open_log
+    from agentlog.langgraph import AgentlogSaver
+
+    def draft(state: Chat) -> dict[str, Any]:
+        return {"messages": [f"draft {len(state['messages'])}"]}
+
+    def approve(state: Chat) -> dict[str, Any]:
+        answer = interrupt({"question": "send it?", "draft": state["messages"][-1]})
+        return {"approved": answer == "yes", "messages": [f"human: {answer}"]}
+
+    builder = StateGraph(Chat)
+    builder.add_node("draft", draft)
+    builder.add_node("approve", approve)
+    builder.add_edge(START, "draft")
+    builder.add_edge("draft", "approve")
+    builder.add_edge("approve", END)
+    config: Any = {"configurable": {"thread_id": "golden-langgraph"}}
+    with tempfile.TemporaryDirectory() as folder:
+        url = f"sqlite:///{folder}/golden.db"
+        async with AgentlogSaver.from_url(url) as saver:
+            graph = builder.compile(checkpointer=saver)
+            await graph.ainvoke({"messages": ["user: write a haiku"], "approved": False}, config)
+            await graph.ainvoke(Command(resume="yes"), config)
+            await saver.aprune(["golden-langgraph"])
+        log = await open_log(url)
+        events = [e async for e in log.read("golden-langgraph")]
+        await log.close()
+    expected = json.loads(json.dumps(fold(events).to_dict(), sort_keys=True))
+    return [encode_event(e) for e in events], {"golden-langgraph": expected}
+
+
 #: Runs added after the first three (same schema version, new event types),
 #: appended to the committed files without touching the bytes already there.
-APPENDED = {"--append-retried": generate_retried, "--append-timers": generate_timers}
+APPENDED = {
+    "--append-retried": generate_retried,
+    "--append-timers": generate_timers,
+    "--append-langgraph": generate_langgraph,
+}
 
 
 def append(flag: str) -> int:

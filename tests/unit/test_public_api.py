@@ -75,6 +75,8 @@ def test_layers_import_one_way() -> None:
         "projector": {"eventlog", "projector"},
         "runtime": {"eventlog", "projector", "runtime"},
         "archive": {"eventlog", "projector", "archive"},
+        # The LangGraph saver sits on top, beside the CLI: nothing imports it.
+        "langgraph": {"eventlog", "projector", "runtime", "langgraph"},
     }
     for layer, ok in allowed.items():
         for path in (root / layer).rglob("*.py"):
@@ -98,7 +100,7 @@ def _imports(path: Path) -> set[str]:
 def test_presentation_sits_at_the_top() -> None:
     """Typer and Rich live only in cli/ (and the demo); no component imports the CLI."""
     root = Path(agentlog.__file__).parent
-    for layer in ("eventlog", "projector", "runtime", "archive"):
+    for layer in ("eventlog", "projector", "runtime", "archive", "langgraph"):
         for path in (root / layer).rglob("*.py"):
             for name in _imports(path):
                 top = name.split(".")[0]
@@ -127,3 +129,26 @@ def test_kafka_modules_import_each_other_not_the_package() -> None:
                 assert parts[1] not in ("runtime", "projector", "archive", "cli", "ui"), (
                     f"{path.name} imports {name}"
                 )
+
+
+def test_langgraph_exports_and_nothing_imports_it() -> None:
+    """agentlog.langgraph is an optional extra: `import agentlog` (and every other
+    layer, the CLI included) must work without LangGraph installed."""
+    import subprocess
+    import sys
+
+    import agentlog.langgraph
+
+    assert agentlog.langgraph.__all__ == ["DEFAULT_ALLOWED", "AgentlogSaver", "StrictSerializer"]
+    root = Path(agentlog.__file__).parent
+    for path in root.rglob("*.py"):
+        if path.is_relative_to(root / "langgraph"):
+            continue
+        for name in _imports(path):
+            where = path.relative_to(root)
+            assert not name.startswith(("agentlog.langgraph", "langgraph")), f"{where}: {name}"
+    probe = (
+        "import sys, agentlog, agentlog.cli, agentlog.runtime; print('langgraph' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

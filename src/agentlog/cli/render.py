@@ -24,6 +24,7 @@ from rich.text import Text
 
 from agentlog.eventlog.codec import jsonable
 from agentlog.eventlog.events import Event, utcnow
+from agentlog.projector.checkpoints import display_payload
 
 __all__ = [
     "age",
@@ -115,7 +116,7 @@ def timeline_rows(events: Iterable[Event]) -> list[dict[str, Any]]:
     """One row per event: seq, time, type, step, and the rest of the payload."""
     rows = []
     for event in events:
-        payload = event.data.to_dict()
+        payload = display_payload(event.data)
         step = payload.pop("step", "") or payload.get("name", "")
         rows.append(
             {

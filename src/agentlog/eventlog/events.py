@@ -19,6 +19,8 @@ from typing import Any, ClassVar, TypeAlias
 
 __all__ = [
     "Branch",
+    "CheckpointSaved",
+    "CheckpointsRemoved",
     "EVENT_TYPES",
     "SCHEMA_V",
     "Event",
@@ -41,6 +43,7 @@ __all__ = [
     "TaskStarted",
     "TimerFired",
     "WriterClaimed",
+    "WritesSaved",
     "status_after",
     "utcnow",
 ]
@@ -287,6 +290,64 @@ class WriterClaimed(EventData):
     owner: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class CheckpointSaved(EventData):
+    """A LangGraph checkpoint of a thread (the run), as a delta.
+
+    Written by :mod:`agentlog.langgraph`. ``values`` holds only the channels
+    whose version changed, each ``[channel, version, type, data, base]``:
+    ``(type, data)`` is the serializer's typed encoding and ``base`` is None
+    for a whole value, or the channel version this entry appends ``data`` (a
+    list) to; ``type`` "empty" means the channel has no value. Channels not
+    listed keep the blob of the version ``checkpoint["channel_versions"]``
+    names, recorded by an earlier CheckpointSaved.
+    """
+
+    type: ClassVar[str] = "CheckpointSaved"
+    ns: str
+    checkpoint_id: str
+    parent_id: str | None
+    #: The checkpoint without its channel values: v, ts, channel_versions,
+    #: versions_seen, updated_channels (builtin values).
+    checkpoint: dict[str, Any]
+    #: The checkpoint's metadata when it is builtin values, else {} and ``metadata_blob``.
+    metadata: dict[str, Any]
+    values: list[Any] = field(default_factory=list)
+    #: ``[type, data]``: the metadata through the serializer, when it is not builtin.
+    metadata_blob: list[Any] | None = None
+    #: ``[type, data]``: keys of the checkpoint that are not builtin (pending_sends).
+    extra: list[Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WritesSaved(EventData):
+    """A LangGraph task's pending writes against one checkpoint of the thread.
+
+    ``writes`` is ``[[channel, idx, type, data], ...]``; ``idx`` is the write's
+    index, or the negative index LangGraph gives special channels (errors,
+    interrupts, resumes), whose writes replace an earlier one of the same task.
+    """
+
+    type: ClassVar[str] = "WritesSaved"
+    ns: str
+    checkpoint_id: str
+    task_id: str
+    task_path: str
+    writes: list[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointsRemoved(EventData):
+    """LangGraph checkpoints deleted from the thread (``delete_thread``,
+    ``delete_for_runs``, ``prune``): ``checkpoints`` is ``[[ns, id], ...]``, or
+    ``everything`` for the whole thread. The events stay; reads skip them."""
+
+    type: ClassVar[str] = "CheckpointsRemoved"
+    checkpoints: list[Any] = field(default_factory=list)
+    everything: bool = False
+    reason: str = ""
+
+
 EVENT_TYPES: dict[str, type[EventData]] = {
     cls.type: cls
     for cls in (
@@ -307,6 +368,9 @@ EVENT_TYPES: dict[str, type[EventData]] = {
         RunRetried,
         RunMigrated,
         WriterClaimed,
+        CheckpointSaved,
+        WritesSaved,
+        CheckpointsRemoved,
     )
 }
 

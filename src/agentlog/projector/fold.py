@@ -19,6 +19,8 @@ from typing import Any
 
 from agentlog.errors import ReplayError
 from agentlog.eventlog.events import (
+    CheckpointSaved,
+    CheckpointsRemoved,
     Event,
     InterruptRaised,
     ProgressReported,
@@ -38,7 +40,9 @@ from agentlog.eventlog.events import (
     TaskStarted,
     TimerFired,
     WriterClaimed,
+    WritesSaved,
 )
+from agentlog.projector.checkpoints import checkpoint_saved, checkpoints_removed, writes_saved
 from agentlog.projector.reducers import REDUCERS, Reducer, replace
 from agentlog.projector.state import TIMER_FIRED, RunState, interrupt_id, interrupt_key
 
@@ -202,6 +206,10 @@ _APPLY: dict[type, Callable[[RunState, Any], None]] = {
     RunMigrated: _run_migrated,
     WriterClaimed: _writer_claimed,
     ProgressReported: _progress_reported,
+    # A LangGraph thread (agentlog.langgraph), folded in projector/checkpoints.py.
+    CheckpointSaved: checkpoint_saved,
+    WritesSaved: writes_saved,
+    CheckpointsRemoved: checkpoints_removed,
 }
 
 
