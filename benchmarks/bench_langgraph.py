@@ -18,7 +18,8 @@
    the figure to compare there). Bytes are
    the SQLite folder after the saver closed (database, plus any WAL left);
    on Kafka, the ``.log`` segment files of the log's topics on the broker's
-   disk when this module started the broker, else the sum of the records'
+   disk right after the run (before the broker's cleaner compacts the runs
+   topic) when this module started the broker, else the sum of the records'
    key and value sizes read back from the topics (``kafka_bytes`` says
    which). Targets at N = 3,000: >= 50x fewer bytes than SqliteSaver,
    ms/step no worse, ms/step at the largest N within 1.5x of the smallest.
