@@ -246,8 +246,9 @@ class ThreadConflictError(ConflictError):
     """Another process wrote the LangGraph thread since this saver last read it.
 
     Nothing was written: the thread's history does not fork. The other
-    process's checkpoints stand; this saver forgets what it cached of the
-    thread, so the next ``get_tuple`` (a new ``invoke``) reads them.
+    process's checkpoints stand; this saver refuses further writes to the
+    thread until LangGraph reads it again (the next ``invoke`` does), and then
+    goes on from them.
     """
 
     def __init__(self, thread_id: str, why: str) -> None:

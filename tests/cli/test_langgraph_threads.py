@@ -42,6 +42,8 @@ def test_runs_says_a_thread_is_moved_on_by_its_app_and_state_shows_the_values(
     by_id = {r["run_id"]: r for r in json.loads(listed.stdout)}
     assert by_id["done"]["driver"] == "its LangGraph app"
     assert by_id["parked"]["workflow"] == "langgraph"
+    assert by_id["parked"]["status"] == "waiting"
+    assert by_id["parked"]["driver"] == "an answer: invoke with Command(resume=...)"
     state = runner.invoke(app, ["state", "parked", "--log", f"sqlite:///{db}", "--json"])
     assert state.exit_code == 0, state.output
     shown = json.loads(state.stdout)

@@ -69,3 +69,18 @@ async def test_a_thread_parked_on_an_interrupt_is_waiting(tmp_path: Path) -> Non
         status, _ = await status_of(path, f"t-{durability}")
         assert status == RunStatus.RUNNING
         assert f"t-{durability}" not in runs_waiting(url)
+
+
+async def test_no_worker_is_asked_to_drive_a_thread(tmp_path: Path) -> None:
+    """A running thread has no lease (its saver holds none): without the rule a
+    worker would be handed every thread on every pass and pass it over."""
+    path = tmp_path / "agentlog.db"
+    config: Any = {"configurable": {"thread_id": "t-running"}}
+    async with AgentlogSaver.from_url(f"sqlite:///{path}") as saver:
+        await graph(saver).ainvoke({}, config)
+        await graph(saver).ainvoke(Command(resume="yes"), config)
+    async with SqliteEventLog(path) as event_log:
+        info = await event_log.get_run("t-running")
+        assert info.status == RunStatus.RUNNING and info.lease_expires_at is None
+        assert not info.needs_worker(utcnow())
+        assert await event_log.runnable() == []

@@ -42,7 +42,7 @@ from agentlog.archive.errors import ArchiveCorruptError
 from agentlog.archive.store import ArchiveStore
 from agentlog.errors import AgentlogError
 from agentlog.eventlog.codec import decode_payload, jsonable, pack
-from agentlog.eventlog.events import SCHEMA_V, Event, RunStarted, status_after
+from agentlog.eventlog.events import SCHEMA_V, Event, RunStarted, status_after_event
 
 __all__ = [
     "EVENT_SCHEMA",
@@ -206,7 +206,7 @@ class Segment:
     ) -> Segment:
         """The segment that ``events`` (one run, consecutive) form."""
         for event in events:
-            status = status_after(status, event.type)
+            status = status_after_event(status, event.data)
             steps += event.type == "StepCompleted"
         return cls(
             events[0].run_id,

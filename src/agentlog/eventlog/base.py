@@ -38,6 +38,7 @@ from agentlog.errors import (
     UnknownRunError,
 )
 from agentlog.eventlog.events import (
+    LANGGRAPH_WORKFLOW,
     Event,
     EventData,
     InterruptRaised,
@@ -150,7 +151,10 @@ class RunInfo:
 
     def needs_worker(self, now: datetime) -> bool:
         """True if a worker should drive the run now: it is running and no live
-        writer holds it, or it waits on a timer that is due."""
+        writer holds it, or it waits on a timer that is due. A LangGraph thread
+        never does: the application that invokes its graph drives it."""
+        if self.workflow == LANGGRAPH_WORKFLOW:
+            return False
         if self.archived and self.status != RunStatus.RUNNING:
             return False
         if self.lease_expires_at is not None and self.lease_expires_at > now:

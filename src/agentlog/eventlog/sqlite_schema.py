@@ -34,7 +34,7 @@ from typing import Any
 from agentlog.errors import CorruptEventError, NotSerializableError
 from agentlog.eventlog.base import RunInfo
 from agentlog.eventlog.codec import decode_payload, encode_payload, row_checksum
-from agentlog.eventlog.events import Event
+from agentlog.eventlog.events import LANGGRAPH_WORKFLOW, Event
 
 __all__ = [
     "INSERT_EVENT",
@@ -107,7 +107,7 @@ def update_run_sql(columns: tuple[int, ...]) -> str:
 
 # The same rule as RunInfo.needs_worker, answered from the indexes.
 RUNNABLE = (
-    f"SELECT {RUN_COLUMNS} FROM runs WHERE last_seq > 0 "
+    f"SELECT {RUN_COLUMNS} FROM runs WHERE last_seq > 0 AND workflow <> '{LANGGRAPH_WORKFLOW}' "
     "AND (lease_expires_at IS NULL OR lease_expires_at <= ?1) "
     "AND (status = 'running' OR (status = 'waiting' AND wake_at <= ?2)) "
     "ORDER BY coalesce(wake_at, updated_at) LIMIT ?3"
