@@ -154,7 +154,11 @@ def sql_command(
     endpoint: EndpointOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="The same as --format json.")] = False,
 ) -> None:
-    """Read-only SQL over the archive and the hot log (views: events, runs, tasks, interrupts)."""
+    """Read-only SQL over the archive and the hot log.
+
+    Views: events, runs, tasks, interrupts, and for LangGraph threads
+    checkpoints and checkpoint_writes.
+    """
     from agentlog.archive.sql import open_sql
 
     if as_json:
