@@ -77,12 +77,20 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
         serde: SerializerProtocol | None = None,
         snapshot_every: int = 200,
     ) -> None:
-        super().__init__(serde=serde or StrictSerializer())
+        self._setup(LoopThread(), event_log, False, serde, snapshot_every)
+
+    def _setup(
+        self,
+        loop: LoopThread,
+        event_log: EventLog,
+        owns_log: bool,
+        serde: SerializerProtocol | None,
+        snapshot_every: int,
+    ) -> None:
+        BaseCheckpointSaver.__init__(self, serde=serde or StrictSerializer())
         if snapshot_every < 1:
             raise ConfigError(f"snapshot_every must be 1 or more, not {snapshot_every!r}")
-        self._loop = LoopThread()
-        self._log = event_log
-        self._owns_log = False
+        self._loop, self._log, self._owns_log = loop, event_log, owns_log
         self._store = ThreadStore(event_log, snapshot_every=snapshot_every)
 
     @classmethod
@@ -94,6 +102,8 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
         snapshot_every: int = 200,
     ) -> AgentlogSaver:
         """Open the log at ``url`` (``sqlite:///...``, ``kafka://...``) on the saver's loop."""
+        if snapshot_every < 1:
+            raise ConfigError(f"snapshot_every must be 1 or more, not {snapshot_every!r}")
         loop = LoopThread()
         try:
             event_log = loop.run(open_log(url))
@@ -101,9 +111,7 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
             loop.stop()
             raise
         saver = cls.__new__(cls)
-        BaseCheckpointSaver.__init__(saver, serde=serde or StrictSerializer())
-        saver._loop, saver._log, saver._owns_log = loop, event_log, True
-        saver._store = ThreadStore(event_log, snapshot_every=snapshot_every)
+        saver._setup(loop, event_log, True, serde, snapshot_every)
         return saver
 
     # -- lifecycle ------------------------------------------------------------------
