@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 # The oldest LangGraph the saver supports (pyproject's lower bounds), tested in a venv of its own.
 OLD_VENV      := .venv-langgraph-oldest
 OLD_STAMP     := $(OLD_VENV)/.installed
-LANGGRAPH_OLD := langgraph==1.2.11 langgraph-checkpoint==4.2.0
+LANGGRAPH_OLD := langgraph==1.2.11 langgraph-checkpoint==4.2.0 langgraph-checkpoint-sqlite
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	touch $(STAMP)
 
-$(OLD_STAMP): pyproject.toml
+$(OLD_STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(OLD_VENV)
 	$(OLD_VENV)/bin/pip install --quiet --upgrade pip
 	$(OLD_VENV)/bin/pip install --quiet -e '.[dev]' $(LANGGRAPH_OLD)
@@ -40,7 +40,8 @@ test: $(STAMP) kafka-jars
 ## test-langgraph-oldest: the LangGraph saver's suites again on the oldest langgraph supported
 test-langgraph-oldest: $(OLD_STAMP) kafka-jars
 	$(OLD_VENV)/bin/python -m pytest -p no:cacheprovider tests/langgraph tests/langgraph_graphs \
-		tests/archive/test_langgraph_threads.py
+		tests/archive/test_langgraph_threads.py tests/cli/test_langgraph_threads.py \
+		--deselect tests/langgraph_graphs/test_crash.py::test_sigkill_mid_graph_then_resume
 
 ## test-fast: everything but the crash tests and the Kafka and S3 suites
 test-fast: $(STAMP)

@@ -175,14 +175,21 @@ def _close_connections(client: Any) -> None:
 
     Synchronous, so that it also runs when the caller is being cancelled.
     The background tasks that could open new connections stop first (a
-    producer's sender, the client's metadata sync); each socket is then
+    producer's sender, the client's metadata sync, a consumer's fetcher and
+    group coordinator); each socket is then
     aborted, not closed gracefully, since its peer may never read again.
     (Private attributes of aiokafka 0.14, looked up defensively: a client
     without them is left as it is.)
     """
     sender = getattr(getattr(client, "_sender", None), "sender_task", None)
     kafka = getattr(client, "_client", None) or getattr(client, "client", None)
-    for task in (sender, getattr(kafka, "_sync_task", None)):
+    tasks = [sender, getattr(kafka, "_sync_task", None)]
+    # A group consumer's stop() first waits for its coordination task to end
+    # (a rebalance may wait for a stalled member); cut short, that task and
+    # the heartbeat would reconnect to the coordinator after the sweep below.
+    for part in (getattr(client, "_coordinator", None), getattr(client, "_fetcher", None)):
+        tasks.extend(vars(part).values() if part is not None and hasattr(part, "__dict__") else ())
+    for task in tasks:
         if isinstance(task, asyncio.Task) and not task.done():
             task.cancel()
     if not isinstance(kafka, AIOKafkaClient):
