@@ -8,6 +8,7 @@ STAMP  := $(VENV)/.installed
 .PHONY: demo test test-fast test-langgraph-oldest lint docs bench bench-quick kafka-jars clean
 
 # The oldest LangGraph the saver supports (pyproject's lower bounds), tested in a venv of its own.
+# The SIGKILL test is left out there: langgraph < 1.2.16 reruns saved subgraph tasks (docs/langgraph.md).
 OLD_VENV      := .venv-langgraph-oldest
 OLD_STAMP     := $(OLD_VENV)/.installed
 LANGGRAPH_OLD := langgraph==1.2.11 langgraph-checkpoint==4.2.0 langgraph-checkpoint-sqlite

@@ -101,17 +101,16 @@ def test_saver_returns_the_subgraph_pending_writes(saver: BaseCheckpointSaver[An
     assert ("log", ["a"]) in writes, writes
 
 
-@pytest.mark.xfail(
-    _langgraph_version() < FIXED_IN,
-    reason="langgraph < 1.2.16 reruns a subgraph task whose writes were saved",
-    strict=True,
-)
-def test_resume_does_not_rerun_a_finished_subgraph_task(
+def test_resume_reruns_a_finished_subgraph_task_only_before_langgraph_1_2_16(
     saver: BaseCheckpointSaver[Any],
 ) -> None:
+    """From 1.2.16 only the failed task runs again. Before it, LangGraph takes
+    every subgraph for a replay and runs ``a`` again too, on its own
+    InMemorySaver as on ours, although the saver returned a's writes."""
     runs = Runs()
     graph = fail_once(saver, runs)
     runs.ran.clear()
     runs.b_fails = False
     assert graph.invoke(None, config_for(THREAD), durability="sync") == {"log": ["a", "b"]}
-    assert runs.ran == ["b"], "a's writes were saved: only b runs again"
+    expected = ["b"] if _langgraph_version() >= FIXED_IN else ["a", "b"]
+    assert sorted(runs.ran) == expected
