@@ -24,14 +24,9 @@ raw aiokafka side sends the very same encoded events.
 from __future__ import annotations
 
 import asyncio
-import os
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 import uuid
-from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
 
@@ -40,10 +35,9 @@ from agentlog.eventlog.codec import encode_event, pack
 from agentlog.eventlog.events import Event, TaskCompleted, utcnow
 from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog
 from benchmarks import payloads
-from benchmarks.harness import Row, row_from_samples
+from benchmarks.harness import Row, kafka_broker, row_from_samples
 
 AREA = "kafka"
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "kafka_broker.py"
 RESULT_BYTES = 200
 
 
@@ -181,23 +175,5 @@ async def _all(bootstrap: str, quick: bool) -> list[Row]:
 
 def collect(quick: bool) -> list[Row]:
     """Run the Kafka benchmarks; start a broker unless KAFKA_BOOTSTRAP_SERVERS is set."""
-    given = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
-    if given:
-        return asyncio.run(_all(given, quick))
-    with tempfile.TemporaryDirectory(prefix="agentlog-kafka-bench-") as state:
-        started = subprocess.run(
-            [sys.executable, str(SCRIPT), "start", "--dir", state],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if started.returncode != 0:
-            raise RuntimeError(f"cannot start the Kafka broker: {started.stderr}")
-        try:
-            return asyncio.run(_all(started.stdout.strip(), quick))
-        finally:
-            subprocess.run(
-                [sys.executable, str(SCRIPT), "stop", "--dir", state],
-                capture_output=True,
-                check=False,
-            )
+    with kafka_broker("agentlog-kafka-bench-") as (bootstrap, _data):
+        return asyncio.run(_all(bootstrap, quick))

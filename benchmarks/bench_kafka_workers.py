@@ -58,8 +58,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -72,7 +70,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.events import RunCompleted, RunStarted, RunStatus, WriterClaimed, utcnow
-from benchmarks import fleet_app, probe_worker
+from benchmarks import fleet_app, harness, probe_worker
 from benchmarks.fleet import (
     CONCURRENCY,
     Fleet,
@@ -86,7 +84,6 @@ from benchmarks.harness import Row, percentile
 
 AREA = "kafka-workers"
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "scripts" / "kafka_broker.py"
 PARTITIONS = 12
 #: Commands in flight from the client at once while submitting.
 SUBMIT_PARALLEL = 64
@@ -98,29 +95,8 @@ SUBMIT_PARALLEL = 64
 @contextlib.contextmanager
 def kafka_broker() -> Iterator[str]:
     """``KAFKA_BOOTSTRAP_SERVERS`` if set, else a broker started here and stopped after."""
-    given = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
-    if given:
-        yield given
-        return
-    with tempfile.TemporaryDirectory(prefix="agentlog-kafka-workers-") as state:
-        started = subprocess.run(
-            [sys.executable, str(SCRIPT), "start", "--dir", state],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=300,
-        )
-        try:
-            if started.returncode != 0:
-                raise RuntimeError(f"cannot start the Kafka broker: {started.stderr}")
-            yield started.stdout.strip()
-        finally:
-            subprocess.run(
-                [sys.executable, str(SCRIPT), "stop", "--dir", state],
-                capture_output=True,
-                check=False,
-                timeout=120,
-            )
+    with harness.kafka_broker("agentlog-kafka-workers-") as (bootstrap, _data):
+        yield bootstrap
 
 
 class Topics:

@@ -42,12 +42,9 @@ import asyncio
 import contextlib
 import math
 import operator
-import os
 import shutil
 import sqlite3
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -66,11 +63,10 @@ from agentlog.errors import AgentlogError
 from agentlog.langgraph import AgentlogSaver
 from benchmarks import payloads
 from benchmarks.bench_runtime import MESSAGE_BYTES, conversation
-from benchmarks.harness import Row, percentile, row_from_samples
+from benchmarks.harness import Row, kafka_broker, percentile, row_from_samples
 
 AREA = "langgraph"
 ROOT = Path(__file__).resolve().parent.parent / ".cache" / "bench"
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "kafka_broker.py"
 PEER = "SqliteSaver"
 
 #: Opens a saver, yields it and closes it: a fresh object on every call.
@@ -377,27 +373,8 @@ def run(
 @contextlib.contextmanager
 def broker() -> Iterator[Kafka]:
     """The broker named by KAFKA_BOOTSTRAP_SERVERS, or one started here and stopped after."""
-    given = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
-    if given:
-        yield Kafka(given, None)
-        return
-    with tempfile.TemporaryDirectory(prefix="agentlog-lg-bench-") as state:
-        started = subprocess.run(
-            [sys.executable, str(SCRIPT), "start", "--dir", state],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if started.returncode != 0:
-            raise RuntimeError(f"cannot start the Kafka broker: {started.stderr}")
-        try:
-            yield Kafka(started.stdout.strip(), Path(state) / "data")
-        finally:
-            subprocess.run(
-                [sys.executable, str(SCRIPT), "stop", "--dir", state],
-                capture_output=True,
-                check=False,
-            )
+    with kafka_broker("agentlog-lg-bench-") as (bootstrap, data):
+        yield Kafka(bootstrap, data)
 
 
 def collect(quick: bool) -> list[Row]:

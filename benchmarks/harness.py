@@ -11,11 +11,20 @@ table of every row and writes the rows as JSON to
 
 from __future__ import annotations
 
+import contextlib
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+#: Starts and stops a real broker from the Maven jars (see its docstring).
+KAFKA_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "kafka_broker.py"
 
 __all__ = ["Row", "percentile", "row_from_samples", "time_calls"]
 
@@ -68,3 +77,32 @@ def time_calls(fn: Callable[[], Any], repeat: int, *, warmup: int = 3) -> list[f
         fn()
         samples.append(time.perf_counter() - start)
     return samples
+
+
+@contextlib.contextmanager
+def kafka_broker(prefix: str) -> Iterator[tuple[str, Path | None]]:
+    """``(bootstrap, data folder)``: the broker named by KAFKA_BOOTSTRAP_SERVERS
+    (data folder None), or one started here from the Maven jars and stopped after."""
+    given = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
+    if given:
+        yield given, None
+        return
+    with tempfile.TemporaryDirectory(prefix=prefix) as state:
+        started = subprocess.run(
+            [sys.executable, str(KAFKA_SCRIPT), "start", "--dir", state],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
+        try:
+            if started.returncode != 0:
+                raise RuntimeError(f"cannot start the Kafka broker: {started.stderr}")
+            yield started.stdout.strip(), Path(state) / "data"
+        finally:
+            subprocess.run(
+                [sys.executable, str(KAFKA_SCRIPT), "stop", "--dir", state],
+                capture_output=True,
+                check=False,
+                timeout=120,
+            )
