@@ -267,6 +267,15 @@ async def test_a_fleet_under_sigkill_completes_every_run_once(
     )
 
 
+def _story(run_id: str, events: list[Event]) -> str:
+    """The run's history, one line an event, for a failure message."""
+    lines = [f"{run_id}:"]
+    for e in events:
+        data = {k: v for k, v in e.data.to_dict().items() if k not in ("input", "limits")}
+        lines.append(f"  {e.seq} epoch={e.writer_epoch} {e.type} {str(data)[:160]}")
+    return "\n".join(lines)
+
+
 async def _check_run(client: Runtime, dedup: Dedup, run_id: str) -> int:
     """Check one run's history against what the dedup service saw; return how
     many deliveries were repeats (a key sent again before its result was recorded)."""
@@ -274,7 +283,7 @@ async def _check_run(client: Runtime, dedup: Dedup, run_id: str) -> int:
     state = await client.get_state(run_id)
     assert state.status == RunStatus.COMPLETED, run_id
     approved = state.values["approved"]
-    assert state.values["sent"] == f"email({approved})"
+    assert state.values["sent"] == f"email({approved})", _story(run_id, events)
     assert len(state.values["notes"]) == 2 * len(app.BRANCHES)
     assert sum(isinstance(e.data, RunStarted) for e in events) == 1, f"{run_id}: forked start"
     epochs = [e.writer_epoch for e in events]
