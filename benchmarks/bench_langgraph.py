@@ -119,39 +119,35 @@ class _WindowState(TypedDict):
     n: int
 
 
-def _loop_builder(steps: int) -> StateGraph[Any]:
-    """The runtime benchmark's loop: each step appends the next message."""
-    messages = conversation(steps)
+def _looping(
+    schema: type[Any], steps: int, update: Callable[[dict[str, Any]], dict[str, Any]]
+) -> StateGraph[Any]:
+    """One node, run ``steps`` times; ``update(state)`` is what each run writes."""
 
-    def node(state: _LoopState) -> dict[str, Any]:
-        return {"messages": [messages[state["n"]]], "n": state["n"] + 1}
+    def node(state: dict[str, Any]) -> dict[str, Any]:
+        return {**update(state), "n": state["n"] + 1}
 
-    def route(state: _LoopState) -> str:
+    def route(state: dict[str, Any]) -> str:
         return "loop" if state["n"] < steps else END
 
-    graph: StateGraph[Any] = StateGraph(_LoopState)
+    graph: StateGraph[Any] = StateGraph(schema)
     graph.add_node("loop", node)
     graph.add_edge(START, "loop")
     graph.add_conditional_edges("loop", route)
     return graph
+
+
+def _loop_builder(steps: int) -> StateGraph[Any]:
+    """The runtime benchmark's loop: each step appends the next message."""
+    messages = conversation(steps)
+    return _looping(_LoopState, steps, lambda state: {"messages": [messages[state["n"]]]})
 
 
 def _window_builder(steps: int) -> StateGraph[Any]:
     """A loop whose state stays one message and a counter: many checkpoints, a small state."""
     r = payloads.rng("langgraph-window")
     messages = [payloads.conversation_message(r, i, MESSAGE_BYTES) for i in range(steps)]
-
-    def node(state: _WindowState) -> dict[str, Any]:
-        return {"last": messages[state["n"]], "n": state["n"] + 1}
-
-    def route(state: _WindowState) -> str:
-        return "loop" if state["n"] < steps else END
-
-    graph: StateGraph[Any] = StateGraph(_WindowState)
-    graph.add_node("loop", node)
-    graph.add_edge(START, "loop")
-    graph.add_conditional_edges("loop", route)
-    return graph
+    return _looping(_WindowState, steps, lambda state: {"last": messages[state["n"]]})
 
 
 def _stream(
