@@ -44,16 +44,19 @@ from agentlog.errors import (
     UnknownRunError,
 )
 from agentlog.eventlog.base import EventLog
-from agentlog.eventlog.events import CheckpointsRemoved, Event, EventData, RunStarted
+from agentlog.eventlog.events import (
+    LANGGRAPH_WORKFLOW,
+    CheckpointsRemoved,
+    Event,
+    EventData,
+    RunStarted,
+)
 from agentlog.langgraph import _snapshot
 from agentlog.langgraph._thread import NeedsHistory, ThreadModel
 
-__all__ = ["THREAD_WORKFLOW", "ThreadStore"]
+__all__ = ["ThreadStore"]
 
 log = get_logger("agentlog.langgraph")
-
-#: The workflow name in a thread's RunStarted, which marks a run as a LangGraph thread.
-THREAD_WORKFLOW = "langgraph"
 
 
 @dataclass
@@ -276,12 +279,12 @@ class ThreadStore:
     async def thread_ids(self) -> list[str]:
         """Every run of the log that is a LangGraph thread."""
         runs = await self.log.list_runs()
-        return [info.run_id for info in runs if info.workflow == THREAD_WORKFLOW]
+        return [info.run_id for info in runs if info.workflow == LANGGRAPH_WORKFLOW]
 
 
 def _thread_started() -> RunStarted:
     return RunStarted(
-        workflow=THREAD_WORKFLOW,
+        workflow=LANGGRAPH_WORKFLOW,
         version="",
         input=None,
         durability="sync",
