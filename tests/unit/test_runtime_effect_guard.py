@@ -24,8 +24,10 @@ from agentlog.eventlog.memory import MemoryEventLog
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.projector.snapshots import SnapshotPolicy
 from agentlog.projector.state import RunState
-from agentlog.runtime import Runtime, RunWriter, StepContext, Workflow, end
-from tests.runtime_support import config, events_of
+from agentlog.runtime import Runtime, RunWriter, StepContext, Workflow, end, goto
+from tests.runtime_support import config, event_log, events_of, run_to_rest
+
+__all__ = ["event_log"]
 
 
 class GatedThenFailingLog(MemoryEventLog):
@@ -184,3 +186,69 @@ async def test_a_paused_zombie_does_not_send_after_a_takeover(
     assert taken_over[0].recovered == ["z"]
     assert taken_over[1].status == RunStatus.COMPLETED
     assert effects["email"] == 1, "the zombie sent the email after the takeover"
+
+
+# -- an input from outside the run is on record before an effect acts on it --------------
+#
+# The Kafka fleet chaos test caught this in ``exit`` mode: a worker fired a run's
+# approval timer, ran the email with "not approved", and died before the run
+# parked again. ``exit`` held TimerFired in memory, so the next owner saw the
+# run still waiting, a human approved it, and the email (same idempotency key)
+# had already gone out saying the opposite. Durability modes govern what a run
+# produces; its inputs (start, answer, retry, a timer that fired) are durable
+# in every mode before the run goes on.
+
+
+def _input_checking_workflow(log: EventLog, seen: dict[str, list[str]]) -> Workflow:
+    wf = Workflow("inputs", state={"approved": "replace", "sent": "replace", "timeout": "replace"})
+
+    async def on_record(name: str) -> str:
+        seen[name] = [e.type for e in await events_of(log, "i")]  # what a crash would keep
+        return name
+
+    @wf.step
+    async def ask(ctx: StepContext) -> Any:
+        await ctx.task("research", on_record, "research")
+        timeout = ctx.state.get("timeout")
+        approved = ctx.interrupt("send?", expects="bool", timeout=timeout, default=False)
+        return goto("send", approved=approved)
+
+    @wf.step
+    async def send(ctx: StepContext) -> Any:
+        return end(sent=await ctx.task("email", on_record, "email"))
+
+    return wf
+
+
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+async def test_a_start_and_an_answer_are_on_record_before_any_effect(
+    event_log: EventLog, durability: str
+) -> None:
+    seen: dict[str, list[str]] = {}
+    wf = _input_checking_workflow(event_log, seen)
+    async with Runtime(event_log, workflows=[wf], config=config()) as rt:
+        await rt.start(wf, run_id="i", durability=durability)
+        assert (await run_to_rest(rt, "i")).status == RunStatus.WAITING
+        await rt.resume("i", True)
+        state = await run_to_rest(rt, "i")
+    assert state.values["approved"] is True and state.status == RunStatus.COMPLETED
+    assert "RunStarted" in seen["research"], "an effect ran on a start a crash could undo"
+    assert "ResumeReceived" in seen["email"], "the email acted on an answer not on record"
+
+
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+async def test_a_timer_that_fired_is_on_record_before_any_effect(
+    event_log: EventLog, durability: str
+) -> None:
+    seen: dict[str, list[str]] = {}
+    wf = _input_checking_workflow(event_log, seen)
+    async with Runtime(event_log, workflows=[wf], config=config()) as rt:
+        await rt.start(wf, run_id="i", input={"timeout": 0.05}, durability=durability)
+        assert (await run_to_rest(rt, "i")).status == RunStatus.WAITING
+        wake_at = (await event_log.get_run("i")).wake_at
+        assert wake_at is not None
+        await asyncio.sleep(max(0.0, (wake_at - utcnow()).total_seconds()) + 0.01)
+        await rt.fire_timers(wf, "i")  # what a worker does at the due time
+        state = await run_to_rest(rt, "i")
+    assert state.values["approved"] is False and state.status == RunStatus.COMPLETED
+    assert "TimerFired" in seen["email"], "the email acted on a timer not on record"

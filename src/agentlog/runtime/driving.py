@@ -48,6 +48,9 @@ __all__ = ["RunDriving"]
 
 log = get_logger("agentlog.runtime")
 
+#: What a driver records that is not an input from outside the run.
+_NOT_INPUTS = (WriterClaimed, RunMigrated)
+
 
 class RunDriving:
     """Claiming and driving runs; the base of :class:`Runtime`."""
@@ -269,7 +272,10 @@ class RunDriving:
             )
             for data in events:
                 writer.emit(data)
-            await writer.flush()
+            if any(not isinstance(data, _NOT_INPUTS) for data in events):
+                await writer.persist()  # an input is on record before the run acts on it
+            else:
+                await writer.flush()
             if not here:
                 await writer.close()
         except BaseException:

@@ -10,8 +10,12 @@ pattern article defines them:
 * ``async``: :meth:`flush` hands the batch to a background task that appends
   batches in order while the next step runs. :meth:`sync_point` (used before
   a side effect) waits until everything emitted so far is durable.
-* ``exit``: nothing is written until :meth:`close` (the run completed,
-  failed or parked): no mid-run recovery, the cheapest mode.
+* ``exit``: nothing the run produces is written until :meth:`close` (the
+  run completed, failed or parked): no mid-run recovery, the cheapest mode.
+
+In every mode, an input from outside the run (its start, an answer, a retry,
+a timer that fired) is made durable by :meth:`persist` before the run acts
+on it: a crash must never take back a decision an effect already acted on.
 
 A failed write is sticky: once an append fails, every later flush, sync
 point and emit of this writer raises that failure. A waiter whose events
@@ -147,6 +151,20 @@ class RunWriter:
         if self._queue is not None:
             await self._queue.join()
             self._raise_failure()
+
+    async def persist(self) -> None:
+        """Return only when everything emitted so far is durable, in every mode.
+
+        For what comes from outside the run (its start, an answer, a retry, a
+        timer that fired): the run must not act on an input that a crash
+        could take back, even in ``exit`` mode.
+        """
+        if self._queue is not None:
+            await self.sync_point()
+            return
+        async with self._lock:
+            self._raise_failure()
+            await self._write_now()
 
     def check_live(self) -> None:
         """Raise unless this writer may begin a side effect now.
