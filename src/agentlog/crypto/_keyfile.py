@@ -13,12 +13,13 @@ from __future__ import annotations
 import base64
 import contextlib
 import fcntl
-import json
 import os
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
+
+import orjson
 
 from agentlog._logging import get_logger
 from agentlog.errors import CorruptKeyringError, KeyStoreUnavailableError
@@ -62,24 +63,24 @@ class KeyFile:
                 "that this user may read it"
             ) from exc
         try:
-            doc = json.loads(raw)
-        except ValueError as exc:
+            doc = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
             raise CorruptKeyringError(str(self.path), f"not JSON ({exc})") from exc
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             raise CorruptKeyringError(str(self.path), f"not an {FORMAT} document")
         return doc
 
-    def update(self, change: Callable[[dict[str, Any]], T]) -> T:
-        """Apply ``change`` to the latest document under the lock; write it if it changed.
+    def update(self, change: Callable[[dict[str, Any]], tuple[T, bool]]) -> T:
+        """Apply ``change`` to the latest document under the lock.
 
-        ``change`` mutates the document in place and returns the call's result.
+        ``change`` mutates the document in place and returns the call's result
+        and whether it changed anything; only then is the file rewritten.
         """
         with self._locked():
             doc = self.read()
-            before = json.dumps(doc, sort_keys=True)
-            result = change(doc)
-            if json.dumps(doc, sort_keys=True) != before:
-                self._write(json.dumps(doc, sort_keys=True, indent=1).encode("utf-8"))
+            result, changed = change(doc)
+            if changed:
+                self._write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
             return result
 
     @contextlib.contextmanager

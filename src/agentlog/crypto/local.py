@@ -112,22 +112,24 @@ class LocalKek(KeyWrapper):
     def rotate(self) -> str:
         """Add a new KEK version and make it current; older ones stay for unwrapping."""
 
-        def change(doc: dict[str, Any]) -> str:
+        def change(doc: dict[str, Any]) -> tuple[str, bool]:
             keks = doc.setdefault("keks", {})
             kek_id = f"local-{len(keks) + 1}"
             while kek_id in keks:  # never reuse a version id, even after hand edits
                 kek_id = f"local-{os.urandom(4).hex()}"
             keks[kek_id] = b64(os.urandom(DATA_KEY_BYTES))
             doc["current_kek"] = kek_id
-            return kek_id
+            return kek_id, True
 
         return self.file.update(change)
 
 
-def _ensure_kek(doc: dict[str, Any]) -> None:
-    if "current_kek" not in doc:
-        doc.setdefault("keks", {})["local-1"] = b64(os.urandom(DATA_KEY_BYTES))
-        doc["current_kek"] = "local-1"
+def _ensure_kek(doc: dict[str, Any]) -> tuple[None, bool]:
+    if "current_kek" in doc:
+        return None, False  # another process made it first
+    doc.setdefault("keks", {})["local-1"] = b64(os.urandom(DATA_KEY_BYTES))
+    doc["current_kek"] = "local-1"
+    return None, True
 
 
 class LocalKeyring(KeyStore):

@@ -62,21 +62,23 @@ class FileKeyTable(WrappedKeyTable):
     def put_if_absent(self, key: WrappedKey) -> WrappedKey:
         """Store ``key`` unless the run has one (under the file lock)."""
 
-        def change(doc: dict[str, Any]) -> WrappedKey:
+        def change(doc: dict[str, Any]) -> tuple[WrappedKey, bool]:
             stored = self._get(doc, key.run_id)
             if stored is not None:
-                return stored
+                return stored, False
             doc.setdefault("runs", {})[key.run_id] = _record(key)
-            return key
+            return key, True
 
         return self.file.update(change)
 
     def destroy(self, run_id: str) -> str:
         """Remove the wrapped key and write a tombstone, in one atomic replace."""
 
-        def change(doc: dict[str, Any]) -> str:
-            doc.setdefault("runs", {}).pop(run_id, None)
-            return str(doc.setdefault("shredded", {}).setdefault(run_id, utc_now()))
+        def change(doc: dict[str, Any]) -> tuple[str, bool]:
+            had_key = doc.setdefault("runs", {}).pop(run_id, None) is not None
+            shredded = doc.setdefault("shredded", {})
+            is_new = run_id not in shredded
+            return str(shredded.setdefault(run_id, utc_now())), had_key or is_new
 
         return self.file.update(change)
 
