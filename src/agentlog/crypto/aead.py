@@ -1,0 +1,180 @@
+"""AES-256-GCM sealing of one payload, in a self-describing envelope.
+
+A sealed payload is::
+
+    magic 0xC1 'A' 'L' | version (1) | algorithm (1) | key id length (1) | key id
+    | nonce (12) | ciphertext | GCM tag (16)
+
+- **Magic.** ``0xC1`` is the one byte msgpack never uses, so a sealed payload
+  can never be mistaken for a plain (msgpack) one: encrypted and plain
+  payloads coexist in one log, and :func:`is_sealed` tells them apart.
+- **Key id.** The id of the run's data key (:attr:`DataKey.data_key_id`), so a
+  reader holding another key for the run gets :class:`WrongKeyError`, not a
+  tag failure that would look like tampering.
+- **Nonce.** 96 random bits per payload. A data key seals one run's payloads
+  only, far below the 2**32 messages at which random GCM nonces get risky.
+- **Associated data.** The header bytes, then :meth:`PayloadBinding.encode`
+  (kind, seq, run id, extra). Neither is stored encrypted, both are
+  authenticated: a ciphertext copied to another run, seq or kind, or a header
+  edited to name another algorithm, fails the tag
+  (:class:`~agentlog.errors.TamperedPayloadError`).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from typing import Literal
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from agentlog.crypto.keystore import DataKey
+from agentlog.errors import CorruptEventError, TamperedPayloadError, WrongKeyError
+
+__all__ = [
+    "ALGORITHM_AES256_GCM",
+    "ENVELOPE_VERSION",
+    "MAGIC",
+    "PayloadBinding",
+    "PayloadKind",
+    "SealedHeader",
+    "is_sealed",
+    "open_",
+    "read_header",
+    "seal",
+]
+
+MAGIC = b"\xc1AL"
+ENVELOPE_VERSION = 1
+ALGORITHM_AES256_GCM = 1
+_NONCE = 12
+_TAG = 16
+_FIXED = len(MAGIC) + 3  # magic, version, algorithm, key id length
+
+#: What a payload is; part of the associated data, so an event payload can
+#: never be read back as a snapshot or the other way round.
+PayloadKind = Literal["event", "snapshot"]
+
+
+@dataclass(frozen=True, slots=True)
+class PayloadBinding:
+    """Where a payload belongs: authenticated with it, never stored by it."""
+
+    run_id: str
+    """The run the payload belongs to."""
+    seq: int
+    """The event's seq, or the seq a snapshot was taken at."""
+    kind: PayloadKind
+    """``"event"`` or ``"snapshot"``."""
+    extra: bytes = b""
+    """More envelope fields to bind (say, the event type), encoded by the caller."""
+
+    def encode(self) -> bytes:
+        """The associated-data bytes: length-prefixed, so no two bindings collide."""
+        run = self.run_id.encode("utf-8")
+        kind = self.kind.encode("ascii")
+        return b"".join(
+            (
+                b"agentlog.payload.v1\x00",
+                struct.pack(">B", len(kind)),
+                kind,
+                struct.pack(">q", self.seq),
+                struct.pack(">I", len(run)),
+                run,
+                struct.pack(">I", len(self.extra)),
+                self.extra,
+            )
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SealedHeader:
+    """The clear-text header of a sealed payload."""
+
+    version: int
+    """Envelope version (:data:`ENVELOPE_VERSION`)."""
+    algorithm: int
+    """Algorithm id (:data:`ALGORITHM_AES256_GCM`)."""
+    key_id: str
+    """The data key's id."""
+    length: int
+    """Header length in bytes, nonce excluded."""
+
+
+def is_sealed(blob: bytes) -> bool:
+    """True if ``blob`` is a sealed payload (plain msgpack never starts with 0xC1)."""
+    return blob[: len(MAGIC)] == MAGIC
+
+
+def _header(key_id: str) -> bytes:
+    kid = key_id.encode("utf-8")
+    if not 0 < len(kid) < 256:
+        raise ValueError(f"a data key id is 1 to 255 bytes, not {len(kid)}")
+    return MAGIC + bytes((ENVELOPE_VERSION, ALGORITHM_AES256_GCM, len(kid))) + kid
+
+
+def read_header(blob: bytes, binding: PayloadBinding) -> SealedHeader:
+    """Parse a sealed payload's header.
+
+    Raises:
+        CorruptEventError: not a sealed payload, truncated, or sealed by an
+            envelope version or algorithm this agentlog does not know.
+    """
+
+    def corrupt(reason: str) -> CorruptEventError:
+        return CorruptEventError(binding.run_id, binding.seq, f"{binding.kind} payload: {reason}")
+
+    if not is_sealed(blob) or len(blob) < _FIXED:
+        raise corrupt("not an encrypted payload (no agentlog envelope header)")
+    version, algorithm, kid_len = blob[len(MAGIC) : _FIXED]
+    if version != ENVELOPE_VERSION or algorithm != ALGORITHM_AES256_GCM:
+        raise corrupt(
+            f"encrypted with envelope version {version}, algorithm {algorithm}, which this "
+            "agentlog does not know (a newer agentlog wrote it)"
+        )
+    end = _FIXED + kid_len
+    if len(blob) < end + _NONCE + _TAG:
+        raise corrupt(f"the encrypted payload is truncated ({len(blob)} bytes)")
+    try:
+        key_id = blob[_FIXED:end].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise corrupt("the data key id in its header is not UTF-8") from exc
+    return SealedHeader(version, algorithm, key_id, end)
+
+
+def seal(key: DataKey, plaintext: bytes, binding: PayloadBinding) -> bytes:
+    """Encrypt ``plaintext`` with the run's data key, bound to ``binding``."""
+    header = _header(key.data_key_id)
+    nonce = os.urandom(_NONCE)
+    sealed = AESGCM(key.plaintext).encrypt(nonce, plaintext, header + binding.encode())
+    return header + nonce + sealed
+
+
+def open_(key: DataKey, blob: bytes, binding: PayloadBinding, *, where: str = "") -> bytes:
+    """Decrypt a payload sealed by :func:`seal` under the same key and binding.
+
+    Args:
+        key: The run's data key.
+        blob: The sealed payload.
+        binding: Where the payload was read from (run, seq, kind, extra).
+        where: The key store, named in a :class:`WrongKeyError`.
+
+    Raises:
+        WrongKeyError: The payload was sealed with another data key than ``key``.
+        TamperedPayloadError: The GCM tag does not verify (bytes altered, or
+            the payload belongs to another run, seq or kind).
+        CorruptEventError: The header does not parse.
+    """
+    header = read_header(blob, binding)
+    if header.key_id != key.data_key_id:
+        raise WrongKeyError(
+            binding.run_id, binding.seq, header.key_id, key.data_key_id, where or "the key store"
+        )
+    nonce = blob[header.length : header.length + _NONCE]
+    aad = blob[: header.length] + binding.encode()
+    try:
+        return AESGCM(key.plaintext).decrypt(nonce, blob[header.length + _NONCE :], aad)
+    except InvalidTag as exc:
+        raise TamperedPayloadError(binding.run_id, binding.seq, binding.kind) from exc
