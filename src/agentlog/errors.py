@@ -23,6 +23,7 @@ The hierarchy::
     │   │   └── ChannelNotSerializableError a LangGraph channel value the serde refuses
     │   ├── ForbiddenTypeError      stored LangGraph bytes that name a class not allowed
     │   └── BackendUnavailableError unreachable broker, unreadable or read-only file
+    │       └── KafkaAuthError      the Kafka listener refused our credentials or TLS
     ├── ReplayError                 events that cannot fold into a state
     ├── CheckpointError             raised by the LangGraph saver (agentlog.langgraph)
     │   ├── MissingThreadIdError    a config without configurable.thread_id
@@ -65,6 +66,7 @@ __all__ = [
     "InvalidTimerError",
     "InvalidRouteError",
     "InvalidWriteError",
+    "KafkaAuthError",
     "ConflictError",
     "CorruptEventError",
     "EventLogError",
@@ -240,6 +242,26 @@ class BackendUnavailableError(EventLogError):
     """The storage behind the log cannot be reached or written."""
 
     retryable = True
+
+
+class KafkaAuthError(BackendUnavailableError):
+    """A Kafka listener refused this client: credentials, certificate or protocol.
+
+    Wrong SASL credentials, a broker certificate the client does not trust, a
+    client certificate the listener wants and did not get, or a security
+    protocol that is not the listener's (plaintext on a TLS port). Retrying
+    does not help until the configuration changes.
+
+    Attributes:
+        listener: the bootstrap address, security protocol and SASL
+            mechanism, as the message names them (never the password).
+    """
+
+    retryable = False
+
+    def __init__(self, listener: str, problem: str, fix: str) -> None:
+        self.listener = listener
+        super().__init__(f"Kafka listener {listener}: {problem}. {fix}")
 
 
 class ThreadConflictError(ConflictError):
