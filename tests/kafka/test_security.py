@@ -22,9 +22,11 @@ from agentlog.errors import BackendUnavailableError, KafkaAuthError
 from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog
 from agentlog.eventlog.kafka.admin import ensure_topics
 from agentlog.eventlog.kafka.clients import stop_quietly
+from agentlog.eventlog.kafka.grouplog import PartitionedKafkaEventLog
 from agentlog.eventlog.urls import open_log
 from tests.contract.eventlog_contract import EventLogContract
 from tests.contract.helpers import read_all, seed
+from tests.kafka.group_support import PARTITIONS, SESSION_S, settle, start_run
 from tests.services.kafka_broker import SecureBroker
 
 pytestmark = pytest.mark.kafka
@@ -119,6 +121,31 @@ async def test_a_url_with_the_password_in_an_env_var_opens_the_log(
     async with await open_log(url) as log:
         events = await seed(log, "e1", 2)
         assert await read_all(log, "e1") == events
+
+
+async def test_a_worker_group_member_owns_and_writes_over_sasl_ssl(
+    kafka_sasl: SecureBroker,
+) -> None:
+    # The group consumer and the per-partition owner producers get the settings too.
+    name = _name()
+    member_config = scram_config(
+        kafka_sasl,
+        name,
+        partitions=PARTITIONS,
+        layout="partitioned",
+        group_id="workers",
+        session_timeout_s=SESSION_S,
+    )
+    member = await KafkaEventLog.connect(member_config)
+    try:
+        assert isinstance(member, PartitionedKafkaEventLog)
+        await settle([member], lambda: len(member.owned_partitions) == PARTITIONS, "one member")
+        await start_run(member, "g1")
+        assert member.transactional_producers >= 1
+        assert [info.run_id for info in await member.runnable()] == ["g1"]
+        assert [e.seq async for e in member.read("g1")] == [1]
+    finally:
+        await member.close()
 
 
 # -- refusals: typed, naming the listener, never the connect timeout ---------------
