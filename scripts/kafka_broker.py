@@ -11,10 +11,12 @@ Central by ``kafka/pom.xml`` (cached in ``.cache/kafka-jars``), run with
     broker.log          the JVM's stdout and stderr
     broker.pid          the JVM's process id while it runs
     bootstrap           host:port for clients, written once the broker answers
+    secure.json         with ``--secure`` only: the secured listeners, users, TLS files
+    tls/                with ``--secure`` only: the CA, broker and client keys (keytool)
 
 Usage::
 
-    python scripts/kafka_broker.py start  [--dir DIR] [--timeout S]
+    python scripts/kafka_broker.py start  [--dir DIR] [--timeout S] [--secure]
     python scripts/kafka_broker.py stop   [--dir DIR]
     python scripts/kafka_broker.py kill   [--dir DIR]   # SIGKILL, for fault tests
     python scripts/kafka_broker.py status [--dir DIR]
@@ -22,6 +24,19 @@ Usage::
 ``start`` on a folder that was started before reuses its data and its ports,
 so a broker killed mid-run comes back on the same log dir and address.
 It prints the bootstrap address on stdout. Exit status 0 means it answers.
+
+``--secure`` (given the first time a folder is started; later starts keep it)
+adds two listeners on 127.0.0.1 beside the PLAINTEXT one, for the tests of
+Kafka security (:func:`make_tls` makes their files):
+
+* ``SASL_SSL``: TLS with a broker certificate signed by a test CA (made with
+  the JDK's ``keytool``), and SASL with ``SCRAM-SHA-512`` (a user added at
+  format time by ``StorageTool format --add-scram``) and ``PLAIN`` (a user
+  in the listener's JAAS config);
+* ``SSL``: TLS that requires a client certificate signed by the same CA.
+
+``secure.json`` lists their addresses, the user names and passwords, and the
+PEM files a client needs (the CA certificate, a client certificate and key).
 """
 
 from __future__ import annotations
@@ -29,7 +44,9 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -38,6 +55,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 POM = ROOT / "kafka" / "pom.xml"
@@ -45,6 +63,7 @@ LOG4J = ROOT / "kafka" / "log4j2.xml"
 JARS = ROOT / ".cache" / "kafka-jars"
 DEFAULT_DIR = ROOT / ".cache" / "kafka-broker"
 STARTED_LINE = "Kafka Server started"
+SECURE_FILE = "secure.json"
 
 
 class BrokerError(RuntimeError):
@@ -112,18 +131,25 @@ def ensure_jars() -> Path:
     return JARS
 
 
-def _properties(state: Path, port: int, controller_port: int) -> str:
+def _properties(
+    state: Path, port: int, controller_port: int, secure: dict[str, Any] | None = None
+) -> str:
     data = state / "data"
+    listeners = [f"PLAINTEXT://127.0.0.1:{port}"]
+    protocols = ["CONTROLLER:PLAINTEXT", "PLAINTEXT:PLAINTEXT"]
+    if secure is not None:
+        listeners += [f"SASL_SSL://{secure['sasl_ssl']}", f"SSL://{secure['ssl']}"]
+        protocols += ["SASL_SSL:SASL_SSL", "SSL:SSL"]
     return "\n".join(
         [
             "process.roles=broker,controller",
             "node.id=1",
             f"controller.quorum.voters=1@127.0.0.1:{controller_port}",
-            f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-            f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
+            f"listeners={','.join(listeners)},CONTROLLER://127.0.0.1:{controller_port}",
+            f"advertised.listeners={','.join(listeners)}",
             "controller.listener.names=CONTROLLER",
             "inter.broker.listener.name=PLAINTEXT",
-            "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            f"listener.security.protocol.map={','.join(protocols)}",
             f"log.dirs={data}",
             "num.partitions=1",
             "auto.create.topics.enable=false",
@@ -139,8 +165,134 @@ def _properties(state: Path, port: int, controller_port: int) -> str:
             "group.initial.rebalance.delay.ms=0",
             # Let the cleaner compact the small runs topic promptly.
             "log.cleaner.backoff.ms=1000",
+            *([] if secure is None else _secure_properties(secure)),
             "",
         ]
+    )
+
+
+def _secure_properties(secure: dict[str, Any]) -> list[str]:
+    """The broker side of the SASL_SSL and SSL listeners (see the module docstring)."""
+    tls, plain = secure["tls"], secure["plain"]
+    return [
+        "sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN",
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN",
+        # SCRAM users live in the KRaft metadata (added at format time).
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config="
+        "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config="
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'user_{plain["username"]}="{plain["password"]}";',
+        "ssl.keystore.type=PKCS12",
+        f"ssl.keystore.location={tls['keystore']}",
+        f"ssl.keystore.password={tls['store_password']}",
+        f"ssl.key.password={tls['store_password']}",
+        "ssl.truststore.type=PKCS12",
+        f"ssl.truststore.location={tls['truststore']}",
+        f"ssl.truststore.password={tls['store_password']}",
+        "listener.name.ssl.ssl.client.auth=required",
+    ]
+
+
+def _secure_setup(state: Path, java: str) -> dict[str, Any]:
+    """Make (once) the TLS files, users and ports of the secured listeners."""
+    saved = state / SECURE_FILE
+    if saved.exists():
+        loaded: dict[str, Any] = json.loads(saved.read_text())
+        return loaded
+    keytool = str(Path(java).resolve().parent / "keytool")
+    if not Path(keytool).exists():
+        keytool = shutil.which("keytool") or ""
+    if not keytool:
+        raise BrokerError("keytool (from the JDK) is not on PATH: the secured broker needs it")
+    try:
+        tls = make_tls(state / "tls", keytool)
+    except RuntimeError as exc:
+        raise BrokerError(str(exc)) from exc
+    secure = {
+        "sasl_ssl": f"127.0.0.1:{_free_port()}",
+        "ssl": f"127.0.0.1:{_free_port()}",
+        "scram": {"username": "alice", "password": secrets.token_hex(12)},
+        "plain": {"username": "paula", "password": secrets.token_hex(12)},
+        "tls": tls,
+    }
+    saved.write_text(json.dumps(secure, indent=2) + "\n")
+    return secure
+
+
+def _keytool(keytool: str, *args: str) -> None:
+    done = subprocess.run([keytool, *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise BrokerError(
+            f"keytool {args[0]} failed (exit {done.returncode}): {done.stdout}{done.stderr}"
+        )
+
+
+def make_tls(folder: Path, keytool: str) -> dict[str, str]:
+    """A test CA, a broker keystore and a client certificate, made with ``keytool``.
+
+    The broker certificate names 127.0.0.1 and localhost (clients check the
+    host name). Kafka reads the PKCS12 keystore and truststore; Python's
+    ``ssl`` reads PEM only, so the client's key is taken out of its PKCS12
+    file with ``cryptography``.
+
+    Returns:
+        Paths (``cafile``, ``certfile``, ``keyfile``, ``keystore``,
+        ``truststore``) and the store password.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    pw = secrets.token_hex(12)
+    store = ["-storetype", "PKCS12", "-storepass", pw, "-keypass", pw]
+    ca, ca_pem = folder / "ca.p12", folder / "ca.pem"
+    days = ["-validity", "3650", "-keyalg", "RSA", "-keysize", "2048"]
+    _keytool(keytool, "-genkeypair", "-alias", "ca", "-dname", "CN=agentlog-test-ca",
+             "-ext", "bc:c", *days, "-keystore", str(ca), *store)  # fmt: skip
+    _keytool(keytool, "-exportcert", "-alias", "ca", "-rfc", "-keystore", str(ca),
+             "-storepass", pw, "-file", str(ca_pem))  # fmt: skip
+    truststore = folder / "truststore.p12"
+    _keytool(keytool, "-importcert", "-noprompt", "-alias", "ca", "-file", str(ca_pem),
+             "-keystore", str(truststore), *store)  # fmt: skip
+    for name, cn in (("broker", "127.0.0.1"), ("client", "agentlog-test-client")):
+        keystore, csr, pem = (folder / f"{name}{ext}" for ext in (".p12", ".csr", ".pem"))
+        _keytool(keytool, "-genkeypair", "-alias", name, "-dname", f"CN={cn}", *days,
+                 "-keystore", str(keystore), *store)  # fmt: skip
+        _keytool(keytool, "-certreq", "-alias", name, "-keystore", str(keystore),
+                 "-storepass", pw, "-file", str(csr))  # fmt: skip
+        _keytool(keytool, "-gencert", "-alias", "ca", "-keystore", str(ca), "-storepass", pw,
+                 "-infile", str(csr), "-outfile", str(pem), "-rfc", "-validity", "3650",
+                 "-ext", "SAN=ip:127.0.0.1,dns:localhost")  # fmt: skip
+        _keytool(keytool, "-importcert", "-noprompt", "-alias", "ca", "-file", str(ca_pem),
+                 "-keystore", str(keystore), *store)  # fmt: skip
+        _keytool(keytool, "-importcert", "-alias", name, "-file", str(pem),
+                 "-keystore", str(keystore), *store)  # fmt: skip
+    _client_pem(folder / "client.p12", pw, folder / "client-key.pem")
+    return {
+        "cafile": str(ca_pem),
+        "certfile": str(folder / "client.pem"),
+        "keyfile": str(folder / "client-key.pem"),
+        "keystore": str(folder / "broker.p12"),
+        "truststore": str(truststore),
+        "store_password": pw,
+    }
+
+
+def _client_pem(keystore: Path, password: str, keyfile: Path) -> None:
+    try:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.serialization import pkcs12
+    except ImportError as exc:
+        raise BrokerError(
+            "the secured broker's client key is converted with the cryptography package, "
+            "which is not installed: pip install cryptography"
+        ) from exc
+    key, _cert, _chain = pkcs12.load_key_and_certificates(keystore.read_bytes(), password.encode())
+    assert key is not None
+    keyfile.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
     )
 
 
@@ -176,8 +328,13 @@ def _answers(port: int) -> bool:
         return False
 
 
-def start(state: Path, timeout: float = 90.0) -> str:
-    """Start the broker (formatting storage the first time); return host:port."""
+def start(state: Path, timeout: float = 90.0, *, secure: bool = False) -> str:
+    """Start the broker (formatting storage the first time); return host:port.
+
+    Args:
+        secure: also open the SASL_SSL and SSL listeners (see the module
+            docstring); a folder started secure once stays secure.
+    """
     state.mkdir(parents=True, exist_ok=True)
     pid = _read_pid(state)
     bootstrap_file = state / "bootstrap"
@@ -187,10 +344,12 @@ def start(state: Path, timeout: float = 90.0) -> str:
     jars = ensure_jars()
     port, controller = _ports(state)
     props = state / "server.properties"
-    props.write_text(_properties(state, port, controller))
-    classpath = f"{jars}/*"
     java = [_java(), "-Xms256m", "-Xmx768m", f"-Dlog4j2.configurationFile={LOG4J}"]
+    sec = _secure_setup(state, java[0]) if secure or (state / SECURE_FILE).exists() else None
+    props.write_text(_properties(state, port, controller, sec))
+    classpath = f"{jars}/*"
     if not (state / "data" / "meta.properties").exists():
+        scram = [] if sec is None else ["--add-scram", _scram_credential(sec["scram"])]
         fmt = subprocess.run(
             [
                 *java,
@@ -203,6 +362,7 @@ def start(state: Path, timeout: float = 90.0) -> str:
                 "-c",
                 str(props),
                 "--ignore-formatted",
+                *scram,
             ],
             capture_output=True,
             text=True,
@@ -232,13 +392,23 @@ def start(state: Path, timeout: float = 90.0) -> str:
         with log_path.open("rb") as log:
             log.seek(offset)
             started = STARTED_LINE.encode() in log.read()
-        if started and _answers(port):
+        ports = [port] if sec is None else [port, *(_port(sec[k]) for k in ("sasl_ssl", "ssl"))]
+        if started and all(_answers(p) for p in ports):
             bootstrap = f"127.0.0.1:{port}"
             bootstrap_file.write_text(bootstrap + "\n")
             return bootstrap
         time.sleep(0.2)
     stop(state)
     raise BrokerError(f"the broker did not answer within {timeout:.0f}s; see {log_path}")
+
+
+def _port(address: str) -> int:
+    return int(address.rsplit(":", 1)[1])
+
+
+def _scram_credential(user: dict[str, str]) -> str:
+    """StorageTool's ``--add-scram`` argument for one SCRAM-SHA-512 user."""
+    return f"SCRAM-SHA-512=[name={user['username']},password={user['password']}]"
 
 
 def stop(state: Path, timeout: float = 30.0) -> bool:
@@ -285,11 +455,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=["start", "stop", "kill", "status"])
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="state folder")
     parser.add_argument("--timeout", type=float, default=90.0, help="seconds to wait")
+    parser.add_argument(
+        "--secure", action="store_true", help="also open SASL_SSL and SSL listeners (start)"
+    )
     args = parser.parse_args(argv)
     state = args.dir.resolve()
     try:
         if args.command == "start":
-            print(start(state, args.timeout))
+            print(start(state, args.timeout, secure=args.secure))
         elif args.command == "stop":
             print("stopped" if stop(state) else "not running")
         elif args.command == "kill":

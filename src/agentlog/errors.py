@@ -23,6 +23,7 @@ The hierarchy::
     │   │   └── ChannelNotSerializableError a LangGraph channel value the serde refuses
     │   ├── ForbiddenTypeError      stored LangGraph bytes that name a class not allowed
     │   ├── BackendUnavailableError unreachable broker, unreadable or read-only file
+    │   │   └── KafkaAuthError      the Kafka listener refused our credentials or TLS
     │   └── EncryptionError         payload encryption (agentlog.crypto)
     │       ├── ShreddedError       the run's data key was destroyed on purpose
     │       ├── TamperedPayloadError  a sealed payload fails its GCM tag (also a CorruptEventError)
@@ -75,6 +76,7 @@ __all__ = [
     "InvalidTimerError",
     "InvalidRouteError",
     "InvalidWriteError",
+    "KafkaAuthError",
     "ConflictError",
     "CorruptEventError",
     "CorruptKeyringError",
@@ -371,6 +373,26 @@ class UnknownKekError(EncryptionError, ConfigError):
             "ARN or alias, and the region), or use the keyring file that wrapped this run's "
             "key; nothing was written."
         )
+
+
+class KafkaAuthError(BackendUnavailableError):
+    """A Kafka listener refused this client: credentials, certificate or protocol.
+
+    Wrong SASL credentials, a broker certificate the client does not trust, a
+    client certificate the listener wants and did not get, or a security
+    protocol that is not the listener's (plaintext on a TLS port). Retrying
+    does not help until the configuration changes.
+
+    Attributes:
+        listener: the bootstrap address, security protocol and SASL
+            mechanism, as the message names them (never the password).
+    """
+
+    retryable = False
+
+    def __init__(self, listener: str, problem: str, fix: str) -> None:
+        self.listener = listener
+        super().__init__(f"Kafka listener {listener}: {problem}. {fix}")
 
 
 class ThreadConflictError(ConflictError):

@@ -6,15 +6,23 @@ is started from the Maven jars by ``scripts/kafka_broker.py`` in a temporary
 folder, once per session, and stopped at the end. A broker that cannot be
 started fails the tests that need it, with the reason; nothing is skipped
 (under CI=true or not).
+
+``kafka_sasl`` is a second broker, started only for the tests that ask for it
+(once per session), with ``scripts/kafka_broker.py start --secure``: a
+SASL_SSL listener (SCRAM-SHA-512 and PLAIN users) and an SSL listener that
+requires a client certificate, beside its PLAINTEXT one. It is always started
+here, even when ``KAFKA_BOOTSTRAP_SERVERS`` names a broker.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -24,13 +32,13 @@ SCRIPT = REPO / "scripts" / "kafka_broker.py"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
-def broker(command: str, state: Path, timeout: float = 120.0) -> str:
-    """Run ``scripts/kafka_broker.py COMMAND --dir STATE``; return its stdout.
+def broker(command: str, state: Path, timeout: float = 120.0, *flags: str) -> str:
+    """Run ``scripts/kafka_broker.py COMMAND --dir STATE [FLAGS]``; return its stdout.
 
     Fails the calling test (never skips) when the script fails.
     """
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), command, "--dir", str(state)],
+        [sys.executable, str(SCRIPT), command, "--dir", str(state), *flags],
         capture_output=True,
         text=True,
         timeout=timeout + 30,
@@ -68,3 +76,48 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def kafka_name() -> str:
     """A log name no other test uses, so each test starts from empty topics."""
     return f"t{uuid.uuid4().hex[:12]}"
+
+
+@dataclass(frozen=True)
+class SecureBroker:
+    """The addresses, users and TLS files of the ``kafka_sasl`` broker."""
+
+    plaintext: str
+    """``host:port`` of its PLAINTEXT listener."""
+    sasl_ssl: str
+    """``host:port`` of its SASL_SSL listener (SCRAM-SHA-512 and PLAIN)."""
+    ssl: str
+    """``host:port`` of its SSL listener, which requires a client certificate."""
+    scram_user: str
+    scram_password: str
+    plain_user: str
+    plain_password: str
+    cafile: str
+    """PEM of the CA that signed the broker's certificate."""
+    certfile: str
+    """PEM of a client certificate signed by that CA."""
+    keyfile: str
+    """PEM of that client certificate's key."""
+
+
+@pytest.fixture(scope="session")
+def kafka_sasl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
+    """A Kafka 4.0 broker with SASL_SSL and SSL (client certificate) listeners."""
+    state = tmp_path_factory.mktemp("kafka-sasl")
+    plaintext = broker("start", state, 150.0, "--secure")
+    try:
+        sec = json.loads((state / "secure.json").read_text())
+        yield SecureBroker(
+            plaintext=plaintext,
+            sasl_ssl=sec["sasl_ssl"],
+            ssl=sec["ssl"],
+            scram_user=sec["scram"]["username"],
+            scram_password=sec["scram"]["password"],
+            plain_user=sec["plain"]["username"],
+            plain_password=sec["plain"]["password"],
+            cafile=sec["tls"]["cafile"],
+            certfile=sec["tls"]["certfile"],
+            keyfile=sec["tls"]["keyfile"],
+        )
+    finally:
+        broker("stop", state)

@@ -17,17 +17,44 @@ assigns it); ``layout=partitioned`` reads and sends commands to a fleet's
 topics without joining (a client); ``partitions=N`` sizes new topics;
 ``session_timeout=S`` is the group session timeout in seconds.
 ``kafka://127.0.0.1:9092/agentlog?group=workers&partitions=12``.
+
+For new topics, ``replication_factor=N`` and ``min_insync_replicas=N``.
+
+For a secured cluster (each maps to the KafkaConfig field of the same name):
+
+=====================================  ============================================
+``user:password@`` before the hosts    SASL user and password (percent-encoded);
+                                       implies ``security_protocol=SASL_SSL``
+``security_protocol=``                 ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT``,
+                                       ``SASL_SSL``
+``sasl_mechanism=``                    ``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512``
+``sasl_username=``                     the SASL user, instead of ``user@``
+``sasl_password_env=NAME``             read the SASL password from environment
+                                       variable ``NAME`` (keeps it out of the URL)
+``ssl_cafile=PATH``                    PEM of the CA that signed the broker's
+                                       certificate (default: the system's CAs)
+``ssl_certfile=``, ``ssl_keyfile=``    PEM client certificate and key (mutual TLS)
+``ssl_key_password_env=NAME``          the client key's password, from ``NAME``
+=====================================  ============================================
+
+``kafka://alice@b-1.example.com:9096/agentlog?sasl_mechanism=SCRAM-SHA-512&sasl_password_env=KAFKA_PASSWORD``.
+A password in the URL is masked as ``***`` in every error message
+(:func:`redact_url`).
 """
 
 from __future__ import annotations
 
-from typing import Any
-from urllib.parse import parse_qs, urlsplit
+import os
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from agentlog.errors import ConfigError
 from agentlog.eventlog.base import EventLog
 
-__all__ = ["DEFAULT_LOG_URL", "open_log"]
+if TYPE_CHECKING:
+    from agentlog.eventlog.kafka.config import KafkaConfig
+
+__all__ = ["DEFAULT_LOG_URL", "kafka_config", "open_log", "redact_url"]
 
 #: Where the embedded default keeps its one file.
 DEFAULT_LOG_URL = "sqlite:///.agentlog/agentlog.db"
@@ -61,55 +88,104 @@ async def open_log(
         path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
         if not path:
             raise ConfigError(
-                f"bad log URL {url!r}: write sqlite:///relative/file.db or "
+                f"bad log URL {redact_url(url)!r}: write sqlite:///relative/file.db or "
                 "sqlite:////absolute/file.db"
             )
         return SqliteEventLog(path, keep_snapshots=keep_snapshots, create=create)
     if parts.scheme == "kafka":
-        from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog
+        from agentlog.eventlog.kafka import KafkaEventLog
 
-        name = parts.path.strip("/")
-        if not parts.netloc or not name:
-            raise ConfigError(
-                f"bad log URL {url!r}: write kafka://host:port/name, for example "
-                "kafka://127.0.0.1:9092/agentlog"
-            )
-        return await KafkaEventLog.connect(
-            KafkaConfig(
-                bootstrap_servers=parts.netloc,
-                name=name,
-                keep_snapshots=keep_snapshots,
-                **_kafka_options(url, parts.query),
-            )
-        )
+        return await KafkaEventLog.connect(kafka_config(url, keep_snapshots=keep_snapshots))
     raise ConfigError(
-        f"bad log URL {url!r}: the scheme must be sqlite://, kafka:// or memory://, "
+        f"bad log URL {redact_url(url)!r}: the scheme must be sqlite://, kafka:// or memory://, "
         f"for example {DEFAULT_LOG_URL}"
     )
 
 
-#: Kafka URL query parameters -> (KafkaConfig field, type).
-_KAFKA_OPTIONS: dict[str, tuple[str, type]] = {
+def redact_url(url: str) -> str:
+    """``url`` with the password of its ``user:password@`` part shown as ``***``."""
+    parts = urlsplit(url)
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    if not at or ":" not in userinfo:
+        return url
+    user = userinfo.split(":", 1)[0]
+    return parts._replace(netloc=f"{user}:***@{hosts}").geturl()
+
+
+def kafka_config(url: str, *, keep_snapshots: int = 3) -> KafkaConfig:
+    """The :class:`~agentlog.eventlog.kafka.KafkaConfig` that a ``kafka://`` URL names.
+
+    Reads the environment variables that ``sasl_password_env`` and
+    ``ssl_key_password_env`` name.
+
+    Raises:
+        ConfigError: the URL's shape or a parameter is wrong, or a named
+            environment variable is not set.
+    """
+    from agentlog.eventlog.kafka import KafkaConfig
+
+    parts = urlsplit(url)
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    name = parts.path.strip("/")
+    if parts.scheme != "kafka" or not hosts or not name:
+        raise ConfigError(
+            f"bad log URL {redact_url(url)!r}: write kafka://host:port/name, for example "
+            "kafka://127.0.0.1:9092/agentlog"
+        )
+    options = _kafka_options(url, parts.query)
+    if at:
+        user, colon, password = userinfo.partition(":")
+        options.setdefault("sasl_username", unquote(user))
+        if colon:
+            options.setdefault("sasl_password", unquote(password))
+        options.setdefault("security_protocol", "SASL_SSL")
+    return KafkaConfig(bootstrap_servers=hosts, name=name, keep_snapshots=keep_snapshots, **options)
+
+
+#: Kafka URL query parameters -> (KafkaConfig field, type); ``env`` reads the
+#: value from the environment variable the parameter names.
+_KAFKA_OPTIONS: dict[str, tuple[str, type | str]] = {
     "group": ("group_id", str),
     "layout": ("layout", str),
     "partitions": ("partitions", int),
     "session_timeout": ("session_timeout_s", float),
+    "replication_factor": ("replication_factor", int),
+    "min_insync_replicas": ("min_insync_replicas", int),
+    "security_protocol": ("security_protocol", str),
+    "sasl_mechanism": ("sasl_mechanism", str),
+    "sasl_username": ("sasl_username", str),
+    "sasl_password_env": ("sasl_password", "env"),
+    "ssl_cafile": ("ssl_cafile", str),
+    "ssl_certfile": ("ssl_certfile", str),
+    "ssl_keyfile": ("ssl_keyfile", str),
+    "ssl_key_password_env": ("ssl_key_password", "env"),
 }
 
 
 def _kafka_options(url: str, query: str) -> dict[str, Any]:
     options: dict[str, Any] = {}
+    shown = redact_url(url)
     for key, values in parse_qs(query, keep_blank_values=True).items():
         if key not in _KAFKA_OPTIONS:
             raise ConfigError(
-                f"bad log URL {url!r}: unknown parameter {key!r}; a kafka:// URL takes "
+                f"bad log URL {shown!r}: unknown parameter {key!r}; a kafka:// URL takes "
                 f"{sorted(_KAFKA_OPTIONS)}"
             )
         field_name, kind = _KAFKA_OPTIONS[key]
+        value = values[-1]
+        if kind == "env":
+            if value not in os.environ:
+                raise ConfigError(
+                    f"bad log URL {shown!r}: {key}={value} names an environment variable "
+                    f"that is not set; export {value} with the password"
+                )
+            options[field_name] = os.environ[value]
+            continue
+        assert isinstance(kind, type)
         try:
-            options[field_name] = kind(values[-1])
+            options[field_name] = kind(value)
         except ValueError:
             raise ConfigError(
-                f"bad log URL {url!r}: {key}={values[-1]!r} is not a {kind.__name__}"
+                f"bad log URL {shown!r}: {key}={value!r} is not a {kind.__name__}"
             ) from None
     return options

@@ -6,6 +6,8 @@ Modules, by role (each imports the others directly, never this package):
 * :mod:`~agentlog.eventlog.kafka.admin`: creates and checks the topics;
 * :mod:`~agentlog.eventlog.kafka.records`: the runs topic's keys and values;
 * :mod:`~agentlog.eventlog.kafka.clients`: starting and stopping aiokafka clients;
+* :mod:`~agentlog.eventlog.kafka.security`: the SASL and TLS settings of every
+  client, and why a listener refused us (``KafkaAuthError``);
 * :mod:`~agentlog.eventlog.kafka.reader`: bounded reads of both topics;
 * :mod:`~agentlog.eventlog.kafka.txn`: one run's writer and its transactions;
 * :mod:`~agentlog.eventlog.kafka.writer`: the run writers of one log (appends,

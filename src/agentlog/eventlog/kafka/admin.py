@@ -9,7 +9,15 @@ a topic someone else created may differ from what we asked for:
   compaction keeps one record per key, which would delete all but the last
   event of every run;
 * ``min.insync.replicas`` below 2 on a topic with 3 or more replicas gets a
-  warning: acks=all then waits for one replica only.
+  warning: acks=all then waits for one replica only;
+* one replica on a cluster that looks like production (more than one broker
+  in the metadata, or a bootstrap host that is not loopback) gets a warning
+  too: losing that broker's disk loses the log (see
+  :func:`production_looking`).
+
+New topics get ``replication_factor`` replicas and ``min.insync.replicas``
+from :class:`~agentlog.eventlog.kafka.KafkaConfig` (by default the smaller of
+2 and the replication factor).
 
 Two layouts (``KafkaConfig.layout``):
 
@@ -26,6 +34,7 @@ Two layouts (``KafkaConfig.layout``):
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import zlib
 from typing import Any
 
@@ -36,7 +45,13 @@ from aiokafka.partitioner import murmur2
 from agentlog._logging import get_logger
 from agentlog.errors import ConfigError
 
-__all__ = ["TOPIC_ALREADY_EXISTS", "TopicLayout", "ensure_topics", "partition_for"]
+__all__ = [
+    "TOPIC_ALREADY_EXISTS",
+    "TopicLayout",
+    "ensure_topics",
+    "partition_for",
+    "production_looking",
+]
 
 log = get_logger(__name__)
 
@@ -97,8 +112,10 @@ class TopicLayout:
         return range(self.events_partitions if self.partitioned else 1)
 
 
-def _wanted(name: str, partitions: int, replication: int, partitioned: bool) -> list[NewTopic]:
-    min_isr = str(min(2, replication))
+def _wanted(
+    name: str, partitions: int, replication: int, partitioned: bool, min_insync: int = 0
+) -> list[NewTopic]:
+    min_isr = str(min_insync or min(2, replication))
     events = NewTopic(
         f"{name}.events",
         partitions,
@@ -163,12 +180,19 @@ async def ensure_topics(
     partitions: int,
     replication: int,
     layout: str = "standalone",
+    *,
+    min_insync: int = 0,
+    bootstrap_servers: str = "",
 ) -> TopicLayout:
     """Create the log's topics if missing, then check the ones that exist.
 
     Args:
         layout: ``standalone``, ``partitioned``, or ``auto`` (what exists;
             standalone for new topics). Existing topics keep their layout.
+        min_insync: ``min.insync.replicas`` of new topics; 0 for the
+            smaller of 2 and ``replication``.
+        bootstrap_servers: the addresses the log was given, to tell whether
+            the cluster looks like production (see :func:`production_looking`).
 
     Returns:
         The layout, with the events topic's real partition count (which may
@@ -194,7 +218,7 @@ async def ensure_topics(
             )
         layout = found
     partitioned = layout == "partitioned"
-    wanted = _wanted(name, partitions, replication, partitioned)
+    wanted = _wanted(name, partitions, replication, partitioned, min_insync)
     response = await admin.create_topics(wanted)
     for topic_error in response.topic_errors:
         topic, code = topic_error[0], topic_error[1]
@@ -216,7 +240,63 @@ async def ensure_topics(
         configs = _configs(responses[0], topic)
         replicas = len(described[topic]["partitions"][0]["replicas"])
         _check(topic, configs, replicas, is_events=topic == made.events)
+    single = [t for t in topics if len(described[t]["partitions"][0]["replicas"]) == 1]
+    if single:
+        await _warn_single_replica(admin, single, bootstrap_servers)
     return made
+
+
+def production_looking(bootstrap_servers: str, brokers: int) -> str:
+    """Why a cluster looks like production, or "" when it looks like a laptop's.
+
+    Args:
+        bootstrap_servers: comma-separated ``host:port`` the client was given.
+        brokers: how many brokers the cluster's metadata lists.
+    """
+    if brokers > 1:
+        return f"the cluster has {brokers} brokers"
+    remote = [h for h in _hosts(bootstrap_servers) if not _loopback(h)]
+    if remote:
+        return f"bootstrap host {remote[0]!r} is not loopback"
+    return ""
+
+
+def _hosts(bootstrap_servers: str) -> list[str]:
+    hosts = []
+    for address in bootstrap_servers.split(","):
+        host = address.strip().rpartition(":")[0] or address.strip()
+        hosts.append(host.strip("[]"))
+    return [h for h in hosts if h]
+
+
+def _loopback(host: str) -> bool:
+    if host.lower() == "localhost" or host.lower().endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a DNS name other than localhost
+
+
+async def _warn_single_replica(
+    admin: AIOKafkaAdminClient, topics: list[str], bootstrap_servers: str
+) -> None:
+    # The broker count costs a metadata request: ask only when the address
+    # alone does not already say "production".
+    why = production_looking(bootstrap_servers, 1)
+    if not why:
+        why = production_looking(
+            bootstrap_servers, len((await admin.describe_cluster())["brokers"])
+        )
+    if why:
+        log.warning(
+            "kafka_replication_factor_one",
+            topics=topics,
+            reason=why,
+            hint="one replica: losing that broker's disk loses the log. Set "
+            "replication_factor=3 (URL: ?replication_factor=3) for new topics, or raise "
+            "it on these with kafka-reassign-partitions",
+        )
 
 
 def _check_aligned(described: dict[str, Any], layout: TopicLayout) -> None:

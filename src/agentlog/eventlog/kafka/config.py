@@ -1,18 +1,28 @@
-"""KafkaConfig: how to reach the broker and lay out the topics."""
+"""KafkaConfig: how to reach the broker, authenticate to it, and lay out the topics."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from agentlog.errors import ConfigError
 
-__all__ = ["KafkaConfig"]
+__all__ = ["KafkaConfig", "SaslMechanism", "SecurityProtocol"]
+
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+#: Fields shown as ``'***'`` in repr (and never written to logs or errors).
+SECRET_FIELDS = ("sasl_password", "ssl_key_password")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class KafkaConfig:
-    """How to reach the broker and lay out the topics."""
+    """How to reach the broker, authenticate to it, and lay out the topics.
+
+    Its repr masks the passwords, so a config can be logged as it is.
+    """
 
     bootstrap_servers: str
     """Comma-separated ``host:port`` of one or more brokers."""
@@ -52,7 +62,45 @@ class KafkaConfig:
     """Partitions of the events topic when this log creates it."""
 
     replication_factor: int = 1
-    """Replicas of each topic when this log creates it (3 in production)."""
+    """Replicas of each topic when this log creates it (3 in production).
+    Left at 1 on a cluster that looks like production (several brokers, or
+    a bootstrap host that is not loopback), connecting logs a warning."""
+
+    min_insync_replicas: int = 0
+    """``min.insync.replicas`` of the topics this log creates: how many
+    replicas must have a write before acks=all succeeds. 0: the smaller of 2
+    and ``replication_factor``."""
+
+    security_protocol: SecurityProtocol = "PLAINTEXT"
+    """How clients talk to the broker's listener: ``PLAINTEXT``, ``SSL``
+    (TLS), ``SASL_PLAINTEXT`` or ``SASL_SSL`` (SASL over TLS: MSK,
+    Confluent Cloud). It must be the protocol of the listener at
+    ``bootstrap_servers``."""
+
+    sasl_mechanism: SaslMechanism = "PLAIN"
+    """The SASL mechanism (``SASL_*`` protocols only): ``PLAIN``,
+    ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``."""
+
+    sasl_username: str = ""
+    """The SASL user name (``SASL_*`` protocols only)."""
+
+    sasl_password: str = ""
+    """The SASL password (``SASL_*`` protocols only). Masked in repr; the
+    log URL can name an environment variable that holds it instead."""
+
+    ssl_cafile: str = ""
+    """PEM file of the CA certificates that signed the broker's certificate
+    (``SSL``, ``SASL_SSL``). Empty: the system's trusted CAs."""
+
+    ssl_certfile: str = ""
+    """PEM file of the client certificate, for a listener that requires one
+    (mutual TLS). Its key is in ``ssl_keyfile``, or in the same file."""
+
+    ssl_keyfile: str = ""
+    """PEM file of the client certificate's private key."""
+
+    ssl_key_password: str = ""
+    """The password of an encrypted ``ssl_keyfile``. Masked in repr."""
 
     acks: str = "all"
     """Producer acks. Fencing needs an idempotent transactional producer,
@@ -100,3 +148,64 @@ class KafkaConfig:
             )
         if not self.session_timeout_s >= 1:
             raise ConfigError(f"session_timeout_s must be >= 1, got {self.session_timeout_s}")
+        if self.replication_factor < 1:
+            raise ConfigError(f"replication_factor must be >= 1, got {self.replication_factor}")
+        if not 0 <= self.min_insync_replicas <= self.replication_factor:
+            raise ConfigError(
+                f"min_insync_replicas must be between 1 and replication_factor "
+                f"({self.replication_factor}), got {self.min_insync_replicas}: with more "
+                "in-sync replicas required than there are replicas, every write fails"
+            )
+        self._check_security()
+
+    def _check_security(self) -> None:
+        if self.security_protocol not in get_args(SecurityProtocol):
+            raise ConfigError(
+                f"security_protocol must be one of {list(get_args(SecurityProtocol))}, "
+                f"not {self.security_protocol!r}"
+            )
+        if self.sasl_mechanism not in get_args(SaslMechanism):
+            raise ConfigError(
+                f"sasl_mechanism must be one of {list(get_args(SaslMechanism))}, "
+                f"not {self.sasl_mechanism!r}"
+            )
+        sasl = self.security_protocol.startswith("SASL_")
+        if sasl and not (self.sasl_username and self.sasl_password):
+            raise ConfigError(
+                f"security_protocol {self.security_protocol} needs sasl_username and "
+                "sasl_password (in a log URL: user:password@ before the host, or "
+                "sasl_username=... and sasl_password_env=VARIABLE)"
+            )
+        if not sasl and (self.sasl_username or self.sasl_password):
+            raise ConfigError(
+                f"a SASL user is set but security_protocol is {self.security_protocol}: "
+                "set security_protocol to SASL_SSL (or SASL_PLAINTEXT)"
+            )
+        tls_files = [f for f in ("ssl_cafile", "ssl_certfile", "ssl_keyfile") if getattr(self, f)]
+        if tls_files and not self.security_protocol.endswith("SSL"):
+            raise ConfigError(
+                f"{', '.join(tls_files)} set but security_protocol is "
+                f"{self.security_protocol}, which does not use TLS: set it to SSL or SASL_SSL"
+            )
+        if (self.ssl_keyfile or self.ssl_key_password) and not self.ssl_certfile:
+            raise ConfigError("ssl_keyfile and ssl_key_password need ssl_certfile")
+
+    def __repr__(self) -> str:
+        shown = (
+            f"{f.name}={_shown(f.name, getattr(self, f.name))}" for f in dataclasses.fields(self)
+        )
+        return f"KafkaConfig({', '.join(shown)})"
+
+    @property
+    def listener(self) -> str:
+        """The bootstrap address, protocol and SASL mechanism and user, for messages."""
+        if not self.security_protocol.startswith("SASL_"):
+            return f"{self.bootstrap_servers} ({self.security_protocol})"
+        return (
+            f"{self.bootstrap_servers} ({self.security_protocol}, {self.sasl_mechanism}, "
+            f"user {self.sasl_username!r})"
+        )
+
+
+def _shown(name: str, value: object) -> str:
+    return "'***'" if name in SECRET_FIELDS and value else repr(value)

@@ -17,6 +17,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
 
 from agentlog._logging import get_logger
 from agentlog.errors import (
@@ -48,6 +49,7 @@ from agentlog.eventlog.kafka.records import (
     index_key,
     snapshot_key,
 )
+from agentlog.eventlog.kafka.security import client_security, diagnose
 from agentlog.eventlog.kafka.writer import WriterPool
 
 __all__ = ["KafkaEventLog"]
@@ -87,10 +89,18 @@ class KafkaEventLog(EventLog):
     async def connect(cls, config: KafkaConfig) -> KafkaEventLog:
         """Create or check the topics, read the run index, and return the log.
 
+        Every aiokafka client the log makes (here, in the reader, the
+        writers and a group member) is made from one ``common`` dict, which
+        carries the config's SASL and TLS settings.
+
         Raises:
+            KafkaAuthError: the listener refused the credentials, the
+                broker's certificate is not trusted, or the security protocol
+                is not the listener's (within ``config.connect_timeout_s``).
             BackendUnavailableError: the broker did not answer within
                 ``config.connect_timeout_s``.
-            ConfigError: the events topic is compacted or cannot be created.
+            ConfigError: the events topic is compacted or cannot be created,
+                or a TLS file cannot be loaded.
         """
         if str(config.acks).lower() not in ("all", "-1"):
             log.warning(
@@ -98,15 +108,18 @@ class KafkaEventLog(EventLog):
                 acks=config.acks,
                 hint="fencing needs a transactional producer, which uses acks=all",
             )
+        security = client_security(config)
         common: dict[str, Any] = {
             "bootstrap_servers": config.bootstrap_servers,
             "request_timeout_ms": int(config.request_timeout_s * 1000),
+            **security,
         }
         started: list[Any] = []
         stage = "connecting"
+        deadline = asyncio.get_running_loop().time() + config.connect_timeout_s
 
         def failed() -> str:
-            where = f"Kafka at {config.bootstrap_servers}"
+            where = f"Kafka at {config.listener}"
             if stage == "connecting":
                 return f"cannot reach {where} within {config.connect_timeout_s:g}s"
             return (
@@ -128,7 +141,15 @@ class KafkaEventLog(EventLog):
             with kafka_errors(failed, fix):
                 async with asyncio.timeout(config.connect_timeout_s):
                     admin = AIOKafkaAdminClient(**common)
-                    await start_client(admin)
+                    try:
+                        await start_client(admin)
+                    except (KafkaError, OSError) as exc:
+                        # aiokafka says only "Unable to bootstrap": ask why.
+                        left = deadline - asyncio.get_running_loop().time()
+                        refused = await diagnose(config, security, left)
+                        if refused is not None:
+                            raise refused from exc
+                        raise
                     started.append(admin)
                     stage = "creating or checking the topics"
                     layout = await ensure_topics(
@@ -137,6 +158,8 @@ class KafkaEventLog(EventLog):
                         config.partitions,
                         config.replication_factor,
                         "partitioned" if config.group_id else config.layout,
+                        min_insync=config.min_insync_replicas,
+                        bootstrap_servers=config.bootstrap_servers,
                     )
                     plain = AIOKafkaProducer(
                         **common,
