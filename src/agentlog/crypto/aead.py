@@ -54,8 +54,8 @@ _TAG = 16
 _FIXED = len(MAGIC) + 3  # magic, version, algorithm, key id length
 
 #: What a payload is; part of the associated data, so an event payload can
-#: never be read back as a snapshot or the other way round.
-PayloadKind = Literal["event", "snapshot"]
+#: never be read back as a snapshot or a command, or the other way round.
+PayloadKind = Literal["event", "snapshot", "command"]
 
 
 @dataclass(frozen=True, slots=True)

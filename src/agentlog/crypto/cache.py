@@ -91,15 +91,19 @@ class PayloadCipher:
         """Use ``keys`` (a bare KeyStore gets a default :class:`DataKeyCache`)."""
         self.keys = keys if isinstance(keys, DataKeyCache) else DataKeyCache(keys)
 
-    def seal(self, run_id: str, seq: int, kind: PayloadKind, plaintext: bytes) -> bytes:
-        """Encrypt one payload of ``run_id`` at ``seq``."""
-        binding = PayloadBinding(run_id, seq, kind)
+    def seal(
+        self, run_id: str, seq: int, kind: PayloadKind, plaintext: bytes, extra: bytes = b""
+    ) -> bytes:
+        """Encrypt one payload of ``run_id`` at ``seq`` (``extra``: more to bind)."""
+        binding = PayloadBinding(run_id, seq, kind, extra)
         return seal(self.keys.for_seal(run_id), plaintext, binding)
 
-    def open(self, run_id: str, seq: int, kind: PayloadKind, blob: bytes) -> bytes:
+    def open(
+        self, run_id: str, seq: int, kind: PayloadKind, blob: bytes, extra: bytes = b""
+    ) -> bytes:
         """Decrypt one sealed payload. Raises as :func:`~agentlog.crypto.aead.open_`,
         and ShreddedError or MissingDataKeyError from the key store."""
-        binding = PayloadBinding(run_id, seq, kind)
+        binding = PayloadBinding(run_id, seq, kind, extra)
         read_header(blob, binding)  # a corrupt header is named before any key lookup
         key = self.keys.for_open(run_id)
         return open_(key, blob, binding, where=self.keys.store.description)
@@ -110,7 +114,12 @@ class PayloadCipher:
 
 
 def open_payload(
-    cipher: PayloadCipher | None, run_id: str, seq: int, kind: PayloadKind, blob: bytes
+    cipher: PayloadCipher | None,
+    run_id: str,
+    seq: int,
+    kind: PayloadKind,
+    blob: bytes,
+    extra: bytes = b"",
 ) -> bytes:
     """A stored payload's plaintext: plain payloads pass through, sealed ones are opened.
 
@@ -120,6 +129,6 @@ def open_payload(
     if not is_sealed(blob):
         return blob
     if cipher is None:
-        header = read_header(blob, PayloadBinding(run_id, seq, kind))
+        header = read_header(blob, PayloadBinding(run_id, seq, kind, extra))
         raise KeyStoreMissingError(run_id, seq, header.key_id)
-    return cipher.open(run_id, seq, kind, blob)
+    return cipher.open(run_id, seq, kind, blob, extra)

@@ -29,6 +29,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Self
 
+from agentlog.crypto import PayloadCipher
 from agentlog.errors import (
     ConfigError,
     ConflictError,
@@ -49,6 +50,7 @@ from agentlog.eventlog.events import (
     status_after_event,
     utcnow,
 )
+from agentlog.eventlog.sealing import open_blob, seal_blob
 
 __all__ = [
     "COMMAND_KINDS",
@@ -266,6 +268,28 @@ class EventLog(abc.ABC):
     #: epoch). False: workers own the runs (by partition) and clients send
     #: :class:`Command` s instead (:meth:`send_command`).
     direct_writes: bool = True
+
+    #: Seals payload content and snapshots at rest with per-run data keys
+    #: (see :mod:`agentlog.eventlog.sealing`); None stores them in clear.
+    cipher: PayloadCipher | None = None
+
+    def _sealed_snapshot(self, snapshot: Snapshot) -> Snapshot:
+        """``snapshot`` as stored: its state sealed when a cipher is set."""
+        if self.cipher is None:
+            return snapshot
+        state = seal_blob(self.cipher, snapshot.run_id, snapshot.seq, "snapshot", snapshot.state)
+        return dataclasses.replace(snapshot, state=state)
+
+    def _opened_snapshot(self, snapshot: Snapshot | None) -> Snapshot | None:
+        """A stored snapshot with its state opened (plain ones pass through).
+
+        Raises:
+            ShreddedError, KeyStoreMissingError and the other EncryptionErrors.
+        """
+        if snapshot is None:
+            return None
+        state = open_blob(self.cipher, snapshot.run_id, snapshot.seq, "snapshot", snapshot.state)
+        return snapshot if state is snapshot.state else dataclasses.replace(snapshot, state=state)
 
     # -- events ---------------------------------------------------------------
 

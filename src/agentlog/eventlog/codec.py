@@ -49,8 +49,10 @@ from typing import Any
 import msgpack
 import xxhash
 
+from agentlog.crypto import PayloadCipher, PayloadKind
 from agentlog.errors import CorruptEventError, NotSerializableError, UnknownEventTypeError
 from agentlog.eventlog.events import EVENT_TYPES, SCHEMA_V, Event, EventData
+from agentlog.eventlog.sealing import CANNOT_HAVE, CONTENT_FIELDS, SEALED_KEY, open_payload
 
 __all__ = [
     "UPCASTERS",
@@ -58,11 +60,15 @@ __all__ = [
     "checksum",
     "decode_event",
     "decode_payload",
+    "decode_stored_payload",
     "encode_event",
     "encode_payload",
+    "encode_stored_payload",
+    "load_fields",
     "jsonable",
     "pack",
     "row_checksum",
+    "store_fields",
     "unpack",
 ]
 
@@ -257,6 +263,110 @@ def decode_payload(
     return _build_payload(event_type, schema_v, fields, run_id, seq, where)
 
 
+def store_fields(
+    cipher: PayloadCipher | None,
+    fields: dict[str, Any],
+    run_id: str,
+    seq: int,
+    event_type: str,
+    *,
+    kind: PayloadKind = "event",
+    sealed: bytes | None = None,
+) -> dict[str, Any]:
+    """The fields to store: content sealed under ``_sealed``, metadata in clear.
+
+    See :mod:`agentlog.eventlog.sealing`. ``sealed`` is the blob an event was
+    read with: stored again as it is (the archive copies ciphertext and never
+    needs the key). Without a cipher and without ``sealed``: all in clear.
+    """
+    if sealed is None and cipher is None:
+        return fields
+    clear = {k: v for k, v in fields.items() if k not in CONTENT_FIELDS}
+    if sealed is None:
+        assert cipher is not None
+        content = {k: v for k, v in fields.items() if k in CONTENT_FIELDS}
+        if not content:
+            return fields
+        raw = pack(content, path=event_type)
+        sealed = cipher.seal(run_id, seq, kind, raw, event_type.encode("utf-8"))
+    clear[SEALED_KEY] = sealed
+    return clear
+
+
+def load_fields(
+    cipher: PayloadCipher | None,
+    fields: dict[str, Any],
+    run_id: str | None,
+    seq: int | None,
+    event_type: str,
+    *,
+    kind: PayloadKind = "event",
+    where: str = "",
+) -> tuple[dict[str, Any], bytes | None, Exception | None]:
+    """Stored fields opened: ``(fields, the sealed blob or None, why unreadable or None)``.
+
+    Raises:
+        CorruptEventError: the sealed content is not a blob or does not decode.
+        TamperedPayloadError: it fails its tag (altered, or moved from elsewhere).
+        KeyStoreUnavailableError: the key store does not answer.
+    """
+    blob = fields.get(SEALED_KEY)
+    if blob is None:
+        return fields, None, None
+    if not isinstance(blob, bytes) or run_id is None or seq is None:
+        raise CorruptEventError(run_id, seq, "the sealed content is not an encrypted blob", where)
+    clear = {k: v for k, v in fields.items() if k != SEALED_KEY}
+    try:
+        plain = open_payload(cipher, run_id, seq, kind, blob, event_type.encode("utf-8"))
+    except CANNOT_HAVE as exc:
+        return clear, blob, exc
+    try:
+        content = unpack(plain)
+    except ValueError as exc:
+        raise CorruptEventError(
+            run_id, seq, f"sealed content does not decode: {exc}", where
+        ) from exc
+    if not isinstance(content, dict):
+        raise CorruptEventError(run_id, seq, "sealed content is not a map", where)
+    return {**clear, **content}, blob, None
+
+
+def encode_stored_payload(event: Event, cipher: PayloadCipher | None) -> bytes:
+    """An event's payload as a backend stores it (content sealed with a cipher)."""
+    fields = event.data.to_dict()
+    stored = store_fields(cipher, fields, event.run_id, event.seq, event.type, sealed=event.sealed)
+    return pack(stored, path=event.type)
+
+
+def decode_stored_payload(
+    event_type: str,
+    schema_v: int,
+    raw: bytes,
+    cipher: PayloadCipher | None,
+    *,
+    run_id: str,
+    seq: int,
+    kind: PayloadKind = "event",
+    where: str = "",
+) -> tuple[EventData, bytes | None, Exception | None]:
+    """A payload stored by :func:`encode_stored_payload`: ``(data, sealed, unreadable)``.
+
+    Raises:
+        UnknownEventTypeError, CorruptEventError: as :func:`decode_payload`.
+    """
+    try:
+        fields = unpack(raw)
+    except ValueError as exc:
+        raise CorruptEventError(run_id, seq, f"payload does not decode: {exc}", where) from exc
+    if not isinstance(fields, dict):
+        raise CorruptEventError(run_id, seq, "payload is not a map", where)
+    fields, sealed, unreadable = load_fields(
+        cipher, fields, run_id, seq, event_type, kind=kind, where=where
+    )
+    data = _build_payload(event_type, schema_v, fields, run_id, seq, where, unreadable)
+    return data, sealed, unreadable
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -303,7 +413,13 @@ def _check_fields(data: EventData) -> str:
 
 
 def _build_payload(
-    event_type: str, schema_v: int, fields: Any, run_id: str | None, seq: int | None, where: str
+    event_type: str,
+    schema_v: int,
+    fields: Any,
+    run_id: str | None,
+    seq: int | None,
+    where: str,
+    unreadable: Exception | None = None,
 ) -> EventData:
     cls = EVENT_TYPES.get(event_type)
     if cls is None:
@@ -314,6 +430,14 @@ def _build_payload(
         )
     if not isinstance(fields, dict):
         raise CorruptEventError(run_id, seq, "payload is not a map", where)
+    if unreadable is not None:  # the metadata only: the content fields are None
+        names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+        try:
+            return cls(**{name: fields.get(name) for name in names})
+        except TypeError as exc:
+            raise CorruptEventError(
+                run_id, seq, f"payload does not fit {event_type}: {exc}", where
+            ) from exc
     for version in range(schema_v, SCHEMA_V):
         fields = UPCASTERS[version](event_type, fields)
     try:
@@ -328,7 +452,10 @@ def _build_payload(
     return data
 
 
-def _envelope(event: Event) -> bytes:
+def _envelope(event: Event, cipher: PayloadCipher | None) -> bytes:
+    fields = store_fields(
+        cipher, event.data.to_dict(), event.run_id, event.seq, event.type, sealed=event.sealed
+    )
     return pack(
         [
             event.run_id,
@@ -337,20 +464,21 @@ def _envelope(event: Event) -> bytes:
             event.ts,
             event.schema_v,
             event.writer_epoch,
-            event.data.to_dict(),
+            fields,
         ],
         path=f"{event.type}",
     )
 
 
-def encode_event(event: Event) -> bytes:
+def encode_event(event: Event, cipher: PayloadCipher | None = None) -> bytes:
     """The whole envelope and its checksum as msgpack (the Kafka record value).
 
     The value is ``[envelope, checksum]``: ``envelope`` the msgpack bytes of
     the 7-item array (run id, seq, type, ts, schema_v, writer epoch,
-    payload), ``checksum`` their xxHash3-64.
+    payload), ``checksum`` their xxHash3-64. With ``cipher``, the payload's
+    content is sealed (:func:`store_fields`).
     """
-    body = _envelope(event)
+    body = _envelope(event, cipher)
     return pack([body, checksum(body)], path=f"{event.type}")
 
 
@@ -362,8 +490,11 @@ def _name_of(items: Any) -> tuple[str | None, int | None]:
     return (run_id if isinstance(run_id, str) else None), (seq if _is_int(seq) else None)
 
 
-def decode_event(raw: bytes, *, where: str = "") -> Event:
+def decode_event(raw: bytes, *, where: str = "", cipher: PayloadCipher | None = None) -> Event:
     """Rebuild an envelope written by :func:`encode_event`, verifying its checksum.
+
+    Sealed content is opened with ``cipher``; content this process cannot
+    open comes back as :attr:`Event.unreadable` (see :mod:`agentlog.eventlog.sealing`).
 
     Raises:
         CorruptEventError: naming the run and seq when the envelope got that
@@ -404,5 +535,8 @@ def decode_event(raw: bytes, *, where: str = "") -> Event:
     ):
         named_run, named_seq = _name_of(items)
         raise CorruptEventError(named_run, named_seq, "envelope fields have the wrong types", where)
-    data = _build_payload(event_type, schema_v, fields, run_id, seq, where)
-    return Event(run_id, seq, data, ts.astimezone(UTC), epoch)
+    if not isinstance(fields, dict):
+        raise CorruptEventError(run_id, seq, "payload is not a map", where)
+    fields, sealed, unreadable = load_fields(cipher, fields, run_id, seq, event_type, where=where)
+    data = _build_payload(event_type, schema_v, fields, run_id, seq, where, unreadable)
+    return Event(run_id, seq, data, ts.astimezone(UTC), epoch, sealed=sealed, unreadable=unreadable)

@@ -27,6 +27,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from agentlog._logging import get_logger
+from agentlog.crypto import PayloadCipher
 from agentlog.errors import (
     AgentlogError,
     BackendUnavailableError,
@@ -88,6 +89,8 @@ class SqliteEventLog(EventLog):
             opened read-only anyway, so it can still be read.
         create: create the file (and its directories) if it is missing; when
             False a missing file is a ConfigError and nothing is created.
+        cipher: seal payload content and snapshots with per-run data keys
+            (see :mod:`agentlog.eventlog.sealing`); None stores them in clear.
 
     Raises:
         ConfigError: ``create`` is False and there is no file at ``path``.
@@ -104,8 +107,10 @@ class SqliteEventLog(EventLog):
         read_batch: int = 1000,
         read_only: bool = False,
         create: bool = True,
+        cipher: PayloadCipher | None = None,
     ) -> None:
         self.path = os.fspath(path)
+        self.cipher = cipher
         self.url = "sqlite:///" + self.path
         self.keep_snapshots = keep_snapshots
         self._batch_size = read_batch
@@ -161,7 +166,7 @@ class SqliteEventLog(EventLog):
         """
         _run_id, first_seq, epoch = check_batch(events)
         # Encode before taking the write lock: a bad payload fails with nothing written.
-        rows = [event_row(event, epoch) for event in events]
+        rows = [event_row(event, epoch, self.cipher) for event in events]
         self._check_open()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
@@ -200,7 +205,7 @@ class SqliteEventLog(EventLog):
             if row[0] != after_seq + len(events) + 1:
                 return events, self._gap(run_id, after_seq + len(events) + 1, f"seq {row[0]}")
             try:
-                events.append(event_from_row(run_id, row, self.url))
+                events.append(event_from_row(run_id, row, self.url, self.cipher))
             except CorruptEventError as exc:
                 return events, exc
         if len(rows) < self._batch_size and after_seq + len(events) < last:
@@ -340,6 +345,7 @@ class SqliteEventLog(EventLog):
 
     async def save_snapshot(self, snapshot: Snapshot) -> None:
         check_run_id(snapshot.run_id)
+        snapshot = self._sealed_snapshot(snapshot)
         created = to_us(snapshot.created_at, "created_at")
         row = (snapshot.run_id, snapshot.seq, snapshot.state, created, snapshot.base_seq)
 
@@ -368,7 +374,7 @@ class SqliteEventLog(EventLog):
         if not rows:
             return None
         seq, state, created, base_seq = rows[0]
-        return Snapshot(run_id, seq, state, from_us(created), base_seq)
+        return self._opened_snapshot(Snapshot(run_id, seq, state, from_us(created), base_seq))
 
     @staticmethod
     def _drop_old_snapshots(conn: sqlite3.Connection, run_id: str, keep: int) -> None:

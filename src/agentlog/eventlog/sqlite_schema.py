@@ -5,7 +5,7 @@ count is recorded in ``PRAGMA user_version``):
 
 * ``events``: one row per event. The envelope fields are columns (``ts`` is
   integer microseconds since the Unix epoch, UTC) and ``payload`` holds the
-  msgpack bytes of :func:`~agentlog.eventlog.codec.encode_payload`.
+  msgpack bytes of :func:`~agentlog.eventlog.codec.encode_stored_payload`.
   ``UNIQUE(run_id, seq)`` is the last line of defence of the conditional
   append. ``checksum`` (migration 2) is
   :func:`~agentlog.eventlog.codec.row_checksum` of the other columns,
@@ -31,9 +31,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from agentlog.crypto import PayloadCipher
 from agentlog.errors import CorruptEventError, NotSerializableError
 from agentlog.eventlog.base import RunInfo
-from agentlog.eventlog.codec import decode_payload, encode_payload, row_checksum
+from agentlog.eventlog.codec import decode_stored_payload, encode_stored_payload, row_checksum
 from agentlog.eventlog.events import LANGGRAPH_WORKFLOW, Event
 
 __all__ = [
@@ -160,8 +161,9 @@ def info_to_row(info: RunInfo) -> list[Any]:
     return values
 
 
-def event_row(event: Event, epoch: int) -> tuple[Any, ...]:
-    """An event as the parameters of :data:`INSERT_EVENT`, checksum last.
+def event_row(event: Event, epoch: int, cipher: PayloadCipher | None) -> tuple[Any, ...]:
+    """An event as the parameters of :data:`INSERT_EVENT`, checksum last (content
+    sealed with ``cipher``, see :mod:`agentlog.eventlog.sealing`).
 
     Raises:
         NotSerializableError: the payload cannot be encoded, or ``ts`` is naive.
@@ -170,11 +172,14 @@ def event_row(event: Event, epoch: int) -> tuple[Any, ...]:
     if ts.tzinfo is None:
         raise NotSerializableError(f"{data.type} seq {event.seq} ts", "naive datetime")
     us = (ts - _EPOCH) // _MICROSECOND
-    row = (event.run_id, event.seq, data.type, us, event.schema_v, epoch, encode_payload(data))
+    payload = encode_stored_payload(event, cipher)
+    row = (event.run_id, event.seq, data.type, us, event.schema_v, epoch, payload)
     return (*row, row_checksum(*row))
 
 
-def event_from_row(run_id: str, row: Sequence[Any], where: str) -> Event:
+def event_from_row(
+    run_id: str, row: Sequence[Any], where: str, cipher: PayloadCipher | None
+) -> Event:
     """Verify a stored row's checksum and decode it (a row of :data:`READ_EVENTS`).
 
     Raises:
@@ -192,8 +197,10 @@ def event_from_row(run_id: str, row: Sequence[Any], where: str) -> Event:
                     "after it was written",
                     where,
                 )
-        data = decode_payload(event_type, schema_v, payload, run_id=run_id, seq=seq, where=where)
-        return Event(run_id, seq, data, from_us(ts), epoch)
+        data, sealed, unreadable = decode_stored_payload(
+            event_type, schema_v, payload, cipher, run_id=run_id, seq=seq, where=where
+        )
+        return Event(run_id, seq, data, from_us(ts), epoch, sealed=sealed, unreadable=unreadable)
     except (TypeError, ValueError, OverflowError, NotSerializableError) as exc:
         # Columns of the wrong type: written by something else than agentlog.
         raise CorruptEventError(run_id, seq, f"bad envelope column: {exc}", where) from exc

@@ -48,6 +48,7 @@ import os
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from agentlog.crypto import KeyStore, PayloadCipher
 from agentlog.errors import ConfigError
 from agentlog.eventlog.base import EventLog
 
@@ -61,7 +62,11 @@ DEFAULT_LOG_URL = "sqlite:///.agentlog/agentlog.db"
 
 
 async def open_log(
-    url: str = DEFAULT_LOG_URL, *, create: bool = True, keep_snapshots: int = 3
+    url: str = DEFAULT_LOG_URL,
+    *,
+    create: bool = True,
+    keep_snapshots: int = 3,
+    keys: KeyStore | PayloadCipher | None = None,
 ) -> EventLog:
     """Open the event log that ``url`` names, creating it where needed.
 
@@ -71,12 +76,18 @@ async def open_log(
             a new empty log. A file that cannot be written (a read-only file
             or filesystem) is opened read-only and can still be read.
         keep_snapshots: how many of each run's newest snapshots to keep.
+        keys: encrypt payloads at rest with per-run data keys from this key
+            store (:class:`~agentlog.crypto.LocalKeyring`, the one
+            ``AGENTLOG_KEYRING`` names, or :class:`~agentlog.crypto.KmsKeyStore`);
+            see docs/security.md. None: payloads are stored in clear, and
+            encrypted ones read back with their content unreadable.
 
     Raises:
         ConfigError: the URL's scheme or shape is not one of the above, or
             ``create`` is False and there is no log at the path.
         BackendUnavailableError: the file or broker cannot be reached.
     """
+    cipher = keys if isinstance(keys, PayloadCipher) or keys is None else PayloadCipher(keys)
     parts = urlsplit(url)
     if parts.scheme == "memory":
         from agentlog.eventlog.memory import MemoryEventLog
@@ -91,11 +102,13 @@ async def open_log(
                 f"bad log URL {redact_url(url)!r}: write sqlite:///relative/file.db or "
                 "sqlite:////absolute/file.db"
             )
-        return SqliteEventLog(path, keep_snapshots=keep_snapshots, create=create)
+        return SqliteEventLog(path, keep_snapshots=keep_snapshots, create=create, cipher=cipher)
     if parts.scheme == "kafka":
         from agentlog.eventlog.kafka import KafkaEventLog
 
-        return await KafkaEventLog.connect(kafka_config(url, keep_snapshots=keep_snapshots))
+        return await KafkaEventLog.connect(
+            kafka_config(url, keep_snapshots=keep_snapshots), cipher=cipher
+        )
     raise ConfigError(
         f"bad log URL {redact_url(url)!r}: the scheme must be sqlite://, kafka:// or memory://, "
         f"for example {DEFAULT_LOG_URL}"

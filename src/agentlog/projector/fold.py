@@ -230,7 +230,11 @@ def apply(state: RunState, event: Event, reducers: Mapping[str, Reducer] | None 
     Raises:
         ReplayError: the event is not the next one of this run, or a
             reducer rejects a recorded write.
+        ShreddedError, KeyStoreMissingError and the other EncryptionErrors:
+            the event's content is sealed and could not be opened here.
     """
+    if event.unreadable is not None:  # never fold a payload we could not read
+        raise event.unreadable
     if event.seq != state.seq + 1 or (state.run_id and event.run_id != state.run_id):
         raise ReplayError(
             f"run {event.run_id!r}: event seq {event.seq} cannot follow seq {state.seq} "

@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from agentlog._logging import get_logger
+from agentlog.crypto import KeyStore
 from agentlog.errors import (
     AgentlogError,
     ConfigError,
@@ -137,9 +138,14 @@ class Runtime(RunDriving):
         *,
         workflows: Iterable[Workflow[Any]] = (),
         config: RuntimeConfig | None = None,
+        keys: KeyStore | None = None,
     ) -> Runtime:
-        """A runtime on the log at ``url`` (closed with the runtime)."""
-        runtime = cls(await open_log(url), workflows=workflows, config=config)
+        """A runtime on the log at ``url`` (closed with the runtime).
+
+        ``keys``: encrypt payloads at rest with per-run data keys from this
+        key store (see :func:`~agentlog.eventlog.urls.open_log`).
+        """
+        runtime = cls(await open_log(url, keys=keys), workflows=workflows, config=config)
         runtime._owns_log = True
         return runtime
 

@@ -5,22 +5,24 @@ assigned the run's partition) asks the owner to act by producing a command:
 key = the run id (UTF-8), partition = :func:`~agentlog.eventlog.kafka.admin.partition_for`,
 value = a msgpack map ``{run_id, kind, type, schema_v, payload}`` where
 ``payload`` is the command's :class:`~agentlog.eventlog.events.EventData`
-encoded exactly like an event's payload (so upcasters apply to it too).
+encoded exactly like an event's payload (so upcasters apply to it too; its
+content sealed with the run's data key when the log has a cipher).
 The owner hands it out as a :class:`~agentlog.eventlog.base.Command` whose
 ``ref`` is ``(partition, offset)``.
 """
 
 from __future__ import annotations
 
+from agentlog.crypto import PayloadCipher
 from agentlog.errors import ConfigError, CorruptEventError
 from agentlog.eventlog.base import COMMAND_KINDS, Command, check_run_id
-from agentlog.eventlog.codec import decode_payload, encode_payload, pack, unpack
+from agentlog.eventlog.codec import decode_stored_payload, pack, store_fields, unpack
 from agentlog.eventlog.events import SCHEMA_V
 
 __all__ = ["decode_command", "encode_command"]
 
 
-def encode_command(command: Command) -> bytes:
+def encode_command(command: Command, cipher: PayloadCipher | None = None) -> bytes:
     """The commands-topic value of ``command``.
 
     Raises:
@@ -36,17 +38,31 @@ def encode_command(command: Command) -> bytes:
             "kind": command.kind,
             "type": command.data.type,
             "schema_v": SCHEMA_V,
-            "payload": encode_payload(command.data),
+            "payload": pack(
+                store_fields(
+                    cipher,
+                    command.data.to_dict(),
+                    command.run_id,
+                    0,
+                    command.data.type,
+                    kind="command",
+                ),
+                path="command",
+            ),
         },
         path="command",
     )
 
 
-def decode_command(raw: bytes, ref: tuple[int, int], where: str) -> Command:
-    """Rebuild a command record.
+def decode_command(
+    raw: bytes, ref: tuple[int, int], where: str, cipher: PayloadCipher | None = None
+) -> Command:
+    """Rebuild a command record (its sealed content opened with ``cipher``).
 
     Raises:
         CorruptEventError: bytes that do not decode into a command; names where.
+        EncryptionError: sealed content this process cannot open: a command
+            must be read whole to be applied.
     """
     try:
         value = unpack(raw)
@@ -66,5 +82,9 @@ def decode_command(raw: bytes, ref: tuple[int, int], where: str) -> Command:
         raise CorruptEventError(
             run_id if isinstance(run_id, str) else None, None, "command fields do not fit", where
         )
-    data = decode_payload(event_type, schema_v, payload, run_id=run_id, where=where)
+    data, _, unreadable = decode_stored_payload(
+        event_type, schema_v, payload, cipher, run_id=run_id, seq=0, kind="command", where=where
+    )
+    if unreadable is not None:
+        raise unreadable
     return Command(run_id, str(kind), data, ref)

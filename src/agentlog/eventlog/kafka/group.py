@@ -38,7 +38,8 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from agentlog._logging import get_logger
-from agentlog.errors import AgentlogError, ConfigError, CorruptEventError
+from agentlog.crypto import PayloadCipher
+from agentlog.errors import AgentlogError, ConfigError, CorruptEventError, EncryptionError
 from agentlog.eventlog.base import Command
 from agentlog.eventlog.kafka.admin import TopicLayout
 from agentlog.eventlog.kafka.clients import start_client, stop_quietly
@@ -82,6 +83,8 @@ class GroupMember:
             rebalance_timeout_ms=max(session_ms, 30_000),
         )
         self.owners: dict[int, PartitionOwner] = {}
+        #: Opens sealed command content (set by the log before it starts).
+        self.cipher: PayloadCipher | None = None
         self._assigned: set[int] = set()
         self._generation = -2
         self._buffer: deque[Command] = deque()
@@ -244,8 +247,10 @@ class GroupMember:
                 continue  # handed out or done already (fetched again after a rebalance)
             where = f"topic {tp.topic} partition {tp.partition} offset {record.offset}"
             try:
-                command = decode_command(record.value or b"", (tp.partition, record.offset), where)
-            except CorruptEventError as exc:
+                command = decode_command(
+                    record.value or b"", (tp.partition, record.offset), where, self.cipher
+                )
+            except (CorruptEventError, EncryptionError) as exc:
                 # Never applied, never blocking the partition: skipped, loudly.
                 log.error("kafka_command_unreadable", where=where, error=str(exc))
                 taken.taken(record.offset)

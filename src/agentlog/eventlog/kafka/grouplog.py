@@ -114,7 +114,7 @@ class PartitionedKafkaEventLog(KafkaEventLog):
         del durable
         run_id, first_seq, epoch = check_batch(events)
         owner = self._owner(run_id)
-        batch = [(event, encode_event(event)) for event in events]
+        batch = [(event, encode_event(event, self.cipher)) for event in events]
 
         def stage(tail: RunTail) -> RunTail:
             info = tail.info
@@ -235,7 +235,7 @@ class PartitionedKafkaEventLog(KafkaEventLog):
 
     async def send_command(self, command: Command) -> None:
         """Produce the command to its run's commands partition (idempotent, acks=all)."""
-        value = encode_command(command)
+        value = encode_command(command, self.cipher)
         partition = self.layout.partition_of(command.run_id)
         doing = f"cannot send the {command.kind} command of run {command.run_id!r}"
         with kafka_errors(doing, "nothing was recorded; send it again once the broker answers"):

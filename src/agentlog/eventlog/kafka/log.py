@@ -20,6 +20,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from agentlog._logging import get_logger
+from agentlog.crypto import PayloadCipher
 from agentlog.errors import (
     FencedError,
     RunArchivedError,
@@ -86,8 +87,13 @@ class KafkaEventLog(EventLog):
         return self._reader.last_read_records
 
     @classmethod
-    async def connect(cls, config: KafkaConfig) -> KafkaEventLog:
+    async def connect(
+        cls, config: KafkaConfig, *, cipher: PayloadCipher | None = None
+    ) -> KafkaEventLog:
         """Create or check the topics, read the run index, and return the log.
+
+        With ``cipher``, event content, snapshots and commands are sealed at
+        rest with per-run data keys (see :mod:`agentlog.eventlog.sealing`).
 
         Every aiokafka client the log makes (here, in the reader, the
         writers and a group member) is made from one ``common`` dict, which
@@ -172,6 +178,7 @@ class KafkaEventLog(EventLog):
                     reader = KafkaReader(
                         layout, common, config.request_timeout_s, config.stalled_transaction_s
                     )
+                    reader.cipher = cipher
                     started.append(reader)
                     await reader.start()
                     member = None
@@ -184,6 +191,7 @@ class KafkaEventLog(EventLog):
                         from agentlog.eventlog.kafka.group import GroupMember
 
                         member = GroupMember(config, layout, common, reader, admin)
+                        member.cipher = cipher
                         started.append(member)
                         await member.start()
         except BaseException:
@@ -201,10 +209,13 @@ class KafkaEventLog(EventLog):
         if layout.partitioned:
             from agentlog.eventlog.kafka.grouplog import PartitionedKafkaEventLog
 
-            return PartitionedKafkaEventLog(
+            opened: KafkaEventLog = PartitionedKafkaEventLog(
                 config, admin, reader, pool, plain, layout.events_partitions, member
             )
-        return cls(config, admin, reader, pool, plain, layout.events_partitions)
+        else:
+            opened = cls(config, admin, reader, pool, plain, layout.events_partitions)
+        opened.cipher = cipher
+        return opened
 
     # -- events -----------------------------------------------------------------
 
@@ -218,7 +229,7 @@ class KafkaEventLog(EventLog):
         del durable
         run_id, first_seq, epoch = check_batch(events)
         # Encoded once, here, so NotSerializableError comes before anything is sent.
-        raw = [encode_event(event) for event in events]
+        raw = [encode_event(event, self.cipher) for event in events]
         await self._pool.append(run_id, list(events), raw, first_seq, epoch)
 
     async def read(
@@ -307,6 +318,7 @@ class KafkaEventLog(EventLog):
     async def save_snapshot(self, snapshot: Snapshot) -> None:
         run_id = snapshot.run_id
         check_run_id(run_id)
+        snapshot = self._sealed_snapshot(snapshot)
         entry = await self._reader.entry(run_id)
         if entry is None:
             raise UnknownRunError(run_id, self.url)
@@ -341,7 +353,7 @@ class KafkaEventLog(EventLog):
         check_run_id(run_id)
         for kept in reversed(await self._reader.snapshots(run_id)):
             if at_or_before is None or kept.snapshot.seq <= at_or_before:
-                return kept.snapshot
+                return self._opened_snapshot(kept.snapshot)
         return None
 
     # -- retention ----------------------------------------------------------------

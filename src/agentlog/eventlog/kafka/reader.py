@@ -34,6 +34,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from agentlog._logging import get_logger
+from agentlog.crypto import PayloadCipher
 from agentlog.errors import BackendUnavailableError, CorruptEventError
 from agentlog.eventlog.codec import decode_event
 from agentlog.eventlog.events import Event
@@ -73,6 +74,8 @@ class KafkaReader:
     ) -> None:
         self.layout = layout
         self.last_read_records = 0
+        #: Opens sealed event content (set by the log before it starts).
+        self.cipher: PayloadCipher | None = None
         self._timeout, self._stalled_s, self._common = timeout_s, stalled_s, common
         #: A read_uncommitted consumer that looks at a stalled transaction's first record.
         self._peek: AIOKafkaConsumer | None = None
@@ -404,7 +407,7 @@ class KafkaReader:
             if record.key != key or record.offset < start:
                 continue
             where = f"topic {tp.topic} partition {tp.partition} offset {record.offset}"
-            event = decode_event(record.value or b"", where=where)
+            event = decode_event(record.value or b"", where=where, cipher=self.cipher)
             if event.seq <= after_seq:
                 prev_epoch = max(prev_epoch, event.writer_epoch)
                 continue
