@@ -68,15 +68,17 @@ def test_every_exported_name_exists() -> None:
 
 
 def test_layers_import_one_way() -> None:
-    """eventlog imports none of the others; projector imports only eventlog."""
+    """crypto imports no other layer; eventlog only crypto; projector only those two."""
     root = Path(agentlog.__file__).parent
     allowed = {
-        "eventlog": {"eventlog"},
-        "projector": {"eventlog", "projector"},
-        "runtime": {"eventlog", "projector", "runtime"},
-        "archive": {"eventlog", "projector", "archive"},
+        # Encryption sits at the bottom: the log seals with it, it knows no log.
+        "crypto": {"crypto"},
+        "eventlog": {"crypto", "eventlog"},
+        "projector": {"crypto", "eventlog", "projector"},
+        "runtime": {"crypto", "eventlog", "projector", "runtime"},
+        "archive": {"crypto", "eventlog", "projector", "archive"},
         # The LangGraph saver sits on top, beside the CLI: nothing imports it.
-        "langgraph": {"eventlog", "projector", "runtime", "langgraph"},
+        "langgraph": {"crypto", "eventlog", "projector", "runtime", "langgraph"},
     }
     for layer, ok in allowed.items():
         for path in (root / layer).rglob("*.py"):
