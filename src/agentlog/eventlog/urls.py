@@ -92,6 +92,12 @@ async def open_log(
     if parts.scheme == "memory":
         from agentlog.eventlog.memory import MemoryEventLog
 
+        if cipher is not None:
+            raise ConfigError(
+                "memory:// keeps nothing at rest, so it has nothing to encrypt: pass keys= "
+                "with a sqlite:// or kafka:// log"
+            )
+
         return MemoryEventLog(keep_snapshots=keep_snapshots)
     if parts.scheme == "sqlite":
         from agentlog.eventlog.sqlite import SqliteEventLog
