@@ -56,9 +56,9 @@ class SealedRowOpener:
     """The ``agentlog_open_payload(run_id, seq, type, schema_v, payload, payload_json)`` function.
 
     Returns each row's full payload JSON, or its stored (metadata) JSON where
-    the run's content cannot be opened here. A tampered blob or a key store that does not
-    answer fails the query; the typed error is kept in :attr:`error` so the
-    caller can raise it instead of DuckDB's wrapped message.
+    the run's content cannot be opened here. A tampered blob or a key store
+    that does not answer fails the query; the typed error is kept in
+    :attr:`error` so the caller can raise it instead of DuckDB's wrapped message.
     """
 
     def __init__(self, cipher: PayloadCipher, *, max_runs: int = 4096) -> None:
