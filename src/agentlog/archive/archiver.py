@@ -387,10 +387,13 @@ class Archiver:
         if info.lease_expires_at is not None and info.lease_expires_at > utcnow():
             _log.info("unfinished run kept hot: a live writer holds it", run_id=run_id)
             return False
-        snapshot = await self.log.load_snapshot(run_id)
-        if snapshot is not None and snapshot.seq == info.last_seq and decode_state(snapshot):
-            return True
         try:
+            # An encrypted snapshot opens only with the run's key: an archiver without
+            # keys (or a shredded run) cannot check it, nor save a new one, so it keeps
+            # the run hot; archiving itself copies ciphertext and needs no key.
+            snapshot = await self.log.load_snapshot(run_id)
+            if snapshot is not None and snapshot.seq == info.last_seq and decode_state(snapshot):
+                return True
             state = await load_state(self.log, run_id)
         except (EventLogError, ReplayError) as exc:
             _log.warning(

@@ -10,6 +10,13 @@ hot events after them. A pruned run's hot index row (its tombstone, with
 archive than this one raises :class:`~agentlog.errors.RunArchivedError`
 rather than returning part of its history. Writes raise
 :class:`ArchiveReadOnlyError`.
+
+Encrypted runs stay encrypted in the archive. Their content is opened with
+the hot log's cipher (or the one passed in), the same as the hot log opens
+its own events; without the keys, or after a shred, archived events come back
+as metadata with :attr:`~agentlog.eventlog.Event.unreadable` set, so
+replaying them raises :class:`~agentlog.errors.KeyStoreMissingError` or
+:class:`~agentlog.errors.ShreddedError`, never a wrong state.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import duckdb
 from agentlog.archive.errors import ArchiveCorruptError, ArchiveReadOnlyError
 from agentlog.archive.store import ArchiveStore
 from agentlog.archive.writer import Manifest, table_to_events
+from agentlog.crypto import PayloadCipher
 from agentlog.errors import RunArchivedError, UnknownRunError
 from agentlog.eventlog.base import EventLog, RunInfo, Snapshot, select_runs
 from agentlog.eventlog.events import Event
@@ -36,9 +44,17 @@ _COLUMNS = "run_id, seq, type, ts, schema_v, writer_epoch, payload"
 class ArchiveReader:
     """Reads archived runs back as Events, through DuckDB (local or S3)."""
 
-    def __init__(self, store: ArchiveStore, manifest: Manifest | None = None) -> None:
+    def __init__(
+        self,
+        store: ArchiveStore,
+        manifest: Manifest | None = None,
+        *,
+        cipher: PayloadCipher | None = None,
+    ) -> None:
+        """Read ``store``'s archive; open sealed content with ``cipher`` (None: leave it sealed)."""
         self.store = store
         self.manifest = manifest if manifest is not None else Manifest.load(store)
+        self.cipher = cipher
         self._conn: Any = None
 
     def refresh(self) -> None:
@@ -56,9 +72,12 @@ class ArchiveReader:
     ) -> list[Event]:
         """The run's archived events with ``after_seq < seq <= upto_seq``.
 
+        Sealed content is opened with :attr:`cipher`; events it cannot open
+        come back with :attr:`~agentlog.eventlog.Event.unreadable` set.
+
         Raises:
             ArchiveCorruptError: a file of the run does not read back.
-            CorruptEventError: a row's payload does not decode.
+            CorruptEventError: a row's payload does not decode (or was tampered with).
         """
         files = self.manifest.files_of(run_id)
         if not files:
@@ -77,7 +96,7 @@ class ArchiveReader:
             )
         except duckdb.Error as exc:
             raise ArchiveCorruptError(", ".join(locations), str(exc).splitlines()[0]) from exc
-        return table_to_events(table, where=f"archive {', '.join(files)}")
+        return table_to_events(table, where=f"archive {', '.join(files)}", cipher=self.cipher)
 
     def run_info(self, run_id: str) -> RunInfo | None:
         """The run's index row as the archive knows it, or None."""
@@ -109,9 +128,26 @@ class ArchiveReader:
 class ArchivedEventLog(EventLog):
     """The hot log and the archive as one read-only history."""
 
-    def __init__(self, hot: EventLog, store: ArchiveStore | ArchiveReader) -> None:
+    def __init__(
+        self,
+        hot: EventLog,
+        store: ArchiveStore | ArchiveReader,
+        *,
+        cipher: PayloadCipher | None = None,
+    ) -> None:
+        """Read ``hot`` and the archive in ``store`` as one history.
+
+        Args:
+            hot: the hot log (its snapshots and not yet archived events).
+            store: the archive, or a reader over it (which keeps its own cipher).
+            cipher: opens archived sealed content; None: the hot log's cipher,
+                so both halves of a run open with the same keys.
+        """
         self.hot = hot
-        self.archive = store if isinstance(store, ArchiveReader) else ArchiveReader(store)
+        self.cipher = cipher if cipher is not None else hot.cipher
+        self.archive = (
+            store if isinstance(store, ArchiveReader) else ArchiveReader(store, cipher=self.cipher)
+        )
         self.url = hot.url
 
     async def read(

@@ -25,6 +25,12 @@ Views:
 Durations are plain seconds, not DuckDB intervals, so every output format
 (CSV, JSON, Parquet) can carry them.
 
+Encrypted runs: their rows hold the clear metadata, and ``payload_json`` is
+the full JSON only for a user who holds the keys (``keys=``, or the hot log's
+cipher; the CLI's ``AGENTLOG_KEYRING``); for anyone else, and after a shred,
+it is the metadata with ``"_sealed": true``, so ``payload_json ->> 'result'``
+is NULL while type, seq, ts and task_name stay (:mod:`agentlog.archive.sql_sealed`).
+
 The connection is read-only over these views: only ``SELECT`` (and
 ``EXPLAIN``) statements run; DuckDB's external access is switched off after
 the views are built, with only the manifest's files readable, and the
@@ -41,8 +47,10 @@ import duckdb
 import pyarrow as pa
 
 from agentlog.archive.errors import ArchiveCorruptError, ArchiveQueryError
+from agentlog.archive.sql_sealed import SealedRowOpener, events_view
 from agentlog.archive.store import ArchiveStore
 from agentlog.archive.writer import EVENT_SCHEMA, Manifest, events_to_table
+from agentlog.crypto import KeyStore, PayloadCipher
 from agentlog.errors import RunArchivedError
 from agentlog.eventlog.base import EventLog
 
@@ -156,12 +164,20 @@ _READ_ONLY = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAI
 class ArchiveSQL:
     """A DuckDB connection with the agentlog views. Close it when done."""
 
-    def __init__(self, conn: Any, archived_files: int, hot_events: int) -> None:
+    def __init__(
+        self,
+        conn: Any,
+        archived_files: int,
+        hot_events: int,
+        opener: SealedRowOpener | None = None,
+    ) -> None:
         self.conn = conn
         #: How many Parquet files the ``events`` view reads.
         self.archived_files = archived_files
         #: How many hot (not yet archived) events the ``events`` view holds.
         self.hot_events = hot_events
+        #: Opens sealed rows (None: no keys, sealed rows show their metadata only).
+        self.opener = opener
 
     def sql(self, query: str, params: list[Any] | None = None) -> Any:
         """Run the read-only ``query``; return a DuckDB relation.
@@ -172,12 +188,21 @@ class ArchiveSQL:
             ArchiveCorruptError: an archive file did not read.
         """
         self._check_read_only(query)
+        if self.opener is not None:
+            self.opener.error = None
         try:
             if params:
                 return self.conn.execute(query, params)
             return self.conn.sql(query)
         except duckdb.Error as exc:
-            raise _translate(query, exc) from exc
+            raise self._translate(query, exc) from exc
+
+    def _translate(self, query: str, exc: Exception) -> Exception:
+        # A sealed row that failed to open (tampered, key store down) failed the
+        # query inside the function: raise its typed error, which names run and seq.
+        if self.opener is not None and self.opener.error is not None:
+            return self.opener.error
+        return _translate(query, exc)
 
     def _check_read_only(self, query: str) -> None:
         try:
@@ -205,7 +230,7 @@ class ArchiveSQL:
                 return pa.table({})
             return result.to_arrow_table()
         except duckdb.Error as exc:
-            raise _translate(query, exc) from exc
+            raise self._translate(query, exc) from exc
 
     def close(self) -> None:
         """Close the connection."""
@@ -231,7 +256,11 @@ def _translate(query: str, exc: Exception) -> Exception:
 
 
 async def open_sql(
-    store: ArchiveStore | None = None, log: EventLog | None = None, *, memory_limit: str = ""
+    store: ArchiveStore | None = None,
+    log: EventLog | None = None,
+    *,
+    memory_limit: str = "",
+    keys: KeyStore | PayloadCipher | None = None,
 ) -> ArchiveSQL:
     """A DuckDB connection whose views cover ``store``'s archive and ``log``'s hot events.
 
@@ -239,7 +268,12 @@ async def open_sql(
         store: the archive; None for the hot log only.
         log: the hot log; None for the archive only.
         memory_limit: a DuckDB memory limit such as ``"1GB"`` (default: DuckDB's).
+        keys: opens encrypted runs' content in ``payload_json``; None: the hot
+            log's cipher, if any. Without keys, sealed rows show their metadata.
     """
+    if isinstance(keys, KeyStore):
+        keys = PayloadCipher(keys)
+    cipher = keys if keys is not None else (log.cipher if log is not None else None)
     conn = duckdb.connect()
     try:
         if memory_limit:
@@ -261,10 +295,7 @@ async def open_sql(
             )
         else:
             conn.register("_archived_events", EVENT_SCHEMA.empty_table())
-        conn.execute(
-            "CREATE VIEW events AS SELECT * FROM _archived_events "
-            "UNION ALL BY NAME SELECT * FROM _hot_events"
-        )
+        opener = events_view(conn, cipher)
         for ddl in (_RUNS, _TASKS, _INTERRUPTS, _CHECKPOINTS, _CHECKPOINT_WRITES):
             conn.execute(ddl)
         _lock_down(conn, files)
@@ -274,7 +305,7 @@ async def open_sql(
     except BaseException:
         conn.close()
         raise
-    return ArchiveSQL(conn, len(files), len(hot))
+    return ArchiveSQL(conn, len(files), len(hot), opener)
 
 
 def _lock_down(conn: Any, files: list[str]) -> None:

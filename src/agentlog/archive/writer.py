@@ -1,13 +1,21 @@
 """Events to Parquet rows and back, deterministic file names, and the manifest.
 
 One row per event. Besides the envelope (``run_id, seq, type, ts, schema_v,
-writer_epoch``) and the payload (``payload``: the exact msgpack bytes the hot
-log stores; ``payload_json``: a JSON rendering for SQL, with bytes as base64,
-datetimes as ISO 8601 and UUIDs and Decimals as strings), each row carries
-a few typed columns lifted out of the payload so the common questions need
-no JSON parsing: ``workflow``, ``version`` (of the run), ``step``,
-``task_key``, ``task_name`` (on a task's start, failure and completion),
-``attempt`` and ``duration_ms``.
+writer_epoch``) and the payload (``payload``: the msgpack bytes of the payload
+as the hot log stores it; ``payload_json``: a JSON rendering for SQL, with
+bytes as base64, datetimes as ISO 8601 and UUIDs and Decimals as strings),
+each row carries a few typed columns lifted out of the payload so the common
+questions need no JSON parsing: ``workflow``, ``version`` (of the run),
+``step``, ``task_key``, ``task_name`` (on a task's start, failure and
+completion), ``attempt`` and ``duration_ms``.
+
+An encrypted event (one read with :attr:`Event.sealed` set, whether this
+process could open it or not) is archived as it is stored: ``payload`` holds
+its clear metadata and the same sealed blob, and ``payload_json`` renders the
+metadata only, with ``"_sealed": true``. The lifted columns are metadata, so
+they stay. The archiver therefore never needs the keys, never writes an
+encrypted run's plaintext, and a shred reaches the Parquet files too; SQL
+opens the content for a user who holds the keys (:mod:`agentlog.archive.sql`).
 
 Rows are sorted by ``(run_id, seq)`` and written in row groups with min/max
 statistics, so a query for one run reads one row group of one file.
@@ -40,25 +48,32 @@ import pyarrow.parquet as pq
 
 from agentlog.archive.errors import ArchiveCorruptError
 from agentlog.archive.store import ArchiveStore
+from agentlog.crypto import PayloadCipher
 from agentlog.errors import AgentlogError
-from agentlog.eventlog.codec import decode_payload, jsonable, pack
+from agentlog.eventlog.codec import decode_stored_payload, jsonable, pack, store_fields
 from agentlog.eventlog.events import SCHEMA_V, Event, RunStarted, status_after_event
+from agentlog.eventlog.sealing import SEALED_KEY
 
 __all__ = [
     "EVENT_SCHEMA",
     "MANIFEST_PREFIX",
     "Manifest",
     "ManifestEntry",
+    "SEALED_MARKER",
     "Segment",
     "encode_parquet",
     "events_to_table",
     "file_key",
     "payload_json",
+    "row_json",
     "table_to_events",
 ]
 
 #: Where manifest entries live, one JSON object per archive file.
 MANIFEST_PREFIX = "_manifest/"
+
+#: The ``payload_json`` key that marks a row whose content is sealed (its JSON is metadata only).
+SEALED_MARKER = SEALED_KEY
 
 EVENT_SCHEMA = pa.schema(
     [
@@ -111,6 +126,27 @@ def _fields(data: Any) -> dict[str, Any]:
     return {name: getattr(data, name) for name in names}
 
 
+def _stored(event: Event, fields: dict[str, Any]) -> tuple[bytes, str]:
+    """The row's ``payload`` and ``payload_json``: sealed content stays sealed.
+
+    An event read with its sealed blob (opened or not) is stored as the hot
+    log stores it, metadata in clear plus the same blob, and rendered as its
+    metadata with the marker: no key is needed and no plaintext is written.
+    """
+    path = f"{event.run_id}#{event.seq}"
+    if event.sealed is None:
+        return pack(fields, path=path), payload_json(fields)
+    stored = store_fields(None, fields, event.run_id, event.seq, event.type, sealed=event.sealed)
+    clear = {k: v for k, v in stored.items() if k != SEALED_KEY}
+    clear[SEALED_MARKER] = True
+    return pack(stored, path=path), payload_json(clear)
+
+
+def row_json(data: Any) -> str:
+    """``payload_json`` of an opened payload (what SQL shows to a user with the keys)."""
+    return payload_json(_fields(data))
+
+
 def events_to_table(events: Iterable[Event], *, workflow: str = "", version: str = "") -> pa.Table:
     """Rows for one or more runs' events (already in ``(run_id, seq)`` order).
 
@@ -145,8 +181,9 @@ def events_to_table(events: Iterable[Event], *, workflow: str = "", version: str
         cols["task_name"].append(task_names.get(key) if isinstance(key, str) else None)
         cols["attempt"].append(fields.get("attempt"))
         cols["duration_ms"].append(fields.get("duration_ms"))
-        cols["payload"].append(pack(fields, path=f"{event.run_id}#{event.seq}"))
-        cols["payload_json"].append(payload_json(fields))
+        payload, rendered = _stored(event, fields)
+        cols["payload"].append(payload)
+        cols["payload_json"].append(rendered)
     return pa.Table.from_pydict(cols, schema=EVENT_SCHEMA)
 
 
@@ -164,18 +201,40 @@ def encode_parquet(table: pa.Table, *, row_group_size: int = 65_536) -> bytes:
     return bytes(sink.getvalue().to_pybytes())
 
 
-def table_to_events(table: pa.Table, *, where: str = "") -> list[Event]:
+def table_to_events(
+    table: pa.Table, *, where: str = "", cipher: PayloadCipher | None = None
+) -> list[Event]:
     """Rebuild Events from archive rows, exactly as the hot log returned them.
+
+    Sealed content is opened with ``cipher``; where it cannot be (no cipher,
+    a shredded run, a key store without the run's key) the Event comes back
+    as the hot log gives it: metadata only, with :attr:`Event.sealed` and
+    :attr:`Event.unreadable` set, so folding it raises the reason.
 
     Raises:
         CorruptEventError: a row whose payload does not decode; names run and seq.
+        TamperedPayloadError: sealed content fails its tag; names run and seq.
+        KeyStoreUnavailableError: the key store does not answer.
     """
     columns = ["run_id", "seq", "type", "ts", "schema_v", "writer_epoch", "payload"]
     data = {name: table.column(name).to_pylist() for name in columns}
     events = []
     for run_id, seq, kind, ts, schema_v, epoch, raw in zip(*data.values(), strict=True):
-        payload = decode_payload(kind, schema_v, raw, run_id=run_id, seq=seq, where=where)
-        events.append(Event(run_id, seq, payload, ts.astimezone(UTC), epoch, SCHEMA_V))
+        payload, sealed, unreadable = decode_stored_payload(
+            kind, schema_v, raw, cipher, run_id=run_id, seq=seq, where=where
+        )
+        events.append(
+            Event(
+                run_id,
+                seq,
+                payload,
+                ts.astimezone(UTC),
+                epoch,
+                SCHEMA_V,
+                sealed=sealed,
+                unreadable=unreadable,
+            )
+        )
     return events
 
 

@@ -25,6 +25,7 @@ from agentlog.archive.store import DEFAULT_ARCHIVE_URL, open_archive
 from agentlog.cli.app import command, run_async
 from agentlog.cli.options import ArchiveOpt, EndpointOpt, JsonOpt, LogOpt
 from agentlog.cli.render import err, print_json, print_line, print_table, table, to_json
+from agentlog.crypto import LocalKeyring
 from agentlog.errors import ConfigError
 from agentlog.eventlog.urls import DEFAULT_LOG_URL, open_log
 
@@ -112,7 +113,10 @@ def archive_command(
     async def go() -> ArchiveSummary:
         config = ArchiverConfig(retention=_policies(retention or [], idle_after))
         store = open_archive(archive, endpoint_url=endpoint)
-        async with await open_log(log, create=False) as hot:
+        # Sealed payloads are archived as ciphertext, so archiving needs no keys; with
+        # AGENTLOG_KEYRING an idle unfinished run can be snapshotted before it is pruned.
+        keys = LocalKeyring.from_env()
+        async with await open_log(log, create=False, keys=keys) as hot:
             archiver = Archiver(hot, store, config)
             if dry_run:
                 return await archiver.run(dry_run=True, run_ids=run)
@@ -157,7 +161,9 @@ def sql_command(
     """Read-only SQL over the archive and the hot log.
 
     Views: events, runs, tasks, interrupts, and for LangGraph threads
-    checkpoints and checkpoint_writes.
+    checkpoints and checkpoint_writes. Encrypted runs show their payloads
+    only with the keys (AGENTLOG_KEYRING); otherwise, and after a shred,
+    payload_json holds just the metadata.
     """
     from agentlog.archive.sql import open_sql
 
@@ -168,13 +174,14 @@ def sql_command(
 
     async def go() -> Any:
         store = open_archive(archive, endpoint_url=endpoint)
+        keys = LocalKeyring.from_env()
         try:
-            hot = await open_log(log, create=False)
+            hot = await open_log(log, create=False, keys=keys)
         except ConfigError:
             if log != DEFAULT_LOG_URL:
                 raise
             # No hot log where the default says: the archive alone is queried.
-            with await open_sql(store, None) as db:
+            with await open_sql(store, None, keys=keys) as db:
                 return db.arrow(query)
         async with hot:
             with await open_sql(store, hot) as db:
