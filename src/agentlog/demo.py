@@ -33,11 +33,12 @@ from urllib.parse import urlsplit
 from rich.console import Console
 from rich.markup import escape
 
+from agentlog.crypto import LocalKeyring
 from agentlog.errors import ConfigError
 from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.codec import jsonable
 from agentlog.eventlog.events import Event, StepCompleted, utcnow
-from agentlog.eventlog.urls import open_log
+from agentlog.eventlog.urls import open_log, redact_url
 from agentlog.runtime import (
     RetryPolicy,
     Runtime,
@@ -260,17 +261,19 @@ async def run_demo(log_url: str, run_id: str, console: Console) -> dict[str, Any
         ConfigError: ``log_url`` names a log that only this process can see
             (``memory://``): the demo's workers run in processes of their own.
     """
+    shown_url = redact_url(log_url)  # a URL's password is never printed
     if urlsplit(log_url).scheme == "memory":
         raise ConfigError(
-            f"the demo needs a log that other processes can share, and {log_url} lives in "
+            f"the demo needs a log that other processes can share, and {shown_url} lives in "
             "this process only: use the default (sqlite:///.agentlog/agentlog.db), another "
             "sqlite:///FILE, or kafka://HOST:PORT/NAME"
         )
     topic = "durable execution for AI agents"
     outbox = outbox_path(log_url)
     shown = escape(run_id)
-    console.rule(f"agentlog demo · run [bold]{shown}[/bold] · log {escape(log_url)}")
-    async with await open_log(log_url) as event_log:
+    console.rule(f"agentlog demo · run [bold]{shown}[/bold] · log {escape(shown_url)}")
+    # AGENTLOG_KEYRING=PATH encrypts the run's payloads; the workers inherit it.
+    async with await open_log(log_url, keys=LocalKeyring.from_env()) as event_log:
         follower = Follower(event_log, run_id, console)
 
         console.print("[bold]1. A worker process starts the run[/bold] (durability: sync)")
@@ -326,7 +329,7 @@ async def run_demo(log_url: str, run_id: str, console: Console) -> dict[str, Any
             f"{final.steps} steps and 1 crash; emails sent: {len(emails)} "
             f"(deliveries per key: {deliveries})"
         )
-        console.print(f"event log:  {escape(log_url)}")
+        console.print(f"event log:  {escape(shown_url)}")
         console.print(f"outbox:     {escape(str(outbox))}")
         console.print(
             f"look again: agentlog show {shown} · agentlog state {shown} --at 5 · "
@@ -339,14 +342,16 @@ async def run_demo(log_url: str, run_id: str, console: Console) -> dict[str, Any
         "seq": final.seq,
         "emails_sent": len(emails),
         "deliveries_per_key": deliveries,
-        "log": log_url,
+        "log": shown_url,
         "outbox": str(outbox),
     }
 
 
 async def _worker(log_url: str, run_id: str, topic: str, outbox: str) -> None:
     config = RuntimeConfig(lease_seconds=LEASE_SECONDS, durability="sync")
-    async with await Runtime.open(log_url, workflows=[demo_workflow()], config=config) as rt:
+    keys = LocalKeyring.from_env()
+    workflows = [demo_workflow()]
+    async with await Runtime.open(log_url, workflows=workflows, config=config, keys=keys) as rt:
         await rt.start(demo_workflow(), run_id=run_id, input={"topic": topic, "outbox": outbox})
         await rt.wait(run_id)
 

@@ -28,6 +28,8 @@ The hierarchy::
     │       ├── ShreddedError       the run's data key was destroyed on purpose
     │       ├── TamperedPayloadError  a sealed payload fails its GCM tag (also a CorruptEventError)
     │       ├── KeyStoreMissingError  an encrypted payload and no key store (also a ConfigError)
+    │       │   └── NoKeyStoreError     shred() with no key store configured
+    │       ├── NotEncryptedError   shred() of a run recorded in clear (also a ConfigError)
     │       ├── MissingDataKeyError the key store has no data key for the run
     │       ├── WrongKeyError       the key store's data key for the run is not the sealing one
     │       ├── KeyStoreUnavailableError  keyring file or KMS unreachable (also BackendUnavailable)
@@ -85,6 +87,8 @@ __all__ = [
     "KeyStoreMissingError",
     "KeyStoreUnavailableError",
     "MissingDataKeyError",
+    "NoKeyStoreError",
+    "NotEncryptedError",
     "ShreddedError",
     "TamperedPayloadError",
     "UnknownKekError",
@@ -308,6 +312,33 @@ class KeyStoreMissingError(EncryptionError, ConfigError):
             f"run {run_id!r} seq {seq}: the payload is encrypted (data key {key_id!r}) but no "
             "key store is configured. Set AGENTLOG_KEYRING=PATH to the keyring file that "
             "wrote it (or pass its key store in code); nothing was changed."
+        )
+
+
+class NoKeyStoreError(KeyStoreMissingError):
+    """A run is to be shredded, but no key store is configured here."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id, self.seq, self.key_id = run_id, 0, ""
+        EncryptionError.__init__(
+            self,
+            f"cannot shred run {run_id!r}: no key store is configured, and shredding destroys "
+            "the run's data key in the key store that encrypted it. Set AGENTLOG_KEYRING=PATH "
+            "to that keyring file (or pass keys= to Runtime.open); nothing was changed.",
+        )
+
+
+class NotEncryptedError(EncryptionError, ConfigError):
+    """A run recorded without encryption cannot be crypto-shredded."""
+
+    def __init__(self, run_id: str, where: str) -> None:
+        self.run_id, self.where = run_id, where
+        super().__init__(
+            f"cannot shred run {run_id!r}: it was recorded without encryption in {where}, so "
+            "its payloads are stored in clear and destroying a key cannot erase them. Nothing "
+            "was changed. Erase it by deleting its data from the log and the archive (or let "
+            "retention drop it); runs started with a key store (AGENTLOG_KEYRING=PATH, or "
+            "keys= in code) can be shredded."
         )
 
 

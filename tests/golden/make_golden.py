@@ -22,7 +22,10 @@ ProgressReported: ``golden-timers`` (progress, a sleep, an interrupt that
 times out), appended with ``--append-timers``. And the LangGraph saver's
 CheckpointSaved, WritesSaved and CheckpointsRemoved: ``golden-langgraph`` (a
 LangGraph thread: a growing message list, an interrupt, its resume, then a
-prune), appended with ``--append-langgraph``.
+prune), appended with ``--append-langgraph``. And RunShredded:
+``golden-shredded`` (parked, then ``Runtime.shred``: cancelled, key destroyed,
+RunShredded), appended with ``--append-shredded``; its events are stored
+here in clear (read back with the key still cached), so it folds.
 """
 
 from __future__ import annotations
@@ -225,12 +228,46 @@ async def generate_langgraph() -> tuple[list[bytes], dict[str, Any]]:
     return [encode_event(e) for e in events], {"golden-langgraph": expected}
 
 
+async def generate_shredded() -> tuple[list[bytes], dict[str, Any]]:
+    """The ``golden-shredded`` run: parked on an interrupt, then shredded."""
+    import dataclasses
+    import tempfile
+
+    from agentlog.crypto import LocalKeyring
+    from agentlog.eventlog.urls import open_log
+
+    wf = Workflow("golden-shredded", state={"topic": "replace", "answer": "replace"})
+
+    @wf.step
+    async def ask(ctx: StepContext) -> Any:
+        return end(answer=ctx.interrupt("may we keep this?"))
+
+    config = RuntimeConfig(owner="golden-host:1", lease_seconds=60, worker=False)
+    with tempfile.TemporaryDirectory() as folder:
+        url, keys = f"sqlite:///{folder}/golden.db", LocalKeyring(f"{folder}/keyring.json")
+        async with await Runtime.open(url, workflows=[wf], config=config, keys=keys) as rt:
+            await rt.start(wf, run_id="golden-shredded", input={"topic": "gdpr"})
+            await rt.wait("golden-shredded")
+            # A second reader caches the run's key before the shred, so it can
+            # still read the whole run afterwards (the cache's max_age).
+            reader = await open_log(url, keys=keys)
+            _ = [e async for e in reader.read("golden-shredded")]
+            await rt.shred("golden-shredded")
+            events = [
+                dataclasses.replace(e, sealed=None) async for e in reader.read("golden-shredded")
+            ]
+            await reader.close()
+    expected = json.loads(json.dumps(fold(events).to_dict(), sort_keys=True))
+    return [encode_event(e) for e in events], {"golden-shredded": expected}
+
+
 #: Runs added after the first three (same schema version, new event types),
 #: appended to the committed files without touching the bytes already there.
 APPENDED = {
     "--append-retried": generate_retried,
     "--append-timers": generate_timers,
     "--append-langgraph": generate_langgraph,
+    "--append-shredded": generate_shredded,
 }
 
 

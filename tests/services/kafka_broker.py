@@ -31,6 +31,10 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "kafka_broker.py"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
+#: The state folder of the broker ``kafka_bootstrap`` started (none when
+#: ``KAFKA_BOOTSTRAP_SERVERS`` names a broker run elsewhere).
+_STARTED: dict[str, Path] = {}
+
 
 def broker(command: str, state: Path, timeout: float = 120.0, *flags: str) -> str:
     """Run ``scripts/kafka_broker.py COMMAND --dir STATE [FLAGS]``; return its stdout.
@@ -66,10 +70,26 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         return
     state = tmp_path_factory.mktemp("kafka-broker")
     bootstrap = broker("start", state)
+    _STARTED["state"] = state
     try:
         yield bootstrap
     finally:
+        _STARTED.clear()
         broker("stop", state)
+
+
+@pytest.fixture
+def kafka_data_dir(kafka_bootstrap: str) -> Path:
+    """The ``log.dirs`` folder of the ``kafka_bootstrap`` broker: its topic
+    partitions' segment files, for tests that look at the bytes on its disk."""
+    state = _STARTED.get("state")
+    if state is None:
+        pytest.fail(
+            "the broker's disk is not reachable here: KAFKA_BOOTSTRAP_SERVERS names a broker "
+            "run elsewhere; unset it to let the tests start their own",
+            pytrace=False,
+        )
+    return state / "data"
 
 
 @pytest.fixture

@@ -37,6 +37,7 @@ def test_runtime_exports() -> None:
         "RuntimeConfig",
         "Schedule",
         "Send",
+        "ShredReport",
         "Step",
         "StepContext",
         "StreamMode",

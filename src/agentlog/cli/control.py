@@ -1,7 +1,9 @@
-"""The commands that drive runs: ``resume``, ``cancel``, ``recover``, ``demo``."""
+"""The commands that drive runs: ``resume``, ``cancel``, ``recover``, ``retry``,
+``shred``, ``demo``."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Annotated, Any
 
@@ -9,13 +11,14 @@ import typer
 from rich.console import Console
 
 from agentlog.cli.app import command, run_async
-from agentlog.cli.options import AppOpt, JsonOpt, LogOpt
+from agentlog.cli.options import AppOpt, JsonOpt, LogOpt, open_runtime
 from agentlog.cli.render import print_error, print_json, print_line
 from agentlog.cli.workflows import load_workflows
 from agentlog.errors import ConfigError
 from agentlog.eventlog.events import utcnow
 from agentlog.eventlog.urls import DEFAULT_LOG_URL
-from agentlog.runtime import Runtime, RuntimeConfig
+from agentlog.runtime import RuntimeConfig, ShredReport
+from agentlog.runtime.shredding import check_shreddable
 
 __all__: list[str] = []
 
@@ -42,7 +45,7 @@ def resume(
     workflows = load_workflows(apps)
 
     async def go() -> dict[str, Any]:
-        async with await Runtime.open(log, workflows=workflows, config=ONE_SHOT) as runtime:
+        async with await open_runtime(log, workflows=workflows, config=ONE_SHOT) as runtime:
             await runtime.resume(run_id, answer)
             final = await runtime.wait(run_id)
             return {
@@ -71,7 +74,7 @@ def cancel(
     """Cancel a run at its next step boundary."""
 
     async def go() -> str:
-        async with await Runtime.open(log, config=ONE_SHOT) as runtime:
+        async with await open_runtime(log, config=ONE_SHOT) as runtime:
             return (await runtime.cancel(run_id, reason)).status
 
     status = run_async(go)
@@ -79,6 +82,52 @@ def cancel(
         print_json({"run_id": run_id, "status": status})
     else:
         print_line(f"run {run_id}: {status}")
+
+
+@command()
+def shred(
+    run_id: RunIdArg,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    log: LogOpt = DEFAULT_LOG_URL,
+    as_json: JsonOpt = False,
+) -> None:
+    """Crypto-shred a run: destroy its data key, so its payloads are unreadable in
+    every copy (log, snapshots, Kafka, archive) for good; its metadata stays.
+
+    Needs the key store that encrypted the run (AGENTLOG_KEYRING=PATH). A run
+    that has not ended is cancelled first. Shredding again changes nothing.
+    """
+
+    async def check() -> None:
+        async with await open_runtime(log, config=ONE_SHOT) as runtime:
+            await check_shreddable(runtime.log, run_id)
+
+    async def go() -> ShredReport:
+        async with await open_runtime(log, config=ONE_SHOT) as runtime:
+            return await runtime.shred(run_id)
+
+    run_async(check)  # an unknown, plain or foreign run fails before the question
+    if not yes:
+        typer.confirm(
+            f"Shred run {run_id}? Its data key is destroyed and its payloads become "
+            "unreadable everywhere, for good (its metadata stays).",
+            abort=True,
+            err=True,
+        )
+    report = run_async(go)
+    if as_json:
+        print_json(dataclasses.asdict(report))
+        return
+    if report.already:
+        print_line(f"run {run_id}: already shredded at {report.shredded_at}; nothing recorded")
+        return
+    cancelled = "; it had not ended, so it was cancelled first" if report.cancelled else ""
+    recorded = f"; RunShredded recorded at seq {report.recorded_seq}" if report.recorded_seq else ""
+    print_line(
+        f"run {run_id}: shredded at {report.shredded_at}: its data key was destroyed in "
+        f"{report.key_store}{cancelled}{recorded}. Its payloads are unreadable in every copy; "
+        "its metadata can still be listed and audited."
+    )
 
 
 @command()
@@ -92,7 +141,7 @@ def recover(log: LogOpt = DEFAULT_LOG_URL, apps: AppOpt = None, as_json: JsonOpt
     workflows = load_workflows(apps)
 
     async def go() -> tuple[list[dict[str, Any]], dict[str, str]]:
-        async with await Runtime.open(log, workflows=workflows, config=ONE_SHOT) as runtime:
+        async with await open_runtime(log, workflows=workflows, config=ONE_SHOT) as runtime:
             report = await runtime.recover()
             done = []
             for run_id in report.recovered:
@@ -125,7 +174,7 @@ def retry(
     workflows = load_workflows(apps)
 
     async def go() -> dict[str, Any]:
-        async with await Runtime.open(log, workflows=workflows, config=ONE_SHOT) as runtime:
+        async with await open_runtime(log, workflows=workflows, config=ONE_SHOT) as runtime:
             await runtime.retry(run_id)
             final = await runtime.wait(run_id)
             return {"run_id": run_id, "status": final.status, "seq": final.seq}

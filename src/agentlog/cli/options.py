@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from agentlog.archive import ArchivedEventLog, open_archive
+from agentlog.crypto import KeyStore, LocalKeyring
 from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.urls import open_log
+from agentlog.runtime import Runtime, RuntimeConfig, Workflow
 
-__all__ = ["AppOpt", "ArchiveOpt", "EndpointOpt", "JsonOpt", "LogOpt", "read_history"]
+__all__ = [
+    "AppOpt",
+    "ArchiveOpt",
+    "EndpointOpt",
+    "JsonOpt",
+    "LogOpt",
+    "key_store",
+    "open_runtime",
+    "read_history",
+]
 
 LogOpt = Annotated[
     str,
@@ -48,6 +59,20 @@ AppOpt = Annotated[
 ]
 
 
+def key_store() -> KeyStore | None:
+    """The key store every command uses: the keyring file ``AGENTLOG_KEYRING``
+    names (created on first use), or None (payloads in clear; encrypted ones
+    read back as metadata only)."""
+    return LocalKeyring.from_env()
+
+
+async def open_runtime(
+    log_url: str, *, workflows: Iterable[Workflow[Any]] = (), config: RuntimeConfig
+) -> Runtime:
+    """A runtime on ``log_url`` with the commands' key store (:func:`key_store`)."""
+    return await Runtime.open(log_url, workflows=workflows, config=config, keys=key_store())
+
+
 @contextlib.asynccontextmanager
 async def read_history(log_url: str, archive_url: str) -> AsyncIterator[EventLog]:
     """The existing hot log, with archived runs readable through it when an archive exists.
@@ -56,7 +81,7 @@ async def read_history(log_url: str, archive_url: str) -> AsyncIterator[EventLog
     ``--log`` is an error, not a new empty database), and ``show``, ``state``
     and ``diff`` work the same on a run that was archived and pruned.
     """
-    hot = await open_log(log_url, create=False)
+    hot = await open_log(log_url, create=False, keys=key_store())
     try:
         local = archive_url.startswith("file://")
         if local and not Path(archive_url[len("file://") :]).exists():  # noqa: ASYNC240

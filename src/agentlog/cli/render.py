@@ -22,11 +22,15 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from agentlog.errors import ShreddedError
 from agentlog.eventlog.codec import jsonable
-from agentlog.eventlog.events import Event, utcnow
+from agentlog.eventlog.events import Event, RunShredded, utcnow
+from agentlog.eventlog.sealing import CONTENT_FIELDS
 from agentlog.projector.checkpoints import display_payload
 
 __all__ = [
+    "NO_KEY",
+    "SHREDDED",
     "age",
     "cell",
     "err",
@@ -40,8 +44,16 @@ __all__ = [
     "short",
     "table",
     "timeline_rows",
+    "timeline_note",
     "to_json",
+    "unreadable_mark",
 ]
+
+#: What stands for content that was crypto-shredded (its data key destroyed).
+SHREDDED = "«shredded»"
+#: What stands for content encrypted with a key this process does not hold.
+NO_KEY = "«encrypted: no key»"
+
 
 #: Results go to stdout; errors, progress and logs to stderr.
 out = Console(markup=False, emoji=False, highlight=False)
@@ -112,22 +124,53 @@ def age(ts: datetime | None) -> str:
     return f"{seconds:.0f}s"
 
 
+def unreadable_mark(event: Event) -> str | None:
+    """:data:`SHREDDED` or :data:`NO_KEY` for an event whose content could not
+    be opened here, else None."""
+    if event.unreadable is None:
+        return None
+    return SHREDDED if isinstance(event.unreadable, ShreddedError) else NO_KEY
+
+
 def timeline_rows(events: Iterable[Event]) -> list[dict[str, Any]]:
-    """One row per event: seq, time, type, step, and the rest of the payload."""
+    """One row per event: seq, time, type, step, and the rest of the payload.
+
+    An event whose content could not be opened (shredded, or encrypted with
+    no key here) shows its metadata, each content field as the mark, and
+    ``"unreadable"``: the mark.
+    """
     rows = []
     for event in events:
-        payload = display_payload(event.data)
+        mark = unreadable_mark(event)
+        if mark is None:
+            payload = display_payload(event.data)
+        else:
+            fields = event.data.to_dict()
+            payload = {k: mark if k in CONTENT_FIELDS else v for k, v in fields.items()}
         step = payload.pop("step", "") or payload.get("name", "")
-        rows.append(
-            {
-                "seq": event.seq,
-                "ts": event.ts.isoformat(),
-                "type": event.type,
-                "step": step,
-                "payload": jsonable(payload),
-            }
-        )
+        row = {
+            "seq": event.seq,
+            "ts": event.ts.isoformat(),
+            "type": event.type,
+            "step": step,
+            "payload": jsonable(payload),
+        }
+        if mark is not None:
+            row["unreadable"] = mark
+        elif isinstance(event.data, RunShredded):
+            row["unreadable"] = SHREDDED  # the record itself, for a reader that had the key
+        rows.append(row)
     return rows
+
+
+def timeline_note(rows: Iterable[dict[str, Any]]) -> str:
+    """What the timeline's title adds when content could not be shown."""
+    marks = {row.get("unreadable") for row in rows}
+    if SHREDDED in marks:
+        return " (shredded: its data key is destroyed; metadata only)"
+    if NO_KEY in marks:
+        return " (encrypted: no key here, set AGENTLOG_KEYRING=PATH to read it; metadata only)"
+    return ""
 
 
 def print_timeline(rows: list[dict[str, Any]], title: str, console: Console | None = None) -> None:

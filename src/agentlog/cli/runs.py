@@ -28,13 +28,14 @@ from agentlog.cli.render import (
     print_timeline,
     short,
     table,
+    timeline_note,
     timeline_rows,
     to_json,
 )
 from agentlog.eventlog.base import RunInfo
 from agentlog.eventlog.codec import jsonable
 from agentlog.eventlog.events import LANGGRAPH_WORKFLOW, RunStatus, utcnow
-from agentlog.eventlog.urls import DEFAULT_LOG_URL
+from agentlog.eventlog.urls import DEFAULT_LOG_URL, redact_url
 from agentlog.projector import diff_states, load_state
 from agentlog.runtime.stream import StreamUpdate, stream
 
@@ -129,7 +130,7 @@ def runs(
         for i in infos
     ]
     columns = ("run", "workflow", "status", "steps", "last event", "age", "moved on by")
-    print_table(table(f"runs in {log}", columns, rows))
+    print_table(table(f"runs in {redact_url(log)}", columns, rows))
 
 
 @command()
@@ -170,7 +171,7 @@ def show(
     if as_json:
         print_json(rows)
     else:
-        print_timeline(rows, f"run {run_id}")
+        print_timeline(rows, f"run {run_id}{timeline_note(rows)}")
 
 
 def _follow(run_id: str, log: str, archive: str, as_json: bool, mode: FollowMode) -> None:

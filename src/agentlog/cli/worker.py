@@ -9,12 +9,12 @@ from typing import Annotated
 import typer
 
 from agentlog.cli.app import command, run_async
-from agentlog.cli.options import AppOpt, JsonOpt, LogOpt
+from agentlog.cli.options import AppOpt, JsonOpt, LogOpt, open_runtime
 from agentlog.cli.render import print_json_line, print_line
 from agentlog.cli.workflows import load_workflows
 from agentlog.errors import ConfigError
 from agentlog.eventlog.urls import DEFAULT_LOG_URL
-from agentlog.runtime import Runtime, RuntimeConfig, WorkerConfig
+from agentlog.runtime import RuntimeConfig, WorkerConfig
 
 __all__: list[str] = []
 
@@ -70,7 +70,7 @@ def worker(
 
     async def go() -> None:
         config = RuntimeConfig(worker=False, worker_config=settings, lease_seconds=lease)
-        async with await Runtime.open(log, workflows=workflows, config=config) as runtime:
+        async with await open_runtime(log, workflows=workflows, config=config) as runtime:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, runtime.worker.stop)

@@ -33,6 +33,7 @@ __all__ = [
     "RunFailed",
     "RunMigrated",
     "RunRetried",
+    "RunShredded",
     "RunStarted",
     "RunStatus",
     "StepCompleted",
@@ -294,6 +295,23 @@ class WriterClaimed(EventData):
     owner: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class RunShredded(EventData):
+    """The run's data key was destroyed (``Runtime.shred``): every copy of its
+    content is unreadable from now on, on purpose.
+
+    Metadata only, so it stays readable after the shred it records: the audit
+    trail of who shredded the run and when. It leaves the run's status as it
+    is (a shredded run is cancelled first if it had not ended).
+    """
+
+    type: ClassVar[str] = "RunShredded"
+    #: When the key was destroyed (ISO-8601 UTC, as the key store recorded it).
+    at: str
+    #: Who shredded it (the runtime's owner id).
+    by: str = ""
+
+
 #: The workflow name in a LangGraph thread's RunStarted (:mod:`agentlog.langgraph`):
 #: it marks a run as a thread, which the archive keeps hot (see the archiver).
 LANGGRAPH_WORKFLOW = "langgraph"
@@ -377,6 +395,7 @@ EVENT_TYPES: dict[str, type[EventData]] = {
         RunRetried,
         RunMigrated,
         WriterClaimed,
+        RunShredded,
         CheckpointSaved,
         WritesSaved,
         CheckpointsRemoved,
@@ -452,7 +471,8 @@ def status_after_event(status: str, data: EventData) -> str:
     write to ``__interrupt__`` parks the thread (waiting), one to
     ``__resume__`` (or a checkpoint that the caller, not the loop, made)
     lets it go on (running)."""
-    if isinstance(data, WritesSaved) and not data.ns:
+    if isinstance(data, WritesSaved) and not data.ns and data.writes is not None:
+        # (writes is None when the content could not be opened here: status stays)
         channels = {write[0] for write in data.writes}
         if "__resume__" in channels:
             return RunStatus.RUNNING
@@ -460,6 +480,8 @@ def status_after_event(status: str, data: EventData) -> str:
             return RunStatus.WAITING
         return status
     if isinstance(data, CheckpointSaved) and not data.ns:
+        if data.metadata is None:  # its content could not be opened here
+            return status
         restarted = data.metadata.get("source") in _THREAD_RESTARTS
         return RunStatus.RUNNING if restarted else status
     return status_after(status, data.type)

@@ -65,7 +65,15 @@ class ThreadModel:
     # -- fold -----------------------------------------------------------------------
 
     def apply(self, event: Event) -> None:
-        """Fold one event of the thread's run in (events of other kinds are skipped)."""
+        """Fold one event of the thread's run in (events of other kinds are skipped).
+
+        Raises:
+            ShreddedError, KeyStoreMissingError and the other EncryptionErrors:
+                the event's content is sealed and could not be opened here
+                (never folded as None).
+        """
+        if event.unreadable is not None:
+            raise event.unreadable
         data = event.data
         if isinstance(data, CheckpointSaved):
             self._checkpoint_saved(data, event.seq)

@@ -18,6 +18,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from agentlog.crypto import KeyStore
 from agentlog.errors import ConfigError, MissingThreadIdError, UnknownCheckpointError
 from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.events import CheckpointSaved, CheckpointsRemoved
@@ -100,13 +101,19 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
         *,
         serde: SerializerProtocol | None = None,
         snapshot_every: int = 200,
+        keys: KeyStore | None = None,
     ) -> AgentlogSaver:
-        """Open the log at ``url`` (``sqlite:///...``, ``kafka://...``) on the saver's loop."""
+        """Open the log at ``url`` (``sqlite:///...``, ``kafka://...``) on the saver's loop.
+
+        ``keys``: encrypt checkpoints and writes at rest with per-thread data
+        keys from this key store (see :func:`~agentlog.eventlog.urls.open_log`
+        and docs/security.md).
+        """
         if snapshot_every < 1:
             raise ConfigError(f"snapshot_every must be 1 or more, not {snapshot_every!r}")
         loop = LoopThread()
         try:
-            event_log = loop.run(open_log(url))
+            event_log = loop.run(open_log(url, keys=keys))
         except BaseException:
             loop.stop()
             raise

@@ -139,7 +139,7 @@ def display_payload(data: EventData) -> dict[str, Any]:
                 channel: ("(empty)" if kind == "empty" else display_value(kind, raw))
                 if base is None
                 else {"appended": display_value(kind, raw)}
-                for channel, _version, kind, raw, base in data.values
+                for channel, _version, kind, raw, base in data.values or ()
             },
             "source": metadata.get("source"),
             "checkpoint": data.checkpoint_id,
@@ -155,7 +155,7 @@ def display_payload(data: EventData) -> dict[str, Any]:
         return {
             "step": f"{data.ns} {node}" if data.ns else node,
             "writes": {
-                channel: display_value(kind, raw) for channel, _idx, kind, raw in data.writes
+                channel: display_value(kind, raw) for channel, _idx, kind, raw in data.writes or ()
             },
             "task": data.task_path or data.task_id,
             "checkpoint": data.checkpoint_id,

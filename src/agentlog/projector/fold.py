@@ -30,6 +30,7 @@ from agentlog.eventlog.events import (
     RunFailed,
     RunMigrated,
     RunRetried,
+    RunShredded,
     RunStarted,
     RunStatus,
     StepCompleted,
@@ -187,6 +188,12 @@ def _progress_reported(state: RunState, data: ProgressReported) -> None:
     """Progress is for watchers: the state does not change (only its seq moves on)."""
 
 
+def _run_shredded(state: RunState, data: RunShredded) -> None:
+    """An audit record: the state does not change. (Only a process that still
+    holds the run's key in its cache can fold this far; nothing else can read
+    the events before it.)"""
+
+
 def _writer_claimed(state: RunState, data: WriterClaimed) -> None:
     state.writer_epoch = data.epoch
 
@@ -206,6 +213,7 @@ _APPLY: dict[type, Callable[[RunState, Any], None]] = {
     RunRetried: _run_retried,
     RunMigrated: _run_migrated,
     WriterClaimed: _writer_claimed,
+    RunShredded: _run_shredded,
     ProgressReported: _progress_reported,
     # A LangGraph thread (agentlog.langgraph), folded in projector/checkpoints.py.
     CheckpointSaved: checkpoint_saved,

@@ -13,6 +13,7 @@ from agentlog.runtime.handles import PendingInterrupt, RecoveryReport, RunHandle
 from agentlog.runtime.retry import RetryPolicy
 from agentlog.runtime.runtime import VERBS, Runtime, RuntimeConfig
 from agentlog.runtime.schedules import Schedule
+from agentlog.runtime.shredding import ShredReport
 from agentlog.runtime.stream import STREAM_MODES, StreamMode, StreamUntil, StreamUpdate, stream
 from agentlog.runtime.tasks import task
 from agentlog.runtime.worker import Worker, WorkerConfig
@@ -39,6 +40,7 @@ __all__ = [
     "RuntimeConfig",
     "Schedule",
     "Send",
+    "ShredReport",
     "Step",
     "StepContext",
     "StreamMode",

@@ -58,6 +58,13 @@ from agentlog.runtime.driving import RunDriving
 from agentlog.runtime.executor import RunExecutor
 from agentlog.runtime.expects import answers_for
 from agentlog.runtime.handles import PendingInterrupt, RecoveryReport, RunHandle
+from agentlog.runtime.shredding import (
+    SHRED_REASON,
+    ShredReport,
+    check_shreddable,
+    record_shred,
+    shredded_already,
+)
 from agentlog.runtime.stream import StreamMode, StreamUntil, StreamUpdate
 from agentlog.runtime.worker import Worker
 from agentlog.runtime.workflow import Workflow, check_max_steps
@@ -385,6 +392,38 @@ class Runtime(RunDriving):
         await writer.close()
         await self._release(run_id, epoch)
         return writer.state
+
+    async def shred(self, run_id: str) -> ShredReport:
+        """Crypto-shred the run: destroy its data key and record that it was done.
+
+        A run that has not ended is cancelled first (its writer, here or in
+        another process, is fenced). Afterwards every copy of its content is
+        unreadable (``get_state``, resume and replay raise ShreddedError), while
+        its metadata still lists, counts and audits. Shredding a shredded run
+        records nothing. See :mod:`agentlog.runtime.shredding`.
+
+        Raises:
+            UnknownRunError: no such run.
+            NoKeyStoreError: this runtime's log has no key store (``keys=``).
+            NotEncryptedError: the run was recorded in clear; nothing changed.
+            MissingDataKeyError, WrongKeyError: another key store encrypted it.
+        """
+        cipher, info = await check_shreddable(self.log, run_id)
+        store = cipher.keys.store
+        if await shredded_already(self.log, cipher, info):
+            at = await asyncio.to_thread(store.table.shredded_at, run_id)
+            return ShredReport(run_id, at or "", store.description, already=True)
+        if run_id in self._active:  # driven here: stop it at its step boundary first
+            await self.cancel(run_id, SHRED_REASON)
+        if not self.log.direct_writes:
+            # The run's owning worker records the cancel; the key goes after it.
+            # (No RunShredded: only the owner writes, and it has no shred command yet.)
+            state = await self.cancel(run_id, SHRED_REASON)
+            at = await asyncio.to_thread(cipher.shred, run_id)
+            return ShredReport(run_id, at, store.description, cancelled=state.is_terminal)
+        return await record_shred(
+            self.log, cipher, run_id, self.config.owner, self.config.lease_seconds
+        )
 
     async def wait(self, run_id: str, *, timeout: float | None = None) -> RunState:  # noqa: ASYNC109
         """Wait until the run ends or parks on an interrupt a human answers;
