@@ -6,6 +6,7 @@ files read here hold every record the broker acknowledged.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from agentlog.errors import ShreddedError
 from agentlog.eventlog.events import RunStatus
 from agentlog.eventlog.urls import open_log
 from agentlog.projector import load_state
-from agentlog.runtime import Runtime
+from agentlog.runtime import Runtime, RuntimeConfig
 from tests.unit.shred_support import CANARY, ONE_SHOT, canary_workflow, metadata, shred_record
 
 pytestmark = pytest.mark.kafka
@@ -69,3 +70,36 @@ async def test_the_canary_is_sealed_on_the_brokers_disk_and_shredding_ends_it(
         assert after[: len(before)] == before and after[-1][1] == "RunShredded"
         assert len(await shred_record(log, "r1")) == 1
     assert CANARY.encode() not in _segments(kafka_data_dir, kafka_name)
+
+
+async def test_a_worker_fleets_run_is_sealed_in_every_topic_and_its_shred_recorded(
+    kafka_bootstrap: str, kafka_name: str, kafka_data_dir: Path, tmp_path: Path
+) -> None:
+    """Partitioned layout: the client's start and answer go as commands, the
+    worker owns the run; the shred's RunShredded is recorded by the owner."""
+    base = f"kafka://{kafka_bootstrap}/{kafka_name}"
+    client_url = f"{base}?layout=partitioned&partitions=2"
+    worker_url = f"{base}?group=shredders&partitions=2&session_timeout=6"
+    keyring = tmp_path / "k.json"
+    wf = canary_workflow()
+    worker_config = RuntimeConfig(worker=True, poll_seconds=0.05)
+    async with (
+        await Runtime.open(
+            worker_url, workflows=[wf], config=worker_config, keys=LocalKeyring(keyring)
+        ) as _worker,
+        await Runtime.open(
+            client_url, workflows=[wf], config=ONE_SHOT, keys=LocalKeyring(keyring)
+        ) as client,
+    ):
+        await client.start(wf, run_id="f1", input={"secret": f"{CANARY}-input"})
+        assert (await client.wait("f1", timeout=120)).status == RunStatus.WAITING
+        report = await client.shred("f1")
+        assert report.cancelled
+        async with asyncio.timeout(120):  # the owner records it from the command
+            while not await shred_record(client.log, "f1"):  # noqa: ASYNC110 - reads the log
+                await asyncio.sleep(0.1)
+        assert (await client.log.get_run("f1")).status == RunStatus.CANCELLED
+        with pytest.raises(ShreddedError):
+            await client.get_state("f1")
+    topics = _segments(kafka_data_dir, kafka_name)  # events, runs and commands topics
+    assert CANARY.encode() not in topics

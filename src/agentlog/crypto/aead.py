@@ -22,13 +22,12 @@ A sealed payload is::
 
 from __future__ import annotations
 
+import functools
 import os
-import struct
 from dataclasses import dataclass
 from typing import Literal
 
 from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from agentlog.crypto.keystore import DataKey
 from agentlog.errors import CorruptEventError, TamperedPayloadError, WrongKeyError
@@ -78,12 +77,12 @@ class PayloadBinding:
         return b"".join(
             (
                 b"agentlog.payload.v1\x00",
-                struct.pack(">B", len(kind)),
+                len(kind).to_bytes(1, "big"),
                 kind,
-                struct.pack(">q", self.seq),
-                struct.pack(">I", len(run)),
+                self.seq.to_bytes(8, "big", signed=True),
+                len(run).to_bytes(4, "big"),
                 run,
-                struct.pack(">I", len(self.extra)),
+                len(self.extra).to_bytes(4, "big"),
                 self.extra,
             )
         )
@@ -108,6 +107,7 @@ def is_sealed(blob: bytes) -> bool:
     return blob[: len(MAGIC)] == MAGIC
 
 
+@functools.lru_cache(maxsize=4096)  # a key id is not a secret; its header never changes
 def _header(key_id: str) -> bytes:
     kid = key_id.encode("utf-8")
     if not 0 < len(kid) < 256:
@@ -148,7 +148,7 @@ def seal(key: DataKey, plaintext: bytes, binding: PayloadBinding) -> bytes:
     """Encrypt ``plaintext`` with the run's data key, bound to ``binding``."""
     header = _header(key.data_key_id)
     nonce = os.urandom(_NONCE)
-    sealed = AESGCM(key.plaintext).encrypt(nonce, plaintext, header + binding.encode())
+    sealed = key.aead.encrypt(nonce, plaintext, header + binding.encode())
     return header + nonce + sealed
 
 
@@ -175,6 +175,6 @@ def open_(key: DataKey, blob: bytes, binding: PayloadBinding, *, where: str = ""
     nonce = blob[header.length : header.length + _NONCE]
     aad = blob[: header.length] + binding.encode()
     try:
-        return AESGCM(key.plaintext).decrypt(nonce, blob[header.length + _NONCE :], aad)
+        return key.aead.decrypt(nonce, blob[header.length + _NONCE :], aad)
     except InvalidTag as exc:
         raise TamperedPayloadError(binding.run_id, binding.seq, binding.kind) from exc

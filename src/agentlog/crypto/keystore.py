@@ -23,6 +23,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
 from agentlog.errors import MissingDataKeyError, ShreddedError
 
 __all__ = [
@@ -76,6 +78,11 @@ class DataKey:
     """The KEK (version) that wrapped it."""
     plaintext: bytes = field(repr=False)
     """The 32 key bytes. Kept out of ``repr`` so it cannot land in a log line."""
+    aead: AESGCM = field(init=False, repr=False, compare=False)
+    """The cipher object for this key, made once (not once per payload)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "aead", AESGCM(self.plaintext))
 
 
 class KeyWrapper(ABC):

@@ -74,6 +74,8 @@ class Snapshot:
     run_id: str
     seq: int
     state: bytes
+    """The projector's msgpack bytes. Never starting with 0xC1 (a byte msgpack
+    never uses): that marks a state sealed at rest (:mod:`agentlog.crypto`)."""
     created_at: datetime
     base_seq: int = 0
     """The oldest snapshot this one builds on (its chain's base), which the
@@ -179,14 +181,14 @@ class Command:
 
     run_id: str
     kind: str
-    """"start", "resume", "retry" or "cancel"."""
+    """"start", "resume", "retry", "cancel" or "shred" (record RunShredded)."""
     data: EventData
     """What to record: RunStarted, ResumeReceived, RunRetried or RunCancelled."""
     ref: object = None
     """The backend's handle on the command (its offset), for :meth:`EventLog.ack_command`."""
 
 
-COMMAND_KINDS = ("start", "resume", "retry", "cancel")
+COMMAND_KINDS = ("start", "resume", "retry", "cancel", "shred")
 
 
 def check_run_id(run_id: str) -> None:

@@ -27,9 +27,10 @@ from agentlog.errors import (
     LeaseHeldError,
 )
 from agentlog.eventlog.base import Command
-from agentlog.eventlog.events import EventData, RunStarted, RunStatus
+from agentlog.eventlog.events import EventData, RunShredded, RunStarted, RunStatus
 from agentlog.projector.state import RunState
 from agentlog.runtime.expects import answers_for
+from agentlog.runtime.shredding import record_shredded
 
 if TYPE_CHECKING:
     from agentlog.runtime.driving import RunDriving
@@ -77,6 +78,13 @@ async def _apply(runtime: RunDriving, command: Command) -> bool:
         return True
     if not exists:
         log.warning("command for an unknown run", run_id=run_id, kind=kind)
+        return True
+    if kind == "shred":
+        if isinstance(command.data, RunShredded):
+            config = runtime.config
+            await record_shredded(
+                runtime.log, run_id, command.data, config.owner, config.lease_seconds
+            )
         return True
     if kind == "cancel":
         active = runtime.active_runs.get(run_id)

@@ -28,6 +28,7 @@ from agentlog._logging import get_logger
 from agentlog.crypto import KeyStore
 from agentlog.errors import (
     AgentlogError,
+    BackendUnavailableError,
     ConfigError,
     LeaseHeldError,
     NoLiveWriterError,
@@ -45,6 +46,7 @@ from agentlog.eventlog.events import (
     ResumeReceived,
     RunCancelled,
     RunRetried,
+    RunShredded,
     RunStarted,
     RunStatus,
     WriterClaimed,
@@ -416,10 +418,17 @@ class Runtime(RunDriving):
         if run_id in self._active:  # driven here: stop it at its step boundary first
             await self.cancel(run_id, SHRED_REASON)
         if not self.log.direct_writes:
-            # The run's owning worker records the cancel; the key goes after it.
-            # (No RunShredded: only the owner writes, and it has no shred command yet.)
+            # The run's owning worker records the cancel; the key goes after it;
+            # then the owner records RunShredded (metadata only) from a command.
             state = await self.cancel(run_id, SHRED_REASON)
+            if not state.is_terminal:  # its cancel could never be sealed after the key went
+                raise BackendUnavailableError(
+                    f"run {run_id!r}: its owning worker did not record the cancel within "
+                    f"{self.config.orphan_grace_seconds:g}s, so its key was not destroyed "
+                    "and nothing changed; run shred again once a worker owns the run"
+                )
             at = await asyncio.to_thread(cipher.shred, run_id)
+            await self._send(Command(run_id, "shred", RunShredded(at=at, by=self.config.owner)))
             return ShredReport(run_id, at, store.description, cancelled=state.is_terminal)
         return await record_shred(
             self.log, cipher, run_id, self.config.owner, self.config.lease_seconds

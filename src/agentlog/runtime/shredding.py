@@ -45,7 +45,14 @@ from agentlog.eventlog.events import (
 )
 from agentlog.eventlog.sealing import CONTENT_FIELDS
 
-__all__ = ["SHRED_REASON", "ShredReport", "check_shreddable", "record_shred", "shredded_already"]
+__all__ = [
+    "SHRED_REASON",
+    "ShredReport",
+    "check_shreddable",
+    "record_shred",
+    "record_shredded",
+    "shredded_already",
+]
 
 log = get_logger("agentlog.runtime")
 
@@ -151,3 +158,25 @@ async def record_shred(
             await event_log.release_lease(run_id, epoch)
     log.info("run shredded", run_id=run_id, at=at, cancelled=cancelled)
     return ShredReport(run_id, at, store.description, cancelled=cancelled, recorded_seq=seq)
+
+
+async def record_shredded(
+    event_log: EventLog, run_id: str, shredded: RunShredded, owner: str, lease_seconds: float
+) -> None:
+    """As the run's owner, append ``shredded`` unless it is recorded (a worker
+    applying a client's ``shred`` command: the client destroyed the key).
+
+    Only metadata is appended, and nothing is replayed: the run's content
+    cannot be read any more.
+    """
+    epoch = await event_log.claim_writer(
+        run_id, owner=owner, lease_seconds=lease_seconds, force=True
+    )
+    try:
+        info = await event_log.get_run(run_id)
+        last = [e async for e in event_log.read(run_id, after_seq=info.last_seq - 1)]
+        if not (last and isinstance(last[-1].data, RunShredded)):
+            await _append(event_log, info, epoch, shredded)
+    finally:
+        with contextlib.suppress(FencedError, UnknownRunError):
+            await event_log.release_lease(run_id, epoch)
