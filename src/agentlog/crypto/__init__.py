@@ -2,7 +2,7 @@
 
 A standalone layer below the event log: it imports only :mod:`agentlog.errors`
 (and the library logger), so the codec, the backends and the archive can all
-use it. See ``docs/crypto.md`` for the design.
+use it. See ``docs/security.md`` for the design.
 
 - :class:`KeyStore` (a :class:`KeyWrapper` holding the KEK plus a
   :class:`WrappedKeyTable` of per-run wrapped keys): :class:`LocalKeyring`
