@@ -99,13 +99,9 @@ async def sealed_hot(tmp_path: Path, keyring_path: Path) -> AsyncIterator[Sqlite
 
 
 @pytest.fixture
-async def keyless_hot(tmp_path: Path, sealed_hot: SqliteEventLog) -> AsyncIterator[SqliteEventLog]:
-    """The same SQLite file opened with no key store."""
-    log = SqliteEventLog(tmp_path / "hot.db")
-    try:
-        yield log
-    finally:
-        await log.close()
+def keyless_hot(sealed_hot: SqliteEventLog, hot: SqliteEventLog) -> SqliteEventLog:
+    """The same SQLite file (conftest's ``hot``), opened with no key store."""
+    return hot
 
 
 @pytest.fixture
