@@ -1,4 +1,4 @@
-"""The EventLog contract against KafkaEventLog on a real Kafka 4.0 broker."""
+"""The shipped EventLog contract against KafkaEventLog on a real Kafka 4.0 broker."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from agentlog.crypto import LocalKeyring, PayloadCipher
 from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog
-from tests.contract.eventlog_contract import EventLogContract
+from agentlog.testing import EventLogContract
 
 pytestmark = pytest.mark.kafka
 

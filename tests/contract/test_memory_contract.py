@@ -1,4 +1,4 @@
-"""The EventLog contract against the in-memory backend."""
+"""The shipped EventLog contract against the in-memory backend."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from agentlog.eventlog.memory import MemoryEventLog
-from tests.contract.eventlog_contract import EventLogContract
+from agentlog.testing import EventLogContract
 
 
 class TestMemoryEventLog(EventLogContract):

@@ -1,4 +1,4 @@
-"""The EventLog contract against the SQLite backend (a real file per test)."""
+"""The shipped EventLog contract against the SQLite backend (a real file per test)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from agentlog.crypto import LocalKeyring, PayloadCipher
 from agentlog.eventlog.sqlite import SqliteEventLog
-from tests.contract.eventlog_contract import EventLogContract
+from agentlog.testing import EventLogContract
 
 
 class TestSqliteEventLog(EventLogContract):

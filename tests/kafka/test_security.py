@@ -24,8 +24,7 @@ from agentlog.eventlog.kafka.admin import ensure_topics
 from agentlog.eventlog.kafka.clients import stop_quietly
 from agentlog.eventlog.kafka.grouplog import PartitionedKafkaEventLog
 from agentlog.eventlog.urls import open_log
-from tests.contract.eventlog_contract import EventLogContract
-from tests.contract.helpers import read_all, seed
+from agentlog.testing import EventLogContract, read_all, seed
 from tests.kafka.group_support import PARTITIONS, SESSION_S, settle, start_run
 from tests.services.kafka_broker import SecureBroker
 

@@ -369,6 +369,9 @@ class Archiver:
         if info.workflow == LANGGRAPH_WORKFLOW:
             _log.info("LangGraph thread archived, kept hot for its saver", run_id=plan.run_id)
             return 0
+        if not self.log.capabilities.prune:
+            _log.info("run archived, kept hot: the log does not prune", run_id=plan.run_id)
+            return 0
         if info.status not in RunStatus.TERMINAL and not await self._resumable(info):
             return 0
         keep = plan.policy.mode is RetentionMode.LATEST_SNAPSHOT or plan.reason == "idle"

@@ -1,4 +1,4 @@
-"""Replay from the archive: a read-only EventLog over the hot log plus the archive.
+"""Replay from the archive: the read side of the seam over the hot log plus the archive.
 
 :class:`ArchivedEventLog` answers ``read``, ``find_run``, ``get_run``,
 ``list_runs`` and ``load_snapshot`` from the hot log first and falls back to
@@ -8,8 +8,10 @@ events come back in seq order with no gap: the archived segments, then the
 hot events after them. A pruned run's hot index row (its tombstone, with
 ``archived=True``) is its index row here too. A run pruned into another
 archive than this one raises :class:`~agentlog.errors.RunArchivedError`
-rather than returning part of its history. Writes raise
-:class:`ArchiveReadOnlyError`.
+rather than returning part of its history. It is an
+:class:`~agentlog.eventlog.base.EventReader` only: it has no write methods at
+all, so passing it where a writable :class:`~agentlog.eventlog.base.EventLog`
+is needed is a type error, not a runtime one.
 
 Encrypted runs stay encrypted in the archive. Their content is opened with
 the hot log's cipher (or the one passed in), the same as the hot log opens
@@ -22,18 +24,18 @@ replaying them raises :class:`~agentlog.errors.KeyStoreMissingError` or
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
 
 import duckdb
 
-from agentlog.archive.errors import ArchiveCorruptError, ArchiveReadOnlyError
+from agentlog.archive.errors import ArchiveCorruptError
 from agentlog.archive.store import ArchiveStore
 from agentlog.archive.writer import Manifest, table_to_events
 from agentlog.crypto import PayloadCipher
 from agentlog.errors import RunArchivedError, UnknownRunError
-from agentlog.eventlog.base import EventLog, RunInfo, Snapshot, select_runs
+from agentlog.eventlog.base import EventReader, RunInfo, Snapshot, select_runs
 from agentlog.eventlog.events import Event
 
 __all__ = ["ArchiveReader", "ArchivedEventLog"]
@@ -125,12 +127,12 @@ class ArchiveReader:
             self._conn = None
 
 
-class ArchivedEventLog(EventLog):
+class ArchivedEventLog(EventReader):
     """The hot log and the archive as one read-only history."""
 
     def __init__(
         self,
-        hot: EventLog,
+        hot: EventReader,
         store: ArchiveStore | ArchiveReader,
         *,
         cipher: PayloadCipher | None = None,
@@ -205,31 +207,6 @@ class ArchivedEventLog(EventLog):
     ) -> Snapshot | None:
         # The archive keeps events only; without a hot snapshot, state is folded from seq 1.
         return await self.hot.load_snapshot(run_id, at_or_before=at_or_before)
-
-    async def append(self, events: Sequence[Event], *, durable: bool = True) -> None:
-        raise ArchiveReadOnlyError("append")
-
-    async def claim_writer(
-        self,
-        run_id: str,
-        *,
-        owner: str = "",
-        lease_seconds: float | None = None,
-        force: bool = True,
-    ) -> int:
-        raise ArchiveReadOnlyError("claim_writer")
-
-    async def renew_lease(self, run_id: str, epoch: int, lease_seconds: float) -> None:
-        raise ArchiveReadOnlyError("renew_lease")
-
-    async def release_lease(self, run_id: str, epoch: int) -> None:
-        raise ArchiveReadOnlyError("release_lease")
-
-    async def save_snapshot(self, snapshot: Snapshot) -> None:
-        raise ArchiveReadOnlyError("save_snapshot")
-
-    async def prune(self, run_id: str, *, keep_latest_snapshot: bool = False) -> None:
-        raise ArchiveReadOnlyError("prune")
 
     async def close(self) -> None:
         """Close the archive reader; the hot log is the caller's to close."""

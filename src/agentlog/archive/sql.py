@@ -52,7 +52,7 @@ from agentlog.archive.store import ArchiveStore
 from agentlog.archive.writer import EVENT_SCHEMA, Manifest, events_to_table
 from agentlog.crypto import KeyStore, PayloadCipher
 from agentlog.errors import RunArchivedError
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog.base import EventReader
 
 __all__ = ["VIEWS", "ArchiveSQL", "open_sql"]
 
@@ -257,7 +257,7 @@ def _translate(query: str, exc: Exception) -> Exception:
 
 async def open_sql(
     store: ArchiveStore | None = None,
-    log: EventLog | None = None,
+    log: EventReader | None = None,
     *,
     memory_limit: str = "",
     keys: KeyStore | PayloadCipher | None = None,
@@ -323,7 +323,7 @@ def _lock_down(conn: Any, files: list[str]) -> None:
     conn.execute("SET lock_configuration = true")
 
 
-async def _hot_table(log: EventLog, manifest: Manifest) -> pa.Table:
+async def _hot_table(log: EventReader, manifest: Manifest) -> pa.Table:
     """The hot events the archive does not hold yet, as rows of the events view."""
     tables = []
     for info in await log.list_runs():

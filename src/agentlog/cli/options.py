@@ -11,7 +11,7 @@ import typer
 
 from agentlog.archive import ArchivedEventLog, open_archive
 from agentlog.crypto import KeyStore, LocalKeyring
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog.base import EventReader
 from agentlog.eventlog.urls import open_log
 from agentlog.runtime import Runtime, RuntimeConfig, Workflow
 
@@ -74,7 +74,7 @@ async def open_runtime(
 
 
 @contextlib.asynccontextmanager
-async def read_history(log_url: str, archive_url: str) -> AsyncIterator[EventLog]:
+async def read_history(log_url: str, archive_url: str) -> AsyncIterator[EventReader]:
     """The existing hot log, with archived runs readable through it when an archive exists.
 
     Read commands go through this: they never create a log (a mistyped

@@ -1,6 +1,6 @@
 """The event log: events, their codec, the EventLog seam and its backends."""
 
-from agentlog.eventlog.base import EventLog, RunInfo, Snapshot
+from agentlog.eventlog.base import Capabilities, EventLog, EventReader, RunInfo, Snapshot
 from agentlog.eventlog.codec import decode_event, encode_event, pack, unpack
 from agentlog.eventlog.events import (
     EVENT_TYPES,
@@ -29,11 +29,13 @@ from agentlog.eventlog.urls import DEFAULT_LOG_URL, open_log
 
 __all__ = [
     "DEFAULT_LOG_URL",
+    "Capabilities",
     "EVENT_TYPES",
     "SCHEMA_V",
     "Event",
     "EventData",
     "EventLog",
+    "EventReader",
     "InterruptRaised",
     "MemoryEventLog",
     "ResumeReceived",

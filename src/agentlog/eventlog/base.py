@@ -1,6 +1,12 @@
-"""The EventLog seam: the one interface every backend implements.
+"""The EventLog seam, by role: the read side and the write side on top of it.
 
-A backend stores, per run id:
+:class:`EventReader` is the read side: a run's events (``read``, ``tail``),
+its index row (``find_run``, ``get_run``, ``list_runs``) and its snapshots
+(``load_snapshot``). A read-only source implements it alone, as the
+archive's history does.
+
+:class:`EventLog` is the full read+write seam every backend implements. A
+backend stores, per run id:
 
 * the events, append-only, with conditional append (the batch's first seq
   must be the run's next seq, and its writer epoch the run's current one);
@@ -8,14 +14,20 @@ A backend stores, per run id:
   step with the events by :meth:`RunInfo.after`;
 * the writer claim: a monotonically increasing epoch plus an optional lease,
   so that a newer writer fences older ones and a crashed writer's runs can be
-  taken over once its lease expires;
+  taken over once its lease expires. The decisions are written once, in
+  :mod:`agentlog.eventlog.fencing`, and each backend calls them inside its
+  own transaction;
 * the latest snapshots (the last ``keep_snapshots``, plus the older ones
   they build on: see :func:`snapshots_kept_from`), opaque bytes that the
   projector writes.
 
+What is optional (a command queue instead of direct writes, pruning, a tail
+woken by notification) is declared in :class:`Capabilities`, not forced.
+
 Backends: :class:`~agentlog.eventlog.memory.MemoryEventLog` for unit tests,
 :class:`~agentlog.eventlog.sqlite.SqliteEventLog` (the embedded default) and
-``KafkaEventLog``. All pass ``tests/contract/eventlog_contract.py``.
+``KafkaEventLog``. All pass the contract shipped in :mod:`agentlog.testing`;
+docs/backends.md says how to write one.
 """
 
 from __future__ import annotations
@@ -23,172 +35,52 @@ from __future__ import annotations
 import abc
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
 from typing import Self
 
 from agentlog.crypto import PayloadCipher
-from agentlog.errors import (
-    ConfigError,
-    ConflictError,
-    EventLogError,
-    FencedError,
-    LeaseHeldError,
-    UnknownRunError,
+from agentlog.errors import ConfigError, ConflictError, UnknownRunError
+from agentlog.eventlog.events import Event, RunStatus, status_after, utcnow
+from agentlog.eventlog.fencing import (
+    check_epoch,
+    check_lease,
+    check_next,
+    claimed,
+    lease_expiry,
+    leased,
 )
-from agentlog.eventlog.events import (
-    LANGGRAPH_WORKFLOW,
-    Event,
-    EventData,
-    InterruptRaised,
-    RunStarted,
-    RunStatus,
-    StepCompleted,
-    status_after,
-    status_after_event,
-    utcnow,
+from agentlog.eventlog.records import (
+    COMMAND_KINDS,
+    Command,
+    RunInfo,
+    Snapshot,
+    select_runs,
+    snapshots_kept_from,
 )
 from agentlog.eventlog.sealing import open_blob, seal_blob
 
 __all__ = [
     "COMMAND_KINDS",
+    "Capabilities",
     "Command",
     "EventLog",
+    "EventReader",
     "RunInfo",
     "Snapshot",
     "check_batch",
+    "check_epoch",
     "check_lease",
     "check_next",
     "check_run_id",
+    "claimed",
+    "lease_expiry",
+    "leased",
     "select_runs",
     "snapshots_kept_from",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    """A run's projected state as of ``seq``, encoded by the projector."""
-
-    run_id: str
-    seq: int
-    state: bytes
-    """The projector's msgpack bytes. Never starting with 0xC1 (a byte msgpack
-    never uses): that marks a state sealed at rest (:mod:`agentlog.crypto`)."""
-    created_at: datetime
-    base_seq: int = 0
-    """The oldest snapshot this one builds on (its chain's base), which the
-    backend must keep as long as it keeps this one; 0 when it stands alone."""
-
-
-def snapshots_kept_from(kept: Iterable[tuple[int, int]], keep: int) -> int:
-    """The lowest seq a run's snapshot store keeps: the newest ``keep``
-    snapshots and every older one they build on.
-
-    The one retention rule of every backend, so that a delta snapshot never
-    outlives the base it needs.
-
-    Args:
-        kept: ``(seq, base_seq)`` of each of the run's stored snapshots.
-        keep: how many of the newest to keep (``keep_snapshots``).
-    """
-    newest = sorted(kept, reverse=True)[:keep]
-    return min((base or seq for seq, base in newest), default=0)
-
-
-@dataclass(frozen=True, slots=True)
-class RunInfo:
-    """One row of the run index."""
-
-    run_id: str
-    workflow: str = ""
-    version: str = ""
-    status: str = RunStatus.RUNNING
-    last_seq: int = 0
-    steps: int = 0
-    started_at: datetime | None = None
-    updated_at: datetime | None = None
-    writer_epoch: int = 0
-    lease_owner: str = ""
-    lease_expires_at: datetime | None = None
-    wake_at: datetime | None = None
-    """While the run waits: when its earliest timer is due (a sleep's end, or
-    an interrupt's timeout). A worker fires it then; see :meth:`EventLog.runnable`."""
-    archived: bool = False
-    """True once :meth:`EventLog.prune` moved the run's events to the archive.
-
-    The row stays (a tombstone) so that the run id stays taken: starting it
-    again returns the archived run instead of forking a second history.
-    """
-
-    def after(self, events: Sequence[Event]) -> RunInfo:
-        """This row once ``events`` (the next batch of the run) are recorded."""
-        workflow, version, status = self.workflow, self.version, self.status
-        steps, started, wake = self.steps, self.started_at, self.wake_at
-        for event in events:
-            status = status_after_event(status, event.data)
-            if isinstance(event.data, InterruptRaised):
-                # A run parks with every open interrupt raised again, so the
-                # earliest due time among this park's interrupts is the wake-up.
-                due = event.data.due_at
-                if due is not None and (wake is None or due < wake):
-                    wake = due
-            elif status != RunStatus.WAITING:
-                wake = None
-            if isinstance(event.data, StepCompleted):
-                steps += 1
-            elif isinstance(event.data, RunStarted):
-                workflow, version = event.data.workflow, event.data.version
-                started = started or event.ts
-        return dataclasses.replace(
-            self,
-            workflow=workflow,
-            version=version,
-            status=status,
-            last_seq=events[-1].seq,
-            steps=steps,
-            started_at=started,
-            updated_at=events[-1].ts,
-            wake_at=wake,
-        )
-
-    def needs_worker(self, now: datetime) -> bool:
-        """True if a worker should drive the run now: it is running and no live
-        writer holds it, or it waits on a timer that is due. A LangGraph thread
-        never does: the application that invokes its graph drives it."""
-        if self.workflow == LANGGRAPH_WORKFLOW:
-            return False
-        if self.archived and self.status != RunStatus.RUNNING:
-            return False
-        if self.lease_expires_at is not None and self.lease_expires_at > now:
-            return False
-        if self.status == RunStatus.RUNNING:
-            return self.last_seq > 0
-        return self.status == RunStatus.WAITING and self.wake_at is not None and self.wake_at <= now
-
-
-@dataclass(frozen=True, slots=True)
-class Command:
-    """A client's request about a run, for the worker that owns the run.
-
-    On a log with ``direct_writes`` (SQLite, memory) a client records its
-    request itself (it claims the run, appends, lets go). On a log where
-    workers own partitions of runs (Kafka with a consumer group), a client
-    sends a Command instead and the owning worker applies it, so that every
-    run has one writer, fenced by its partition's ownership.
-    """
-
-    run_id: str
-    kind: str
-    """"start", "resume", "retry", "cancel" or "shred" (record RunShredded)."""
-    data: EventData
-    """What to record: RunStarted, ResumeReceived, RunRetried or RunCancelled."""
-    ref: object = None
-    """The backend's handle on the command (its offset), for :meth:`EventLog.ack_command`."""
-
-
-COMMAND_KINDS = ("start", "resume", "retry", "cancel", "shred")
 
 
 def check_run_id(run_id: str) -> None:
@@ -228,59 +120,56 @@ def check_batch(events: Sequence[Event]) -> tuple[str, int, int]:
     return first.run_id, first.seq, first.writer_epoch
 
 
-def select_runs(rows: Iterable[RunInfo], status: str | None) -> list[RunInfo]:
-    """Runs with at least one event (in ``status``, if given), newest update first."""
-    chosen = [r for r in rows if r.last_seq and status in (None, r.status)]
-    return sorted(chosen, key=lambda r: r.updated_at or utcnow(), reverse=True)
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a log does beyond the core of the seam, declared by its backend.
 
-
-def check_lease(info: RunInfo) -> None:
-    """Raise LeaseHeldError if another writer's lease on the run is still live."""
-    now = utcnow()
-    if info.lease_expires_at is not None and info.lease_expires_at > now:
-        raise LeaseHeldError(
-            info.run_id, info.lease_owner, (info.lease_expires_at - now).total_seconds()
-        )
-
-
-def check_next(run_id: str, last_seq: int, first_seq: int, epoch: int, current: int) -> None:
-    """Raise the conflict or fencing error that the append deserves, if any."""
-    if epoch < current:
-        raise FencedError(run_id, epoch, current)
-    if epoch > current:
-        raise EventLogError(
-            f"run {run_id!r}: writer epoch {epoch} was never claimed (current is "
-            f"{current}); call claim_writer() before appending."
-        )
-    if first_seq != last_seq + 1:
-        raise ConflictError(run_id, last_seq + 1, first_seq)
-
-
-class EventLog(abc.ABC):
-    """Append-only, per-run event storage with fencing and snapshots.
-
-    Every method is a coroutine; one instance may be shared by many tasks of
-    one event loop. Use it as an async context manager, or call :meth:`close`.
+    Callers (the runtime, the worker, the archiver, the CLI) check these
+    flags instead of calling a method to see whether it raises, and the
+    shipped contract suite (:mod:`agentlog.testing`) skips what a backend
+    does not claim.
     """
 
-    #: A URL that opens this log again, such as ``sqlite:///.agentlog/agentlog.db``.
+    direct_writes: bool = True
+    """Any process may claim a run and append to it, fenced by the run's
+    epoch. False: workers own the runs (by partition) and clients send
+    :class:`Command` s instead (``commands`` must then be True)."""
+    commands: bool = False
+    """The log queues :class:`Command` s for the worker that owns a run:
+    :meth:`EventLog.send_command`, :meth:`~EventLog.take_commands` and
+    :meth:`~EventLog.ack_command` work."""
+    prune: bool = True
+    """:meth:`EventLog.prune` deletes archived runs' events; the archiver
+    refuses a log without it rather than leave a run half pruned."""
+    live_tail: bool = False
+    """:meth:`EventReader.tail` wakes as soon as an event is recorded (through
+    this instance, or by a server's notification) instead of polling every
+    ``poll_seconds``."""
+
+    def __post_init__(self) -> None:
+        if not (self.direct_writes or self.commands):
+            raise ConfigError(
+                "a log that takes neither direct writes nor commands cannot be written: "
+                "make it an EventReader (the read side) instead"
+            )
+
+
+class EventReader(abc.ABC):
+    """The read side of the seam: a run's events, its index row, its snapshots.
+
+    A read-only source (the archive's history,
+    :class:`~agentlog.archive.ArchivedEventLog`) implements this alone; every
+    :class:`EventLog` is one too. The projector, replay and the CLI's read
+    commands take an EventReader. Every method is a coroutine; use it as an
+    async context manager, or call :meth:`close`.
+    """
+
+    #: A URL that opens this source again, such as ``sqlite:///.agentlog/agentlog.db``.
     url: str = ""
 
-    #: True: any process may claim a run and write to it (fenced by the run's
-    #: epoch). False: workers own the runs (by partition) and clients send
-    #: :class:`Command` s instead (:meth:`send_command`).
-    direct_writes: bool = True
-
-    #: Seals payload content and snapshots at rest with per-run data keys
-    #: (see :mod:`agentlog.eventlog.sealing`); None stores them in clear.
+    #: Opens payload content and snapshots sealed at rest (see
+    #: :mod:`agentlog.eventlog.sealing`); None reads them in clear only.
     cipher: PayloadCipher | None = None
-
-    def _sealed_snapshot(self, snapshot: Snapshot) -> Snapshot:
-        """``snapshot`` as stored: its state sealed when a cipher is set."""
-        if self.cipher is None:
-            return snapshot
-        state = seal_blob(self.cipher, snapshot.run_id, snapshot.seq, "snapshot", snapshot.state)
-        return dataclasses.replace(snapshot, state=state)
 
     def _opened_snapshot(self, snapshot: Snapshot | None) -> Snapshot | None:
         """A stored snapshot with its state opened (plain ones pass through).
@@ -294,22 +183,6 @@ class EventLog(abc.ABC):
         return snapshot if state is snapshot.state else dataclasses.replace(snapshot, state=state)
 
     # -- events ---------------------------------------------------------------
-
-    @abc.abstractmethod
-    async def append(self, events: Sequence[Event], *, durable: bool = True) -> None:
-        """Append a batch of one run's events, all or nothing.
-
-        Args:
-            events: consecutive events of one run and one writer epoch. The
-                first seq must be the run's last seq plus one.
-            durable: when True the batch is on stable storage before this
-                returns (fsync, or acks=all and committed); when False it may
-                sit in OS buffers, and a power loss could drop it.
-
-        Raises:
-            ConflictError: the first seq is a duplicate or leaves a gap.
-            FencedError: a newer writer claimed the run.
-        """
 
     @abc.abstractmethod
     def read(
@@ -334,7 +207,8 @@ class EventLog(abc.ABC):
         """Follow the run: yield events as they are recorded.
 
         Ends after the run's terminal event (completed, failed or cancelled).
-        Backends without change notification poll every ``poll_seconds``.
+        This default polls :meth:`read` every ``poll_seconds``; a backend with
+        change notification overrides it (``Capabilities.live_tail``).
         """
         while True:
             async for event in self.read(run_id, after_seq=after_seq):
@@ -360,6 +234,78 @@ class EventLog(abc.ABC):
     @abc.abstractmethod
     async def list_runs(self, *, status: str | None = None) -> list[RunInfo]:
         """Every run with at least one event, most recently updated first."""
+
+    # -- snapshots ----------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def load_snapshot(
+        self, run_id: str, *, at_or_before: int | None = None
+    ) -> Snapshot | None:
+        """The newest snapshot with ``seq <= at_or_before`` (any seq if None)."""
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections and files."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+class EventLog(EventReader):
+    """The write side on top of the read side: append-only, per-run event
+    storage with fencing, leases, snapshots and retention.
+
+    A backend implements the abstract methods; the claim and lease decisions
+    come from :mod:`agentlog.eventlog.fencing`, called inside the backend's
+    own transaction. What is optional is declared in :attr:`capabilities`.
+    One instance may be shared by many tasks of one event loop.
+    """
+
+    #: What this log does beyond the core (see :class:`Capabilities`).
+    capabilities: Capabilities = Capabilities()
+
+    @property
+    def direct_writes(self) -> bool:
+        """True: any process may claim a run and write to it (fenced by the run's
+        epoch). False: workers own the runs and clients send :class:`Command` s
+        (:meth:`send_command`). Short for ``capabilities.direct_writes``."""
+        return self.capabilities.direct_writes
+
+    def _sealed_snapshot(self, snapshot: Snapshot) -> Snapshot:
+        """``snapshot`` as stored: its state sealed when a cipher is set."""
+        if self.cipher is None:
+            return snapshot
+        state = seal_blob(self.cipher, snapshot.run_id, snapshot.seq, "snapshot", snapshot.state)
+        return dataclasses.replace(snapshot, state=state)
+
+    # -- events ---------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def append(self, events: Sequence[Event], *, durable: bool = True) -> None:
+        """Append a batch of one run's events, all or nothing.
+
+        Args:
+            events: consecutive events of one run and one writer epoch. The
+                first seq must be the run's last seq plus one.
+            durable: when True the batch is on stable storage before this
+                returns (fsync, or acks=all and committed); when False it may
+                sit in OS buffers, and a power loss could drop it.
+
+        Raises:
+            ConflictError: the first seq is a duplicate or leaves a gap.
+            FencedError: a newer writer claimed the run.
+        """
+
+    # -- runs to drive (workers) ------------------------------------------------
 
     async def runnable(self, *, now: datetime | None = None, limit: int = 1000) -> list[RunInfo]:
         """Runs a worker should drive now (:meth:`RunInfo.needs_worker`), oldest first.
@@ -392,7 +338,9 @@ class EventLog(abc.ABC):
         """Become the run's only writer; return the new epoch.
 
         The epoch is one more than any earlier claim, so every older writer's
-        appends now fail with FencedError.
+        appends now fail with FencedError. A backend writes
+        :func:`~agentlog.eventlog.fencing.claimed` of the run's row in one
+        transaction.
 
         Args:
             owner: who claims (host and pid, say), shown in the run index.
@@ -410,13 +358,14 @@ class EventLog(abc.ABC):
     async def release_lease(self, run_id: str, epoch: int) -> None:
         """End the writer's lease now (the epoch stays), unless fenced already."""
 
-    # -- commands (logs without direct writes) ---------------------------------------
+    # -- commands (Capabilities.commands) --------------------------------------------
 
     async def send_command(self, command: Command) -> None:
         """Record a client's request durably for the run's owning worker.
 
         Raises:
-            ConfigError: this log takes direct writes; claim the run instead.
+            ConfigError: this log has no command queue (``capabilities.commands``
+                is False); claim the run and append instead.
         """
         raise ConfigError(f"{self.url} takes direct writes; it has no command queue")
 
@@ -425,7 +374,7 @@ class EventLog(abc.ABC):
         handed out until it is acked (applied or refused)."""
         return []
 
-    async def ack_command(self, command: Command) -> None:  # noqa: B027 - optional hook
+    async def ack_command(self, command: Command) -> None:
         """Mark ``command`` consumed. On Kafka the ack joins the transaction of
         the command partition's next commit, so a command is applied exactly
         once; acking a refused command commits it alone."""
@@ -438,15 +387,8 @@ class EventLog(abc.ABC):
         newest ``keep_snapshots`` per run and the older ones they build on
         (:func:`snapshots_kept_from`)."""
 
-    @abc.abstractmethod
-    async def load_snapshot(
-        self, run_id: str, *, at_or_before: int | None = None
-    ) -> Snapshot | None:
-        """The newest snapshot with ``seq <= at_or_before`` (any seq if None)."""
+    # -- retention (Capabilities.prune) ---------------------------------------------
 
-    # -- retention ----------------------------------------------------------------
-
-    @abc.abstractmethod
     async def prune(self, run_id: str, *, keep_latest_snapshot: bool = False) -> None:
         """Delete the run's events (and snapshots); keep its index row as a tombstone.
 
@@ -462,20 +404,13 @@ class EventLog(abc.ABC):
             keep_latest_snapshot: keep the newest snapshot (and the older ones
                 it builds on), so the run's state still loads from the hot
                 store while its events live only in the archive.
+
+        Raises:
+            ConfigError: the log does not prune (``capabilities.prune`` is
+                False); this default raises it, and a backend that prunes
+                overrides it.
         """
-
-    # -- lifecycle ------------------------------------------------------------------
-
-    async def close(self) -> None:  # noqa: B027 - optional hook
-        """Release connections and files."""
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
+        raise ConfigError(
+            f"{self.url} cannot prune run {run_id!r}: its backend does not delete events "
+            "(capabilities.prune is False); keep the run in the hot log"
+        )

@@ -10,23 +10,26 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import AsyncIterator, Sequence
-from datetime import UTC, timedelta
+from datetime import UTC, datetime
 
 from agentlog.errors import NotSerializableError, RunArchivedError, UnknownRunError
 from agentlog.eventlog.base import (
+    Capabilities,
     Command,
     EventLog,
     RunInfo,
     Snapshot,
     check_batch,
-    check_lease,
     check_next,
     check_run_id,
+    claimed,
+    lease_expiry,
+    leased,
     select_runs,
     snapshots_kept_from,
 )
 from agentlog.eventlog.codec import encode_payload
-from agentlog.eventlog.events import Event, RunStatus, status_after, utcnow
+from agentlog.eventlog.events import Event, RunStatus, status_after
 
 __all__ = ["MemoryEventLog"]
 
@@ -44,7 +47,9 @@ class MemoryEventLog(EventLog):
         """
         self.url = "memory://"
         self.keep_snapshots = keep_snapshots
-        self.direct_writes = not commands
+        self.capabilities = Capabilities(
+            direct_writes=not commands, commands=commands, live_tail=True
+        )
         self._commands: list[Command] = []
         self._events: dict[str, list[Event]] = {}
         self._runs: dict[str, RunInfo] = {}
@@ -109,7 +114,7 @@ class MemoryEventLog(EventLog):
         return self._runs.get(run_id)
 
     async def send_command(self, command: Command) -> None:
-        if self.direct_writes:
+        if not self.capabilities.commands:
             await super().send_command(command)
         check_run_id(command.run_id)
         encode_payload(command.data)  # what a real queue would store
@@ -134,33 +139,24 @@ class MemoryEventLog(EventLog):
         force: bool = True,
     ) -> int:
         check_run_id(run_id)
-        info = self._runs.get(run_id) or RunInfo(run_id)
-        now = utcnow()
-        if not force:
-            check_lease(info)
-        expires = None if lease_seconds is None else now + timedelta(seconds=lease_seconds)
-        info = dataclasses.replace(
-            info, writer_epoch=info.writer_epoch + 1, lease_owner=owner, lease_expires_at=expires
+        info = claimed(
+            self._runs.get(run_id) or RunInfo(run_id),
+            owner=owner,
+            expires=lease_expiry(lease_seconds),
+            force=force,
         )
         self._runs[run_id] = info
         return info.writer_epoch
 
     async def renew_lease(self, run_id: str, epoch: int, lease_seconds: float) -> None:
-        info = self._current(run_id, epoch)
-        expires = utcnow() + timedelta(seconds=lease_seconds)
-        self._runs[run_id] = dataclasses.replace(info, lease_expires_at=expires)
+        self._lease(run_id, epoch, lease_expiry(lease_seconds))
 
     async def release_lease(self, run_id: str, epoch: int) -> None:
-        info = self._current(run_id, epoch)
-        self._runs[run_id] = dataclasses.replace(info, lease_expires_at=None)
+        self._lease(run_id, epoch, None)
 
-    def _current(self, run_id: str, epoch: int) -> RunInfo:
+    def _lease(self, run_id: str, epoch: int, expires: datetime | None) -> None:
         check_run_id(run_id)
-        info = self._runs.get(run_id)
-        if info is None:
-            raise UnknownRunError(run_id, self.url)
-        check_next(run_id, 0, 1, epoch, info.writer_epoch)
-        return info
+        self._runs[run_id] = leased(self._runs.get(run_id), run_id, epoch, expires, self.url)
 
     async def save_snapshot(self, snapshot: Snapshot) -> None:
         check_run_id(snapshot.run_id)

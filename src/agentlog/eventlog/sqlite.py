@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, TypeVar
 
 from agentlog._logging import get_logger
@@ -36,13 +35,15 @@ from agentlog.errors import (
     UnknownRunError,
 )
 from agentlog.eventlog.base import (
+    Capabilities,
     EventLog,
     RunInfo,
     Snapshot,
     check_batch,
-    check_lease,
-    check_next,
     check_run_id,
+    claimed,
+    lease_expiry,
+    leased,
     snapshots_kept_from,
 )
 from agentlog.eventlog.events import Event, RunStatus, status_after, utcnow
@@ -97,6 +98,9 @@ class SqliteEventLog(EventLog):
         BackendUnavailableError: the file cannot be created, opened or
             migrated (unwritable directory, not a database, newer schema).
     """
+
+    #: Appends through this instance wake its tails; other processes' at the next poll.
+    capabilities = Capabilities(live_tail=True)
 
     def __init__(
         self,
@@ -299,19 +303,14 @@ class SqliteEventLog(EventLog):
     ) -> int:
         check_run_id(run_id)
 
+        expires = lease_expiry(lease_seconds)
+
         def body(conn: sqlite3.Connection) -> int:
             row = conn.execute(SELECT_RUN, (run_id,)).fetchone()
             info = RunInfo(run_id) if row is None else info_from_row(row)
-            now = utcnow()
-            if not force:
-                check_lease(info)
-            expires = None if lease_seconds is None else now + timedelta(seconds=lease_seconds)
-            epoch = info.writer_epoch + 1
-            claimed = dataclasses.replace(
-                info, writer_epoch=epoch, lease_owner=owner, lease_expires_at=expires
-            )
-            conn.execute(UPSERT_RUN, info_to_row(claimed))
-            return epoch
+            info = claimed(info, owner=owner, expires=expires, force=force)
+            conn.execute(UPSERT_RUN, info_to_row(info))
+            return info.writer_epoch
 
         epoch: int = await self._call(self._transact, body, durable=True, doing="claim failed")
         _log.info("writer_claimed", run_id=run_id, epoch=epoch, owner=owner, path=self.path)
@@ -321,22 +320,18 @@ class SqliteEventLog(EventLog):
         check_run_id(run_id)
 
         def body(conn: sqlite3.Connection) -> None:
-            row = conn.execute(
-                "SELECT writer_epoch FROM runs WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            if row is None:
-                raise UnknownRunError(run_id, self.url)
-            check_next(run_id, 0, 1, epoch, row[0])
+            row = conn.execute(SELECT_RUN, (run_id,)).fetchone()
+            info = None if row is None else info_from_row(row)
+            info = leased(info, run_id, epoch, expires, self.url)
             conn.execute(
                 "UPDATE runs SET lease_expires_at = ? WHERE run_id = ?",
-                (None if expires is None else to_us(expires), run_id),
+                (None if info.lease_expires_at is None else to_us(info.lease_expires_at), run_id),
             )
 
         self._transact(body, durable=True, doing="lease update failed")
 
     async def renew_lease(self, run_id: str, epoch: int, lease_seconds: float) -> None:
-        expires = utcnow() + timedelta(seconds=lease_seconds)
-        await self._call(self._lease_update, run_id, epoch, expires)
+        await self._call(self._lease_update, run_id, epoch, lease_expiry(lease_seconds))
 
     async def release_lease(self, run_id: str, epoch: int) -> None:
         await self._call(self._lease_update, run_id, epoch, None)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from agentlog._logging import get_logger
 from agentlog.errors import ConfigError, UnknownRunError
-from agentlog.eventlog.base import EventLog, Snapshot
+from agentlog.eventlog.base import EventLog, EventReader, Snapshot
 from agentlog.eventlog.codec import unpack
 from agentlog.eventlog.events import RunStatus
 from agentlog.projector._snapshot_frames import (
@@ -137,7 +137,7 @@ def decode_state(snapshot: Snapshot) -> RunState | None:
         return None
 
 
-async def _chain_state(event_log: EventLog, snapshot: Snapshot) -> RunState | None:
+async def _chain_state(event_log: EventReader, snapshot: Snapshot) -> RunState | None:
     """The state in ``snapshot``, following its chain down to its base; None
     (logged) if any link is missing, corrupt or does not fit."""
     chain: list[Frame] = []
@@ -160,7 +160,7 @@ async def _chain_state(event_log: EventLog, snapshot: Snapshot) -> RunState | No
         return None
 
 
-async def _latest_good_state(event_log: EventLog, run_id: str, at_seq: int | None) -> RunState:
+async def _latest_good_state(event_log: EventReader, run_id: str, at_seq: int | None) -> RunState:
     """The newest snapshot at or before ``at_seq`` that passes its checks, else an empty state."""
     bound = at_seq
     while True:
@@ -181,7 +181,7 @@ async def save_state(event_log: EventLog, state: RunState) -> None:
 
 
 async def load_state(
-    event_log: EventLog,
+    event_log: EventReader,
     run_id: str,
     *,
     at_seq: int | None = None,

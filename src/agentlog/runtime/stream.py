@@ -1,7 +1,7 @@
 """Streaming: follow a run live, from any process, as it is recorded.
 
 ``stream(log, run_id, mode=...)`` reads the run's events from the log and
-then follows it through :meth:`EventLog.tail` (a backend wakes at once on its
+then follows it through :meth:`EventReader.tail` (a backend wakes at once on its
 own appends and polls for other processes'), so a watcher needs nothing but
 the log: it may run in the process that drives the run, in another process,
 or on another machine, and it never writes. What it yields depends on the
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from agentlog.errors import ConfigError, UnknownRunError
-from agentlog.eventlog.base import EventLog, RunInfo
+from agentlog.eventlog.base import EventReader, RunInfo
 from agentlog.eventlog.events import (
     Event,
     InterruptRaised,
@@ -117,7 +117,7 @@ def _check_options(mode: str, until: str, after_seq: int) -> None:
 
 
 async def stream(
-    log: EventLog,
+    log: EventReader,
     run_id: str,
     *,
     mode: StreamMode = "updates",
@@ -148,7 +148,7 @@ async def stream(
             or (``values`` mode) an ``after_seq`` past the run's last seq.
         UnknownRunError: nothing was ever recorded for ``run_id`` (a run
             claimed by a live writer that has not written yet is waited for).
-        CorruptEventError, RunArchivedError: as :meth:`EventLog.read`.
+        CorruptEventError, RunArchivedError: as :meth:`EventReader.read`.
     """
     _check_options(mode, until, after_seq)
     info = await _first_event(log, run_id, poll_seconds)
@@ -218,7 +218,7 @@ def _make(mode: StreamMode, event: Event, data: Any) -> StreamUpdate:
     )
 
 
-async def _first_event(log: EventLog, run_id: str, poll_seconds: float) -> RunInfo:
+async def _first_event(log: EventReader, run_id: str, poll_seconds: float) -> RunInfo:
     """The run's index row once it has an event; UnknownRunError for an unknown run.
 
     A run just started in ``async`` durability is claimed (its index row and
@@ -246,7 +246,7 @@ def _lease_live(info: RunInfo) -> bool:
     return info.lease_expires_at is not None and info.lease_expires_at > utcnow()
 
 
-async def _parked(log: EventLog, event: Event) -> bool:
+async def _parked(log: EventReader, event: Event) -> bool:
     """True if the run is parked with ``event`` as its last event so far.
 
     A park records all its interrupts before the run index says "waiting";

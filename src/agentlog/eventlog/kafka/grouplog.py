@@ -22,19 +22,22 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
-from agentlog.errors import NotOwnerError, UnknownRunError
+from agentlog.errors import NotOwnerError
 from agentlog.eventlog.base import (
+    Capabilities,
     Command,
     RunInfo,
     check_batch,
-    check_lease,
     check_next,
     check_run_id,
+    claimed,
+    lease_expiry,
+    leased,
 )
 from agentlog.eventlog.codec import encode_event
 from agentlog.eventlog.events import Event, RunStatus, utcnow
@@ -54,7 +57,7 @@ __all__ = ["PartitionedKafkaEventLog"]
 class PartitionedKafkaEventLog(KafkaEventLog):
     """A Kafka log in the partitioned layout, owned by a consumer group (module docstring)."""
 
-    direct_writes = False
+    capabilities = Capabilities(direct_writes=False, commands=True)
 
     def __init__(
         self,
@@ -164,25 +167,19 @@ class PartitionedKafkaEventLog(KafkaEventLog):
         ownership fences every other process.
         """
         partition_owner = self._owner(run_id)
-        expires = None if lease_seconds is None else utcnow() + timedelta(seconds=lease_seconds)
-        claimed: list[int] = []
+        expires = lease_expiry(lease_seconds)
+        epochs: list[int] = []
 
         def stage(tail: RunTail) -> RunTail:
-            if not force:
-                check_lease(tail.info)
-            epoch = tail.info.writer_epoch + 1
-            claimed.append(epoch)
-            info = dataclasses.replace(
-                tail.info, writer_epoch=epoch, lease_owner=owner, lease_expires_at=expires
-            )
+            info = claimed(tail.info, owner=owner, expires=expires, force=force)
+            epochs.append(info.writer_epoch)
             return dataclasses.replace(tail, info=info)
 
         await partition_owner.submit(Change(run_id, stage, index=True))
-        return claimed[-1]
+        return epochs[-1]
 
     async def renew_lease(self, run_id: str, epoch: int, lease_seconds: float) -> None:
-        expires = utcnow() + timedelta(seconds=lease_seconds)
-        await self._lease(run_id, epoch, expires)
+        await self._lease(run_id, epoch, lease_expiry(lease_seconds))
 
     async def release_lease(self, run_id: str, epoch: int) -> None:
         await self._lease(run_id, epoch, None)
@@ -191,11 +188,8 @@ class PartitionedKafkaEventLog(KafkaEventLog):
         owner = self._owner(run_id)
 
         def stage(tail: RunTail) -> RunTail:
-            if not tail.has_entry:
-                raise UnknownRunError(run_id, self.url)
-            check_next(run_id, 0, 1, epoch, tail.info.writer_epoch)
-            info = dataclasses.replace(tail.info, lease_expires_at=expires)
-            return dataclasses.replace(tail, info=info)
+            current = tail.info if tail.has_entry else None
+            return dataclasses.replace(tail, info=leased(current, run_id, epoch, expires, self.url))
 
         await owner.submit(Change(run_id, stage, index=True))
 

@@ -12,7 +12,6 @@ import asyncio
 import dataclasses
 import random
 from collections.abc import AsyncIterator, Sequence
-from datetime import timedelta
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
@@ -33,11 +32,13 @@ from agentlog.eventlog.base import (
     check_batch,
     check_lease,
     check_run_id,
+    claimed,
+    lease_expiry,
     select_runs,
     snapshots_kept_from,
 )
 from agentlog.eventlog.codec import encode_event
-from agentlog.eventlog.events import Event, utcnow
+from agentlog.eventlog.events import Event
 from agentlog.eventlog.kafka.admin import MAX_RECORD_BYTES, ensure_topics
 from agentlog.eventlog.kafka.clients import start_client, stop_quietly
 from agentlog.eventlog.kafka.config import KafkaConfig
@@ -283,12 +284,12 @@ class KafkaEventLog(EventLog):
             entry = await self._reader.entry(run_id)
             if entry is not None:
                 check_lease(entry.info)
-        expires = None if lease_seconds is None else utcnow() + timedelta(seconds=lease_seconds)
+        expires = lease_expiry(lease_seconds)
         for attempt in range(_CLAIM_ATTEMPTS):
             writer = await self._pool.fresh(run_id)
-            if not force:
-                check_lease(writer.committed)
-            epoch = writer.committed.writer_epoch + 1
+            epoch = claimed(
+                writer.committed, owner=owner, expires=expires, force=force
+            ).writer_epoch
             try:
                 await self._pool.write_index(writer, epoch, owner, expires)
             except FencedError:
@@ -305,7 +306,7 @@ class KafkaEventLog(EventLog):
     async def renew_lease(self, run_id: str, epoch: int, lease_seconds: float) -> None:
         check_run_id(run_id)
         writer = await self._pool.current(run_id, epoch)
-        expires = utcnow() + timedelta(seconds=lease_seconds)
+        expires = lease_expiry(lease_seconds)
         await self._pool.write_index(writer, epoch, writer.committed.lease_owner, expires)
 
     async def release_lease(self, run_id: str, epoch: int) -> None:

@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from agentlog.errors import AgentlogError, FencedError, UnknownRunError
-from agentlog.eventlog.base import check_next
+from agentlog.eventlog.base import check_epoch, check_next
 from agentlog.eventlog.events import Event
 from agentlog.eventlog.kafka.admin import TopicLayout
 from agentlog.eventlog.kafka.clients import stop_quietly
@@ -78,7 +78,7 @@ class WriterPool:
         writer = await self.get(run_id)
         if not writer.has_entry:
             raise UnknownRunError(run_id, f"topic {self._layout.runs}")
-        check_next(run_id, 0, 1, epoch, writer.committed.writer_epoch)
+        check_epoch(run_id, epoch, writer.committed.writer_epoch)
         return writer
 
     def _check_fenced(self, run_id: str, epoch: int) -> None:

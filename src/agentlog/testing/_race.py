@@ -1,24 +1,31 @@
-"""One racing writer of the contract's concurrent-writers test.
+"""Racing writers for the contract's several-writers test: tasks, or processes.
 
-Run as ``python -m tests.contract.writer_proc URL RUN_ID WRITER CLAIMS APPENDS``
+Run as ``python -m agentlog.testing._race URL RUN_ID WRITER CLAIMS APPENDS``
 it opens the log at URL, prints ``ready``, waits for a line on stdin, races
 for RUN_ID and prints a JSON list of the ``[seq, epoch]`` pairs it appended
-successfully. The memory backend's test
-calls :func:`race` directly, as asyncio tasks sharing one log.
+successfully. :func:`race_in_processes` starts such processes; a log that
+lives in one process only races :func:`race` as asyncio tasks instead.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 import sys
-
-import structlog
+from pathlib import Path
 
 from agentlog.errors import ConflictError, FencedError
 from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.events import Event, TaskCompleted
 from agentlog.eventlog.urls import open_log
+
+__all__ = ["race", "race_in_processes"]
+
+#: The folder that holds the agentlog package being tested, put first on the
+#: children's path so that they import this very copy (a checkout or a wheel).
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 async def race(
@@ -53,6 +60,50 @@ async def race(
     return written
 
 
+def race_in_processes(
+    url: str, writers: int, claims: int, appends: int, *, run_id: str = "race"
+) -> list[list[tuple[int, int]]]:
+    """Race ``writers`` processes on ``url`` (see :func:`race`); what each wrote.
+
+    Blocking: call it with :func:`asyncio.to_thread` from a test. The
+    processes start together once each has its log open.
+    """
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+    command = [sys.executable, "-m", "agentlog.testing._race", url, run_id]
+    procs = [
+        subprocess.Popen(
+            [*command, f"w{i}", str(claims), str(appends)],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(writers)
+    ]
+    try:
+        for proc in procs:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()  # bounded by the test's timeout
+            assert line == "ready\n", (line, proc.stderr.read() if proc.stderr else "")
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        results = []
+        for proc in procs:
+            out, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err
+            results.append([(seq, epoch) for seq, epoch in json.loads(out)])
+        return results
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
 async def _main(url: str, run_id: str, writer: str, claims: int, appends: int) -> None:
     log = await open_log(url)
     try:
@@ -67,7 +118,5 @@ async def _main(url: str, run_id: str, writer: str, claims: int, appends: int) -
 
 
 if __name__ == "__main__":
-    # stdout carries the protocol; logs go to stderr.
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     url, run_id, writer, claims, appends = sys.argv[1:6]
     asyncio.run(_main(url, run_id, writer, int(claims), int(appends)))
