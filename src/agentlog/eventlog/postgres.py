@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -51,7 +50,6 @@ from agentlog._logging import get_logger
 from agentlog.crypto import PayloadCipher
 from agentlog.errors import (
     BackendUnavailableError,
-    ConflictError,
     CorruptEventError,
     RunArchivedError,
     UnknownRunError,
@@ -68,18 +66,16 @@ from agentlog.eventlog.base import (
     snapshots_kept_from,
 )
 from agentlog.eventlog.events import Event, RunStatus, status_after, utcnow
+from agentlog.eventlog.postgres_append import append_fast, append_locked, event_arrays
 from agentlog.eventlog.postgres_schema import (
-    APPEND_FAST,
     CHANNEL,
     CLAIM,
-    INSERT_EVENTS,
-    LOCK_RUN,
     NEXT_WAKE,
     READ_EVENTS,
     RUN_COLUMNS,
+    RUN_FIELDS,
     RUNNABLE,
     SELECT_RUN,
-    UPSERT_RUN,
 )
 from agentlog.eventlog.sqlite_schema import (
     MAX_SEQ,
@@ -97,14 +93,9 @@ __all__ = ["PostgresEventLog"]
 _log = get_logger(__name__)
 _T = TypeVar("_T")
 _Conn = psycopg.AsyncConnection[tuple[Any, ...]]
-_ROW_COLUMNS = ("run_id", "seq", "type", "ts", "schema_v", "epoch", "payload", "checksum")
 _KNOWN_RUNS = 10_000  # index rows remembered for the one-statement append
-_LISTEN_POLL = 5.0  # seconds between reads of a tail that listens (a lost notify)
-
-
-def _arrays(rows: Sequence[tuple[Any, ...]]) -> dict[str, list[Any]]:
-    """Event rows (of :func:`event_row`) as the column arrays the SQL unnests."""
-    return {name: [row[i] for row in rows] for i, name in enumerate(_ROW_COLUMNS)}
+_GETCONN_WAIT = 2.0  # seconds a call waits for a pooled connection before it retries
+_LISTEN_POLL = 5.0  # at least this long between reads of a tail that listens (a lost notify)
 
 
 class PostgresEventLog(EventLog):
@@ -137,6 +128,8 @@ class PostgresEventLog(EventLog):
         self._pool = pgconn.pool(target)
         self._known: dict[str, RunInfo] = {}
         self._closed = False
+        self._server_lost = False
+        self._closing: set[asyncio.Future[None]] = set()
 
     @classmethod
     async def connect(
@@ -177,10 +170,41 @@ class PostgresEventLog(EventLog):
             )
 
         async def attempt() -> _T:
-            async with self._pool.connection() as conn:
-                return await body(conn)
+            pool = self._pool
+            try:
+                async with pool.connection(timeout=_GETCONN_WAIT) as conn:
+                    result = await body(conn)
+            except psycopg.OperationalError as exc:
+                if pgconn.is_transient(exc):
+                    await self._renew_pool(
+                        pool
+                    )  # the server went away: so did its other connections
+                raise
+            except psycopg_pool.PoolTimeout:
+                if self._server_lost:
+                    await self._renew_pool(pool)  # still not back: connect again at once
+                raise
+            self._server_lost = False
+            return result
 
         return await pgconn.with_retries(self.target, attempt, doing)
+
+    async def _renew_pool(self, broken: psycopg_pool.AsyncConnectionPool[Any]) -> None:
+        """Replace a pool whose server went away by a new one, which connects at
+        once (the old pool would wait out its growing reconnect backoff)."""
+        self._server_lost = True
+        if self._pool is not broken or self._closed:
+            return  # another call replaced it already
+        fresh = pgconn.pool(self.target)
+        await fresh.open(wait=False)
+        if self._pool is not broken or self._closed:
+            await fresh.close()
+            return
+        self._pool = fresh
+        # Connections still out finish their call; the old pool closes them on return.
+        task = asyncio.ensure_future(broken.close(timeout=_GETCONN_WAIT))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
     async def _rows(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> list[Any]:
         async def body(conn: _Conn) -> list[Any]:
@@ -199,7 +223,7 @@ class PostgresEventLog(EventLog):
         run_id, first_seq, epoch = check_batch(events)
         # Encode before any round trip: a bad payload fails with nothing written.
         rows = [event_row(event, epoch, self.cipher) for event in events]
-        arrays = _arrays(rows)
+        arrays = event_arrays(rows)
         attempts = 0
 
         async def body(conn: _Conn) -> RunInfo:
@@ -208,80 +232,12 @@ class PostgresEventLog(EventLog):
             known = self._known.get(run_id)
             if known is not None and known.last_seq == first_seq - 1:
                 new = known.after(events)
-                if await self._append_fast(conn, new, first_seq, epoch, arrays, durable):
+                if await append_fast(conn, new, first_seq, epoch, arrays, durable):
                     return new
-            return await self._append_locked(conn, events, arrays, durable, retried=attempts > 1)
+            return await append_locked(conn, events, arrays, durable, retried=attempts > 1)
 
         new = await self._call(body, "append failed")
         self._remember(new)
-
-    async def _append_fast(
-        self,
-        conn: _Conn,
-        new: RunInfo,
-        first_seq: int,
-        epoch: int,
-        arrays: dict[str, list[Any]],
-        durable: bool,
-    ) -> bool:
-        """The one-statement append; False if the run's row was not as expected
-        (nothing was written then)."""
-        params = dict(zip(("run", *_INFO_AFTER), _after_values(new), strict=True))
-        params |= arrays | {"expect_seq": first_seq - 1, "expect_epoch": epoch}
-        try:
-            if durable:
-                cur = await conn.execute(APPEND_FAST, params)
-            else:
-                async with conn.transaction():
-                    await conn.execute("SET LOCAL synchronous_commit = off")
-                    cur = await conn.execute(APPEND_FAST, params)
-        except psycopg.errors.UniqueViolation:
-            return False  # rolled back whole; the locked path says which seq conflicts
-        return cur.rowcount == len(arrays["seq"])
-
-    async def _append_locked(
-        self,
-        conn: _Conn,
-        events: Sequence[Event],
-        arrays: dict[str, list[Any]],
-        durable: bool,
-        *,
-        retried: bool,
-    ) -> RunInfo:
-        """The append under the run row's lock, raising the error it deserves."""
-        run_id, first_seq, epoch = events[0].run_id, events[0].seq, events[0].writer_epoch
-        async with conn.transaction():
-            if not durable:
-                await conn.execute("SET LOCAL synchronous_commit = off")
-            row = await (await conn.execute(LOCK_RUN, (run_id,))).fetchone()
-            info = RunInfo(run_id) if row is None else info_from_row(row)
-            if retried and await self._already_written(conn, info, events, arrays):
-                return info  # the lost commit had gone through
-            check_next(run_id, info.last_seq, first_seq, epoch, info.writer_epoch)
-            new = info.after(events)
-            try:
-                async with conn.transaction():  # a savepoint: the error leaves the tx usable
-                    await conn.execute(INSERT_EVENTS, arrays)
-            except psycopg.errors.UniqueViolation as exc:
-                # The index said the seq was free; the table disagrees.
-                raise ConflictError(run_id, info.last_seq + 1, first_seq) from exc
-            await conn.execute(UPSERT_RUN, info_to_row(new))
-        return new
-
-    @staticmethod
-    async def _already_written(
-        conn: _Conn, info: RunInfo, events: Sequence[Event], arrays: dict[str, list[Any]]
-    ) -> bool:
-        """True if the batch is stored as it is (a retry after a lost commit)."""
-        first, last = events[0].seq, events[-1].seq
-        if info.last_seq < last or info.writer_epoch != events[0].writer_epoch:
-            return False
-        cur = await conn.execute(
-            "SELECT checksum FROM agentlog_events WHERE run_id = %s AND seq BETWEEN %s AND %s "
-            "ORDER BY seq",
-            (info.run_id, first, last),
-        )
-        return [row[0] for row in await cur.fetchall()] == arrays["checksum"]
 
     async def _read_start(self, run_id: str, after_seq: int, upto_seq: int) -> tuple[int, int]:
         """The seqs a read must return, ``(first, last)``, from the run index."""
@@ -358,7 +314,9 @@ class PostgresEventLog(EventLog):
                     await asyncio.sleep(poll_seconds)
                     continue
                 try:
-                    async for _ in listener.notifies(timeout=_LISTEN_POLL, stop_after=1):
+                    # Woken by any commit of events; the timeout only covers a lost notify.
+                    wait = max(poll_seconds, _LISTEN_POLL)
+                    async for _ in listener.notifies(timeout=wait, stop_after=1):
                         pass
                 except psycopg.Error:
                     _log.info("postgres_listen_lost", where=self.target.host_port)
@@ -417,7 +375,7 @@ class PostgresEventLog(EventLog):
             now = utcnow()
             expires = None if lease_seconds is None else now + timedelta(seconds=lease_seconds)
             fresh = RunInfo(run_id, writer_epoch=1, lease_owner=owner, lease_expires_at=expires)
-            params = dict(zip(_CLAIM_FIELDS, info_to_row(fresh), strict=True))
+            params = dict(zip(RUN_FIELDS, info_to_row(fresh), strict=True))
             params |= {"force": force, "now": to_us(now)}
             row = await (await conn.execute(CLAIM, params)).fetchone()
             if row is not None:
@@ -541,25 +499,6 @@ class PostgresEventLog(EventLog):
         if self._closed:
             return
         self._closed = True
+        await asyncio.gather(*self._closing, return_exceptions=True)
         with contextlib.suppress(psycopg_pool.PoolTimeout, psycopg.Error):
             await self._pool.close()
-
-
-# The index columns an append changes (RunInfo.after), in APPEND_FAST's names.
-_INFO_AFTER = (
-    "workflow",
-    "version",
-    "status",
-    "last_seq",
-    "steps",
-    "started_at",
-    "updated_at",
-    "wake_at",
-)
-_CLAIM_FIELDS = tuple(f.name for f in dataclasses.fields(RunInfo))
-
-
-def _after_values(info: RunInfo) -> list[Any]:
-    """``run_id`` then the :data:`_INFO_AFTER` values of ``info``, as stored."""
-    row = dict(zip(_CLAIM_FIELDS, info_to_row(info), strict=True))
-    return [info.run_id, *(row[name] for name in _INFO_AFTER)]
