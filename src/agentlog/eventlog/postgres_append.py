@@ -22,9 +22,13 @@ from agentlog.eventlog.base import RunInfo, check_next
 from agentlog.eventlog.events import Event
 from agentlog.eventlog.postgres_schema import (
     APPEND_FAST,
+    COPY_EVENTS,
+    COPY_FROM,
+    COPY_TYPES,
     INSERT_EVENTS,
     LOCK_RUN,
     RUN_FIELDS,
+    UPDATE_RUN_IF,
     UPSERT_RUN,
 )
 from agentlog.eventlog.sqlite_schema import info_from_row, info_to_row
@@ -54,6 +58,8 @@ async def append_fast(
     params = dict(zip(("run", *_INFO_AFTER), after_values(new), strict=True))
     params |= arrays | {"expect_seq": first_seq - 1, "expect_epoch": epoch}
     try:
+        if len(arrays["seq"]) >= COPY_FROM:
+            return await _append_copy(conn, params, arrays, durable)
         if durable:
             cur = await conn.execute(APPEND_FAST, params)
         else:
@@ -63,6 +69,31 @@ async def append_fast(
     except psycopg.errors.UniqueViolation:
         return False  # rolled back whole; the locked path says which seq conflicts
     return cur.rowcount == len(arrays["seq"])
+
+
+class _NotAsExpected(Exception):
+    """The run's row was not as the batch expects: roll back, take the locked path."""
+
+
+async def _append_copy(
+    conn: _Conn, params: dict[str, Any], arrays: dict[str, list[Any]], durable: bool
+) -> bool:
+    """A big batch: the same conditional update, then the rows by binary COPY
+    (no per-value escaping), in one transaction."""
+    try:
+        async with conn.transaction():
+            if not durable:
+                await conn.execute("SET LOCAL synchronous_commit = off")
+            cur = await conn.execute(UPDATE_RUN_IF, params)
+            if cur.rowcount != 1:
+                raise _NotAsExpected
+            async with conn.cursor().copy(COPY_EVENTS) as copy:
+                copy.set_types(COPY_TYPES)
+                for row in zip(*arrays.values(), strict=True):
+                    await copy.write_row(row)
+    except _NotAsExpected:
+        return False
+    return True
 
 
 async def append_locked(

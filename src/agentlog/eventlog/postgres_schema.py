@@ -37,6 +37,9 @@ __all__ = [
     "APPEND_FAST",
     "CHANNEL",
     "CLAIM",
+    "COPY_EVENTS",
+    "COPY_FROM",
+    "COPY_TYPES",
     "INSERT_EVENTS",
     "LOCK_RUN",
     "MIGRATIONS",
@@ -46,6 +49,7 @@ __all__ = [
     "RUN_COLUMNS",
     "RUN_FIELDS",
     "SELECT_RUN",
+    "UPDATE_RUN_IF",
     "UPSERT_RUN",
 ]
 
@@ -107,8 +111,8 @@ CLAIM = (
 _EVENT_COLUMNS = "run_id, seq, type, ts, schema_v, writer_epoch, payload, checksum"
 # One statement for any batch size: the rows go as eight arrays.
 _UNNEST = (
-    "unnest(%(run_id)s::text[], %(seq)s::bigint[], %(type)s::text[], %(ts)s::bigint[], "
-    "%(schema_v)s::int[], %(epoch)s::bigint[], %(payload)s::bytea[], %(checksum)s::bigint[])"
+    "unnest(%(run_id)b::text[], %(seq)b::bigint[], %(type)b::text[], %(ts)b::bigint[], "
+    "%(schema_v)b::int[], %(epoch)b::bigint[], %(payload)b::bytea[], %(checksum)b::bigint[])"
 )
 INSERT_EVENTS = f"INSERT INTO agentlog_events ({_EVENT_COLUMNS}) SELECT * FROM {_UNNEST}"
 
@@ -118,14 +122,22 @@ INSERT_EVENTS = f"INSERT INTO agentlog_events ({_EVENT_COLUMNS}) SELECT * FROM {
 #: inserted only if that update happened. The update takes the row's lock,
 #: so a concurrent claim either waits for this commit or fences it first.
 #: Zero rows returned: nothing was written; the slow path says why.
-APPEND_FAST = (
-    "WITH run AS (UPDATE agentlog_runs SET workflow = %(workflow)s, version = %(version)s, "
+_UPDATE_RUN_IF = (
+    "UPDATE agentlog_runs SET workflow = %(workflow)s, version = %(version)s, "
     "status = %(status)s, last_seq = %(last_seq)s, steps = %(steps)s, "
     "started_at = %(started_at)s, updated_at = %(updated_at)s, wake_at = %(wake_at)s "
-    "WHERE run_id = %(run)s AND last_seq = %(expect_seq)s AND writer_epoch = %(expect_epoch)s "
-    "RETURNING 1) "
+    "WHERE run_id = %(run)s AND last_seq = %(expect_seq)s AND writer_epoch = %(expect_epoch)s"
+)
+APPEND_FAST = (
+    f"WITH run AS ({_UPDATE_RUN_IF} RETURNING 1) "
     f"INSERT INTO agentlog_events ({_EVENT_COLUMNS}) SELECT e.* FROM {_UNNEST} AS e, run"
 )
+#: The conditional update alone (big batches: the rows follow by COPY, same transaction).
+UPDATE_RUN_IF = _UPDATE_RUN_IF
+#: Batches of at least this many events go by binary COPY.
+COPY_FROM = 64
+COPY_EVENTS = f"COPY agentlog_events ({_EVENT_COLUMNS}) FROM STDIN (FORMAT BINARY)"
+COPY_TYPES = ("text", "int8", "text", "int8", "int4", "int8", "bytea", "int8")
 
 # The same rule as RunInfo.needs_worker, answered from the indexes. Rows that
 # another worker has locked (it is claiming them now) are skipped, not waited for.
