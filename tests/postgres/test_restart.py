@@ -15,9 +15,11 @@ from typing import Any
 
 import pytest
 
-from agentlog.errors import BackendUnavailableError
-from agentlog.eventlog.events import Event, RunStatus, StepCompleted
+from agentlog.errors import BackendUnavailableError, ConflictError
+from agentlog.eventlog.events import Event, RunStatus, StepCompleted, TaskCompleted
 from agentlog.eventlog.postgres import PostgresEventLog
+from agentlog.eventlog.postgres_append import append_locked, event_arrays
+from agentlog.eventlog.sqlite_schema import event_row
 from agentlog.eventlog.urls import open_log
 from agentlog.runtime import Runtime, RuntimeConfig, StepContext, Workflow, end, goto
 from tests.services.postgres_server import PostgresServer
@@ -108,4 +110,28 @@ async def test_server_down_longer_than_connect_timeout_fails_typed_and_keeps_the
     # The server is back: the same log instance works again, and seq 1 is there.
     await log.append([second])
     assert [e async for e in log.read("r")] == [first, second]
+    await log.close()
+
+
+async def test_retry_after_a_lost_commit_finds_its_own_rows_and_only_those(
+    own_url: str,
+) -> None:
+    """An append retried because its connection died may have committed: the
+    retry then finds its very rows (same seqs and checksums) and succeeds; any
+    other batch at those seqs is still a conflict."""
+    log = await PostgresEventLog.connect(own_url)
+    epoch = await log.claim_writer("r")
+    batch = [Event("r", seq, TaskCompleted(key=f"k{seq}", result=seq), writer_epoch=epoch)
+             for seq in (1, 2)]  # fmt: skip
+    await log.append(batch)  # the first attempt: it committed, and the answer was lost
+
+    def retry(events: list[Event]) -> Any:
+        rows = event_arrays([event_row(e, epoch, None) for e in events])
+        return lambda conn: append_locked(conn, events, rows, True, retried=True)
+
+    assert (await log._call(retry(batch), "retry")).last_seq == 2
+    other = [Event("r", 1, TaskCompleted(key="other", result=0), writer_epoch=epoch)]
+    with pytest.raises(ConflictError):
+        await log._call(retry(other), "retry")
+    assert [e async for e in log.read("r")] == batch
     await log.close()
