@@ -1,4 +1,4 @@
-"""Shared fixtures. Service fixtures (Kafka broker, S3 server) live in
+"""Shared fixtures. Service fixtures (Kafka broker, S3 server, PostgreSQL) live in
 tests/services/ and are loaded as plugins here."""
 
 from __future__ import annotations
@@ -8,7 +8,11 @@ import os
 
 import pytest
 
-pytest_plugins: list[str] = ["tests.services.s3_server", "tests.services.kafka_broker"]
+pytest_plugins: list[str] = [
+    "tests.services.s3_server",
+    "tests.services.kafka_broker",
+    "tests.services.postgres_server",
+]
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 

@@ -23,7 +23,8 @@ The hierarchy::
     │   │   └── ChannelNotSerializableError a LangGraph channel value the serde refuses
     │   ├── ForbiddenTypeError      stored LangGraph bytes that name a class not allowed
     │   ├── BackendUnavailableError unreachable broker, unreadable or read-only file
-    │   │   └── KafkaAuthError      the Kafka listener refused our credentials or TLS
+    │   │   ├── KafkaAuthError      the Kafka listener refused our credentials or TLS
+    │   │   └── PostgresAuthError   the PostgreSQL server refused the user, password or database
     │   └── EncryptionError         payload encryption (agentlog.crypto)
     │       ├── ShreddedError       the run's data key was destroyed on purpose
     │       ├── TamperedPayloadError  a sealed payload fails its GCM tag (also a CorruptEventError)
@@ -79,6 +80,7 @@ __all__ = [
     "InvalidRouteError",
     "InvalidWriteError",
     "KafkaAuthError",
+    "PostgresAuthError",
     "ConflictError",
     "CorruptEventError",
     "CorruptKeyringError",
@@ -424,6 +426,14 @@ class KafkaAuthError(BackendUnavailableError):
     def __init__(self, listener: str, problem: str, fix: str) -> None:
         self.listener = listener
         super().__init__(f"Kafka listener {listener}: {problem}. {fix}")
+
+
+class PostgresAuthError(BackendUnavailableError):
+    """The PostgreSQL server refused the connection: wrong password, unknown
+    user or database, or no ``pg_hba.conf`` entry for this client. Retrying
+    does not help until the URL (or the server's configuration) changes."""
+
+    retryable = False
 
 
 class ThreadConflictError(ConflictError):

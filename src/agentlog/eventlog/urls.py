@@ -8,6 +8,10 @@ URL                                    backend
 ``memory://``                          :class:`MemoryEventLog` (tests only)
 ``kafka://host:port[,host:port]/name``  ``KafkaEventLog``; ``name`` prefixes the
                                        topics ``name.events`` and ``name.runs``
+``postgresql://user:pw@host:port/db``  ``PostgresEventLog``; ``?connect_timeout=S``
+                                       (default 15) bounds the retries of a server
+                                       that is down, ``?pool_size=N`` (default 10);
+                                       other parameters go to libpq (``sslmode``)
 =====================================  ============================================
 
 A Kafka URL takes query parameters for a fleet of workers (see
@@ -115,6 +119,10 @@ async def open_log(
         return await KafkaEventLog.connect(
             kafka_config(url, keep_snapshots=keep_snapshots), cipher=cipher
         )
+    if parts.scheme in ("postgresql", "postgres"):
+        from agentlog.eventlog.postgres import PostgresEventLog
+
+        return await PostgresEventLog.connect(url, keep_snapshots=keep_snapshots, cipher=cipher)
     raise ConfigError(
         f"bad log URL {redact_url(url)!r}: the scheme must be sqlite://, kafka:// or memory://, "
         f"for example {DEFAULT_LOG_URL}"

@@ -1,0 +1,159 @@
+"""The append of the PostgreSQL backend: one statement when it can, the run row's lock when not.
+
+:func:`append_fast` is the common case, one round trip: the conditional
+update of the run's index row and the insert of the events in ONE statement
+(:data:`~agentlog.eventlog.postgres_schema.APPEND_FAST`), which is its own
+transaction. :func:`append_locked` is the rest: the run's row unknown to
+this process, or not as expected (a conflict, a fence, another writer's
+append): it locks the row ``FOR UPDATE``, raises the error the append
+deserves, or appends; after a commit lost with its connection it finds the
+batch already stored and returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+
+from agentlog.errors import ConflictError
+from agentlog.eventlog.base import RunInfo, check_next
+from agentlog.eventlog.events import Event
+from agentlog.eventlog.postgres_schema import (
+    APPEND_FAST,
+    COPY_EVENTS,
+    COPY_FROM,
+    COPY_TYPES,
+    INSERT_EVENTS,
+    LOCK_RUN,
+    RUN_FIELDS,
+    UPDATE_RUN_IF,
+    UPSERT_RUN,
+)
+from agentlog.eventlog.sqlite_schema import info_from_row, info_to_row
+
+__all__ = ["after_values", "append_fast", "append_locked", "event_arrays"]
+
+_Conn = psycopg.AsyncConnection[tuple[Any, ...]]
+_ROW_COLUMNS = ("run_id", "seq", "type", "ts", "schema_v", "epoch", "payload", "checksum")
+
+
+def event_arrays(rows: Sequence[tuple[Any, ...]]) -> dict[str, list[Any]]:
+    """Event rows (of :func:`~agentlog.eventlog.sqlite_schema.event_row`) as the
+    column arrays the SQL unnests."""
+    return {name: [row[i] for row in rows] for i, name in enumerate(_ROW_COLUMNS)}
+
+
+async def append_fast(
+    conn: _Conn,
+    new: RunInfo,
+    first_seq: int,
+    epoch: int,
+    arrays: dict[str, list[Any]],
+    durable: bool,
+) -> bool:
+    """The one-statement append; False if the run's row was not as expected
+    (nothing was written then)."""
+    params = dict(zip(("run", *_INFO_AFTER), after_values(new), strict=True))
+    params |= arrays | {"expect_seq": first_seq - 1, "expect_epoch": epoch}
+    try:
+        if len(arrays["seq"]) >= COPY_FROM:
+            return await _append_copy(conn, params, arrays, durable)
+        if durable:
+            cur = await conn.execute(APPEND_FAST, params)
+        else:
+            async with conn.transaction():
+                await conn.execute("SET LOCAL synchronous_commit = off")
+                cur = await conn.execute(APPEND_FAST, params)
+    except psycopg.errors.UniqueViolation:
+        return False  # rolled back whole; the locked path says which seq conflicts
+    return cur.rowcount == len(arrays["seq"])
+
+
+class _NotAsExpected(Exception):
+    """The run's row was not as the batch expects: roll back, take the locked path."""
+
+
+async def _append_copy(
+    conn: _Conn, params: dict[str, Any], arrays: dict[str, list[Any]], durable: bool
+) -> bool:
+    """A big batch: the same conditional update, then the rows by binary COPY
+    (no per-value escaping), in one transaction."""
+    try:
+        async with conn.transaction():
+            if not durable:
+                await conn.execute("SET LOCAL synchronous_commit = off")
+            cur = await conn.execute(UPDATE_RUN_IF, params)
+            if cur.rowcount != 1:
+                raise _NotAsExpected
+            async with conn.cursor().copy(COPY_EVENTS) as copy:
+                copy.set_types(COPY_TYPES)
+                for row in zip(*arrays.values(), strict=True):
+                    await copy.write_row(row)
+    except _NotAsExpected:
+        return False
+    return True
+
+
+async def append_locked(
+    conn: _Conn,
+    events: Sequence[Event],
+    arrays: dict[str, list[Any]],
+    durable: bool,
+    *,
+    retried: bool,
+) -> RunInfo:
+    """The append under the run row's lock, raising the error it deserves."""
+    run_id, first_seq, epoch = events[0].run_id, events[0].seq, events[0].writer_epoch
+    async with conn.transaction():
+        if not durable:
+            await conn.execute("SET LOCAL synchronous_commit = off")
+        row = await (await conn.execute(LOCK_RUN, (run_id,))).fetchone()
+        info = RunInfo(run_id) if row is None else info_from_row(row)
+        if retried and await _already_written(conn, info, events, arrays):
+            return info  # the lost commit had gone through
+        check_next(run_id, info.last_seq, first_seq, epoch, info.writer_epoch)
+        new = info.after(events)
+        try:
+            async with conn.transaction():  # a savepoint: the error leaves the tx usable
+                await conn.execute(INSERT_EVENTS, arrays)
+        except psycopg.errors.UniqueViolation as exc:
+            # The index said the seq was free; the table disagrees.
+            raise ConflictError(run_id, info.last_seq + 1, first_seq) from exc
+        await conn.execute(UPSERT_RUN, info_to_row(new))
+    return new
+
+
+async def _already_written(
+    conn: _Conn, info: RunInfo, events: Sequence[Event], arrays: dict[str, list[Any]]
+) -> bool:
+    """True if the batch is stored as it is (a retry after a lost commit)."""
+    first, last = events[0].seq, events[-1].seq
+    if info.last_seq < last or info.writer_epoch != events[0].writer_epoch:
+        return False
+    cur = await conn.execute(
+        "SELECT checksum FROM agentlog_events WHERE run_id = %s AND seq BETWEEN %s AND %s "
+        "ORDER BY seq",
+        (info.run_id, first, last),
+    )
+    return [row[0] for row in await cur.fetchall()] == arrays["checksum"]
+
+
+# The index columns an append changes (RunInfo.after), in APPEND_FAST's names.
+_INFO_AFTER = (
+    "workflow",
+    "version",
+    "status",
+    "last_seq",
+    "steps",
+    "started_at",
+    "updated_at",
+    "wake_at",
+)
+
+
+def after_values(info: RunInfo) -> list[Any]:
+    """``run_id`` then the :data:`_INFO_AFTER` values of ``info``, as stored."""
+    row = dict(zip(RUN_FIELDS, info_to_row(info), strict=True))
+    return [info.run_id, *(row[name] for name in _INFO_AFTER)]
