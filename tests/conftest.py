@@ -8,7 +8,11 @@ import os
 
 import pytest
 
-pytest_plugins: list[str] = ["tests.services.s3_server", "tests.services.kafka_broker"]
+pytest_plugins: list[str] = [
+    "tests.services.s3_server",
+    "tests.services.kafka_broker",
+    "tests.services.redis_server",
+]
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 

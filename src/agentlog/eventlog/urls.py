@@ -8,6 +8,9 @@ URL                                    backend
 ``memory://``                          :class:`MemoryEventLog` (tests only)
 ``kafka://host:port[,host:port]/name``  ``KafkaEventLog``; ``name`` prefixes the
                                        topics ``name.events`` and ``name.runs``
+``redis://[:password@]host:port/db``   ``RedisEventLog`` (Redis Streams); options
+                                       ``prefix=``, ``allow_volatile=true``,
+                                       ``connect_attempts=N``
 =====================================  ============================================
 
 A Kafka URL takes query parameters for a fleet of workers (see
@@ -115,6 +118,12 @@ async def open_log(
         return await KafkaEventLog.connect(
             kafka_config(url, keep_snapshots=keep_snapshots), cipher=cipher
         )
+    if parts.scheme == "redis":
+        from agentlog.eventlog.redis_connection import redis_config
+        from agentlog.eventlog.redis_log import RedisEventLog
+
+        config = redis_config(url, redact_url(url), keep_snapshots=keep_snapshots)
+        return await RedisEventLog.connect(config, cipher=cipher)
     raise ConfigError(
         f"bad log URL {redact_url(url)!r}: the scheme must be sqlite://, kafka:// or memory://, "
         f"for example {DEFAULT_LOG_URL}"
