@@ -15,7 +15,7 @@ import pytest
 from tests.crash import dedup_server
 
 #: Backends the crash suite kills workers on.
-CRASH_BACKENDS = ("sqlite", "kafka")
+CRASH_BACKENDS = ("sqlite", "kafka", "redis")
 
 
 @pytest.fixture(scope="session")
@@ -30,5 +30,7 @@ def crash_log_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh log URL on each crash backend."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'crash.db'}"
+    if request.param == "redis":
+        return request.getfixturevalue("redis_url")
     bootstrap = request.getfixturevalue("kafka_bootstrap")
     return f"kafka://{bootstrap}/crash{uuid.uuid4().hex[:10]}"

@@ -45,7 +45,9 @@ from agentlog.runtime import RetryPolicy, Runtime, RuntimeConfig, StepContext, W
 #: claim (a transactional producer's init, which fences, plus the tail read)
 #: measured 20 ms median, 150 ms at most over 93 claims in a crash-suite run on
 #: 2 loaded cores; a renewal (one transaction) 15 ms median, 70 ms at most.
-LEASE_SECONDS = {"sqlite": 0.3, "kafka": 1.0}
+#: A Redis claim or renewal is one script call, fsynced (appendfsync always)
+#: like an SQLite commit; it gets a little more margin for the round trip.
+LEASE_SECONDS = {"sqlite": 0.3, "kafka": 1.0, "redis": 0.5}
 
 
 def lease_for(log_url: str) -> float:

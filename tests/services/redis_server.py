@@ -90,13 +90,16 @@ def _ping(port: int, password: str) -> bool:
         return False
 
 
-def start_server(folder: Path, config: dict[str, str], password: str = "") -> RedisServer:
-    """Start ``redis-server`` with ``config`` in ``folder`` on a free port; wait for it."""
+def start_server(
+    folder: Path, config: dict[str, str], password: str = "", port: int | None = None
+) -> RedisServer:
+    """Start ``redis-server`` with ``config`` in ``folder`` on ``port`` (a free one by
+    default); wait until it answers."""
     binary = shutil.which("redis-server")
     if binary is None:
         _fail("no redis-server on PATH")
         raise AssertionError  # unreachable: pytest.fail raises
-    port = _free_port()
+    port = port or _free_port()
     lines = {
         "bind": "127.0.0.1",
         "port": str(port),
