@@ -51,6 +51,8 @@ __all__ = [
 ]
 
 _log = get_logger(__name__)
+_POOL_SIZE = 64  # connections per log; tails blocked in XREAD hold one each
+_POOL_TIMEOUT = 60.0  # seconds a call waits for a free connection
 
 #: How the server makes a ``durable=True`` write durable: it fsyncs every
 #: write before replying ("fsync"), we ask it to with WAITAOF ("waitaof"), or
@@ -195,7 +197,9 @@ async def connect(config: RedisConfig) -> tuple[aioredis.Redis, Durability, str]
         RedisDurabilityError: no persistence (without ``allow_volatile``), or
             a ``maxmemory-policy`` that evicts keys.
     """
-    client = aioredis.Redis(
+    # A blocking pool: more concurrent calls than connections wait for one
+    # (bounded by pool_timeout) instead of failing with "Too many connections".
+    pool = aioredis.BlockingConnectionPool(
         host=config.host,
         port=config.port,
         db=config.db,
@@ -205,8 +209,10 @@ async def connect(config: RedisConfig) -> tuple[aioredis.Redis, Durability, str]
         # No silent resend: an append whose reply was lost is reported as such
         # (BackendUnavailableError), never sent twice behind the caller's back.
         retry=Retry(NoBackoff(), 0),
-        max_connections=64,
+        max_connections=_POOL_SIZE,
+        timeout=_POOL_TIMEOUT,
     )
+    client = aioredis.Redis.from_pool(pool)  # the client owns the pool: aclose() closes it
     try:
         settings, version = await _reach(client, config)
         durability = _check(config, settings, version)

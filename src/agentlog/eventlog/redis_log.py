@@ -347,15 +347,15 @@ class RedisEventLog(EventLog):
     async def list_runs(self, *, status: str | None = None) -> list[RunInfo]:
         key = self._keys.runs if status is None else self._keys.status(status)
         with self._translating("listing runs failed"):
-            rows = await self._rows_of(await self._client.zrange(key, 0, -1))
+            rows = await self._rows_of(list(await self._client.smembers(key)))
         return select_runs(rows, status)
 
     async def runnable(self, *, now: datetime | None = None, limit: int = 1000) -> list[RunInfo]:
         now = now or utcnow()
         with self._translating("listing runnable runs failed"):
-            running = await self._client.zrange(self._keys.status(RunStatus.RUNNING), 0, -1)
+            running = await self._client.smembers(self._keys.status(RunStatus.RUNNING))
             due = await self._client.zrangebyscore(self._keys.wake, "-inf", to_us(now))
-            rows = await self._rows_of(list(dict.fromkeys([*due, *running])))
+            rows = await self._rows_of(list(dict.fromkeys([*due, *sorted(running)])))
         # The rule is RunInfo.needs_worker's, as on every backend; the sets only narrow it.
         chosen = [info for info in rows if info.needs_worker(now)]
         chosen.sort(key=lambda info: info.wake_at or info.updated_at or now)

@@ -13,10 +13,12 @@ Every key starts with the log's prefix ``P`` (``agentlog`` by default):
   :func:`~agentlog.eventlog.codec.row_checksum`, verified on every read.
 * ``P:run:RUN`` is a hash: the run index row (:class:`RunInfo`'s fields by
   name; times in microseconds; a missing field is None) and the writer claim.
-* ``P:runs`` (every run with an event), ``P:status:STATUS`` and ``P:wake``
-  (waiting runs with a timer) are sorted sets: by update time, and by due
-  time for ``P:wake``. They answer list_runs, runnable and next_wake without
-  reading every run.
+* ``P:runs`` (every run with an event) and ``P:status:STATUS`` are sets, and
+  ``P:wake`` (waiting runs with a timer) a sorted set by due time. They
+  answer list_runs, runnable and next_wake without reading every run. Plain
+  sets, not sorted by update time, because adding a member that is there
+  already is no write: a steady append writes only its events and its row
+  (list_runs sorts the rows it reads anyway).
 * ``P:snaps:RUN`` is a hash of the run's snapshots by seq (msgpack of
   ``[created_us, base_seq, state]``), and ``P:snapidx:RUN`` a sorted set of
   ``"SEQ:BASE"`` by seq, so retention (:func:`snapshots_kept_from`) reads
@@ -68,7 +70,7 @@ class Keys:
         return f"{self.prefix}:snapidx:{run_id}"
 
 
-# KEYS: run hash, stream, runs zset, old status zset, new status zset, wake zset
+# KEYS: run hash, stream, runs set, old status set, new status set, wake zset
 # ARGV: run_id, epoch, first seq, n, the last seq the row was computed from,
 #       then the next row: workflow, version, status, last_seq, steps,
 #       started_at, updated_at, wake_at ('' = none), then per event:
@@ -76,36 +78,37 @@ class Keys:
 # Returns {'ok'}, {'refused', last_seq, writer_epoch} (a conflict, a fence, or
 # a row that moved since it was read) or {'corrupt', top seq}.
 APPEND = """
-local h = redis.call('HMGET', KEYS[1], 'last_seq', 'writer_epoch')
+local h = redis.call('HMGET', KEYS[1], 'last_seq', 'writer_epoch', 'wake_at')
 local last, current = tonumber(h[1] or '0'), tonumber(h[2] or '0')
 local epoch, first, n = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 if epoch ~= current or first ~= last + 1 or last ~= tonumber(ARGV[5]) then
   return {'refused', last, current}
 end
-local top = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)[1]
-if top then
-  local top_seq = tonumber(string.match(top[1], '^(%d+)'))
-  if top_seq >= first then return {'corrupt', top_seq} end
-end
 for i = 0, n - 1 do
   local a = 14 + i * 6
-  redis.call('XADD', KEYS[2], ARGV[a] .. '-0', 't', ARGV[a + 1], 'ts', ARGV[a + 2],
-    'v', ARGV[a + 3], 'e', ARGV[2], 'p', ARGV[a + 4], 'c', ARGV[a + 5])
+  -- Only the first XADD can fail (an id at or below the stream's top, so the
+  -- index lost seqs the stream has); it fails before anything is written.
+  local added = redis.pcall('XADD', KEYS[2], ARGV[a] .. '-0', 't', ARGV[a + 1],
+    'ts', ARGV[a + 2], 'v', ARGV[a + 3], 'e', ARGV[2], 'p', ARGV[a + 4], 'c', ARGV[a + 5])
+  if type(added) == 'table' and added.err then
+    local top = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)[1]
+    return {'corrupt', top and string.match(top[1], '^(%d+)') or '0'}
+  end
 end
-redis.call('HSET', KEYS[1], 'run_id', ARGV[1], 'workflow', ARGV[6], 'version', ARGV[7],
-  'status', ARGV[8], 'last_seq', ARGV[9], 'steps', ARGV[10], 'updated_at', ARGV[12])
-if ARGV[11] == '' then redis.call('HDEL', KEYS[1], 'started_at')
-else redis.call('HSET', KEYS[1], 'started_at', ARGV[11]) end
-if ARGV[13] == '' then
+local row = {'run_id', ARGV[1], 'workflow', ARGV[6], 'version', ARGV[7], 'status', ARGV[8],
+  'last_seq', ARGV[9], 'steps', ARGV[10], 'updated_at', ARGV[12]}
+if ARGV[11] ~= '' then table.insert(row, 'started_at'); table.insert(row, ARGV[11]) end
+if ARGV[13] ~= '' then
+  table.insert(row, 'wake_at'); table.insert(row, ARGV[13])
+  redis.call('ZADD', KEYS[6], ARGV[13], ARGV[1])
+elseif h[3] then
   redis.call('HDEL', KEYS[1], 'wake_at')
   redis.call('ZREM', KEYS[6], ARGV[1])
-else
-  redis.call('HSET', KEYS[1], 'wake_at', ARGV[13])
-  redis.call('ZADD', KEYS[6], ARGV[13], ARGV[1])
 end
-redis.call('ZADD', KEYS[3], ARGV[12], ARGV[1])
-if KEYS[4] ~= KEYS[5] then redis.call('ZREM', KEYS[4], ARGV[1]) end
-redis.call('ZADD', KEYS[5], ARGV[12], ARGV[1])
+redis.call('HSET', KEYS[1], unpack(row))
+redis.call('SADD', KEYS[3], ARGV[1])
+if KEYS[4] ~= KEYS[5] then redis.call('SREM', KEYS[4], ARGV[1]) end
+redis.call('SADD', KEYS[5], ARGV[1])
 return {'ok'}
 """
 
