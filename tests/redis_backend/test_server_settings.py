@@ -6,6 +6,7 @@ Against a real redis-server with no persistence and a password
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -147,3 +148,17 @@ async def test_bad_urls_are_config_errors_without_the_password(url: str) -> None
         await open_log(url)
     assert "secret" not in str(caught.value)
     assert "redis://" in str(caught.value)
+
+
+def test_compose_redis_is_one_agentlog_opens_and_the_readme_says_so() -> None:
+    import yaml
+
+    repo = Path(__file__).resolve().parents[2]
+    redis = yaml.safe_load((repo / "compose.yaml").read_text())["services"]["redis"]
+    flags = " ".join(redis["command"])
+    for setting in ("--appendonly yes", "--appendfsync always", "--maxmemory-policy noeviction"):
+        assert setting in flags
+    assert redis["ports"] == ["127.0.0.1:6379:6379"]
+    readme = (repo / "README.md").read_text()
+    assert "AGENTLOG_LOG=redis://127.0.0.1:6379/0" in readme
+    assert "allow_volatile=true" in readme and "noeviction" in readme
