@@ -12,6 +12,7 @@ pytest_plugins: list[str] = [
     "tests.services.s3_server",
     "tests.services.kafka_broker",
     "tests.services.postgres_server",
+    "tests.services.redis_server",
 ]
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")

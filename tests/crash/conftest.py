@@ -15,7 +15,7 @@ import pytest
 from tests.crash import dedup_server
 
 #: Backends the crash suite kills workers on.
-CRASH_BACKENDS = ("sqlite", "kafka", "postgresql")
+CRASH_BACKENDS = ("sqlite", "kafka", "postgresql", "redis")
 
 
 @pytest.fixture(scope="session")
@@ -32,5 +32,7 @@ def crash_log_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path / 'crash.db'}"
     if request.param == "postgresql":
         return str(request.getfixturevalue("postgres_url"))  # a fresh database
+    if request.param == "redis":
+        return request.getfixturevalue("redis_url")
     bootstrap = request.getfixturevalue("kafka_bootstrap")
     return f"kafka://{bootstrap}/crash{uuid.uuid4().hex[:10]}"

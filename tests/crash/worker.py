@@ -46,8 +46,9 @@ from agentlog.runtime import RetryPolicy, Runtime, RuntimeConfig, StepContext, W
 #: measured 20 ms median, 150 ms at most over 93 claims in a crash-suite run on
 #: 2 loaded cores; a renewal (one transaction) 15 ms median, 70 ms at most.
 #: A PostgreSQL claim or renewal is one statement, but the worker's first one
-#: waits for its pool's first connection (a SCRAM handshake).
-LEASE_SECONDS = {"sqlite": 0.3, "kafka": 1.0, "postgresql": 0.5}
+#: waits for its pool's first connection (a SCRAM handshake). A Redis claim or
+#: renewal is one script call, fsynced (appendfsync always) like an SQLite commit.
+LEASE_SECONDS = {"sqlite": 0.3, "kafka": 1.0, "postgresql": 0.5, "redis": 0.5}
 
 
 def lease_for(log_url: str) -> float:

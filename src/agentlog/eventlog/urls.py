@@ -12,6 +12,9 @@ URL                                    backend
                                        (default 15) bounds the retries of a server
                                        that is down, ``?pool_size=N`` (default 10);
                                        other parameters go to libpq (``sslmode``)
+``redis://[:password@]host:port/db``   ``RedisEventLog`` (Redis Streams); options
+                                       ``prefix=``, ``allow_volatile=true``,
+                                       ``connect_attempts=N``
 =====================================  ============================================
 
 A Kafka URL takes query parameters for a fleet of workers (see
@@ -123,6 +126,12 @@ async def open_log(
         from agentlog.eventlog.postgres import PostgresEventLog
 
         return await PostgresEventLog.connect(url, keep_snapshots=keep_snapshots, cipher=cipher)
+    if parts.scheme == "redis":
+        from agentlog.eventlog.redis_connection import redis_config
+        from agentlog.eventlog.redis_log import RedisEventLog
+
+        config = redis_config(url, redact_url(url), keep_snapshots=keep_snapshots)
+        return await RedisEventLog.connect(config, cipher=cipher)
     raise ConfigError(
         f"bad log URL {redact_url(url)!r}: the scheme must be sqlite://, kafka:// or memory://, "
         f"for example {DEFAULT_LOG_URL}"

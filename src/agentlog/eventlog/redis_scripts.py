@@ -1,0 +1,195 @@
+"""The Redis log's key layout and its Lua scripts.
+
+Every key starts with the log's prefix ``P`` (``agentlog`` by default):
+
+* ``P:events:RUN`` is a stream: one entry per event, with the **explicit
+  entry id** ``SEQ-0``. The id is the seq, so a range of seqs is an XRANGE
+  of ids, XREAD BLOCK from ``SEQ-0`` wakes a tail at the next event, and the
+  stream itself refuses an id at or below its top: a second line of defence
+  under the index check (as ``UNIQUE(run_id, seq)`` is in SQLite). Fields:
+  ``t`` type, ``ts`` microseconds since 1970 UTC, ``v`` schema_v, ``e``
+  writer epoch, ``p`` the stored payload
+  (:func:`~agentlog.eventlog.codec.encode_stored_payload`) and ``c`` its
+  :func:`~agentlog.eventlog.codec.row_checksum`, verified on every read.
+* ``P:run:RUN`` is a hash: the run index row (:class:`RunInfo`'s fields by
+  name; times in microseconds; a missing field is None) and the writer claim.
+* ``P:runs`` (every run with an event) and ``P:status:STATUS`` are sets, and
+  ``P:wake`` (waiting runs with a timer) a sorted set by due time. They
+  answer list_runs, runnable and next_wake without reading every run. Plain
+  sets, not sorted by update time, because adding a member that is there
+  already is no write: a steady append writes only its events and its row
+  (list_runs sorts the rows it reads anyway).
+* ``P:snaps:RUN`` is a hash of the run's snapshots by seq (msgpack of
+  ``[created_us, base_seq, state]``), and ``P:snapidx:RUN`` a sorted set of
+  ``"SEQ:BASE"`` by seq, so retention (:func:`snapshots_kept_from`) reads
+  the small members, never the states.
+
+A script runs atomically, so the checks and the writes of an append, a claim
+or a prune are one step that no other client interleaves. Redis does not roll
+a script back when it fails midway, so each script checks everything before
+its first write. The rules themselves (the next run index row, the retention
+floor, which error a refusal deserves) stay in Python, written once for every
+backend; the scripts only check and apply what Python computed.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "APPEND",
+    "CLAIM",
+    "LEASE",
+    "LOAD_SNAPSHOT",
+    "PRUNE",
+    "SAVE_SNAPSHOT",
+    "TRIM_SNAPSHOTS",
+    "Keys",
+]
+
+
+class Keys:
+    """The key names of one log (one prefix)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.runs = f"{prefix}:runs"
+        self.wake = f"{prefix}:wake"
+
+    def run(self, run_id: str) -> str:
+        return f"{self.prefix}:run:{run_id}"
+
+    def events(self, run_id: str) -> str:
+        return f"{self.prefix}:events:{run_id}"
+
+    def status(self, status: str) -> str:
+        return f"{self.prefix}:status:{status}"
+
+    def snaps(self, run_id: str) -> str:
+        return f"{self.prefix}:snaps:{run_id}"
+
+    def snapidx(self, run_id: str) -> str:
+        return f"{self.prefix}:snapidx:{run_id}"
+
+
+# KEYS: run hash, stream, runs set, old status set, new status set, wake zset
+# ARGV: run_id, epoch, first seq, n, the last seq the row was computed from,
+#       then the next row: workflow, version, status, last_seq, steps,
+#       started_at, updated_at, wake_at ('' = none), then per event:
+#       seq, type, ts, schema_v, payload, checksum
+# Returns {'ok'}, {'refused', last_seq, writer_epoch} (a conflict, a fence, or
+# a row that moved since it was read) or {'corrupt', top seq}.
+APPEND = """
+local h = redis.call('HMGET', KEYS[1], 'last_seq', 'writer_epoch', 'wake_at')
+local last, current = tonumber(h[1] or '0'), tonumber(h[2] or '0')
+local epoch, first, n = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+if epoch ~= current or first ~= last + 1 or last ~= tonumber(ARGV[5]) then
+  return {'refused', last, current}
+end
+for i = 0, n - 1 do
+  local a = 14 + i * 6
+  -- Only the first XADD can fail (an id at or below the stream's top, so the
+  -- index lost seqs the stream has); it fails before anything is written.
+  local added = redis.pcall('XADD', KEYS[2], ARGV[a] .. '-0', 't', ARGV[a + 1],
+    'ts', ARGV[a + 2], 'v', ARGV[a + 3], 'e', ARGV[2], 'p', ARGV[a + 4], 'c', ARGV[a + 5])
+  if type(added) == 'table' and added.err then
+    local top = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)[1]
+    return {'corrupt', top and string.match(top[1], '^(%d+)') or '0'}
+  end
+end
+local row = {'run_id', ARGV[1], 'workflow', ARGV[6], 'version', ARGV[7], 'status', ARGV[8],
+  'last_seq', ARGV[9], 'steps', ARGV[10], 'updated_at', ARGV[12]}
+if ARGV[11] ~= '' then table.insert(row, 'started_at'); table.insert(row, ARGV[11]) end
+if ARGV[13] ~= '' then
+  table.insert(row, 'wake_at'); table.insert(row, ARGV[13])
+  redis.call('ZADD', KEYS[6], ARGV[13], ARGV[1])
+elseif h[3] then
+  redis.call('HDEL', KEYS[1], 'wake_at')
+  redis.call('ZREM', KEYS[6], ARGV[1])
+end
+redis.call('HSET', KEYS[1], unpack(row))
+redis.call('SADD', KEYS[3], ARGV[1])
+if KEYS[4] ~= KEYS[5] then redis.call('SREM', KEYS[4], ARGV[1]) end
+redis.call('SADD', KEYS[5], ARGV[1])
+return {'ok'}
+"""
+
+# KEYS: run hash.  ARGV: run_id, owner, lease expiry ('' = none), force (1/0), now.
+# Returns {'ok', epoch} or {'held', owner, expiry}.
+CLAIM = """
+local h = redis.call('HMGET', KEYS[1], 'writer_epoch', 'lease_owner', 'lease_expires_at')
+if ARGV[4] == '0' and h[3] and tonumber(h[3]) > tonumber(ARGV[5]) then
+  return {'held', h[2] or '', h[3]}
+end
+local epoch = tonumber(h[1] or '0') + 1
+redis.call('HSET', KEYS[1], 'run_id', ARGV[1], 'writer_epoch', tostring(epoch),
+  'lease_owner', ARGV[2])
+if ARGV[3] == '' then redis.call('HDEL', KEYS[1], 'lease_expires_at')
+else redis.call('HSET', KEYS[1], 'lease_expires_at', ARGV[3]) end
+return {'ok', epoch}
+"""
+
+# KEYS: run hash.  ARGV: epoch, lease expiry ('' = release).
+# Returns {'ok'}, {'unknown'} or {'refused', writer_epoch}.
+LEASE = """
+local current = redis.call('HGET', KEYS[1], 'writer_epoch')
+if not current then return {'unknown'} end
+if tonumber(current) ~= tonumber(ARGV[1]) then return {'refused', tonumber(current)} end
+if ARGV[2] == '' then redis.call('HDEL', KEYS[1], 'lease_expires_at')
+else redis.call('HSET', KEYS[1], 'lease_expires_at', ARGV[2]) end
+return {'ok'}
+"""
+
+# Delete the snapshots below seq FLOOR of index KEYS[I] and hash KEYS[I + 1].
+_TRIM = """
+local function trim(idx, snaps, floor)
+  for _, member in ipairs(redis.call('ZRANGEBYSCORE', idx, '-inf', '(' .. floor)) do
+    redis.call('HDEL', snaps, string.match(member, '^(%d+)'))
+  end
+  redis.call('ZREMRANGEBYSCORE', idx, '-inf', '(' .. floor)
+end
+"""
+
+# KEYS: snapidx, snaps.  ARGV: seq, base_seq, blob.
+# Stores (replacing the same seq) and returns every member, for the floor.
+SAVE_SNAPSHOT = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], ARGV[1], ARGV[1])
+redis.call('ZADD', KEYS[1], ARGV[1], ARGV[1] .. ':' .. ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+return redis.call('ZRANGE', KEYS[1], 0, -1)
+"""
+
+# KEYS: snapidx, snaps.  ARGV: floor, the newest member it was computed from.
+# Trims only if no newer snapshot came meanwhile (that save trims for itself).
+TRIM_SNAPSHOTS = (
+    _TRIM
+    + """
+local top = redis.call('ZREVRANGE', KEYS[1], 0, 0)[1]
+if top == ARGV[2] then trim(KEYS[1], KEYS[2], ARGV[1]) end
+return 0
+"""
+)
+
+# KEYS: snapidx, snaps.  ARGV: upper bound seq.  Returns {member, blob} or {}.
+LOAD_SNAPSHOT = """
+local member = redis.call('ZREVRANGEBYSCORE', KEYS[1], ARGV[1], '-inf', 'LIMIT', 0, 1)[1]
+if not member then return {} end
+return {member, redis.call('HGET', KEYS[2], string.match(member, '^(%d+)'))}
+"""
+
+# KEYS: run hash, stream, snapidx, snaps.  ARGV: floor ('' = drop every
+# snapshot), the newest member it was computed from.
+# Returns 0 (unknown run), 1 (pruned) or 2 (a snapshot came meanwhile: retry).
+PRUNE = (
+    _TRIM
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if ARGV[1] == '' then
+  redis.call('DEL', KEYS[3], KEYS[4])
+else
+  if redis.call('ZREVRANGE', KEYS[3], 0, 0)[1] ~= ARGV[2] then return 2 end
+  trim(KEYS[3], KEYS[4], ARGV[1])
+end
+redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[1], 'archived', '1')
+return 1
+"""
+)
