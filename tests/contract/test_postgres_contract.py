@@ -10,7 +10,7 @@ import pytest
 
 from agentlog.crypto import LocalKeyring, PayloadCipher
 from agentlog.eventlog.postgres import PostgresEventLog
-from tests.contract.eventlog_contract import EventLogContract
+from agentlog.testing import EventLogContract
 
 
 class TestPostgresEventLog(EventLogContract):

@@ -14,7 +14,7 @@ import pytest
 from agentlog.crypto import LocalKeyring, PayloadCipher
 from agentlog.eventlog.redis_log import RedisEventLog
 from agentlog.eventlog.urls import open_log
-from tests.contract.eventlog_contract import EventLogContract
+from agentlog.testing import EventLogContract
 
 pytestmark = pytest.mark.redis
 

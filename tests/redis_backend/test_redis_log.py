@@ -21,7 +21,7 @@ from agentlog.eventlog.events import (
     utcnow,
 )
 from agentlog.eventlog.urls import open_log
-from tests.contract.helpers import ev, read_all, seed, started
+from agentlog.testing import ev, read_all, seed, started
 from tests.services.redis_server import DURABLE_CONFIG, start_server, stop_server
 
 pytestmark = pytest.mark.redis

@@ -15,7 +15,7 @@ from agentlog.errors import BackendUnavailableError, ConfigError
 from agentlog.eventlog.redis_connection import RedisAuthError, RedisDurabilityError
 from agentlog.eventlog.redis_log import RedisEventLog
 from agentlog.eventlog.urls import open_log
-from tests.contract.helpers import ev, read_all, started
+from agentlog.testing import ev, read_all, started
 from tests.services.redis_server import RedisServer, _free_port
 
 pytestmark = pytest.mark.redis

@@ -56,6 +56,7 @@ from agentlog.errors import (
 )
 from agentlog.eventlog import postgres_connection as pgconn
 from agentlog.eventlog.base import (
+    Capabilities,
     EventLog,
     RunInfo,
     Snapshot,
@@ -111,6 +112,8 @@ class PostgresEventLog(EventLog):
             None stores them in clear.
         read_batch: events fetched per round trip while reading.
     """
+
+    capabilities = Capabilities(live_tail=True)  # a tail wakes on LISTEN/NOTIFY
 
     def __init__(
         self,

@@ -45,6 +45,7 @@ from agentlog.errors import (
     UnknownRunError,
 )
 from agentlog.eventlog.base import (
+    Capabilities,
     EventLog,
     RunInfo,
     Snapshot,
@@ -108,6 +109,8 @@ class RedisEventLog(EventLog):
     Open it with :meth:`connect` (or ``open_log("redis://...")``), which
     checks the server's persistence settings first.
     """
+
+    capabilities = Capabilities(live_tail=True)  # a tail wakes on XREAD BLOCK
 
     def __init__(
         self,
