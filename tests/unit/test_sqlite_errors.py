@@ -230,7 +230,7 @@ async def test_url_opens_the_sqlite_backend(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "url",
-    ["sqlite://", "sqlite:///", "sqlite://relative.db", "postgres://h/db", "kafka://", "notaurl"],
+    ["sqlite://", "sqlite:///", "sqlite://relative.db", "mysql://h/db", "kafka://", "notaurl"],
 )
 async def test_bad_urls(url: str) -> None:
     with pytest.raises(ConfigError) as caught:

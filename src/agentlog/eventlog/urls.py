@@ -133,8 +133,8 @@ async def open_log(
         config = redis_config(url, redact_url(url), keep_snapshots=keep_snapshots)
         return await RedisEventLog.connect(config, cipher=cipher)
     raise ConfigError(
-        f"bad log URL {redact_url(url)!r}: the scheme must be sqlite://, kafka:// or memory://, "
-        f"for example {DEFAULT_LOG_URL}"
+        f"bad log URL {redact_url(url)!r}: the scheme must be sqlite://, kafka://, "
+        f"postgresql://, redis:// or memory://, for example {DEFAULT_LOG_URL}"
     )
 
 
