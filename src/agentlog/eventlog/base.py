@@ -42,7 +42,14 @@ from types import TracebackType
 from typing import Self
 
 from agentlog.crypto import PayloadCipher
-from agentlog.errors import ConfigError, ConflictError, UnknownRunError
+from agentlog.errors import (
+    AgentlogError,
+    ConfigError,
+    ConflictError,
+    CorruptEventError,
+    RunArchivedError,
+    UnknownRunError,
+)
 from agentlog.eventlog.events import Event, RunStatus, status_after, utcnow
 from agentlog.eventlog.fencing import (
     check_epoch,
@@ -63,6 +70,7 @@ from agentlog.eventlog.records import (
 from agentlog.eventlog.sealing import open_blob, seal_blob
 
 __all__ = [
+    "missing_seq_error",
     "COMMAND_KINDS",
     "Capabilities",
     "Command",
@@ -118,6 +126,23 @@ def check_batch(events: Sequence[Event]) -> tuple[str, int, int]:
         if event.seq != first.seq + offset:
             raise ConflictError(first.run_id, first.seq + offset, event.seq)
     return first.run_id, first.seq, first.writer_epoch
+
+
+def missing_seq_error(
+    info: RunInfo | None, run_id: str, missing: int, found: str, where: str
+) -> AgentlogError:
+    """What a read that finds seq ``missing`` absent raises (``found`` is what
+    came instead): RunArchivedError if the run was pruned meanwhile (``info``,
+    its index row read again), else CorruptEventError naming the seq."""
+    if info is not None and info.archived:
+        return RunArchivedError(run_id, where)  # pruned while we read
+    return CorruptEventError(
+        run_id,
+        missing,
+        f"seq {missing} is missing: {found} follows seq {missing - 1} (a deleted or "
+        "damaged record)",
+        where,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,7 +50,6 @@ from agentlog._logging import get_logger
 from agentlog.crypto import PayloadCipher
 from agentlog.errors import (
     BackendUnavailableError,
-    CorruptEventError,
     RunArchivedError,
     UnknownRunError,
 )
@@ -64,6 +63,7 @@ from agentlog.eventlog.base import (
     check_lease,
     check_next,
     check_run_id,
+    missing_seq_error,
     snapshots_kept_from,
 )
 from agentlog.eventlog.events import Event, RunStatus, status_after, utcnow
@@ -269,15 +269,8 @@ class PostgresEventLog(EventLog):
 
     async def _gap(self, run_id: str, missing: int, found: str) -> Exception:
         rows = await self._rows(SELECT_RUN, (run_id,))
-        if rows and info_from_row(rows[0]).archived:
-            return RunArchivedError(run_id, self.url)  # pruned while we read
-        return CorruptEventError(
-            run_id,
-            missing,
-            f"seq {missing} is missing: {found} follows seq {missing - 1} (a deleted or "
-            "damaged row)",
-            self.url,
-        )
+        info = info_from_row(rows[0]) if rows else None
+        return missing_seq_error(info, run_id, missing, found, self.url)
 
     async def read(
         self, run_id: str, *, after_seq: int = 0, upto_seq: int | None = None

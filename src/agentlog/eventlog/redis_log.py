@@ -53,6 +53,7 @@ from agentlog.eventlog.base import (
     check_lease,
     check_next,
     check_run_id,
+    missing_seq_error,
     select_runs,
     snapshots_kept_from,
 )
@@ -258,15 +259,7 @@ class RedisEventLog(EventLog):
 
     async def _gap(self, run_id: str, missing: int, found: str) -> AgentlogError:
         info = await self._fetch_row(run_id)
-        if info is not None and info.archived:
-            return RunArchivedError(run_id, self.url)  # pruned while we read
-        return CorruptEventError(
-            run_id,
-            missing,
-            f"seq {missing} is missing: {found} follows seq {missing - 1} (a deleted or "
-            "damaged entry)",
-            self.url,
-        )
+        return missing_seq_error(info, run_id, missing, found, self.url)
 
     async def read(
         self, run_id: str, *, after_seq: int = 0, upto_seq: int | None = None
