@@ -183,9 +183,9 @@ class PostgresServer:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    """A running PostgreSQL cluster on 127.0.0.1 for the whole session."""
+@contextlib.contextmanager
+def serving() -> Iterator[PostgresServer]:
+    """A started cluster, destroyed afterwards; a failed start fails the test."""
     try:
         server = PostgresServer.started()
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
@@ -196,10 +196,22 @@ def postgres_server() -> Iterator[PostgresServer]:
         server.destroy()
 
 
+def fresh_database_url(server: PostgresServer) -> str:
+    """A URL of a fresh empty database on ``server`` (started again if a test
+    left it stopped, say a restart test that failed midway)."""
+    if not server.running():
+        server.start()
+    return server.url(server.create_database())
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A running PostgreSQL cluster on 127.0.0.1 for the whole session."""
+    with serving() as server:
+        yield server
+
+
 @pytest.fixture
 def postgres_url(postgres_server: PostgresServer) -> str:
     """A ``postgresql://`` URL of a fresh empty database on the session's server."""
-    if not postgres_server.running():
-        # A restart test left it stopped (failed midway): the next test still needs it.
-        postgres_server.start()
-    return postgres_server.url(postgres_server.create_database())
+    return fresh_database_url(postgres_server)
