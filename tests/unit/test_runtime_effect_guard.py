@@ -252,3 +252,34 @@ async def test_a_timer_that_fired_is_on_record_before_any_effect(
         state = await run_to_rest(rt, "i")
     assert state.values["approved"] is False and state.status == RunStatus.COMPLETED
     assert "TimerFired" in seen["email"], "the email acted on a timer not on record"
+
+
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+async def test_a_writer_taken_over_between_heartbeats_never_begins_an_effect(
+    tmp_path: Path, durability: str
+) -> None:
+    """Another process claims the run while its writer waits inside a step; the
+    writer's lease is still good by its own clock and no heartbeat has run.
+    In exit mode nothing is appended before the effect, so only asking the
+    log stops it (the Kafka fleet test caught the duplicate this made)."""
+    path = tmp_path / "agentlog.db"
+    reached, release = asyncio.Event(), asyncio.Event()
+    effects: list[str] = []
+    wf = Workflow("takeover", state={"out": "replace"})
+
+    @wf.step
+    async def work(ctx: StepContext) -> Any:
+        reached.set()
+        await release.wait()
+        return end(out=await ctx.task("email", lambda: effects.append("sent") or "sent"))
+
+    async with Runtime(SqliteEventLog(path), workflows=[wf], config=config("a")) as rt:
+        await rt.start(wf, run_id="t", durability=durability)
+        async with asyncio.timeout(20):
+            await reached.wait()
+        async with SqliteEventLog(path) as other:  # another process takes the run over
+            await other.claim_writer("t", owner="b", force=True)
+        release.set()
+        with pytest.raises(FencedError):
+            await rt.wait("t", timeout=20)
+    assert effects == [], f"the email was sent by a writer fenced before it ({durability})"

@@ -276,6 +276,7 @@ class StepContext(Generic[S]):
         writer.emit(TaskStarted(key, name, self.step, self.superstep, self.branch, index, attempt))
         await writer.sync_point()  # the intent is durable before the effect runs
         writer.check_live()  # and this writer still owns the run
+        await writer.confirm_epoch()  # exit mode: no append above would have been fenced
         if "idempotency_key" in _parameters(fn):
             kwargs = {**kwargs, "idempotency_key": key}
         started = time.perf_counter()

@@ -24,7 +24,8 @@ were taken by the failed append must never return as if they were durable.
 Before a side effect, :meth:`check_live` also refuses to go on when this
 writer was fenced (the heartbeat saw a newer epoch) or when its lease ran
 out by its own monotonic clock (the process was paused): another process may
-own the run by then.
+own the run by then. In ``exit`` mode, which appends no intent first,
+:meth:`confirm_epoch` also asks the log for the run's current epoch.
 
 Snapshots follow the :class:`SnapshotPolicy`; a snapshot is saved only after
 the events it covers are in the log. Snapshots are a cache: a failed save is
@@ -43,7 +44,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 from agentlog._logging import get_logger
-from agentlog.errors import BackendUnavailableError, ConfigError, LeaseExpiredError
+from agentlog.errors import BackendUnavailableError, ConfigError, FencedError, LeaseExpiredError
 from agentlog.eventlog.base import EventLog, Snapshot
 from agentlog.eventlog.codec import decode_payload, encode_payload
 from agentlog.eventlog.events import SCHEMA_V, Event, EventData, utcnow
@@ -165,6 +166,26 @@ class RunWriter:
         async with self._lock:
             self._raise_failure()
             await self._write_now()
+
+    async def confirm_epoch(self) -> None:
+        """In ``exit`` mode, ask the log whether this writer still owns the run.
+
+        Sync and async modes append the effect's intent first, and an append
+        from a fenced epoch fails. ``exit`` mode appends nothing before an
+        effect, so without this a writer taken over between two heartbeats
+        (its lease not yet run out by its own clock) would run the effect
+        after the new writer recorded its result.
+
+        Raises:
+            FencedError: the run's writer epoch is newer than this one.
+        """
+        if self.durability != "exit":
+            return
+        info = await self.log.find_run(self.state.run_id)
+        current = info.writer_epoch if info is not None else self.epoch
+        if current != self.epoch:
+            self.fence(FencedError(self.state.run_id, self.epoch, current))
+            self._raise_failure()
 
     def check_live(self) -> None:
         """Raise unless this writer may begin a side effect now.
