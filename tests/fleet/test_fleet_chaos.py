@@ -311,7 +311,7 @@ async def _check_run(client: Runtime, dedup: Dedup, run_id: str) -> int:
     for key, ts in deliveries:
         assert ts < completed_at[key], (
             f"{run_id}: task {key} delivered at {ts} after its result was recorded at "
-            f"{completed_at[key]}: a recorded task ran again"
+            f"{completed_at[key]}: a recorded task ran again\n" + _story(run_id, events)
         )
     return len(deliveries) - len(completed_at)
 
