@@ -140,11 +140,7 @@ class RunWriter:
             if snapshot is not None:
                 self._queue.put_nowait(snapshot)
             return
-        async with self._lock:  # batches reach the log in seq order
-            # A flush that failed while this caller waited may have taken its
-            # events with it: fail too, never return as if they were durable.
-            self._raise_failure()
-            await self._write_now()
+        await self._write_through()
 
     async def sync_point(self) -> None:
         """Return only when everything emitted so far is durable (not in exit mode)."""
@@ -163,9 +159,7 @@ class RunWriter:
         if self._queue is not None:
             await self.sync_point()
             return
-        async with self._lock:
-            self._raise_failure()
-            await self._write_now()
+        await self._write_through()
 
     async def confirm_epoch(self) -> None:
         """In ``exit`` mode, ask the log whether this writer still owns the run.
@@ -217,9 +211,7 @@ class RunWriter:
         try:
             if self._queue is not None:
                 await self.sync_point()
-            async with self._lock:
-                self._raise_failure()  # after a failed write nothing more may be appended
-                await self._write_now()
+            await self._write_through()
         finally:
             if self._background is not None:
                 self._background.cancel()
@@ -233,6 +225,14 @@ class RunWriter:
             self._background.cancel()
 
     # -- internals -----------------------------------------------------------------
+
+    async def _write_through(self) -> None:
+        """Write what is buffered now, whatever the mode; batches reach the log in
+        seq order. A write that failed while this caller waited for the lock may
+        have taken its events with it: fail too, never return as if durable."""
+        async with self._lock:
+            self._raise_failure()
+            await self._write_now()
 
     def _take(self) -> list[Event]:
         batch, self._buffer = self._buffer, []
