@@ -23,5 +23,5 @@ from agentlog.cli.app import app, main
 __all__ = ["app", "main"]
 
 # Importing a command module registers its commands; this order is --help's.
-for _module in ("runs", "control", "worker", "archive"):
+for _module in ("runs", "control", "worker", "archive", "verify"):
     importlib.import_module(f"agentlog.cli.{_module}")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import copy
+import functools
 import hashlib
 import inspect
 import math
@@ -254,7 +255,7 @@ class StepContext(Generic[S]):
                 except Exception as exc:
                     if not retry.retries(exc, attempt):
                         raise
-                    await asyncio.sleep(retry.delay(attempt))
+                    await self._writer.backoff(retry.delay(attempt))
                     attempt += 1
         finally:
             self._in_flight -= 1
@@ -283,10 +284,7 @@ class StepContext(Generic[S]):
         token = _TASK_KEY.set(key)
         try:
             async with asyncio.timeout(time_limit):
-                if is_async_callable(fn):
-                    result = await fn(*args, **kwargs)
-                else:  # the thread sees the key too: to_thread copies the context
-                    result = await asyncio.to_thread(fn, *args, **kwargs)
+                result = await writer.run_effect(key, functools.partial(_call, fn, args, kwargs))
         except Exception as exc:
             if not isinstance(exc, AgentlogError):
                 elapsed = (time.perf_counter() - started) * 1000
@@ -508,6 +506,13 @@ def is_async_callable(fn: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
         getattr(fn, "__call__", None)  # noqa: B004 - the method itself, not callable()
     )
+
+
+async def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Call a task's function: an async one awaited, a sync one in a worker thread."""
+    if is_async_callable(fn):
+        return await fn(*args, **kwargs)
+    return await asyncio.to_thread(fn, *args, **kwargs)  # the thread sees the key too
 
 
 def _parameters(fn: Callable[..., Any]) -> Mapping[str, inspect.Parameter]:

@@ -211,7 +211,7 @@ class RunExecutor:
                 )
                 if not retry:
                     return f"step {name!r} failed after {attempt} attempt(s): {error}"
-                await asyncio.sleep(step.retry.delay(attempt))
+                await self.writer.backoff(step.retry.delay(attempt))
                 attempt += 1
                 continue
             finally:

@@ -40,8 +40,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Mapping
-from typing import Literal
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Literal
 
 from agentlog._logging import get_logger
 from agentlog.errors import BackendUnavailableError, ConfigError, FencedError, LeaseExpiredError
@@ -180,6 +180,18 @@ class RunWriter:
         if current != self.epoch:
             self.fence(FencedError(self.state.run_id, self.epoch, current))
             self._raise_failure()
+
+    async def run_effect(self, key: str, call: Callable[[], Awaitable[Any]]) -> Any:
+        """Run the effect of task ``key`` (its intent is on record) and return its result.
+
+        The one place a task's body runs: a replay's writer
+        (:mod:`agentlog.replay`) returns the recorded outcome instead.
+        """
+        return await call()
+
+    async def backoff(self, seconds: float) -> None:
+        """Wait ``seconds`` before a retry (a replay's writer does not wait)."""
+        await asyncio.sleep(seconds)
 
     def check_live(self) -> None:
         """Raise unless this writer may begin a side effect now.

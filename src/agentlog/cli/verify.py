@@ -1,0 +1,129 @@
+"""``agentlog verify``: the replay check, a deploy gate.
+
+Re-executes recorded runs against the workflows ``--app`` names, with no
+effects and no writes (see :mod:`agentlog.replay.verify`), and prints one row
+per run and a summary. Exit code 0 when every checked run matches, 1 on any
+divergence, 2 on bad input (the error boundary in :mod:`agentlog.cli.app`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated, Any
+
+import typer
+from rich.progress import Progress
+
+from agentlog.archive import open_archive
+from agentlog.cli.app import command, run_async
+from agentlog.cli.options import AppOpt, JsonOpt, LogOpt, key_store
+from agentlog.cli.render import err, print_json, print_line, print_table, table
+from agentlog.cli.workflows import load_workflows
+from agentlog.errors import ConfigError
+from agentlog.eventlog.urls import DEFAULT_LOG_URL, open_log
+from agentlog.replay.verify import RunCheck, RunSelection, VerifyReport, verify_runs
+
+__all__: list[str] = []
+
+RunsOpt = Annotated[
+    str,
+    typer.Option(
+        "--runs", help="open (not finished; default), all, or N (the N most recently updated)."
+    ),
+]
+VerifyArchiveOpt = Annotated[
+    str | None,
+    typer.Option("--archive", help="Also check archived runs: file://DIR or s3://BUCKET/PREFIX."),
+]
+
+
+def parse_runs(value: str) -> RunSelection:
+    """``--runs`` as the library takes it.
+
+    Raises:
+        ConfigError: not open, all, or a whole number of at least 1.
+    """
+    if value in ("open", "all"):
+        return value  # type: ignore[return-value]
+    if value.isdigit() and int(value) >= 1:
+        return int(value)
+    raise ConfigError(
+        f"--runs {value}: write open (runs not finished), all, or a number of runs such as 20"
+    )
+
+
+@command()
+def verify(
+    apps: AppOpt = None,
+    runs: RunsOpt = "open",
+    log: LogOpt = DEFAULT_LOG_URL,
+    archive: VerifyArchiveOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Replay recorded runs against your current code; exit 1 if any diverges.
+
+    Tasks return their recorded results and nothing runs outside: no task
+    body, no timer, nothing written to the log. Use it before a deploy.
+    """
+    if not apps:
+        raise ConfigError("verify needs --app module:attribute naming the code to check")
+    selection = parse_runs(runs)
+    workflows = load_workflows(apps)
+    report = run_async(lambda: _check(log, archive, workflows, selection))
+    if as_json:
+        print_json(
+            {
+                "ok": report.ok,
+                "checked": len(report.runs),
+                "matched": report.matched,
+                "diverged": report.diverged,
+                "skipped": report.skipped,
+                "runs": [dataclasses.asdict(check) for check in report.runs],
+            }
+        )
+    else:
+        _print(report)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+async def _check(
+    log_url: str, archive_url: str | None, workflows: list[Any], selection: RunSelection
+) -> VerifyReport:
+    event_log = await open_log(log_url, create=False, keys=key_store())
+    try:
+        store = open_archive(archive_url) if archive_url else None
+        if not err.is_terminal:
+            return await verify_runs(event_log, workflows, runs=selection, archive=store)
+        with Progress(console=err, transient=True) as progress:
+            bar = progress.add_task("replaying runs", total=None)
+
+            def advance(check: RunCheck, done: int, total: int) -> None:
+                progress.update(bar, completed=done, total=total)
+
+            return await verify_runs(
+                event_log, workflows, runs=selection, archive=store, progress=advance
+            )
+    finally:
+        await event_log.close()
+
+
+def _print(report: VerifyReport) -> None:
+    rows = []
+    for check in report.runs:
+        first = check.divergences[0] if check.divergences else None
+        rows.append(
+            [
+                check.run_id,
+                f"{check.workflow} v{check.version}",
+                check.status,
+                "" if first is None else first.seq,
+                "" if first is None else first.kind,
+                first.message if first is not None else check.note,
+            ]
+        )
+    print_table(table("verify", ["run", "workflow", "verdict", "seq", "kind", "what"], rows))
+    print_line(
+        f"{len(report.runs)} runs checked: {report.matched} matched, "
+        f"{report.diverged} diverged, {report.skipped} skipped"
+    )
