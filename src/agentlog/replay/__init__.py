@@ -1,0 +1,30 @@
+"""The replay debugger's data layer, shared by ``agentlog ui`` and the CLI.
+
+* :class:`RunCatalog`: hot and archived runs as one list, paged, filtered
+  and counted in the backends.
+* :class:`RunHistory`: one run, hot or archived: its events a page at a
+  time, its state at any seq, the diff of any event, its timeline.
+* :func:`build_timeline`: steps, parallel branches as lanes, tasks as bars,
+  failures, retries, interrupts and timers as marks.
+* :func:`event_row`: one event as a display row (``agentlog show`` prints these).
+
+Everything these return for display is JSON-ready: plain dicts, lists,
+strings, numbers, booleans and None.
+"""
+
+from agentlog.replay.catalog import RunCatalog, RunPage, RunRow
+from agentlog.replay.history import RunHistory
+from agentlog.replay.rows import event_row, event_rows
+from agentlog.replay.timeline import Timeline, TimelineBuilder, build_timeline
+
+__all__ = [
+    "RunCatalog",
+    "RunHistory",
+    "RunPage",
+    "RunRow",
+    "Timeline",
+    "TimelineBuilder",
+    "build_timeline",
+    "event_row",
+    "event_rows",
+]
