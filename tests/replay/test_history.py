@@ -114,15 +114,17 @@ async def test_a_sealed_event_without_its_keys_shows_as_unreadable(tmp_path: Pat
     keys = LocalKeyring(tmp_path / "keyring.json")
     async with SqliteEventLog(tmp_path / "hot.db", cipher=PayloadCipher(keys)) as sealed:
         events = await record(sealed)
-    async with SqliteEventLog(tmp_path / "hot.db") as withheld:  # no keys
-        async with await RunHistory.open("r", withheld) as run:
-            rows = await run.events(limit=1000)
-            assert len(rows) == len(events)
-            unreadable = [row for row in rows if "unreadable" in row]
-            assert unreadable and all(row["summary"] == row["unreadable"] for row in unreadable)
-            started = next(row for row in rows if row["type"] == "RunStarted")
-            assert started["unreadable"] and started["payload"]["input"] == started["unreadable"]
-            model = await run.timeline()  # metadata only: it still draws
-            assert model["counts"]["steps"] == 3 and model["counts"]["bars"] == 2
-            with pytest.raises(EncryptionError):
-                await run.state_at(2)
+    async with (
+        SqliteEventLog(tmp_path / "hot.db") as withheld,  # no keys
+        await RunHistory.open("r", withheld) as run,
+    ):
+        rows = await run.events(limit=1000)
+        assert len(rows) == len(events)
+        unreadable = [row for row in rows if "unreadable" in row]
+        assert unreadable and all(row["summary"] == row["unreadable"] for row in unreadable)
+        started = next(row for row in rows if row["type"] == "RunStarted")
+        assert started["unreadable"] and started["payload"]["input"] == started["unreadable"]
+        model = await run.timeline()  # metadata only: it still draws
+        assert model["counts"]["steps"] == 3 and model["counts"]["bars"] == 2
+        with pytest.raises(EncryptionError):
+            await run.state_at(2)
