@@ -64,6 +64,8 @@ async def test_state_at_every_seq_equals_the_fold_and_diffs_follow(tmp_path: Pat
                 before = fold(events[: seq - 1])
                 changes = [c.to_dict() for c in diff_states(before, want)]
                 assert await run.diff_at(seq) == jsonable(changes), seq
+            for seq in range(len(events), 0, -1):  # backwards: from snapshots, not on
+                assert await run.state_at(seq) == jsonable(fold(events[:seq]).to_dict()), seq
             commit = next(e.seq for e in events if e.type == "SuperstepCommitted")
             log_change = [c for c in await run.diff_at(commit) if c["path"] == "values.log"]
             assert [c["after"] for c in log_change] == [["fan"]]  # the superstep's writes land

@@ -84,9 +84,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # The run list's order (EventReader.page_runs), whole and per status; run
         # ids compare by code point ("C"), as Python and SQLite compare them.
         "CREATE INDEX agentlog_runs_by_update ON agentlog_runs "
-        '(updated_at DESC, run_id COLLATE "C")',
+        '(updated_at DESC, run_id COLLATE "C") INCLUDE (last_seq, status, workflow)',
         "CREATE INDEX agentlog_runs_by_status_update ON agentlog_runs "
-        '(status, updated_at DESC, run_id COLLATE "C")',
+        '(status, updated_at DESC, run_id COLLATE "C") INCLUDE (last_seq, workflow)',
     ),
 )
 

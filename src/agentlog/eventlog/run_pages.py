@@ -193,11 +193,14 @@ def page_sql(
     if query.limit:
         if query.status is not None:
             where.append(f"status = {bind('status', str(query.status))}")
-        rows = (
-            f"SELECT {columns} FROM {table} WHERE {' AND '.join(where)} "
-            f"ORDER BY updated_at DESC, run_id{collate} "
+        order = f"ORDER BY updated_at DESC, run_id{collate}"
+        # The page's ids first (an index walk that skips `offset` runs without
+        # reading their rows), then only those rows.
+        page_ids = (
+            f"SELECT run_id FROM {table} WHERE {' AND '.join(where)} {order} "
             f"LIMIT {bind('limit', query.limit)} OFFSET {bind('offset', query.offset)}"
         )
+        rows = f"SELECT {columns} FROM {table} WHERE run_id IN ({page_ids}) {order}"
     return PageSql(rows, counts, params, count_params)
 
 

@@ -183,18 +183,20 @@ class RunCatalog:
         query = RunQuery(status, workflow, since, until, text or None, offset=offset, limit=limit)
         only = await self._archive_only()
         counted = dataclasses.replace(query, limit=0)
-        hot = await self._hot(counted)
-        cold = await asyncio.to_thread(only.page, counted)
+        cold = await asyncio.to_thread(only.page, counted) if len(only) else RunsPage([], 0, {})
+        if not cold.total:  # the usual case: the hot index lists every run, in one query
+            hot = await self._hot(query)
+            rows = hot.rows
+        else:
+            hot = await self._hot(counted)
+            if not hot.total:
+                rows = (await asyncio.to_thread(only.page, query)).rows
+            else:
+                rows = await self._merged(query, only, hot.total, cold.total)
         counts = dict(hot.counts)
         for status_name, n in cold.counts.items():
             counts[status_name] = counts.get(status_name, 0) + n
         total = hot.total + cold.total
-        if not cold.total:
-            rows = (await self._hot(query)).rows if limit else []
-        elif not hot.total:
-            rows = (await asyncio.to_thread(only.page, query)).rows
-        else:
-            rows = await self._merged(query, only, hot.total, cold.total)
         return RunPage(
             [run_row(info, self._where(info)) for info in rows], total, counts, offset, limit
         )

@@ -24,7 +24,7 @@ from typing import Any
 from agentlog.archive import ArchivedEventLog, ArchiveReader, ArchiveStore
 from agentlog.archive.run_index import ArchiveRunIndex
 from agentlog.crypto import KeyStore, PayloadCipher
-from agentlog.errors import SeqOutOfRangeError, UnknownRunError
+from agentlog.errors import ConfigError, SeqOutOfRangeError, UnknownRunError
 from agentlog.eventlog.base import EventReader, RunInfo
 from agentlog.eventlog.codec import jsonable
 from agentlog.eventlog.events import Event, TaskCompleted, TaskFailed, TaskStarted
@@ -40,6 +40,9 @@ __all__ = ["RunHistory", "history_reader"]
 
 #: How far back a page looks for the TaskStarted that names a task it completes.
 _NAME_LOOKBACK = 500
+#: How many events past the last folded state a state is folded on from it
+#: rather than loaded from the newest snapshot.
+_FOLD_ON = 2_000
 #: The folded summary of a payload, beside the full one.
 SUMMARY_WIDTH = 120
 
@@ -86,6 +89,7 @@ class RunHistory:
         self._row = run_row(info, where)
         self._names: dict[str, str] = {}  # task key -> task name, as pages teach them
         self._timeline = TimelineBuilder()
+        self._last: RunState | None = None  # the last state folded, to fold on from
 
     @classmethod
     async def open(
@@ -149,8 +153,10 @@ class RunHistory:
         ``task`` (the task's name, for task events) and ``summary`` (the
         payload folded to one short line).
         """
-        if after < 0 or limit < 1:
+        if after < 0:
             raise SeqOutOfRangeError(self.run_id, after, self.last_seq)
+        if limit < 1:
+            raise ConfigError(f"a page of events needs a limit of 1 or more; got {limit}")
         events = await self._read(after, after + limit)
         self._learn(events)
         unnamed = [e for e in events if _task_key(e) and _task_key(e) not in self._names]
@@ -179,8 +185,17 @@ class RunHistory:
             raise SeqOutOfRangeError(self.run_id, seq, self.last_seq)
 
     async def _state(self, seq: int) -> RunState:
-        """The state folded through ``seq``: the newest snapshot at or before it, then events."""
-        return await load_state(self._reader, self.run_id, at_seq=seq)
+        """The state folded through ``seq``: the newest snapshot at or before it, then
+        events; or, a little after the last state asked for, that state folded on
+        (a debugger steps through neighbouring seqs)."""
+        last, self._last = self._last, None  # a fold that fails leaves no half state
+        if last is not None and last.seq <= seq <= last.seq + _FOLD_ON:
+            for event in await self._read(last.seq, seq):
+                apply(last, event)
+        else:
+            last = await load_state(self._reader, self.run_id, at_seq=seq)
+        self._last = last
+        return last
 
     async def state_at(self, seq: int) -> dict[str, Any]:
         """The run's state folded through ``seq``, JSON-ready.
@@ -203,6 +218,7 @@ class RunHistory:
         after = before.copy()
         for event in await self._read(seq - 1, seq):
             apply(after, event)
+        self._last = after
         return jsonable([c.to_dict() for c in diff_states(before, after)])  # type: ignore[no-any-return]
 
     async def timeline(self) -> dict[str, Any]:
