@@ -152,7 +152,19 @@ async def build_long_run(log: SqliteEventLog, count: int) -> None:
 async def _fresh_timeline(log: SqliteEventLog) -> dict[str, Any]:
     """The timeline as a newly opened page builds it: from every event of the run."""
     async with await RunHistory.open("long", log) as run:
-        return await run.timeline()
+        return await run.timeline(max_steps=200)
+
+
+async def _click(run: RunHistory, seq: int) -> None:
+    """What clicking event ``seq`` asks for: its state and its diff."""
+    await run.state_at(seq)
+    await run.diff_at(seq)
+
+
+async def _fresh(log: SqliteEventLog, seq: int) -> None:
+    """A click on event ``seq`` of a newly opened run page."""
+    async with await RunHistory.open("long", log) as run:
+        await _click(run, seq)
 
 
 async def _time(fn: Callable[[], Awaitable[Any]], repeat: int) -> list[float]:
@@ -213,19 +225,29 @@ async def _measure(root: Path, hot: int, archived: int, long_events: int, repeat
         started = time.perf_counter()
         await build_long_run(log, long_events)
         built = time.perf_counter() - started
+        mid = long_events // 2 + 1
+        step = iter(range(mid, long_events))
         async with await RunHistory.open("long", log) as run:
-            mid = long_events // 2 + 1
-            for name, fn in (
+            cases = (
                 ("events: first 200", lambda: run.events(limit=200)),
                 (f"events: 200 after seq {mid:,}", lambda: run.events(after=mid, limit=200)),
-                ("state_at: last seq (snapshot)", lambda: run.state_at(long_events)),
-                (f"state_at: seq {mid:,} (folds from seq 1)", lambda: run.state_at(mid)),
-                (f"diff_at: seq {mid:,}", lambda: run.diff_at(mid)),
-                ("timeline: built from every event", lambda: _fresh_timeline(log)),
-            ):
-                samples = await _time(
-                    fn, max(3, repeat // 8) if "seq " in name or "timeline" in name else repeat
-                )
+                (
+                    "state_at + diff_at: last seq, fresh page (from a snapshot)",
+                    lambda: _fresh(log, long_events),
+                ),
+                (
+                    f"state_at + diff_at: seq {mid:,}, fresh page (from seq 1)",
+                    lambda: _fresh(log, mid),
+                ),
+                ("state_at + diff_at: stepping to the next seq", lambda: _click(run, next(step))),
+                (
+                    "timeline: 200 steps, fresh page (reads every event)",
+                    lambda: _fresh_timeline(log),
+                ),
+            )
+            for name, fn in cases:
+                slow = "fresh" in name
+                samples = await _time(fn, max(3, repeat // 8) if slow else repeat)
                 rows.append(
                     row_from_samples(
                         AREA,

@@ -75,6 +75,10 @@ async def test_timeline_of_parallel_tasks_a_retry_and_an_interrupt() -> None:
         "retry": 1,
         "task_failed": 1,
     }
+    window = build_timeline(events).to_json(first_step=1, max_steps=1)
+    assert [s["superstep"] for s in window["steps"]] == [1]
+    assert len(window["marks"]) == 3 and window["counts"] == model["counts"]
+    assert build_timeline(events).to_json(first_step=2)["marks"] == []
 
 
 async def test_an_unanswered_interrupt_leaves_its_lane_waiting() -> None:

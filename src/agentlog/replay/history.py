@@ -40,7 +40,7 @@ __all__ = ["RunHistory", "history_reader"]
 
 #: How far back a page looks for the TaskStarted that names a task it completes.
 _NAME_LOOKBACK = 500
-#: How many events past the last folded state a state is folded on from it
+#: How many events past the last state folded a state is folded on from it
 #: rather than loaded from the newest snapshot.
 _FOLD_ON = 2_000
 #: The folded summary of a payload, beside the full one.
@@ -89,7 +89,7 @@ class RunHistory:
         self._row = run_row(info, where)
         self._names: dict[str, str] = {}  # task key -> task name, as pages teach them
         self._timeline = TimelineBuilder()
-        self._last: RunState | None = None  # the last state folded, to fold on from
+        self._kept: tuple[RunState, RunState] | None = None  # see _states
 
     @classmethod
     async def open(
@@ -184,18 +184,30 @@ class RunHistory:
         if not isinstance(seq, int) or isinstance(seq, bool) or not 1 <= seq <= self.last_seq:
             raise SeqOutOfRangeError(self.run_id, seq, self.last_seq)
 
-    async def _state(self, seq: int) -> RunState:
-        """The state folded through ``seq``: the newest snapshot at or before it, then
-        events; or, a little after the last state asked for, that state folded on
-        (a debugger steps through neighbouring seqs)."""
-        last, self._last = self._last, None  # a fold that fails leaves no half state
-        if last is not None and last.seq <= seq <= last.seq + _FOLD_ON:
-            for event in await self._read(last.seq, seq):
-                apply(last, event)
+    async def _states(self, seq: int) -> tuple[RunState, RunState]:
+        """The states folded through ``seq - 1`` and through ``seq``.
+
+        Kept for the next call: a debugger asks for a seq's state and its diff
+        together, then steps to a neighbouring seq, which folds on from here
+        (up to ``_FOLD_ON`` events ahead) instead of from a snapshot.
+        """
+        kept, self._kept = self._kept, None  # a fold that fails leaves no half state
+        if kept is not None and kept[1].seq == seq:
+            self._kept = kept
+            return kept
+        if seq == 1:
+            before = RunState()
+        elif kept is not None and kept[1].seq <= seq - 1 <= kept[1].seq + _FOLD_ON:
+            before = kept[1]  # folded on in place: the kept pair is dropped anyway
+            for event in await self._read(before.seq, seq - 1):
+                apply(before, event)
         else:
-            last = await load_state(self._reader, self.run_id, at_seq=seq)
-        self._last = last
-        return last
+            before = await load_state(self._reader, self.run_id, at_seq=seq - 1)
+        after = before.copy()
+        for event in await self._read(seq - 1, seq):
+            apply(after, event)
+        self._kept = (before, after)
+        return self._kept
 
     async def state_at(self, seq: int) -> dict[str, Any]:
         """The run's state folded through ``seq``, JSON-ready.
@@ -205,7 +217,7 @@ class RunHistory:
             EncryptionError: an event up to ``seq`` is sealed and the keys are withheld.
         """
         await self._check_seq(seq)
-        return jsonable((await self._state(seq)).to_dict())  # type: ignore[no-any-return]
+        return jsonable((await self._states(seq))[1].to_dict())  # type: ignore[no-any-return]
 
     async def diff_at(self, seq: int) -> list[dict[str, Any]]:
         """What event ``seq`` changed: ``path``, ``op``, ``before``, ``after`` per change.
@@ -214,20 +226,24 @@ class RunHistory:
             SeqOutOfRangeError: ``seq`` is below 1 or past the run's last event.
         """
         await self._check_seq(seq)
-        before = await self._state(seq - 1) if seq > 1 else RunState()
-        after = before.copy()
-        for event in await self._read(seq - 1, seq):
-            apply(after, event)
-        self._last = after
+        before, after = await self._states(seq)
         return jsonable([c.to_dict() for c in diff_states(before, after)])  # type: ignore[no-any-return]
 
-    async def timeline(self) -> dict[str, Any]:
+    async def timeline(
+        self, *, first_step: int = 0, max_steps: int | None = None
+    ) -> dict[str, Any]:
         """The run's :mod:`~agentlog.replay.timeline`, JSON-ready, extended
-        with the events recorded since the last call."""
+        with the events recorded since the last call.
+
+        Args:
+            first_step: the first superstep to include.
+            max_steps: at most this many supersteps (None: all); a run of
+                25,000 supersteps is drawn a window at a time.
+        """
         builder = self._timeline
         async for event in self._reader.read(self.run_id, after_seq=builder.timeline.last_seq):
             builder.add(event)
-        return builder.timeline.to_json()
+        return builder.timeline.to_json(first_step=first_step, max_steps=max_steps)
 
     async def close(self) -> None:
         """Close what :meth:`open` opened (never the caller's hot log)."""

@@ -18,7 +18,7 @@ model the web UI draws and the CLI may print:
   (``timer``: a sleep or an interrupt's timeout, answered by the clock) and
   ``run_cancelled``; each names its seq, time, superstep, branch and step.
 
-:meth:`Timeline.to_json` gives all of it as plain dicts, lists, strings,
+:meth:`Timeline.to_json` gives all of it (or a window of supersteps) as plain dicts, lists, strings,
 numbers, booleans and None; times are ISO 8601 text, plus ``offset_ms`` from
 the run's first event so a drawing needs no date arithmetic. The model needs
 only metadata, which encryption leaves in clear: an encrypted run's timeline
@@ -229,9 +229,16 @@ class Timeline:
             found[mark.kind] = found.get(mark.kind, 0) + 1
         return found
 
-    def to_json(self) -> dict[str, Any]:
-        """The whole timeline as plain, JSON-ready values."""
+    def to_json(self, *, first_step: int = 0, max_steps: int | None = None) -> dict[str, Any]:
+        """The timeline as plain, JSON-ready values: every superstep, or the
+        window of at most ``max_steps`` from superstep ``first_step`` (with the
+        marks in it and those of the run as a whole); ``counts`` is the whole run's."""
         origin = self.start
+        chosen = [s for s in sorted(self.steps) if s >= first_step]
+        if max_steps is not None:
+            chosen = chosen[: max(0, max_steps)]
+        shown = set(chosen)
+        whole = first_step <= 0 and len(chosen) == len(self.steps)
         return {
             "run_id": self.run_id,
             "status": self.status,
@@ -239,8 +246,12 @@ class Timeline:
             "end": _iso(self.end),
             "duration_ms": _ms(self.start, self.end),
             "last_seq": self.last_seq,
-            "steps": [self.steps[s].to_json(origin) for s in sorted(self.steps)],
-            "marks": [mark.to_json(origin) for mark in self.marks],
+            "steps": [self.steps[s].to_json(origin) for s in chosen],
+            "marks": [
+                mark.to_json(origin)
+                for mark in self.marks
+                if whole or mark.branch is None or mark.superstep in shown
+            ],
             "counts": self.counts(),
         }
 
