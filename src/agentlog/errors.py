@@ -8,6 +8,7 @@ The hierarchy::
 
     AgentlogError
     ├── ConfigError                 bad URL, bad option, bad CLI input
+    │   └── SeqOutOfRangeError      a seq below 1 or past the run's last event
     ├── EventLogError
     │   ├── ConflictError           append at a seq that is not next (duplicate or gap)
     │   │   └── ThreadConflictError another process wrote the LangGraph thread meanwhile
@@ -111,6 +112,7 @@ __all__ = [
     "RunFailedError",
     "RunNotFailedError",
     "RunNotWaitingError",
+    "SeqOutOfRangeError",
     "ThreadConflictError",
     "UnknownCheckpointError",
     "UnknownEventTypeError",
@@ -131,6 +133,17 @@ class AgentlogError(Exception):
 
 class ConfigError(AgentlogError):
     """A URL, option or argument that agentlog cannot use."""
+
+
+class SeqOutOfRangeError(ConfigError):
+    """A seq that the run does not have: below 1, or past its last event."""
+
+    def __init__(self, run_id: str, seq: object, last_seq: int) -> None:
+        self.run_id, self.seq, self.last_seq = run_id, seq, last_seq
+        super().__init__(
+            f"run {run_id!r} has no seq {seq!r}: its events are seq 1 to {last_seq}; "
+            "pick a seq in that range"
+        )
 
 
 class EventLogError(AgentlogError):

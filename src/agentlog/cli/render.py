@@ -22,11 +22,9 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from agentlog.errors import ShreddedError
 from agentlog.eventlog.codec import jsonable
-from agentlog.eventlog.events import Event, RunShredded, utcnow
-from agentlog.eventlog.sealing import CONTENT_FIELDS
-from agentlog.projector.checkpoints import display_payload
+from agentlog.eventlog.events import Event, utcnow
+from agentlog.replay.rows import NO_KEY, SHREDDED, event_rows, short, unreadable_mark
 
 __all__ = [
     "NO_KEY",
@@ -48,12 +46,6 @@ __all__ = [
     "to_json",
     "unreadable_mark",
 ]
-
-#: What stands for content that was crypto-shredded (its data key destroyed).
-SHREDDED = "«shredded»"
-#: What stands for content encrypted with a key this process does not hold.
-NO_KEY = "«encrypted: no key»"
-
 
 #: Results go to stdout; errors, progress and logs to stderr.
 out = Console(markup=False, emoji=False, highlight=False)
@@ -92,12 +84,6 @@ def cell(value: Any) -> Text:
     return value if isinstance(value, Text) else Text("NULL" if value is None else str(value))
 
 
-def short(value: Any, width: int = 70) -> str:
-    """Compact JSON of ``value``, cut to ``width`` characters."""
-    text = orjson.dumps(jsonable(value)).decode()
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
     """A table whose headers, title and cells all print literally."""
     grid = Table(title=Text(title) if title else None, title_justify="left")
@@ -124,43 +110,9 @@ def age(ts: datetime | None) -> str:
     return f"{seconds:.0f}s"
 
 
-def unreadable_mark(event: Event) -> str | None:
-    """:data:`SHREDDED` or :data:`NO_KEY` for an event whose content could not
-    be opened here, else None."""
-    if event.unreadable is None:
-        return None
-    return SHREDDED if isinstance(event.unreadable, ShreddedError) else NO_KEY
-
-
 def timeline_rows(events: Iterable[Event]) -> list[dict[str, Any]]:
-    """One row per event: seq, time, type, step, and the rest of the payload.
-
-    An event whose content could not be opened (shredded, or encrypted with
-    no key here) shows its metadata, each content field as the mark, and
-    ``"unreadable"``: the mark.
-    """
-    rows = []
-    for event in events:
-        mark = unreadable_mark(event)
-        if mark is None:
-            payload = display_payload(event.data)
-        else:
-            fields = event.data.to_dict()
-            payload = {k: mark if k in CONTENT_FIELDS else v for k, v in fields.items()}
-        step = payload.pop("step", "") or payload.get("name", "")
-        row = {
-            "seq": event.seq,
-            "ts": event.ts.isoformat(),
-            "type": event.type,
-            "step": step,
-            "payload": jsonable(payload),
-        }
-        if mark is not None:
-            row["unreadable"] = mark
-        elif isinstance(event.data, RunShredded):
-            row["unreadable"] = SHREDDED  # the record itself, for a reader that had the key
-        rows.append(row)
-    return rows
+    """One row per event (:func:`agentlog.replay.rows.event_row`, shared with the UI)."""
+    return event_rows(events)
 
 
 def timeline_note(rows: Iterable[dict[str, Any]]) -> str:

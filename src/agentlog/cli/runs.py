@@ -29,7 +29,6 @@ from agentlog.cli.render import (
     short,
     table,
     timeline_note,
-    timeline_rows,
     to_json,
 )
 from agentlog.eventlog.base import RunInfo
@@ -37,6 +36,7 @@ from agentlog.eventlog.codec import jsonable
 from agentlog.eventlog.events import LANGGRAPH_WORKFLOW, RunStatus, utcnow
 from agentlog.eventlog.urls import DEFAULT_LOG_URL, redact_url
 from agentlog.projector import diff_states, load_state
+from agentlog.replay.rows import event_row, event_rows
 from agentlog.runtime.stream import StreamUpdate, stream
 
 __all__ = ["FollowMode", "Status", "info_json"]
@@ -165,7 +165,7 @@ def show(
     async def go() -> list[dict[str, Any]]:
         async with read_history(log, archive) as event_log:
             await event_log.get_run(run_id)
-            return timeline_rows([e async for e in event_log.read(run_id)])
+            return event_rows([e async for e in event_log.read(run_id)])
 
     rows = run_async(go)
     if as_json:
@@ -190,7 +190,7 @@ def _follow(run_id: str, log: str, archive: str, as_json: bool, mode: FollowMode
 
 def _print_update(update: StreamUpdate, as_json: bool) -> None:
     if update.mode == "events":  # the same row as ``show`` prints
-        row = timeline_rows([update.event])[0]
+        row = event_row(update.event)
         shown = row["payload"]
     else:
         row = {"seq": update.seq, "ts": update.event.ts.isoformat(), "type": update.type}

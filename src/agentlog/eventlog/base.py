@@ -67,6 +67,7 @@ from agentlog.eventlog.records import (
     select_runs,
     snapshots_kept_from,
 )
+from agentlog.eventlog.run_pages import RunQuery, RunsPage, page_in_memory
 from agentlog.eventlog.sealing import open_blob, seal_blob
 
 __all__ = [
@@ -77,6 +78,8 @@ __all__ = [
     "EventLog",
     "EventReader",
     "RunInfo",
+    "RunQuery",
+    "RunsPage",
     "Snapshot",
     "check_batch",
     "check_epoch",
@@ -259,6 +262,20 @@ class EventReader(abc.ABC):
     @abc.abstractmethod
     async def list_runs(self, *, status: str | None = None) -> list[RunInfo]:
         """Every run with at least one event, most recently updated first."""
+
+    async def page_runs(self, query: RunQuery) -> RunsPage:
+        """One page of the run list: the rows, the total and the counts by status.
+
+        Filters and order are :class:`~agentlog.eventlog.run_pages.RunQuery`'s
+        (newest update first, then run id). This default pages
+        :meth:`list_runs` in memory; a backend with a run index table overrides
+        it with one indexed query, so a page of 100,000 runs reads one page.
+        """
+        return page_in_memory(await self.list_runs(), query)
+
+    async def list_workflows(self) -> list[str]:
+        """The workflow names of every run with at least one event, sorted."""
+        return sorted({info.workflow for info in await self.list_runs()})
 
     # -- snapshots ----------------------------------------------------------------
 

@@ -78,6 +78,7 @@ from agentlog.eventlog.postgres_schema import (
     RUNNABLE,
     SELECT_RUN,
 )
+from agentlog.eventlog.run_pages import RunQuery, RunsPage, page_from_counts, page_sql
 from agentlog.eventlog.sqlite_schema import (
     MAX_SEQ,
     event_from_row,
@@ -345,6 +346,25 @@ class PostgresEventLog(EventLog):
             sql, params = sql + " AND status = %s", (str(status),)
         rows = await self._rows(sql + " ORDER BY updated_at DESC", params)
         return [info_from_row(row) for row in rows]
+
+    async def page_runs(self, query: RunQuery) -> RunsPage:
+        sql = page_sql(
+            query,
+            table="agentlog_runs",
+            columns=RUN_COLUMNS,
+            param=lambda name: f"%({name})s",
+            contains="strpos({col}, {arg}) > 0",
+            collate=' COLLATE "C"',
+        )
+        rows = await self._rows(sql.rows, sql.params) if sql.rows else []
+        counted = await self._rows(sql.counts, sql.count_params)
+        return page_from_counts(query, [info_from_row(row) for row in rows], counted)
+
+    async def list_workflows(self) -> list[str]:
+        rows = await self._rows(
+            "SELECT DISTINCT workflow FROM agentlog_runs WHERE last_seq > 0 ORDER BY 1", ()
+        )
+        return [row[0] for row in rows]
 
     async def runnable(self, *, now: datetime | None = None, limit: int = 1000) -> list[RunInfo]:
         at = to_us(now or utcnow())

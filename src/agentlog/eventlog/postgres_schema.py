@@ -80,6 +80,14 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT "
         "EXECUTE FUNCTION agentlog_notify_events()",
     ),
+    (
+        # The run list's order (EventReader.page_runs), whole and per status; run
+        # ids compare by code point ("C"), as Python and SQLite compare them.
+        "CREATE INDEX agentlog_runs_by_update ON agentlog_runs "
+        '(updated_at DESC, run_id COLLATE "C") INCLUDE (last_seq, status, workflow)',
+        "CREATE INDEX agentlog_runs_by_status_update ON agentlog_runs "
+        '(status, updated_at DESC, run_id COLLATE "C") INCLUDE (last_seq, workflow)',
+    ),
 )
 
 # The run index columns are RunInfo's fields, by name (as in the SQLite file).

@@ -21,7 +21,7 @@ import contextlib
 import functools
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -48,6 +48,7 @@ from agentlog.eventlog.base import (
     snapshots_kept_from,
 )
 from agentlog.eventlog.events import Event, RunStatus, status_after, utcnow
+from agentlog.eventlog.run_pages import RunQuery, RunsPage, page_from_counts, page_sql
 from agentlog.eventlog.sqlite_connection import SqliteConnection
 from agentlog.eventlog.sqlite_group_commit import GroupCommit, PendingAppend
 from agentlog.eventlog.sqlite_schema import (
@@ -152,7 +153,7 @@ class SqliteEventLog(EventLog):
     ) -> _T:
         return self._db.transact(body, durable=durable, doing=doing)
 
-    def _query(self, sql: str, params: Sequence[Any]) -> list[Any]:
+    def _query(self, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
         return self._db.query(sql, params)
 
     def _notify(self) -> None:
@@ -275,6 +276,28 @@ class SqliteEventLog(EventLog):
             sql, params = sql + " AND status = ?", (status,)
         rows = await self._call(self._query, sql + " ORDER BY updated_at DESC", params)
         return [info_from_row(row) for row in rows]
+
+    async def page_runs(self, query: RunQuery) -> RunsPage:
+        sql = page_sql(
+            query,
+            table="runs",
+            columns=RUN_COLUMNS,
+            param=lambda name: f":{name}",
+            contains="instr({col}, {arg}) > 0",
+        )
+
+        def both() -> tuple[list[Any], list[Any]]:
+            rows = self._query(sql.rows, sql.params) if sql.rows else []
+            return rows, self._query(sql.counts, sql.count_params)
+
+        rows, counted = await self._call(both)
+        return page_from_counts(query, [info_from_row(row) for row in rows], counted)
+
+    async def list_workflows(self) -> list[str]:
+        rows = await self._call(
+            self._query, "SELECT DISTINCT workflow FROM runs WHERE last_seq > 0 ORDER BY 1", ()
+        )
+        return [row[0] for row in rows]
 
     async def runnable(self, *, now: datetime | None = None, limit: int = 1000) -> list[RunInfo]:
         at = to_us(now or utcnow())

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -216,7 +216,7 @@ class SqliteConnection:
                 raise self.unavailable(exc, doing) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def query(self, sql: str, params: Sequence[Any]) -> list[Any]:
+    def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
         """Rows of a read, with sqlite errors translated."""
         try:
             return self.conn.execute(sql, params).fetchall()

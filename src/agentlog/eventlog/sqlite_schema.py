@@ -21,6 +21,9 @@ count is recorded in ``PRAGMA user_version``):
   older ones they build on (their bytes carry the projector's own checksum).
   ``base_seq`` (migration 4) is the seq of the snapshot a delta snapshot
   builds on, 0 for one that stands alone.
+
+Migration 5 indexes the run list's order (``runs_by_update``,
+``runs_by_status_update``) for :meth:`~agentlog.eventlog.base.EventReader.page_runs`.
 """
 
 from __future__ import annotations
@@ -81,6 +84,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX runs_by_status ON runs (status)",
     ),
     ("ALTER TABLE snapshots ADD COLUMN base_seq INTEGER NOT NULL DEFAULT 0",),
+    (
+        # The run list's order (EventReader.page_runs), whole and per status, so
+        # that a page is an index walk, never a sort of every run. They cover the
+        # filtered columns too: skipping 90,000 runs or counting them reads the
+        # index alone.
+        "CREATE INDEX runs_by_update ON runs (updated_at DESC, run_id, last_seq, status, workflow)",
+        "CREATE INDEX runs_by_status_update ON runs "
+        "(status, updated_at DESC, run_id, last_seq, workflow)",
+    ),
 )
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

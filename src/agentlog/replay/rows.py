@@ -1,0 +1,75 @@
+"""One event as a display row: the one function the CLI and the web UI share.
+
+:func:`event_row` turns an :class:`~agentlog.eventlog.Event` into plain
+JSON-ready values (``seq``, ``ts``, ``type``, ``step``, ``payload`` and, for
+content that could not be opened here, ``unreadable``). ``agentlog show``
+prints these rows as a table or as JSON; the run page of ``agentlog ui``
+lists them with a folded summary (:func:`short`) beside the full payload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from agentlog.errors import ShreddedError
+from agentlog.eventlog.codec import jsonable
+from agentlog.eventlog.events import Event, RunShredded
+from agentlog.eventlog.sealing import CONTENT_FIELDS
+from agentlog.projector.checkpoints import display_payload
+
+__all__ = ["NO_KEY", "SHREDDED", "event_row", "event_rows", "short", "unreadable_mark"]
+
+#: What stands for content that was crypto-shredded (its data key destroyed).
+SHREDDED = "«shredded»"
+#: What stands for content encrypted with a key this process does not hold.
+NO_KEY = "«encrypted: no key»"
+
+
+def short(value: Any, width: int = 70) -> str:
+    """Compact JSON of ``value``, cut to ``width`` characters."""
+    text = orjson.dumps(jsonable(value)).decode()
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def unreadable_mark(event: Event) -> str | None:
+    """:data:`SHREDDED` or :data:`NO_KEY` for an event whose content could not
+    be opened here, else None."""
+    if event.unreadable is None:
+        return None
+    return SHREDDED if isinstance(event.unreadable, ShreddedError) else NO_KEY
+
+
+def event_row(event: Event) -> dict[str, Any]:
+    """The event as a row: seq, time, type, step, and the rest of the payload.
+
+    An event whose content could not be opened (shredded, or encrypted with
+    no key here) shows its metadata, each content field as the mark, and
+    ``"unreadable"``: the mark.
+    """
+    mark = unreadable_mark(event)
+    if mark is None:
+        payload = display_payload(event.data)
+    else:
+        fields = event.data.to_dict()
+        payload = {k: mark if k in CONTENT_FIELDS else v for k, v in fields.items()}
+    step = payload.pop("step", "") or payload.get("name", "")
+    row = {
+        "seq": event.seq,
+        "ts": event.ts.isoformat(),
+        "type": event.type,
+        "step": step,
+        "payload": jsonable(payload),
+    }
+    if mark is not None:
+        row["unreadable"] = mark
+    elif isinstance(event.data, RunShredded):
+        row["unreadable"] = SHREDDED  # the record itself, for a reader that had the key
+    return row
+
+
+def event_rows(events: Iterable[Event]) -> list[dict[str, Any]]:
+    """:func:`event_row` of each event, in order."""
+    return [event_row(event) for event in events]
