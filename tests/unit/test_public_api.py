@@ -80,6 +80,8 @@ def test_layers_import_one_way() -> None:
         "archive": {"crypto", "eventlog", "projector", "archive"},
         # The LangGraph saver sits on top, beside the CLI: nothing imports it.
         "langgraph": {"crypto", "eventlog", "projector", "runtime", "langgraph"},
+        # The replay debugger's data layer and the replay check: under the CLI and the UI.
+        "replay": {"crypto", "eventlog", "projector", "runtime", "archive", "replay"},
     }
     for layer, ok in allowed.items():
         for path in (root / layer).rglob("*.py"):
@@ -103,7 +105,7 @@ def _imports(path: Path) -> set[str]:
 def test_presentation_sits_at_the_top() -> None:
     """Typer and Rich live only in cli/ (and the demo); no component imports the CLI."""
     root = Path(agentlog.__file__).parent
-    for layer in ("eventlog", "projector", "runtime", "archive", "langgraph"):
+    for layer in ("eventlog", "projector", "runtime", "archive", "langgraph", "replay"):
         for path in (root / layer).rglob("*.py"):
             for name in _imports(path):
                 top = name.split(".")[0]
