@@ -29,9 +29,9 @@ def reset() -> None:
     CALLS.keys.clear()
 
 
-def chain_workflow(name: str = "fork-chain") -> Workflow:
+def chain_workflow(name: str = "fork-chain", version: str = "1") -> Workflow:
     """fetch -> think -> write, one task each, every execution counted in CALLS."""
-    wf = Workflow(name, state=dict(STATE))
+    wf = Workflow(name, version=version, state=dict(STATE))
 
     def effect(what: str, idempotency_key: str) -> str:
         CALLS.hit(what, idempotency_key)

@@ -14,6 +14,7 @@ from agentlog.errors import (
     RunExistsError,
     UnknownRunError,
     UnknownWorkflowError,
+    VersionMismatchError,
 )
 from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.codec import decode_event, encode_event
@@ -170,6 +171,10 @@ async def test_bad_input_is_refused_and_records_nothing(event_log: EventLog) -> 
     async with Runtime(event_log, workflows=[chain_workflow("other")], config=config()) as rt:
         with pytest.raises(UnknownWorkflowError, match="fork-chain"):
             await rt.fork("origin", 2, new_run_id="new")
+    newer = chain_workflow(version="2")
+    async with Runtime(event_log, workflows=[newer], config=config()) as rt:
+        with pytest.raises(VersionMismatchError, match="migration"):
+            await rt.fork("origin", 2, new_run_id="new")
     assert await event_log.find_run("new") is None
     assert {r.run_id: r.last_seq for r in await event_log.list_runs()} == before
     assert _stored(await events_of(event_log, "origin")) == stored
@@ -191,3 +196,23 @@ def _started() -> object:
     return RunStarted(
         "wf", "1", {"notes": ["a"]}, "sync", "fp", reducers={"notes": "append", "topic": "replace"}
     )
+
+
+async def test_an_origin_recorded_under_older_code_is_migrated_in_the_fork(
+    event_log: EventLog,
+) -> None:
+    origin = await _finished_origin(event_log)
+    after_think = seq_of(origin, "SuperstepCommitted", superstep=1)
+    newer = chain_workflow(version="2")
+
+    @newer.migration("1")
+    def to_v2(values: dict[str, object]) -> dict[str, object]:
+        return {**values, "topic": "migrated"}
+
+    async with Runtime(event_log, workflows=[newer], config=config()) as rt:
+        await rt.fork("origin", after_think, new_run_id="v2")
+        final = await run_to_rest(rt, "v2")
+    assert final.version == "2" and final.values["text"] == "task.write#2 on migrated"
+    types = [e.type for e in await events_of(event_log, "v2")]
+    assert types[after_think : after_think + 2] == ["RunForked", "RunMigrated"]
+    assert (await load_state(event_log, "origin")).version == "1"
