@@ -25,7 +25,10 @@ LangGraph thread: a growing message list, an interrupt, its resume, then a
 prune), appended with ``--append-langgraph``. And RunShredded:
 ``golden-shredded`` (parked, then ``Runtime.shred``: cancelled, key destroyed,
 RunShredded), appended with ``--append-shredded``; its events are stored
-here in clear (read back with the key still cached), so it folds.
+here in clear (read back with the key still cached), so it folds. And
+RunForked: ``golden-forked`` (``golden-retried``'s first events forked with
+an update, then run to completion), appended with ``--append-forked``; the
+committed states gained ``forked_from`` (null) with it, the one field it adds.
 """
 
 from __future__ import annotations
@@ -261,6 +264,35 @@ async def generate_shredded() -> tuple[list[bytes], dict[str, Any]]:
     return [encode_event(e) for e in events], {"golden-shredded": expected}
 
 
+async def generate_forked() -> tuple[list[bytes], dict[str, Any]]:
+    """The ``golden-forked`` run: a fork (RunForked) with an update, driven to its end."""
+    log = MemoryEventLog()
+    config = RuntimeConfig(owner="golden-host:1", lease_seconds=60, worker=False)
+    wf = Workflow("golden-fork", state={"topic": "replace", "notes": "append"})
+
+    @wf.step
+    async def note(ctx: StepContext) -> Any:
+        text = await ctx.task("llm.note", lambda: f"on {ctx.state['topic']}")
+        return goto("again", notes=[text])
+
+    @wf.step
+    async def again(ctx: StepContext) -> Any:
+        text = await ctx.task("llm.again", lambda: f"more on {ctx.state['topic']}")
+        return end(notes=[text])
+
+    async with Runtime(log, workflows=[wf], config=config) as rt:
+        await rt.start(wf, run_id="golden-origin", input={"topic": "a"}, durability="sync")
+        await rt.wait("golden-origin")
+        committed = [e async for e in log.read("golden-origin") if e.type == "SuperstepCommitted"]
+        await rt.fork(
+            "golden-origin", committed[0].seq, new_run_id="golden-forked", updates={"topic": "b"}
+        )
+        await rt.wait("golden-forked")
+    events = [e async for e in log.read("golden-forked")]
+    expected = json.loads(json.dumps(fold(events).to_dict(), sort_keys=True))
+    return [encode_event(e) for e in events], {"golden-forked": expected}
+
+
 #: Runs added after the first three (same schema version, new event types),
 #: appended to the committed files without touching the bytes already there.
 APPENDED = {
@@ -268,6 +300,7 @@ APPENDED = {
     "--append-timers": generate_timers,
     "--append-langgraph": generate_langgraph,
     "--append-shredded": generate_shredded,
+    "--append-forked": generate_forked,
 }
 
 

@@ -83,13 +83,19 @@ def test_layers_import_one_way() -> None:
         # The replay debugger's data layer and the replay check: under the CLI and the UI.
         "replay": {"crypto", "eventlog", "projector", "runtime", "archive", "replay"},
     }
+    # Forking reads an origin that may be archived: the one runtime module that
+    # reads the archive (lazily, and the archive imports no runtime: no cycle).
+    reads_archive = {Path("runtime/forking.py")}
     for layer, ok in allowed.items():
         for path in (root / layer).rglob("*.py"):
+            also = {"archive"} if path.relative_to(root) in reads_archive else set()
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("agentlog."):
                     target = node.module.split(".")[1]  # type: ignore[union-attr]
                     if target in allowed:
-                        assert target in ok, f"{path.relative_to(root)} imports agentlog.{target}"
+                        assert target in ok | also, (
+                            f"{path.relative_to(root)} imports agentlog.{target}"
+                        )
 
 
 def _imports(path: Path) -> set[str]:

@@ -9,6 +9,7 @@ bad URL) prints one line on stderr and exits with code 2.
 * :mod:`agentlog.cli.app`: the Typer app, global options, the error boundary;
 * :mod:`agentlog.cli.runs`: ``runs``, ``show``, ``state``, ``diff`` (read only);
 * :mod:`agentlog.cli.control`: ``resume``, ``cancel``, ``recover``, ``demo``;
+* :mod:`agentlog.cli.fork`: ``fork``, a new run from another run's state at a seq;
 * :mod:`agentlog.cli.worker`: ``worker``, the long-running process that drives runs;
 * :mod:`agentlog.cli.archive`: ``archive`` and ``sql``;
 * :mod:`agentlog.cli.render`: the one set of renderers (JSON, tables, lines);
@@ -23,5 +24,5 @@ from agentlog.cli.app import app, main
 __all__ = ["app", "main"]
 
 # Importing a command module registers its commands; this order is --help's.
-for _module in ("runs", "control", "worker", "archive", "verify"):
+for _module in ("runs", "control", "fork", "worker", "archive", "verify"):
     importlib.import_module(f"agentlog.cli.{_module}")

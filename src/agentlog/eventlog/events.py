@@ -31,6 +31,7 @@ __all__ = [
     "RunCancelled",
     "RunCompleted",
     "RunFailed",
+    "RunForked",
     "RunMigrated",
     "RunRetried",
     "RunShredded",
@@ -312,6 +313,24 @@ class RunShredded(EventData):
     by: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class RunForked(EventData):
+    """This run was forked from ``origin_run_id`` at ``origin_seq`` (``Runtime.fork``).
+
+    Recorded right after the events copied from the origin (its history up
+    to ``origin_seq``), in the same append, so a fork is never on record
+    without it. ``writes`` are the fork's updates to the state at that
+    point, reduced like a step's writes (empty: none). It leaves the status
+    as it is.
+    """
+
+    type: ClassVar[str] = "RunForked"
+    origin_run_id: str
+    origin_seq: int
+    #: Named ``writes`` so that it is sealed like every other write (content).
+    writes: dict[str, Any] = field(default_factory=dict)
+
+
 #: The workflow name in a LangGraph thread's RunStarted (:mod:`agentlog.langgraph`):
 #: it marks a run as a thread, which the archive keeps hot (see the archiver).
 LANGGRAPH_WORKFLOW = "langgraph"
@@ -396,6 +415,7 @@ EVENT_TYPES: dict[str, type[EventData]] = {
         RunMigrated,
         WriterClaimed,
         RunShredded,
+        RunForked,
         CheckpointSaved,
         WritesSaved,
         CheckpointsRemoved,

@@ -28,6 +28,7 @@ from agentlog.eventlog.events import (
     RunCancelled,
     RunCompleted,
     RunFailed,
+    RunForked,
     RunMigrated,
     RunRetried,
     RunShredded,
@@ -184,6 +185,13 @@ def _run_migrated(state: RunState, data: RunMigrated) -> None:
     state.reducers, state.values = dict(data.reducers), copy.deepcopy(data.values)
 
 
+def _run_forked(state: RunState, data: RunForked, table: Mapping[str, Reducer]) -> None:
+    # Straight into the values, even mid-superstep: branches that run again
+    # read them, and pending writes of finished branches reduce on top at commit.
+    apply_writes(state.values, state.reducers, data.writes, table)
+    state.forked_from = {"run_id": data.origin_run_id, "seq": data.origin_seq}
+
+
 def _progress_reported(state: RunState, data: ProgressReported) -> None:
     """Progress is for watchers: the state does not change (only its seq moves on)."""
 
@@ -222,10 +230,11 @@ _APPLY: dict[type, Callable[[RunState, Any], None]] = {
 }
 
 
-#: The two events that reduce writes: they take the reducer table.
+#: The events that reduce writes: they take the reducer table.
 _REDUCING: dict[type, Callable[[RunState, Any, Mapping[str, Reducer]], None]] = {
     RunStarted: _run_started,
     SuperstepCommitted: _superstep_committed,
+    RunForked: _run_forked,
 }
 
 
@@ -249,7 +258,7 @@ def apply(state: RunState, event: Event, reducers: Mapping[str, Reducer] | None 
             f"of run {state.run_id!r}; the history has a gap or belongs to another run."
         )
     try:
-        if isinstance(event.data, RunStarted | SuperstepCommitted):
+        if isinstance(event.data, RunStarted | SuperstepCommitted | RunForked):
             _REDUCING[type(event.data)](state, event.data, reducers or REDUCERS)
         else:
             _APPLY[type(event.data)](state, event.data)

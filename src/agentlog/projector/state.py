@@ -126,6 +126,9 @@ class RunState:
     error: str = ""
     #: The writer epoch of the last WriterClaimed.
     writer_epoch: int = 0
+    #: Where a forked run came from (``Runtime.fork``): {"run_id", "seq"} of
+    #: the origin; None for a run that was not forked.
+    forked_from: dict[str, Any] | None = None
 
     @property
     def is_terminal(self) -> bool:

@@ -45,6 +45,7 @@ from agentlog.eventlog.events import (
     EventData,
     ResumeReceived,
     RunCancelled,
+    RunMigrated,
     RunRetried,
     RunShredded,
     RunStarted,
@@ -53,12 +54,14 @@ from agentlog.eventlog.events import (
     utcnow,
 )
 from agentlog.eventlog.urls import DEFAULT_LOG_URL, open_log
+from agentlog.projector.fold import fold
 from agentlog.projector.snapshots import load_state
 from agentlog.projector.state import RunState, input_interrupts, interrupt_id
 from agentlog.runtime.config import VERBS, RuntimeConfig, verb_hint
 from agentlog.runtime.driving import RunDriving
 from agentlog.runtime.executor import RunExecutor
 from agentlog.runtime.expects import answers_for
+from agentlog.runtime.forking import ArchiveSource, fork_history, plan_fork, record_fork
 from agentlog.runtime.handles import PendingInterrupt, RecoveryReport, RunHandle
 from agentlog.runtime.shredding import (
     SHRED_REASON,
@@ -316,6 +319,74 @@ class Runtime(RunDriving):
         else:
             await self._take_over(wf, run_id, events, here=self.config.execute)
         return RunHandle(self, run_id)
+
+    async def fork(
+        self,
+        run_id: str,
+        at_seq: int,
+        *,
+        new_run_id: str,
+        updates: Mapping[str, Any] | None = None,
+        archive: ArchiveSource | None = None,
+    ) -> RunHandle:
+        """Start ``new_run_id`` from run ``run_id``'s state at ``at_seq``, and drive it here.
+
+        The new run reuses the origin's recorded task results up to that seq
+        (those tasks do not run again), then goes on under the workflow code
+        registered now, as a run resumed after a crash at that seq would.
+        ``updates`` are reduced into the state at the fork point, like a
+        step's writes. The new run records where it came from
+        (``RunForked``; ``RunState.forked_from``); the origin is not changed.
+        See :mod:`agentlog.runtime.forking`.
+
+        Args:
+            run_id: the origin run.
+            at_seq: the origin's seq to fork at (its state after that event).
+            new_run_id: the run to create.
+            updates: state keys to values, applied at the fork point.
+            archive: an archive URL or store to read the origin from when its
+                events were archived and pruned from this log.
+
+        Raises:
+            UnknownRunError: no such origin (RunArchivedError: pass ``archive``).
+            ConfigError: ``at_seq`` out of range, a bad new run id or ``updates``.
+            RunExistsError: ``new_run_id`` exists.
+            ShreddedError: the origin was shredded.
+            UnknownWorkflowError: the origin's workflow is not registered here.
+            VersionMismatchError: the origin was recorded under other code
+                and no migration is registered.
+            Nothing is recorded when any of these is raised.
+        """
+        async with fork_history(self.log, archive) as history:
+            plan = await plan_fork(history, run_id, at_seq, new_run_id, updates, self._workflow)
+        wf = plan.workflow
+        origin = fold(plan.origin_events)
+        migration = self._migration(wf, origin)  # VersionMismatchError: nothing recorded
+        if not self.log.direct_writes:
+            raise ConfigError(
+                f"fork needs a log that runtimes write directly ({self.log.url} sends "
+                "commands to the runs' owning workers); nothing was recorded"
+            )
+        self._ensure_worker()
+        epoch, deadline = await self._claim(new_run_id)
+        try:
+            state = await record_fork(self.log, plan, epoch)
+            after: list[EventData] = []
+            if migration is not None:
+                values = migration(dict(state.values))
+                after.append(
+                    RunMigrated(
+                        state.version, wf.version, wf.fingerprint, dict(wf.reducers), values
+                    )
+                )
+        except BaseException:
+            await self._release(new_run_id, epoch)
+            raise
+        log.info("run forked", run_id=new_run_id, origin=run_id, origin_seq=at_seq)
+        here = self.config.execute and state.status == RunStatus.RUNNING
+        mode = state.durability or self.config.durability
+        await self._continue(wf, state, epoch, deadline, mode, after, here)
+        return RunHandle(self, new_run_id)
 
     async def pending(self, run_id: str) -> list[PendingInterrupt]:
         """The run's open interrupts, oldest first (empty unless it is waiting).
