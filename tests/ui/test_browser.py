@@ -81,7 +81,9 @@ def test_timeline_shows_each_step_and_its_branches(
     browser.save_screenshot(str(artifacts / "ui-run.png"))
 
 
-def test_clicking_an_event_shows_the_state_at_its_seq(serve: Serve, browser: WebDriver) -> None:
+def test_clicking_an_event_shows_the_state_at_its_seq(
+    serve: Serve, browser: WebDriver, artifacts: Path
+) -> None:
     url = serve()
     _open(browser, url + "runs/fan-1")
     rows = browser.find_elements(By.CSS_SELECTOR, "tr.event")
@@ -94,6 +96,9 @@ def test_clicking_an_event_shows_the_state_at_its_seq(serve: Serve, browser: Web
     expected = httpx.get(f"{url}api/runs/fan-1/state/{seq}").json()
     assert json.loads(state.text) == expected["state"]
     assert browser.find_element(By.ID, "inspect-title").text == f"State at seq {seq}"
+    changes = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "#diff td")]
+    assert changes and "notes" in " ".join(changes)  # the step's writes, as the diff
+    browser.save_screenshot(str(artifacts / "ui-run-state.png"))
 
 
 def test_an_open_run_page_updates_as_events_are_recorded(
@@ -130,10 +135,11 @@ def test_a_hostile_payload_is_shown_as_text_and_runs_nothing(
 ) -> None:
     _open(browser, serve() + "runs/xss-1")
     browser.find_element(By.CSS_SELECTOR, "tr.event[data-seq='1'] td.seq").click()
-    _until(browser, lambda d: HOSTILE in d.find_element(By.ID, "state").text)
+    as_json = json.dumps(HOSTILE)[1:-1]  # the text as the page prints it in JSON
+    _until(browser, lambda d: as_json in d.find_element(By.ID, "state").text)
     for fold in browser.find_elements(By.CSS_SELECTOR, "details.fold summary"):
         fold.click()  # open every folded payload: still text
-    assert HOSTILE.replace('"', '\\"') in browser.find_element(By.ID, "events").text
+    assert as_json in browser.find_element(By.ID, "events").text
     assert browser.execute_script("return typeof window.__pwned") == "undefined"
     assert browser.find_elements(By.CSS_SELECTOR, "main img, main script") == []
 

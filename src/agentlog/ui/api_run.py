@@ -14,7 +14,6 @@ Run ids may hold ``/``, so the id is matched greedily and the suffix decides.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import asdict, is_dataclass
 from typing import Any
 
 import orjson
@@ -22,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from agentlog.errors import ConfigError
+from agentlog.errors import SeqOutOfRangeError
 from agentlog.eventlog.events import RunStatus
 from agentlog.ui.api_runs import MAX_LIMIT, int_param
 from agentlog.ui.context import ui_context
@@ -35,10 +34,6 @@ __all__ = ["LIVE_POLL_SECONDS", "routes"]
 LIVE_POLL_SECONDS = 0.2
 
 
-def _plain(value: Any) -> Any:
-    return asdict(value) if is_dataclass(value) and not isinstance(value, type) else value
-
-
 def _run_id(request: Request) -> str:
     run_id: str = request.path_params["run_id"]
     return run_id
@@ -46,12 +41,13 @@ def _run_id(request: Request) -> str:
 
 async def info_api(request: Request) -> Response:
     history = await ui_context(request).history(_run_id(request))
+    info = await history.refresh()
     return JSONBody(
         {
-            "run_id": _run_id(request),
+            "run_id": history.run_id,
             "where": history.where,
-            "info": _plain(history.info),
-            "last_seq": history.last_seq,
+            "info": info.to_json(),
+            "last_seq": info.last_seq,
         }
     )
 
@@ -68,11 +64,8 @@ async def state_api(request: Request) -> Response:
     run_id = _run_id(request)
     history = await ui_context(request).history(run_id)
     raw = request.path_params["seq"]
-    last = history.last_seq
-    if not raw.isdigit() or not 1 <= int(raw) <= last:
-        raise ConfigError(
-            f"seq {raw} is out of range: run {run_id!r} has events at seq 1 to {last}"
-        )
+    if not raw.isdigit():
+        raise SeqOutOfRangeError(run_id, raw, history.last_seq)
     seq = int(raw)
     return JSONBody(
         {"seq": seq, "state": await history.state_at(seq), "diff": await history.diff_at(seq)}
@@ -80,8 +73,7 @@ async def state_api(request: Request) -> Response:
 
 
 async def timeline_api(request: Request) -> Response:
-    history = await ui_context(request).history(_run_id(request))
-    return JSONBody(await history.timeline())
+    return JSONBody(await ui_context(request).timeline(_run_id(request)))
 
 
 def _sse(kind: str, data: dict[str, Any]) -> str:
@@ -92,10 +84,9 @@ async def live_api(request: Request) -> Response:
     """Tell the page about every event recorded after ``after``, until the run ends."""
     context = ui_context(request)
     run_id = _run_id(request)
-    history = await context.history(run_id)
+    info = await (await context.history(run_id)).refresh()
     after = int_param(request, "after", 0, low=0, high=10**12)
-    ended = _plain(history.info).get("status") in RunStatus.TERMINAL
-    done = ended and after >= history.last_seq
+    done = info.status in RunStatus.TERMINAL and after >= info.last_seq
 
     async def feed() -> AsyncIterator[str]:
         yield "retry: 1000\n\n"

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, is_dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -56,18 +54,13 @@ def _time_param(request: Request, name: str) -> datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-def _plain(value: Any) -> Any:
-    return asdict(value) if is_dataclass(value) and not isinstance(value, type) else value
-
-
 async def runs_api(request: Request) -> Response:
     status = request.query_params.get("status") or None
     if status is not None and status not in _STATUSES:
         raise ConfigError(f"status={status!r} is not one of {', '.join(_STATUSES)}")
-    page = (
-        await ui_context(request)
-        .catalog()
-        .page(
+    context = ui_context(request)
+    async with context.catalog_lock:
+        page = await context.catalog.page(
             status=status,
             workflow=request.query_params.get("workflow") or None,
             since=_time_param(request, "since"),
@@ -76,21 +69,14 @@ async def runs_api(request: Request) -> Response:
             offset=int_param(request, "offset", 0, low=0, high=10**12),
             limit=int_param(request, "limit", 50, low=1, high=MAX_LIMIT),
         )
-    )
-    return JSONBody(
-        {
-            "rows": [_plain(row) for row in page.rows],
-            "total": page.total,
-            "counts": page.counts,
-            "offset": page.offset,
-            "limit": page.limit,
-        }
-    )
+    return JSONBody(page.to_json())
 
 
 async def workflows_api(request: Request) -> Response:
-    workflows = await ui_context(request).catalog().workflows()
-    return JSONBody({"workflows": list(workflows), "statuses": list(_STATUSES)})
+    context = ui_context(request)
+    async with context.catalog_lock:
+        workflows = await context.catalog.workflows()
+    return JSONBody({"workflows": workflows, "statuses": list(_STATUSES)})
 
 
 routes = [Route("/api/runs", runs_api), Route("/api/workflows", workflows_api)]

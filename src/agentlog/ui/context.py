@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import secrets
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +20,12 @@ from agentlog.eventlog.urls import open_log, redact_url
 from agentlog.replay import RunCatalog, RunHistory
 from agentlog.runtime import Runtime, RuntimeConfig, Workflow
 
-__all__ = ["UiContext", "open_context", "ui_context"]
+__all__ = ["HISTORIES_KEPT", "UiContext", "open_context", "ui_context"]
+
+#: How many runs' histories stay open between requests: a run page's calls
+#: (events, states, the live timeline) reuse one, and its timeline grows by
+#: the new events only instead of being folded again from seq 1.
+HISTORIES_KEPT = 32
 
 
 @dataclass
@@ -30,30 +37,62 @@ class UiContext:
     hot: EventLog
     """The hot log, opened without creating it."""
     reader: EventReader
-    """The hot log and the archive as one history (the hot log alone with no archive)."""
+    """The hot log and the archive as one history (the hot log alone with no
+    archive): what the live feed tails."""
     store: ArchiveStore | None
     """The archive, or None when none was ever written."""
     keys: KeyStore | None
     """Opens encrypted payloads; None shows sealed content as metadata only."""
+    catalog: RunCatalog
+    """The runs of the hot log and the archive, for the runs page."""
     allow_actions: bool
     """Whether resume, cancel and fork are served (``--allow-actions``)."""
     runtime: Runtime | None = None
     """Drives the runs an action resumes (only with actions)."""
     csrf_token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     """The per-process secret every action request must carry in ``X-CSRF-Token``."""
+    catalog_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """One catalog query at a time: its DuckDB connection serves one thread."""
+    _histories: OrderedDict[str, tuple[RunHistory, asyncio.Lock]] = field(
+        default_factory=OrderedDict
+    )
+    _opening: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @property
     def where(self) -> str:
         """The log's URL without credentials, for page titles."""
         return redact_url(self.log_url)
 
-    def catalog(self) -> RunCatalog:
-        """The runs of the hot log and the archive, for the runs page."""
-        return RunCatalog(self.reader, self.store, keys=self.keys)
-
     async def history(self, run_id: str) -> RunHistory:
-        """One run's history. Raises UnknownRunError for an unknown run."""
-        return await RunHistory.open(run_id, self.reader, self.store, keys=self.keys)
+        """One run's history (kept open for the next request).
+
+        Raises:
+            UnknownRunError: the run is neither in the hot log nor in the archive.
+        """
+        return (await self._entry(run_id))[0]
+
+    async def timeline(self, run_id: str) -> dict[str, Any]:
+        """The run's timeline; one request at a time extends a run's kept timeline."""
+        history, lock = await self._entry(run_id)
+        async with lock:
+            return await history.timeline()
+
+    async def _entry(self, run_id: str) -> tuple[RunHistory, asyncio.Lock]:
+        async with self._opening:
+            entry = self._histories.get(run_id)
+            if entry is not None:
+                self._histories.move_to_end(run_id)
+                return entry
+            history = await RunHistory.open(run_id, self.hot, self.store, keys=self.keys)
+            entry = self._histories[run_id] = (history, asyncio.Lock())
+            while len(self._histories) > HISTORIES_KEPT:
+                await self._histories.popitem(last=False)[1][0].close()
+            return entry
+
+    async def close(self) -> None:
+        """Close the kept histories."""
+        while self._histories:
+            await self._histories.popitem()[1][0].close()
 
 
 def ui_context(request: Request) -> UiContext:
@@ -81,13 +120,17 @@ async def open_context(
         if store is not None:
             reader = ArchivedEventLog(hot, store)
             stack.push_async_callback(reader.close)
+        catalog = RunCatalog(hot, store, keys=keys)
+        stack.push_async_callback(catalog.close)
         runtime = None
         if allow_actions:
             runtime = await Runtime.open(
                 log_url, workflows=workflows, config=RuntimeConfig(worker=False), keys=keys
             )
             stack.push_async_callback(runtime.close)
-        yield UiContext(log_url, hot, reader, store, keys, allow_actions, runtime)
+        context = UiContext(log_url, hot, reader, store, keys, catalog, allow_actions, runtime)
+        stack.push_async_callback(context.close)
+        yield context
 
 
 def _archive_or_none(archive_url: str) -> ArchiveStore | None:

@@ -22,7 +22,7 @@
     const parts = [
       info.workflow ? info.workflow + (info.version ? " v" + info.version : "") : "",
       info.status, (info.steps ?? "?") + " steps", lastSeq + " events",
-      data.where ? "in the " + data.where : "",
+      data.where === "archived" ? "archived" : data.where ? "in the " + data.where + " log" : "",
       info.started_at ? "started " + time(info.started_at) : "",
     ];
     document.getElementById("run-info").textContent = parts.filter(Boolean).join(" · ");
@@ -74,6 +74,7 @@
     if (row) row.classList.add("selected");
     const title = document.getElementById("inspect-title");
     title.textContent = "State at seq " + seq;
+    document.getElementById("inspect-hint").hidden = true;
     const diff = document.getElementById("diff");
     const state = document.getElementById("state");
     try {

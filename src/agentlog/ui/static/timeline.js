@@ -112,5 +112,21 @@ const Timeline = (() => {
     box.replaceChildren(chart, legend);
   }
 
-  return { render };
+  // Draw again when the box changes width (a scrollbar appears, the window
+  // is resized), so the chart always fits its box.
+  const drawn = new WeakMap();
+  const watcher = window.ResizeObserver ? new ResizeObserver((entries) => {
+    for (const entry of entries) {
+      const last = drawn.get(entry.target);
+      if (last && Math.abs(last.width - entry.target.clientWidth) > 4) draw(entry.target, last.data);
+    }
+  }) : null;
+
+  function draw(box, data) {
+    drawn.set(box, { data, width: box.clientWidth });
+    render(box, data);
+    if (watcher) watcher.observe(box);
+  }
+
+  return { render: draw };
 })();
