@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
@@ -159,3 +160,33 @@ def test_with_actions_and_the_token_resume_works(actions: TestClient, recorded: 
         "/api/runs/wait-act/resume", json={"value": True}, headers={CSRF_HEADER: token}
     )
     assert again.status_code == 409 and "not" in again.json()["error"]
+
+
+def test_a_long_run_ships_a_page_of_events_and_its_latest_steps(recorded: Recorded) -> None:
+    from agentlog.eventlog import Event, RunStarted, StepCompleted, SuperstepCommitted
+    from agentlog.ui.api_run import TIMELINE_STEPS
+
+    steps = TIMELINE_STEPS + 5
+
+    async def record() -> None:
+        async with SqliteEventLog(str(recorded.db)) as log:
+            epoch = await log.claim_writer("long")
+            data: list[Any] = [RunStarted("long", "1", {}, "sync", "fp", start=["s"])]
+            for superstep in range(steps):
+                data += [
+                    StepCompleted("s", superstep, 0, {}, ["s"]),
+                    SuperstepCommitted(superstep, ["s"]),
+                ]
+            events = [Event("long", n, d, writer_epoch=epoch) for n, d in enumerate(data, 1)]
+            await log.append(events)
+
+    asyncio.run(record())
+    with _client(recorded, allow_actions=False) as client:
+        timeline = client.get("/api/runs/long/timeline").json()
+        total = timeline["steps_total"]  # the recorded steps (and the next one, if open)
+        assert total >= steps
+        shipped = [s["superstep"] for s in timeline["steps"]]
+        assert shipped == list(range(total - TIMELINE_STEPS, total))
+        events = client.get("/api/runs/long/events", params={"after": 100}).json()
+        assert [e["seq"] for e in events["events"]] == list(range(101, 301))
+        assert events["last_seq"] == 1 + 2 * steps

@@ -27,7 +27,12 @@ from agentlog.ui.api_runs import MAX_LIMIT, int_param
 from agentlog.ui.context import ui_context
 from agentlog.ui.responses import JSONBody
 
-__all__ = ["LIVE_POLL_SECONDS", "routes"]
+__all__ = ["LIVE_POLL_SECONDS", "TIMELINE_STEPS", "routes"]
+
+#: The most steps the timeline endpoint ships: the run's latest ones (where a
+#: live run moves), with ``steps_total`` saying how many there are. A long
+#: run's page stays small; its events are paged the same way.
+TIMELINE_STEPS = 300
 
 #: How often the live feed looks for events another process recorded (a
 #: backend with change notification wakes sooner): well within a second.
@@ -73,7 +78,15 @@ async def state_api(request: Request) -> Response:
 
 
 async def timeline_api(request: Request) -> Response:
-    return JSONBody(await ui_context(request).timeline(_run_id(request)))
+    timeline = await ui_context(request).timeline(_run_id(request))
+    steps = timeline["steps"]
+    timeline["steps_total"] = len(steps)
+    if len(steps) > TIMELINE_STEPS:
+        kept = steps[-TIMELINE_STEPS:]
+        first = kept[0]["superstep"]
+        timeline["steps"] = kept
+        timeline["marks"] = [m for m in timeline["marks"] if (m["superstep"] or 0) >= first]
+    return JSONBody(timeline)
 
 
 def _sse(kind: str, data: dict[str, Any]) -> str:

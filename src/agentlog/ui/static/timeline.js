@@ -13,7 +13,6 @@ const Timeline = (() => {
   const HEAD = 20; // the step labels
   const MARKS = 16; // the mark row at the bottom
   const MIN_COL = 70;
-  const MAX_STEPS = 300; // drawn; a longer run says how many were left out
 
   function ms(iso) {
     const t = Date.parse(iso);
@@ -25,8 +24,8 @@ const Timeline = (() => {
   }
 
   function render(box, data) {
-    const all = data.steps || [];
-    const steps = all.slice(0, MAX_STEPS);
+    const steps = data.steps || [];
+    const total = data.steps_total ?? steps.length;
     const marks = data.marks || [];
     const runEnd = ms(data.end) ?? Date.now();
     const spans = steps.map((s) => {
@@ -34,12 +33,12 @@ const Timeline = (() => {
       const end = ms(s.end) ?? runEnd;
       return { start, end: Math.max(end, start + 1) };
     });
-    const total = spans.reduce((n, s) => n + (s.end - s.start), 0) || 1;
+    const spanTotal = spans.reduce((n, s) => n + (s.end - s.start), 0) || 1;
     const width = Math.max(box.clientWidth - 12 || 900, steps.length * MIN_COL, 480);
     const free = Math.max(width - steps.length * MIN_COL, 0);
     let left = 0;
     const cols = spans.map((s) => {
-      const w = MIN_COL + (free * (s.end - s.start)) / total;
+      const w = MIN_COL + (free * (s.end - s.start)) / spanTotal;
       const col = { x: left, w, t0: s.start, t1: s.end };
       left += w;
       return col;
@@ -107,8 +106,8 @@ const Timeline = (() => {
     }
     const bars = steps.reduce((n, s) => n + (s.lanes || []).reduce((m, l) => m + (l.bars || []).length, 0), 0);
     const legend = el("p", { class: "tl-legend muted",
-      text: all.length + " steps · " + laneCount + " lanes · " + bars + " tasks · " + marks.length + " marks" +
-        (all.length > steps.length ? " (the first " + steps.length + " steps drawn)" : "") });
+      text: total + " steps · " + laneCount + " lanes · " + bars + " tasks · " + marks.length + " marks" +
+        (total > steps.length ? " (the last " + steps.length + " steps drawn)" : "") });
     box.replaceChildren(chart, legend);
   }
 
