@@ -63,7 +63,7 @@
       graph.append(svg("text", { x: P, y: H - 10, class: "tick" }, new Date(x0).toISOString()));
     } else {
       const shown = points.slice(0, 100);
-      const w = (W - P - 20) / shown.length;
+      const w = Math.min((W - P - 20) / shown.length, 80);
       shown.forEach((p, i) => {
         const bar = svg("rect", { x: P + i * w + 1, y: y(Math.max(p[1], 0)), width: Math.max(w - 2, 1),
           height: Math.abs(y(p[1]) - y(0)), class: "bar" });
