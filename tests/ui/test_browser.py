@@ -28,11 +28,14 @@ Serve = Callable[..., str]
 
 
 def _open(browser: WebDriver, url: str) -> None:
-    """Load ``url`` and wait until the page marks its first data render."""
+    """Load ``url`` and wait until the page marks its first data render (and a
+    run page has drawn its timeline)."""
     browser.get(url)
     WebDriverWait(browser, BOUND).until(
         lambda d: d.find_element(By.ID, "main").get_attribute("data-ready") == "1"
     )
+    if "/runs/" in url:
+        _until(browser, lambda d: d.find_element(By.ID, "timeline").get_attribute("data-drawn"))
 
 
 def _until(browser: WebDriver, check: Callable[[WebDriver], Any]) -> Any:

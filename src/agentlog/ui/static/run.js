@@ -104,6 +104,8 @@
     const box = document.getElementById("timeline");
     try {
       Timeline.render(box, await getJSON(apiRun(runId, "/timeline")));
+      if (!box.dataset.drawn) performance.mark("agentlog-timeline");
+      box.dataset.drawn = "1";
     } catch (err) {
       showError(box, err);
     }
@@ -185,9 +187,13 @@
   (async () => {
     try {
       renderInfo(await getJSON(apiRun(runId)));
-      await Promise.all([loadEvents(), loadTimeline()]);
+      // Ready once the events are listed (clickable); the timeline of a long
+      // run folds on the server meanwhile and draws when it comes.
+      const timeline = loadTimeline();
+      await loadEvents();
       AL.ready();
       follow();
+      await timeline;
     } catch (err) {
       showError(document.getElementById("run-info"), err);
       AL.ready();
