@@ -176,3 +176,17 @@ def test_with_actions_the_page_resumes_a_waiting_run(serve: Serve, browser: WebD
     )
     browser.find_element(By.ID, "resume").click()
     _until(browser, lambda d: "completed" in d.find_element(By.ID, "run-info").text)
+
+
+def test_with_actions_the_page_forks_a_run_and_links_the_two(
+    serve: Serve, browser: WebDriver
+) -> None:
+    url = serve("--allow-actions", "--app", "tests.ui.ui_workflows:workflows")
+    _open(browser, url + "runs/fan-1")
+    browser.find_element(By.CSS_SELECTOR, "tr.event[data-seq='4'] td.seq").click()
+    browser.find_element(By.ID, "fork-id").send_keys("fan-1-ui")
+    browser.find_element(By.ID, "fork").click()
+    link = _until(browser, lambda d: d.find_elements(By.ID, "origin-link"))[0]
+    assert browser.current_url == url + "runs/fan-1-ui"
+    assert link.text == "fan-1"
+    assert browser.find_element(By.ID, "origin").text == "forked from fan-1 at seq 4"

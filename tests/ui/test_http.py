@@ -190,3 +190,23 @@ def test_a_long_run_ships_a_page_of_events_and_its_latest_steps(recorded: Record
         events = client.get("/api/runs/long/events", params={"after": 100}).json()
         assert [e["seq"] for e in events["events"]] == list(range(101, 301))
         assert events["last_seq"] == 1 + 2 * steps
+
+
+def test_with_actions_and_the_token_fork_from_hot_and_archived_runs(actions: TestClient) -> None:
+    token = {CSRF_HEADER: _token(actions)}
+    assert actions.get("/api/runs/fan-1/origin").json() == {"forked_from": None}
+    for origin in ("fan-1", "old-1"):  # old-1's events are only in the archive
+        new = f"{origin}-fork"
+        answer = actions.post(
+            f"/api/runs/{origin}/fork", json={"at_seq": 4, "new_run_id": new}, headers=token
+        )
+        assert answer.status_code == 200, answer.text
+        assert actions.get(f"/api/runs/{new}/origin").json() == {
+            "forked_from": {"run_id": origin, "seq": 4}
+        }
+    taken = actions.post(
+        "/api/runs/fan-1/fork", json={"at_seq": 4, "new_run_id": "fan-1-fork"}, headers=token
+    )
+    assert taken.status_code == 409 and "fan-1-fork" in taken.json()["error"]
+    bad = actions.post("/api/runs/fan-1/fork", json={"at_seq": "4"}, headers=token)
+    assert bad.status_code == 400 and "at_seq" in bad.json()["error"]

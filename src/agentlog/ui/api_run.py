@@ -6,6 +6,7 @@
 * ``/api/runs/{id}/live?after=``: server-sent events, one per recorded event,
   from :meth:`EventReader.tail` (as ``agentlog show --follow`` follows a run);
   the page fetches the new events and the timeline when told;
+* ``/api/runs/{id}/origin``: the run it was forked from (``Runtime.fork``), if any;
 * ``/api/runs/{id}``: the run's index row and where it lives (hot or archive).
 
 Run ids may hold ``/``, so the id is matched greedily and the suffix decides.
@@ -77,6 +78,11 @@ async def state_api(request: Request) -> Response:
     )
 
 
+async def origin_api(request: Request) -> Response:
+    """Where a forked run came from: ``{"forked_from": {"run_id", "seq"} or None}``."""
+    return JSONBody({"forked_from": await ui_context(request).origin(_run_id(request))})
+
+
 async def timeline_api(request: Request) -> Response:
     timeline = await ui_context(request).timeline(_run_id(request))
     steps = timeline["steps"]
@@ -124,5 +130,6 @@ routes = [
     Route("/api/runs/{run_id:path}/state/{seq}", state_api),
     Route("/api/runs/{run_id:path}/timeline", timeline_api),
     Route("/api/runs/{run_id:path}/live", live_api),
+    Route("/api/runs/{run_id:path}/origin", origin_api),
     Route("/api/runs/{run_id:path}", info_api),
 ]

@@ -57,6 +57,7 @@ class UiContext:
         default_factory=OrderedDict
     )
     _opening: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _origins: dict[str, dict[str, Any] | None] = field(default_factory=dict)
 
     @property
     def where(self) -> str:
@@ -76,6 +77,18 @@ class UiContext:
         history, lock = await self._entry(run_id)
         async with lock:
             return await history.timeline()
+
+    async def origin(self, run_id: str) -> dict[str, Any] | None:
+        """``{"run_id", "seq"}`` of the run ``run_id`` was forked from, or None.
+
+        Kept once known: a run is a fork from its first append (its RunForked
+        is recorded with the copied history) or never.
+        """
+        if run_id not in self._origins:
+            history = await self.history(run_id)
+            state = await history.state_at((await history.refresh()).last_seq)
+            self._origins[run_id] = state.get("forked_from")
+        return self._origins[run_id]
 
     async def _entry(self, run_id: str) -> tuple[RunHistory, asyncio.Lock]:
         async with self._opening:

@@ -34,6 +34,7 @@ _RUNS_BODY = """
 
 _RUN_BODY = """
 <p id=run-info class=info></p>
+<p id=origin class=info hidden></p>
 <div id=actions class=actions hidden></div>
 <p id=live class=live></p>
 <section><h2>Timeline</h2><div id=timeline class=timeline></div></section>

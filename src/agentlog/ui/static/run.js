@@ -26,12 +26,6 @@
       info.started_at ? "started " + time(info.started_at) : "",
     ];
     document.getElementById("run-info").textContent = parts.filter(Boolean).join(" · ");
-    if (info.forked_from || info.fork_of) {
-      const origin = info.forked_from || info.fork_of;
-      const id = typeof origin === "string" ? origin : origin.run_id;
-      document.getElementById("run-info").append(" · forked from ",
-        el("a", { href: AL.runPath(id), text: id }));
-    }
     renderActions();
   }
 
@@ -182,6 +176,16 @@
     box.replaceChildren(...items, note);
   }
 
+  // A fork links to the run it came from (read once, after the first render).
+  async function loadOrigin() {
+    const origin = (await getJSON(apiRun(runId, "/origin"))).forked_from;
+    if (!origin) return;
+    const box = document.getElementById("origin");
+    box.replaceChildren("forked from ", el("a", { href: AL.runPath(origin.run_id), id: "origin-link",
+      text: origin.run_id }), " at seq " + origin.seq);
+    box.hidden = false;
+  }
+
   more.addEventListener("click", () => loadEvents().catch((err) => showError(eventsInfo, err)));
 
   (async () => {
@@ -194,6 +198,7 @@
       AL.ready();
       follow();
       await timeline;
+      await loadOrigin().catch(() => {}); // only a link: the page works without it
     } catch (err) {
       showError(document.getElementById("run-info"), err);
       AL.ready();
