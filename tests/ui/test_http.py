@@ -61,6 +61,13 @@ def test_every_response_carries_the_security_headers(client: TestClient) -> None
         assert headers["x-content-type-options"] == "nosniff", path
 
 
+def test_a_host_name_other_than_this_machine_is_refused(client: TestClient) -> None:
+    """A page whose DNS name was re-pointed at 127.0.0.1 (rebinding) reads nothing."""
+    refused = client.get("/api/runs", headers={"host": "evil.example:8765"})
+    assert refused.status_code == 400 and "fan-1" not in refused.text
+    assert client.get("/api/runs", headers={"host": "localhost:8765"}).status_code == 200
+
+
 def test_unknown_run_is_a_404_page_and_a_404_json(client: TestClient) -> None:
     page = client.get("/runs/no-such-run")
     assert page.status_code == 404

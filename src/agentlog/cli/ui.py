@@ -73,6 +73,7 @@ def ui(
     import uvicorn
 
     from agentlog.ui import create_app
+    from agentlog.ui.app import LOOPBACK_HOSTS
 
     workflows = load_workflows(apps) if allow_actions else []
     run_async(lambda: _check_log(log))
@@ -80,13 +81,19 @@ def ui(
         chosen = port or _free_port(host)
     except OSError as exc:
         raise ConfigError(f"--host {host}: cannot listen there: {exc}") from None
+    loopback = host in ("127.0.0.1", "localhost", "::1")
     app = create_app(
-        log, archive, allow_actions=allow_actions, keys=key_store(), workflows=workflows
+        log,
+        archive,
+        allow_actions=allow_actions,
+        keys=key_store(),
+        workflows=workflows,
+        allowed_hosts=LOOPBACK_HOSTS if loopback else ["*"],
     )
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{chosen}/"
     print_line(f"agentlog ui: {url}" + (" (actions allowed)" if allow_actions else ""))
-    if host not in ("127.0.0.1", "localhost", "::1"):
+    if not loopback:
         print_line(f"warning: listening on {host}: anyone who can reach it can read every run")
     config = uvicorn.Config(
         app,

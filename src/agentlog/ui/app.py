@@ -9,13 +9,14 @@ referrer. Errors are typed (:mod:`agentlog.errors`): an API call gets JSON
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount
@@ -34,7 +35,12 @@ from agentlog.ui import actions, api_run, api_runs, api_sql, pages
 from agentlog.ui.context import open_context
 from agentlog.ui.responses import error_response
 
-__all__ = ["SECURITY_HEADERS", "create_app"]
+__all__ = ["LOOPBACK_HOSTS", "SECURITY_HEADERS", "create_app"]
+
+#: The Host names a UI on this machine answers to. Any other name is refused,
+#: so a web page whose DNS name is re-pointed at 127.0.0.1 (DNS rebinding)
+#: cannot read the runs.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 STATIC = Path(__file__).parent / "static"
 
@@ -97,6 +103,7 @@ def create_app(
     allow_actions: bool = False,
     keys: KeyStore | None = None,
     workflows: Iterable[Workflow[Any]] = (),
+    allowed_hosts: Sequence[str] = LOOPBACK_HOSTS,
 ) -> Starlette:
     """The web debugger over the log at ``log_url`` and the archive at ``archive_url``.
 
@@ -108,6 +115,8 @@ def create_app(
             token); otherwise every write endpoint answers 403.
         keys: opens encrypted payloads (None: sealed content shows as metadata).
         workflows: the workflows an action may need to run (resume, fork).
+        allowed_hosts: the Host header values served (``["*"]``: any, for a
+            UI bound to another address); others get 400.
     """
     chosen = list(workflows)
 
@@ -130,6 +139,9 @@ def create_app(
     return Starlette(
         routes=routes,
         lifespan=lifespan,
-        middleware=[Middleware(_SecurityHeaders)],
+        middleware=[
+            Middleware(_SecurityHeaders),
+            Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)),
+        ],
         exception_handlers={AgentlogError: _agentlog_error, HTTPException: _http_error},
     )
