@@ -190,10 +190,12 @@ def test_a_long_run_ships_a_page_of_events_and_its_latest_steps(recorded: Record
     asyncio.run(record())
     with _client(recorded, allow_actions=False) as client:
         timeline = client.get("/api/runs/long/timeline").json()
-        total = timeline["steps_total"]  # the recorded steps (and the next one, if open)
+        total = timeline["counts"]["steps"]  # the recorded steps (and the next one, if open)
         assert total >= steps
         shipped = [s["superstep"] for s in timeline["steps"]]
         assert shipped == list(range(total - TIMELINE_STEPS, total))
+        window = client.get("/api/runs/long/timeline", params={"first_step": 2}).json()
+        assert [s["superstep"] for s in window["steps"]] == list(range(2, 2 + TIMELINE_STEPS))
         events = client.get("/api/runs/long/events", params={"after": 100}).json()
         assert [e["seq"] for e in events["events"]] == list(range(101, 301))
         assert events["last_seq"] == 1 + 2 * steps

@@ -2,7 +2,8 @@
 
 * ``/api/runs/{id}/events?after=&limit=``: a page of events (never all of them);
 * ``/api/runs/{id}/state/{seq}``: the state at that seq and the diff from the one before;
-* ``/api/runs/{id}/timeline``: steps, lanes (parallel branches), bars and marks;
+* ``/api/runs/{id}/timeline?first_step=``: steps, lanes (parallel branches), bars and
+  marks, a window of supersteps at a time;
 * ``/api/runs/{id}/live?after=``: server-sent events, one per recorded event,
   from :meth:`EventReader.tail` (as ``agentlog show --follow`` follows a run);
   the page fetches the new events and the timeline when told;
@@ -31,8 +32,8 @@ from agentlog.ui.responses import JSONBody
 __all__ = ["LIVE_POLL_SECONDS", "TIMELINE_STEPS", "routes"]
 
 #: The most steps the timeline endpoint ships: the run's latest ones (where a
-#: live run moves), with ``steps_total`` saying how many there are. A long
-#: run's page stays small; its events are paged the same way.
+#: live run moves), or a window from ``?first_step=``; ``counts.steps`` says
+#: how many there are. A long run's page stays small, as its events are paged.
 TIMELINE_STEPS = 300
 
 #: How often the live feed looks for events another process recorded (a
@@ -84,14 +85,9 @@ async def origin_api(request: Request) -> Response:
 
 
 async def timeline_api(request: Request) -> Response:
-    timeline = await ui_context(request).timeline(_run_id(request))
-    steps = timeline["steps"]
-    timeline["steps_total"] = len(steps)
-    if len(steps) > TIMELINE_STEPS:
-        kept = steps[-TIMELINE_STEPS:]
-        first = kept[0]["superstep"]
-        timeline["steps"] = kept
-        timeline["marks"] = [m for m in timeline["marks"] if (m["superstep"] or 0) >= first]
+    raw = request.query_params.get("first_step")
+    first = None if not raw else int_param(request, "first_step", 0, low=0, high=10**12)
+    timeline = await ui_context(request).timeline(_run_id(request), first, TIMELINE_STEPS)
     return JSONBody(timeline)
 
 

@@ -72,11 +72,18 @@ class UiContext:
         """
         return (await self._entry(run_id))[0]
 
-    async def timeline(self, run_id: str) -> dict[str, Any]:
-        """The run's timeline; one request at a time extends a run's kept timeline."""
+    async def timeline(self, run_id: str, first_step: int | None, steps: int) -> dict[str, Any]:
+        """A window of at most ``steps`` supersteps of the run's timeline, from
+        ``first_step`` (None: the latest ones, where a live run moves).
+
+        One request at a time extends a run's kept timeline with its new events.
+        """
         history, lock = await self._entry(run_id)
         async with lock:
-            return await history.timeline()
+            if first_step is None:
+                total = (await history.timeline(max_steps=0))["counts"]["steps"]
+                first_step = max(0, total - steps)
+            return await history.timeline(first_step=first_step, max_steps=steps)
 
     async def origin(self, run_id: str) -> dict[str, Any] | None:
         """``{"run_id", "seq"}`` of the run ``run_id`` was forked from, or None.

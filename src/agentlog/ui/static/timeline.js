@@ -25,7 +25,7 @@ const Timeline = (() => {
 
   function render(box, data) {
     const steps = data.steps || [];
-    const total = data.steps_total ?? steps.length;
+    const total = (data.counts && data.counts.steps) ?? steps.length;
     const marks = data.marks || [];
     const runEnd = ms(data.end) ?? Date.now();
     const spans = steps.map((s) => {
