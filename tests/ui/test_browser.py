@@ -190,3 +190,19 @@ def test_with_actions_the_page_forks_a_run_and_links_the_two(
     assert browser.current_url == url + "runs/fan-1-ui"
     assert link.text == "fan-1"
     assert browser.find_element(By.ID, "origin").text == "forked from fan-1 at seq 4"
+
+
+def test_leaving_a_live_page_closes_its_feed(serve: Serve, browser: WebDriver) -> None:
+    """Regression: a left page kept its live feed open, and a browser holds six
+    connections per server, so the seventh page of a running run hung."""
+    url = serve()
+
+    def open_feeds() -> int:
+        feeds: int = httpx.get(url + "api/health").json()["live_feeds"]
+        return feeds
+
+    for _ in range(8):
+        _open(browser, url + "runs/wait-live")
+        _until(browser, lambda d: open_feeds() == 1)
+        browser.get("about:blank")
+        _until(browser, lambda d: open_feeds() == 0)

@@ -104,15 +104,19 @@ async def live_api(request: Request) -> Response:
     done = info.status in RunStatus.TERMINAL and after >= info.last_seq
 
     async def feed() -> AsyncIterator[str]:
-        yield "retry: 1000\n\n"
-        if not done:
-            # tail ends by itself after the run's terminal event; a closed tab
-            # cancels this generator (Starlette listens for the disconnect).
-            async for event in context.reader.tail(
-                run_id, after_seq=after, poll_seconds=LIVE_POLL_SECONDS
-            ):
-                yield _sse("seq", {"seq": event.seq, "type": event.type})
-        yield _sse("end", {})
+        context.live_feeds += 1
+        try:
+            yield "retry: 1000\n\n"
+            if not done:
+                # tail ends by itself after the run's terminal event; a closed tab
+                # cancels this generator (Starlette listens for the disconnect).
+                async for event in context.reader.tail(
+                    run_id, after_seq=after, poll_seconds=LIVE_POLL_SECONDS
+                ):
+                    yield _sse("seq", {"seq": event.seq, "type": event.type})
+            yield _sse("end", {})
+        finally:
+            context.live_feeds -= 1
 
     return StreamingResponse(
         feed(),

@@ -1,4 +1,5 @@
-"""``/api/runs``: one page of the runs table (hot and archived), and the filters' choices."""
+"""``/api/runs``: one page of the runs table (hot and archived), the filters'
+choices (``/api/workflows``), and ``/api/health``."""
 
 from __future__ import annotations
 
@@ -79,4 +80,21 @@ async def workflows_api(request: Request) -> Response:
     return JSONBody({"workflows": workflows, "statuses": list(_STATUSES)})
 
 
-routes = [Route("/api/runs", runs_api), Route("/api/workflows", workflows_api)]
+async def health_api(request: Request) -> Response:
+    """The server answers: what it serves, and how many live feeds are open."""
+    context = ui_context(request)
+    return JSONBody(
+        {
+            "ok": True,
+            "log": context.where,
+            "live_feeds": context.live_feeds,
+            "actions": context.allow_actions,
+        }
+    )
+
+
+routes = [
+    Route("/api/runs", runs_api),
+    Route("/api/workflows", workflows_api),
+    Route("/api/health", health_api),
+]

@@ -51,6 +51,8 @@ class UiContext:
     """Drives the runs an action resumes (only with actions)."""
     csrf_token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     """The per-process secret every action request must carry in ``X-CSRF-Token``."""
+    live_feeds: int = 0
+    """Live feeds (server-sent event streams) open now: ``/api/health`` shows it."""
     catalog_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     """One catalog query at a time: its DuckDB connection serves one thread."""
     _histories: OrderedDict[str, tuple[RunHistory, asyncio.Lock]] = field(

@@ -131,6 +131,9 @@
     live.textContent = "live: following new events";
     live.classList.add("on");
     const source = new EventSource(apiRun(runId, "/live?after=" + lastSeq));
+    // Leaving the page closes the feed at once: a browser keeps only six
+    // connections per server, and a page kept for "back" must not hold one.
+    window.addEventListener("pagehide", () => source.close());
     source.addEventListener("seq", (message) => {
       const seq = JSON.parse(message.data).seq;
       if (seq > lastSeq) { lastSeq = seq; refresh(); }
