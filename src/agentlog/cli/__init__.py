@@ -12,6 +12,7 @@ bad URL) prints one line on stderr and exits with code 2.
 * :mod:`agentlog.cli.fork`: ``fork``, a new run from another run's state at a seq;
 * :mod:`agentlog.cli.worker`: ``worker``, the long-running process that drives runs;
 * :mod:`agentlog.cli.archive`: ``archive`` and ``sql``;
+* :mod:`agentlog.cli.ui`: ``ui``, the web debugger (:mod:`agentlog.ui`);
 * :mod:`agentlog.cli.render`: the one set of renderers (JSON, tables, lines);
 * :mod:`agentlog.cli.workflows`: ``--app`` loading; :mod:`agentlog.cli.logs`:
   ``-v`` and ``--log-format``.
@@ -24,5 +25,5 @@ from agentlog.cli.app import app, main
 __all__ = ["app", "main"]
 
 # Importing a command module registers its commands; this order is --help's.
-for _module in ("runs", "control", "fork", "worker", "archive", "verify"):
+for _module in ("runs", "control", "fork", "worker", "archive", "verify", "ui"):
     importlib.import_module(f"agentlog.cli.{_module}")

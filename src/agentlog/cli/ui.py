@@ -1,0 +1,115 @@
+"""``agentlog ui``: serve the web debugger on this machine and open it in the browser."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import webbrowser
+from typing import Annotated
+
+import typer
+
+from agentlog.archive.store import DEFAULT_ARCHIVE_URL
+from agentlog.cli.app import command, run_async
+from agentlog.cli.options import AppOpt, ArchiveOpt, LogOpt, key_store
+from agentlog.cli.render import print_line
+from agentlog.cli.workflows import load_workflows
+from agentlog.errors import ConfigError
+from agentlog.eventlog.urls import DEFAULT_LOG_URL, open_log
+
+__all__: list[str] = []
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.bind((host, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _open_when_up(server: object, url: str) -> None:
+    """Open the browser once uvicorn listens (bounded: it gives up after 30 s)."""
+    deadline = time.monotonic() + 30
+    while not getattr(server, "started", False) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if getattr(server, "started", False):
+        webbrowser.open(url)
+
+
+async def _check_log(log_url: str) -> None:
+    """Fail now, with the usual one-line error, on a log that does not open."""
+    hot = await open_log(log_url, create=False, keys=key_store())
+    await hot.close()
+
+
+@command()
+def ui(
+    log: LogOpt = DEFAULT_LOG_URL,
+    archive: ArchiveOpt = DEFAULT_ARCHIVE_URL,
+    host: Annotated[
+        str,
+        typer.Option(help="Address to listen on; the default serves this machine only."),
+    ] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option(help="Port to listen on (0: a free one).", min=0, max=65535)
+    ] = 8765,
+    allow_actions: Annotated[
+        bool,
+        typer.Option(
+            "--allow-actions",
+            help="Serve resume, cancel and fork (behind a CSRF token); read-only otherwise.",
+        ),
+    ] = False,
+    no_browser: Annotated[
+        bool, typer.Option("--no-browser", help="Print the URL; do not open a browser.")
+    ] = False,
+    apps: AppOpt = None,
+) -> None:
+    """A web timeline of any run (live, hot or archived), with SQL over the archive.
+
+    Ctrl-C stops the server.
+    """
+    import uvicorn
+
+    from agentlog.ui import create_app
+    from agentlog.ui.app import LOOPBACK_HOSTS
+
+    workflows = load_workflows(apps) if allow_actions else []
+    run_async(lambda: _check_log(log))
+    try:
+        chosen = port or _free_port(host)
+    except OSError as exc:
+        raise ConfigError(f"--host {host}: cannot listen there: {exc}") from None
+    loopback = host in ("127.0.0.1", "localhost", "::1")
+    app = create_app(
+        log,
+        archive,
+        allow_actions=allow_actions,
+        keys=key_store(),
+        workflows=workflows,
+        allowed_hosts=LOOPBACK_HOSTS if loopback else ["*"],
+    )
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{chosen}/"
+    print_line(f"agentlog ui: {url}" + (" (actions allowed)" if allow_actions else ""))
+    if not loopback:
+        print_line(f"warning: listening on {host}: anyone who can reach it can read every run")
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=chosen,
+        log_level="warning",
+        lifespan="on",
+        # Open live feeds (server-sent events) must not hold Ctrl-C up.
+        timeout_graceful_shutdown=1,
+    )
+    server = uvicorn.Server(config)
+    if not no_browser:
+        threading.Thread(target=_open_when_up, args=(server, url), daemon=True).start()
+    server.run()
+    if not server.started:
+        raise ConfigError(
+            f"the UI did not start on {host}:{chosen} (see the message above); "
+            "is the port in use? pick another with --port, or check --log"
+        )

@@ -1,0 +1,116 @@
+"""The write endpoints: resume a waiting run, cancel a run, fork a run.
+
+Each is a POST and is served only when the UI was started with
+``--allow-actions``; otherwise it answers 403 and the pages show no buttons.
+With actions, a request must carry the per-process CSRF token (the page holds
+it) in the ``X-CSRF-Token`` header, and a browser's ``Origin``, when sent,
+must be this server: another site's page can neither read the token nor
+send the header without a CORS preflight, which this server never grants.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from agentlog.errors import ConfigError
+from agentlog.runtime import Runtime
+from agentlog.ui.context import UiContext, ui_context
+from agentlog.ui.responses import JSONBody, error_response
+
+__all__ = ["CSRF_HEADER", "routes"]
+
+CSRF_HEADER = "x-csrf-token"
+
+
+def _refusal(request: Request, context: UiContext) -> Response | None:
+    """A 403 for an action that must not run, or None when it may."""
+    if not context.allow_actions or context.runtime is None:
+        return error_response(
+            request,
+            403,
+            "actions are off: this UI is read-only; start it with `agentlog ui "
+            "--allow-actions` to resume, cancel or fork runs",
+        )
+    sent = request.headers.get(CSRF_HEADER, "")
+    if not hmac.compare_digest(sent.encode(), context.csrf_token.encode()):
+        why = "no CSRF token" if not sent else "a wrong CSRF token"
+        return error_response(
+            request, 403, f"refused: the request carries {why}; send actions from the UI's page"
+        )
+    origin = request.headers.get("origin")
+    if origin is not None and origin != f"{request.url.scheme}://{request.url.netloc}":
+        return error_response(request, 403, f"refused: a request from another site ({origin})")
+    return None
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if not raw:
+        return {}
+    try:
+        body = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"the request body is not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise ConfigError("the request body must be a JSON object")
+    return body
+
+
+async def _act(request: Request) -> tuple[Runtime, str, dict[str, Any]] | Response:
+    context = ui_context(request)
+    refused = _refusal(request, context)
+    if refused is not None:
+        return refused
+    assert context.runtime is not None
+    return context.runtime, request.path_params["run_id"], await _body(request)
+
+
+async def resume_api(request: Request) -> Response:
+    acted = await _act(request)
+    if isinstance(acted, Response):
+        return acted
+    runtime, run_id, body = acted
+    await runtime.resume(run_id, body.get("value"))
+    return JSONBody({"run_id": run_id, "resumed": True})
+
+
+async def cancel_api(request: Request) -> Response:
+    acted = await _act(request)
+    if isinstance(acted, Response):
+        return acted
+    runtime, run_id, body = acted
+    state = await runtime.cancel(run_id, str(body.get("reason") or "cancelled from the UI"))
+    return JSONBody({"run_id": run_id, "status": state.status})
+
+
+async def fork_api(request: Request) -> Response:
+    acted = await _act(request)
+    if isinstance(acted, Response):
+        return acted
+    runtime, run_id, body = acted
+    at_seq, new_run_id, updates = body.get("at_seq"), body.get("new_run_id"), body.get("updates")
+    if not isinstance(at_seq, int) or not isinstance(new_run_id, str) or not new_run_id:
+        raise ConfigError('a fork needs {"at_seq": SEQ, "new_run_id": "NEW", "updates": {...}}')
+    if updates is not None and not isinstance(updates, dict):
+        raise ConfigError("updates must be a JSON object of state keys to new values")
+    await runtime.fork(
+        run_id,
+        at_seq,
+        new_run_id=new_run_id,
+        updates=updates,
+        archive=ui_context(request).store,
+    )
+    return JSONBody({"run_id": new_run_id, "forked_from": run_id, "at_seq": at_seq})
+
+
+routes = [
+    Route("/api/runs/{run_id:path}/resume", resume_api, methods=["POST"]),
+    Route("/api/runs/{run_id:path}/cancel", cancel_api, methods=["POST"]),
+    Route("/api/runs/{run_id:path}/fork", fork_api, methods=["POST"]),
+]

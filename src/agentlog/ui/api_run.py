@@ -1,0 +1,135 @@
+"""One run's JSON endpoints and its live feed.
+
+* ``/api/runs/{id}/events?after=&limit=``: a page of events (never all of them);
+* ``/api/runs/{id}/state/{seq}``: the state at that seq and the diff from the one before;
+* ``/api/runs/{id}/timeline?first_step=``: steps, lanes (parallel branches), bars and
+  marks, a window of supersteps at a time;
+* ``/api/runs/{id}/live?after=``: server-sent events, one per recorded event,
+  from :meth:`EventReader.tail` (as ``agentlog show --follow`` follows a run);
+  the page fetches the new events and the timeline when told;
+* ``/api/runs/{id}/origin``: the run it was forked from (``Runtime.fork``), if any;
+* ``/api/runs/{id}``: the run's index row and where it lives (hot or archive).
+
+Run ids may hold ``/``, so the id is matched greedily and the suffix decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from agentlog.errors import SeqOutOfRangeError
+from agentlog.eventlog.events import RunStatus
+from agentlog.ui.api_runs import MAX_LIMIT, int_param
+from agentlog.ui.context import ui_context
+from agentlog.ui.responses import JSONBody
+
+__all__ = ["LIVE_POLL_SECONDS", "TIMELINE_STEPS", "routes"]
+
+#: The most steps the timeline endpoint ships: the run's latest ones (where a
+#: live run moves), or a window from ``?first_step=``; ``counts.steps`` says
+#: how many there are. A long run's page stays small, as its events are paged.
+TIMELINE_STEPS = 300
+
+#: How often the live feed looks for events another process recorded (a
+#: backend with change notification wakes sooner): well within a second.
+LIVE_POLL_SECONDS = 0.2
+
+
+def _run_id(request: Request) -> str:
+    run_id: str = request.path_params["run_id"]
+    return run_id
+
+
+async def info_api(request: Request) -> Response:
+    history = await ui_context(request).history(_run_id(request))
+    info = await history.refresh()
+    return JSONBody(
+        {
+            "run_id": history.run_id,
+            "where": history.where,
+            "info": info.to_json(),
+            "last_seq": info.last_seq,
+        }
+    )
+
+
+async def events_api(request: Request) -> Response:
+    history = await ui_context(request).history(_run_id(request))
+    after = int_param(request, "after", 0, low=0, high=10**12)
+    limit = int_param(request, "limit", 200, low=1, high=MAX_LIMIT)
+    events = await history.events(after=after, limit=limit)
+    return JSONBody({"events": events, "last_seq": history.last_seq})
+
+
+async def state_api(request: Request) -> Response:
+    run_id = _run_id(request)
+    history = await ui_context(request).history(run_id)
+    raw = request.path_params["seq"]
+    if not raw.isdigit():
+        raise SeqOutOfRangeError(run_id, raw, history.last_seq)
+    seq = int(raw)
+    return JSONBody(
+        {"seq": seq, "state": await history.state_at(seq), "diff": await history.diff_at(seq)}
+    )
+
+
+async def origin_api(request: Request) -> Response:
+    """Where a forked run came from: ``{"forked_from": {"run_id", "seq"} or None}``."""
+    return JSONBody({"forked_from": await ui_context(request).origin(_run_id(request))})
+
+
+async def timeline_api(request: Request) -> Response:
+    raw = request.query_params.get("first_step")
+    first = None if not raw else int_param(request, "first_step", 0, low=0, high=10**12)
+    timeline = await ui_context(request).timeline(_run_id(request), first, TIMELINE_STEPS)
+    return JSONBody(timeline)
+
+
+def _sse(kind: str, data: dict[str, Any]) -> str:
+    return f"event: {kind}\ndata: {orjson.dumps(data).decode()}\n\n"
+
+
+async def live_api(request: Request) -> Response:
+    """Tell the page about every event recorded after ``after``, until the run ends."""
+    context = ui_context(request)
+    run_id = _run_id(request)
+    info = await (await context.history(run_id)).refresh()
+    after = int_param(request, "after", 0, low=0, high=10**12)
+    done = info.status in RunStatus.TERMINAL and after >= info.last_seq
+
+    async def feed() -> AsyncIterator[str]:
+        context.live_feeds += 1
+        try:
+            yield "retry: 1000\n\n"
+            if not done:
+                # tail ends by itself after the run's terminal event; a closed tab
+                # cancels this generator (Starlette listens for the disconnect).
+                async for event in context.reader.tail(
+                    run_id, after_seq=after, poll_seconds=LIVE_POLL_SECONDS
+                ):
+                    yield _sse("seq", {"seq": event.seq, "type": event.type})
+            yield _sse("end", {})
+        finally:
+            context.live_feeds -= 1
+
+    return StreamingResponse(
+        feed(),
+        media_type="text/event-stream",
+        headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+    )
+
+
+routes = [
+    Route("/api/runs/{run_id:path}/events", events_api),
+    Route("/api/runs/{run_id:path}/state/{seq}", state_api),
+    Route("/api/runs/{run_id:path}/timeline", timeline_api),
+    Route("/api/runs/{run_id:path}/live", live_api),
+    Route("/api/runs/{run_id:path}/origin", origin_api),
+    Route("/api/runs/{run_id:path}", info_api),
+]

@@ -1,0 +1,147 @@
+"""The Starlette app: routes, security headers, and the one error boundary.
+
+Every response carries a strict Content-Security-Policy (scripts and styles
+from this server only, nothing inline, no frames), ``nosniff`` and no
+referrer. Errors are typed (:mod:`agentlog.errors`): an API call gets JSON
+``{"error": ...}`` with a 4xx status, a page gets the same message as text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from agentlog.crypto import KeyStore
+from agentlog.errors import (
+    AgentlogError,
+    RunExistsError,
+    RunNotWaitingError,
+    UnknownRunError,
+)
+from agentlog.runtime import Workflow
+from agentlog.ui import actions, api_run, api_runs, api_sql, pages
+from agentlog.ui.context import open_context
+from agentlog.ui.responses import error_response
+
+__all__ = ["LOOPBACK_HOSTS", "SECURITY_HEADERS", "create_app"]
+
+#: The Host names a UI on this machine answers to. Any other name is refused,
+#: so a web page whose DNS name is re-pointed at 127.0.0.1 (DNS rebinding)
+#: cannot read the runs.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+STATIC = Path(__file__).parent / "static"
+
+#: Sent with every response. No inline script or style can run, whatever an
+#: event's payload holds; the pages only load what this server serves.
+SECURITY_HEADERS = {
+    "content-security-policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "x-frame-options": "DENY",
+}
+
+
+class _SecurityHeaders:
+    """Adds :data:`SECURITY_HEADERS` to every HTTP response (streams included)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers += [(k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+def _status_of(exc: AgentlogError) -> int:
+    if isinstance(exc, UnknownRunError):
+        return 404
+    if isinstance(exc, RunNotWaitingError | RunExistsError):
+        return 409
+    return 400  # bad input: a seq out of range, a refused query, a bad option
+
+
+async def _agentlog_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, AgentlogError)
+    return error_response(request, _status_of(exc), str(exc))
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return error_response(request, exc.status_code, str(exc.detail))
+
+
+def create_app(
+    log_url: str,
+    archive_url: str,
+    *,
+    allow_actions: bool = False,
+    keys: KeyStore | None = None,
+    workflows: Iterable[Workflow[Any]] = (),
+    allowed_hosts: Sequence[str] = LOOPBACK_HOSTS,
+) -> Starlette:
+    """The web debugger over the log at ``log_url`` and the archive at ``archive_url``.
+
+    Args:
+        log_url: the hot log; it must exist (the UI never creates one).
+        archive_url: the archive (``file://DIR`` or ``s3://...``); a local
+            folder that does not exist means no archive.
+        allow_actions: serve resume, cancel and fork (each behind the CSRF
+            token); otherwise every write endpoint answers 403.
+        keys: opens encrypted payloads (None: sealed content shows as metadata).
+        workflows: the workflows an action may need to run (resume, fork).
+        allowed_hosts: the Host header values served (``["*"]``: any, for a
+            UI bound to another address); others get 400.
+    """
+    chosen = list(workflows)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with open_context(
+            log_url, archive_url, allow_actions=allow_actions, keys=keys, workflows=chosen
+        ) as context:
+            app.state.ui = context
+            yield
+
+    routes = [
+        *pages.routes,
+        *api_runs.routes,
+        *api_run.routes,
+        *api_sql.routes,
+        *actions.routes,
+        Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
+    ]
+    return Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        middleware=[
+            Middleware(_SecurityHeaders),
+            Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)),
+        ],
+        exception_handlers={AgentlogError: _agentlog_error, HTTPException: _http_error},
+    )
