@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import ast
+import asyncio
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from typer.testing import CliRunner
 
 import agentlog.ui
 from agentlog.cli import app
+from agentlog.eventlog.urls import open_log
 
 SRC = Path(agentlog.ui.__file__).resolve().parents[1]
 
@@ -57,3 +63,28 @@ def test_the_web_stack_stays_at_the_top() -> None:
                     assert where.startswith("ui/") or where == "cli/ui.py", where
                 if name.startswith("agentlog.ui"):
                     assert where.startswith(("ui/", "cli/")), f"{where} imports {name}"
+
+
+def test_json_prints_the_url_as_one_line(tmp_path: Path) -> None:
+    """``--json`` gives scripts the URL (the server then runs until stopped)."""
+    log_path = tmp_path / "ui.db"
+    asyncio.run(_make_log(log_path))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, "-m", "agentlog", "ui", "--log", f"sqlite:///{log_path}"]
+    command += ["--no-browser", "--port", "0", "--json"]
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            shown = json.loads(proc.stdout.readline())
+            assert shown["url"].startswith("http://127.0.0.1:")
+            assert shown["actions"] is False and shown["loopback"] is True
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+
+
+async def _make_log(path: Path) -> None:
+    log = await open_log(f"sqlite:///{path}")
+    await log.close()

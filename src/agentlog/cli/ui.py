@@ -12,8 +12,8 @@ import typer
 
 from agentlog.archive.store import DEFAULT_ARCHIVE_URL
 from agentlog.cli.app import command, run_async
-from agentlog.cli.options import AppOpt, ArchiveOpt, LogOpt, key_store
-from agentlog.cli.render import print_line
+from agentlog.cli.options import AppOpt, ArchiveOpt, JsonOpt, LogOpt, key_store
+from agentlog.cli.render import print_json_line, print_line
 from agentlog.cli.workflows import load_workflows
 from agentlog.errors import ConfigError
 from agentlog.eventlog.urls import DEFAULT_LOG_URL, open_log
@@ -65,6 +65,7 @@ def ui(
         bool, typer.Option("--no-browser", help="Print the URL; do not open a browser.")
     ] = False,
     apps: AppOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """A web timeline of any run (live, hot or archived), with SQL over the archive.
 
@@ -92,9 +93,15 @@ def ui(
     )
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{chosen}/"
-    print_line(f"agentlog ui: {url}" + (" (actions allowed)" if allow_actions else ""))
-    if not loopback:
-        print_line(f"warning: listening on {host}: anyone who can reach it can read every run")
+    warning = f"warning: listening on {host}: anyone who can reach it can read every run"
+    if as_json:  # one line a script can read the URL from
+        print_json_line({"url": url, "actions": allow_actions, "loopback": loopback})
+        if not loopback:
+            typer.echo(warning, err=True)
+    else:
+        print_line(f"agentlog ui: {url}" + (" (actions allowed)" if allow_actions else ""))
+        if not loopback:
+            print_line(warning)
     config = uvicorn.Config(
         app,
         host=host,
