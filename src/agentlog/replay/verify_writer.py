@@ -176,15 +176,24 @@ class ReplayWriter(RunWriter):
             Diverged: a recorded event of the session was never matched.
         """
         boundary = self._boundary()
-        left = next((i for i in range(self.cursor, boundary) if not self.used[i]), None)
-        if left is None:
-            return
+        for left in range(self.cursor, boundary):
+            if self.used[left]:
+                continue
+            data = self.history[left].data
+            task = self.state.tasks.get(getattr(data, "key", ""), {})
+            if not (isinstance(data, TaskStarted) and task.get("status") == "started"):
+                raise self._unmatched(left, boundary)
+            # Started again while in flight: a claim this history lacks (a fork
+            # copies none) came first; the live runtime folded this restart too.
+            self._fold(left)
+
+    def _unmatched(self, left: int, boundary: int) -> Diverged:
         event, stop = self.history[left], self.history[boundary]
         message = (
             f"the code stopped before {describe(event.data)}, which the history has "
             f"before its {stop.data.type} at seq {stop.seq}"
         )
-        raise Diverged(Mismatch(event.seq, "step", describe(event.data), None, message))
+        return Diverged(Mismatch(event.seq, "step", describe(event.data), None, message))
 
     def last_migration(self, workflow: Workflow[Any]) -> int | None:
         """The index of the last recorded migration to ``workflow``'s version, if any."""
