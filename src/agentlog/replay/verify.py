@@ -33,8 +33,15 @@ from agentlog.archive import ArchivedEventLog, ArchiveStore
 from agentlog.errors import AgentlogError, ConfigError, InvalidWriteError, NondeterminismError
 from agentlog.eventlog.base import EventReader, RunInfo
 from agentlog.eventlog.events import LANGGRAPH_WORKFLOW, Event, RunStatus
-from agentlog.replay.verify_writer import Diverged, HistoryEnds, Mismatch, ReplayWriter, describe
-from agentlog.runtime.executor import RunExecutor
+from agentlog.projector.state import RunState
+from agentlog.replay.verify_compare import Mismatch, describe
+from agentlog.replay.verify_writer import (
+    Diverged,
+    HistoryEnds,
+    ReplayExecutor,
+    ReplayWriter,
+    SessionEnds,
+)
 from agentlog.runtime.workflow import Workflow
 
 __all__ = [
@@ -208,16 +215,26 @@ async def _check(workflow: Workflow[Any], events: Sequence[Event]) -> RunCheck:
     if state.workflow == LANGGRAPH_WORKFLOW or not state.workflow:
         note = "not a Workflow run (no RunStarted): not checkable by verify"
         return dataclasses.replace(base, status="skipped", note=note)
-    same = state.version == workflow.version and state.fingerprint in workflow.fingerprints
-    if not same:
+    migrated = writer.last_migration(workflow)
+    if not _same(state, workflow) and migrated is not None:
+        # Migrated to this code on the way: what came before was other code's.
+        writer.skip_through(migrated)
+        writer.take_inputs()
+        seq = writer.history[migrated].seq
+        note = f"checked from seq {seq} on, where it was migrated to v{workflow.version}"
+        base = dataclasses.replace(base, note=note)
+    if not _same(state, workflow):
         if state.version in workflow.migrations:
             note = f"recorded by v{state.version}: a resume migrates it to v{workflow.version}"
             return dataclasses.replace(base, status="skipped", note=note)
         return _diverged(base, _version_mismatch(writer, workflow))
     try:
         while state.status == RunStatus.RUNNING:
-            await RunExecutor(writer, workflow).run()
-            writer.take_inputs()  # an answer, a timer, a retry: the next session
+            try:
+                await ReplayExecutor(writer, workflow).run()
+            except SessionEnds:  # its process stopped there (a crash, a fork...)
+                writer.end_session()
+            writer.take_inputs()  # a claim, an answer, a timer, a retry: the next session
     except Diverged as diverged:
         return _diverged(base, diverged.mismatch)
     except HistoryEnds:
@@ -232,6 +249,10 @@ async def _check(workflow: Workflow[Any], events: Sequence[Event]) -> RunCheck:
         message = f"the code stopped before {describe(left.data)}, which the history has"
         return _diverged(base, Mismatch(left.seq, "step", describe(left.data), None, message))
     return base
+
+
+def _same(state: RunState, workflow: Workflow[Any]) -> bool:
+    return state.version == workflow.version and state.fingerprint in workflow.fingerprints
 
 
 def _version_mismatch(writer: ReplayWriter, workflow: Workflow[Any]) -> Mismatch:

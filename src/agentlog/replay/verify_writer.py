@@ -15,6 +15,18 @@ a resume runs. What differs is where events go and where effects come from:
 * nothing is written: flush, persist and close do nothing, and an append
   would raise.
 
+A history is a series of *sessions*, one per executor that wrote it: the
+code events (:data:`CODE_EVENTS`) one process emitted, up to the next input
+(a claim, an answer, a timer, a retry, a migration, a fork, a cancel). A
+process that crashed, lost its lease or handed the run over stopped at any
+point, and the next writer started again from the state folded up to there,
+plus its inputs: the interrupted step runs again from its start, and a task
+in flight at the crash is started again under the same key. The replay does
+the same: a lane never matches past the next unread input; code that would
+go on past it raises :class:`SessionEnds`, the driver checks that the session
+left nothing unmatched, folds the inputs, and starts the next session with a
+new executor, from the state the live runtime started from.
+
 A difference raises :class:`Diverged` (a BaseException, so no step's
 ``except Exception`` swallows it); code that goes past the end of an open
 run's history raises :class:`HistoryEnds`: that is where a resume would
@@ -23,7 +35,7 @@ start doing new work, and everything before it matched.
 
 from __future__ import annotations
 
-import builtins
+import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
@@ -32,6 +44,7 @@ from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.codec import decode_payload, encode_payload
 from agentlog.eventlog.events import (
     SCHEMA_V,
+    Branch,
     Event,
     EventData,
     InterruptRaised,
@@ -39,6 +52,7 @@ from agentlog.eventlog.events import (
     RunCancelled,
     RunCompleted,
     RunFailed,
+    RunMigrated,
     StepCompleted,
     StepFailed,
     SuperstepCommitted,
@@ -49,6 +63,15 @@ from agentlog.eventlog.events import (
 from agentlog.projector.fold import apply
 from agentlog.projector.snapshots import SnapshotPolicy
 from agentlog.projector.state import RunState
+from agentlog.replay.verify_compare import (
+    Mismatch,
+    RecordedTaskError,
+    compare,
+    describe,
+    kind_of,
+    recorded_error,
+)
+from agentlog.runtime.executor import RunExecutor
 from agentlog.runtime.workflow import Workflow
 from agentlog.runtime.writer import RunWriter
 
@@ -58,13 +81,15 @@ __all__ = [
     "HistoryEnds",
     "Mismatch",
     "RecordedTaskError",
+    "ReplayExecutor",
     "ReplayWriter",
+    "SessionEnds",
     "describe",
 ]
 
 #: The events a run's code emits (through the executor); every other event
-#: (a start, a claim, an answer, a timer, a retry, a cancel, a migration) is
-#: an input from outside, folded in by the replay's driver between sessions.
+#: (a start, a claim, an answer, a timer, a retry, a cancel, a migration, a
+#: fork) is an input from outside, recorded between two sessions.
 CODE_EVENTS = (
     TaskStarted,
     TaskCompleted,
@@ -84,17 +109,6 @@ _NO_SNAPSHOTS = SnapshotPolicy(every=2**62, on_park=False)
 Lane = tuple[int, int] | None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Mismatch:
-    """What differed, before it is tied to a run (see ``verify.Divergence``)."""
-
-    seq: int
-    kind: str
-    expected: Any
-    got: Any
-    message: str
-
-
 class Diverged(BaseException):  # a signal, like CancelledError
     """The code did something other than the history: stops the replay."""
 
@@ -107,8 +121,8 @@ class HistoryEnds(BaseException):
     """The code reached the end of an open run's history: all before it matched."""
 
 
-class RecordedTaskError(Exception):
-    """A task's recorded failure, raised again in a replay (when its type is not a builtin)."""
+class SessionEnds(BaseException):
+    """The code reached an input: the process that wrote this session stopped there."""
 
 
 class ReplayWriter(RunWriter):
@@ -128,14 +142,20 @@ class ReplayWriter(RunWriter):
         self.history = list(history)
         self.used = [False] * len(self.history)
         self.cursor = 0  # the first event not yet folded or matched
-        self._lanes: dict[str, Lane] = {}  # task key -> its lane, from the history
+        self._bound = 0  # see _boundary
+        # task key -> its lane (the key is derived from its superstep and branch)
+        self._lanes: dict[str, Lane] = {
+            e.data.key: (e.data.superstep, e.data.branch)
+            for e in self.history
+            if isinstance(e.data, TaskStarted)
+        }
         #: The history ends the run: code that goes further diverges (an open
         #: run's history just stops where a resume would go on).
         self.closed = bool(self.history) and isinstance(
             self.history[-1].data, RunCompleted | RunFailed | RunCancelled
         )
 
-    # -- driving: inputs between sessions ---------------------------------------
+    # -- driving: sessions, and the inputs between them ----------------------------
 
     def take_inputs(self) -> None:
         """Fold the inputs at the cursor (a start, claim, answer, retry...) into the state."""
@@ -147,6 +167,49 @@ class ReplayWriter(RunWriter):
                 return
             else:
                 self._fold(self.cursor)
+
+    def end_session(self) -> None:
+        """The code stopped at the next input (:class:`SessionEnds`): check that it
+        did everything the session recorded before it.
+
+        Raises:
+            Diverged: a recorded event of the session was never matched.
+        """
+        boundary = self._boundary()
+        for left in range(self.cursor, boundary):
+            if self.used[left]:
+                continue
+            data = self.history[left].data
+            task = self.state.tasks.get(getattr(data, "key", ""), {})
+            if not (isinstance(data, TaskStarted) and task.get("status") == "started"):
+                raise self._unmatched(left, boundary)
+            # Started again while in flight: a claim this history lacks (a fork
+            # copies none) came first; the live runtime folded this restart too.
+            self._fold(left)
+
+    def _unmatched(self, left: int, boundary: int) -> Diverged:
+        event, stop = self.history[left], self.history[boundary]
+        message = (
+            f"the code stopped before {describe(event.data)}, which the history has "
+            f"before its {stop.data.type} at seq {stop.seq}"
+        )
+        return Diverged(Mismatch(event.seq, "step", describe(event.data), None, message))
+
+    def last_migration(self, workflow: Workflow[Any]) -> int | None:
+        """The index of the last recorded migration to ``workflow``'s version, if any."""
+        found = None
+        for index, event in enumerate(self.history):
+            data = event.data
+            if isinstance(data, RunMigrated) and data.to_version == workflow.version:
+                found = index if data.fingerprint in workflow.fingerprints else None
+        return found
+
+    def skip_through(self, index: int) -> None:
+        """Fold every event up to ``index`` unchecked, in recorded order (as a
+        load of the run would): what other code wrote before a migration."""
+        for i in range(self.cursor, index + 1):
+            if not self.used[i]:
+                self._fold(i)
 
     def leftover(self) -> Event | None:
         """The first recorded code event nothing matched, if any."""
@@ -166,27 +229,33 @@ class ReplayWriter(RunWriter):
 
         Raises:
             Diverged: the recorded lane holds something else.
+            SessionEnds: nothing is recorded for it before the next input.
             HistoryEnds: nothing is recorded for it and the run is still open.
         """
         # Compare what a replay would read back: tuples become lists, and so on.
         data = decode_payload(data.type, SCHEMA_V, encode_payload(data), run_id=self.state.run_id)
-        index = self._find(data)
-        expected = self.history[index].data
-        mismatch = _compare(self.history[index].seq, expected, data)
+        index, restarts = self._find(data)
+        mismatch = compare(self.history[index].seq, self.history[index].data, data)
         if mismatch is not None:
             raise Diverged(mismatch)
-        if isinstance(expected, TaskStarted):
-            self._lanes[expected.key] = (expected.superstep, expected.branch)
+        for restart in restarts:
+            self._fold(restart)
         return self._fold(index)
 
     async def run_effect(self, key: str, call: Callable[[], Awaitable[Any]]) -> Any:
-        """The task's recorded outcome; its body never runs."""
+        """The task's recorded outcome; its body never runs.
+
+        Raises:
+            SessionEnds: the task was in flight when the session's process
+                stopped (the next session starts it again, same key).
+            HistoryEnds: it was in flight where an open run's history stops.
+        """
         outcome = self._outcome(key)
-        if outcome is None:  # in flight when the history stops: a resume runs it now
-            raise HistoryEnds
+        if outcome is None:
+            raise SessionEnds if self._boundary() < len(self.history) else HistoryEnds
         if isinstance(outcome, TaskCompleted):
             return outcome.result
-        raise _recorded_error(outcome.error)
+        raise recorded_error(outcome.error)
 
     async def backoff(self, seconds: float) -> None:
         """A replay does not wait."""
@@ -226,38 +295,52 @@ class ReplayWriter(RunWriter):
             self.cursor += 1
         return self.history[index]
 
-    def _find(self, data: EventData) -> int:
-        """The index of the next recorded code event in ``data``'s lane."""
+    def _boundary(self) -> int:
+        """The index of the next unread input: where this session's process stopped
+        (``len(history)`` if none). Only moves on: inputs are read in order."""
+        while self._bound < len(self.history) and (
+            self.used[self._bound] or _is_code(self.history[self._bound])
+        ):
+            self._bound += 1
+        return self._bound
+
+    def _find(self, data: EventData) -> tuple[int, list[int]]:
+        """The index of the next recorded event of this session in ``data``'s lane,
+        and those of the same task's restarts it passes on the way.
+
+        A task whose result is matched may have been started again in between,
+        under the same key: its process stopped while it ran and the claim
+        that followed is not in this history (a fork copies none). The
+        restarts are folded with the result, as the live runtime folded them.
+        """
         lane = self._lane_of(data)
         key = getattr(data, "key", None)
-        barrier = None
-        for index in range(self.cursor, len(self.history)):
+        boundary = self._boundary()
+        restarts: list[int] = []
+        for index in range(self.cursor, boundary):
             if self.used[index]:
                 continue
-            event = self.history[index].data
-            if not isinstance(event, CODE_EVENTS):
-                continue  # an input (a claim after a crash): lanes go on past it
+            event = self.history[index].data  # a code event: inputs stop the scan
             if self._lane_of(event) == lane:
-                # A task tried again after a crash: its recorded result comes later.
-                retried = isinstance(event, TaskStarted) and event.key == key
-                if retried and isinstance(data, TaskCompleted | TaskFailed):
+                restarted = isinstance(event, TaskStarted) and event.key == key
+                if restarted and isinstance(data, TaskCompleted | TaskFailed):
+                    restarts.append(index)
                     continue
-                return index
+                return index, restarts
             if lane is not None and isinstance(event, _RUN_LEVEL):
-                barrier = self.history[index].seq  # the superstep committed without it
-                break
-        if barrier is None and not self.closed:
+                # the superstep committed without it
+                raise Diverged(self._extra(data, self.history[index].seq))
+        if boundary < len(self.history):
+            raise SessionEnds
+        if not self.closed:
             raise HistoryEnds
-        seq = barrier if barrier is not None else self.last_seq
-        raise Diverged(
-            Mismatch(
-                seq,
-                _kind_of(data),
-                None,
-                describe(data),
-                f"the code did {describe(data)}, which the history does not have here",
-            )
-        )
+        raise Diverged(self._extra(data, self.last_seq))
+
+    @staticmethod
+    def _extra(data: EventData, seq: int) -> Mismatch:
+        what = describe(data)
+        message = f"the code did {what}, which the history does not have here"
+        return Mismatch(seq, kind_of(data), None, what, message)
 
     def _lane_of(self, data: EventData) -> Lane:
         if isinstance(data, TaskCompleted | TaskFailed):
@@ -267,8 +350,8 @@ class ReplayWriter(RunWriter):
         return (data.superstep, data.branch)  # type: ignore[attr-defined]
 
     def _outcome(self, key: str) -> TaskCompleted | TaskFailed | None:
-        """The first outcome recorded for ``key`` that no event matched yet."""
-        for index in range(self.cursor, len(self.history)):
+        """The first outcome recorded for ``key`` in this session that no event matched yet."""
+        for index in range(self.cursor, self._boundary()):
             data = self.history[index].data
             outcome = isinstance(data, TaskCompleted | TaskFailed) and not self.used[index]
             if outcome and data.key == key:  # type: ignore[attr-defined]
@@ -276,95 +359,30 @@ class ReplayWriter(RunWriter):
         return None
 
 
+class ReplayExecutor(RunExecutor):
+    """The runtime's executor, except that each branch of a superstep runs until
+    it stops on its own: one branch reaching the end of its session (or of the
+    history) must not cut short a sibling whose recorded events still come."""
+
+    async def _superstep(self, todo: list[tuple[int, Branch]], *, parallel: bool) -> list[str]:
+        if len(todo) < 2:
+            return await super()._superstep(todo, parallel=parallel)
+        values = self.state.values
+        outcomes = await asyncio.gather(
+            *(self._branch(b, entry, values, parallel=True) for b, entry in todo),
+            return_exceptions=True,
+        )
+        stops = [o for o in outcomes if isinstance(o, BaseException)]
+        if stops:
+            raise min(stops, key=_rank)
+        return cast(list[str], outcomes)
+
+
+def _rank(stop: BaseException) -> int:
+    """Which stop of parallel branches wins: a divergence or an error first,
+    then a session's end, then the history's."""
+    return 2 if isinstance(stop, HistoryEnds) else 1 if isinstance(stop, SessionEnds) else 0
+
+
 def _is_code(event: Event) -> bool:
     return isinstance(event.data, CODE_EVENTS)
-
-
-def _compare(seq: int, expected: EventData, got: EventData) -> Mismatch | None:
-    """None when ``got`` is what the history recorded at ``seq``; else what differed."""
-    if type(expected) is not type(got):
-        tasks = isinstance(expected, TaskStarted) or isinstance(got, TaskStarted)
-        kind = "task" if tasks else "step"
-        return Mismatch(
-            seq,
-            kind,
-            describe(expected),
-            describe(got),
-            f"the history has {describe(expected)} here; the code did {describe(got)}",
-        )
-    if isinstance(expected, TaskStarted):
-        assert isinstance(got, TaskStarted)
-        if (expected.name, expected.key) != (got.name, got.key):
-            return Mismatch(
-                seq,
-                "task",
-                describe(expected),
-                describe(got),
-                f"step {expected.step!r} called {describe(got)} where the history has "
-                f"{describe(expected)}",
-            )
-    elif isinstance(expected, StepCompleted):
-        assert isinstance(got, StepCompleted)
-        if expected.step != got.step:
-            return _step_mismatch(seq, expected.step, got.step)
-        if expected.writes != got.writes:
-            return Mismatch(
-                seq,
-                "write",
-                expected.writes,
-                got.writes,
-                f"step {got.step!r} wrote {got.writes!r}; the history has {expected.writes!r}",
-            )
-        if expected.goto != got.goto:
-            return Mismatch(
-                seq,
-                "step",
-                expected.goto,
-                got.goto,
-                f"step {got.step!r} went to {got.goto!r}; the history went to {expected.goto!r}",
-            )
-    elif isinstance(expected, StepFailed | InterruptRaised | ProgressReported):
-        if expected.step != got.step:  # type: ignore[attr-defined]
-            return _step_mismatch(seq, expected.step, got.step)  # type: ignore[attr-defined]
-    elif isinstance(expected, SuperstepCommitted):
-        assert isinstance(got, SuperstepCommitted)
-        if expected.next != got.next:
-            return Mismatch(
-                seq,
-                "step",
-                expected.next,
-                got.next,
-                f"the next steps are {got.next!r}; the history has {expected.next!r}",
-            )
-    return None
-
-
-def _step_mismatch(seq: int, expected: str, got: str) -> Mismatch:
-    return Mismatch(
-        seq, "step", expected, got, f"the code ran step {got!r} where the history ran {expected!r}"
-    )
-
-
-def _kind_of(data: EventData) -> str:
-    return "task" if isinstance(data, TaskStarted | TaskCompleted | TaskFailed) else "step"
-
-
-def describe(data: EventData) -> str:
-    """A short name for an event: ``task 'search' (call 0)``, ``step 'plan'``..."""
-    if isinstance(data, TaskStarted):
-        return f"task {data.name!r} (call {data.call_index})"
-    step = getattr(data, "step", None)
-    return f"{data.type} of step {step!r}" if step is not None else data.type
-
-
-def _recorded_error(error: str) -> Exception:
-    """The recorded task error, as its builtin type when it names one (so that a
-    step's ``except ValueError`` and its retry policy see what they saw then)."""
-    name, _, message = error.partition(": ")
-    cls = getattr(builtins, name, None)
-    if isinstance(cls, type) and issubclass(cls, Exception):
-        try:
-            return cls(message)
-        except Exception:  # an exotic constructor: the generic error below
-            return RecordedTaskError(error)
-    return RecordedTaskError(error)
