@@ -1,7 +1,7 @@
 """The three shapes of the PostgreSQL fast append: one event as scalars, a few
-as arrays, a big batch by COPY encoded while it streams. Each must store what
-it was given, and a payload that fails to encode must leave nothing behind,
-even when the COPY is already under way."""
+as arrays, a big batch by COPY. Each must store what
+it was given, and a payload that fails to encode must leave nothing behind
+(nor break the connection the COPY ran on)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from agentlog.errors import NotSerializableError
+from agentlog.errors import ConflictError, NotSerializableError
 from agentlog.eventlog.events import TaskCompleted
 from agentlog.eventlog.postgres import PostgresEventLog
 from agentlog.eventlog.postgres_schema import COPY_FROM
@@ -56,3 +56,20 @@ async def test_a_bad_payload_deep_in_a_copy_batch_writes_nothing(log: PostgresEv
     good = [ev("r", seq) for seq in range(3, 3 + size)]
     await log.append(good)
     assert await read_all(log, "r") == events + good
+
+
+@pytest.mark.parametrize("size", [1, 5, COPY_FROM])
+@pytest.mark.parametrize("durable", [True, False])
+async def test_an_append_on_a_stale_view_is_a_conflict_on_every_shape(
+    log: PostgresEventLog, postgres_url: str, size: int, durable: bool
+) -> None:
+    events = await seed(log, "r", 2)  # `log` now believes seq 2 is the last
+    other = await PostgresEventLog.connect(postgres_url)
+    async with other:
+        theirs = ev("r", 3, TaskCompleted("theirs", 3))
+        await other.append([theirs])
+    # The fast path's conditional update finds seq 3 taken: nothing is written.
+    with pytest.raises(ConflictError):
+        await log.append([ev("r", seq) for seq in range(3, 3 + size)], durable=durable)
+    assert await read_all(log, "r") == [*events, theirs]
+    assert (await log.get_run("r")).last_seq == 3

@@ -67,7 +67,7 @@ from agentlog.eventlog.base import (
     snapshots_kept_from,
 )
 from agentlog.eventlog.events import Event, RunStatus, status_after, utcnow
-from agentlog.eventlog.postgres_append import EncodedBatch, append_fast, append_locked
+from agentlog.eventlog.postgres_append import append_fast, append_locked, event_arrays
 from agentlog.eventlog.postgres_schema import (
     CHANNEL,
     CLAIM,
@@ -224,9 +224,8 @@ class PostgresEventLog(EventLog):
 
     async def append(self, events: Sequence[Event], *, durable: bool = True) -> None:
         run_id, first_seq, epoch = check_batch(events)
-        # Each row is encoded once, before it is sent: a bad payload fails with
-        # nothing written (a COPY that it interrupts rolls back).
-        batch = EncodedBatch(events, lambda event: event_row(event, epoch, self.cipher))
+        # Encode before any round trip: a bad payload fails with nothing written.
+        rows = [event_row(event, epoch, self.cipher) for event in events]
         attempts = 0
 
         async def body(conn: _Conn) -> RunInfo:
@@ -235,9 +234,9 @@ class PostgresEventLog(EventLog):
             known = self._known.get(run_id)
             if known is not None and known.last_seq == first_seq - 1:
                 new = known.after(events)
-                if await append_fast(conn, new, first_seq, epoch, batch, durable):
+                if await append_fast(conn, new, first_seq, epoch, rows, durable):
                     return new
-            arrays = batch.arrays()
+            arrays = event_arrays(rows)
             return await append_locked(conn, events, arrays, durable, retried=attempts > 1)
 
         new = await self._call(body, "append failed")
