@@ -21,8 +21,9 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import psycopg
 
@@ -38,16 +39,33 @@ BATCH = 1000
 
 
 @contextlib.contextmanager
-def _server_url() -> Iterator[str]:
+def databases(prefix: str = "bench") -> Iterator[Callable[[], str]]:
+    """A maker of URLs of fresh empty databases, all on one server: the one
+    ``POSTGRES_URL`` names (its databases made here are dropped after), else
+    one started here in a temporary folder and destroyed after."""
     given = os.environ.get("POSTGRES_URL", "").strip()
     if given:
-        yield given
+        made: list[str] = []
+
+        def on_given() -> str:
+            name = f"{prefix}{len(made)}_{os.getpid()}"
+            with psycopg.connect(given, autocommit=True) as conn:
+                conn.execute(f"CREATE DATABASE {name}")
+            made.append(name)
+            return urlsplit(given)._replace(path=f"/{name}").geturl()
+
+        try:
+            yield on_given
+        finally:
+            with psycopg.connect(given, autocommit=True) as conn:
+                for name in made:
+                    conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         return
     from tests.services.postgres_server import PostgresServer
 
     server = PostgresServer.started()
     try:
-        yield server.url(server.create_database())
+        yield lambda: server.url(server.create_database())
     finally:
         server.destroy()
 
@@ -150,8 +168,8 @@ async def _all(url: str, quick: bool) -> list[Row]:
 
 
 def collect(quick: bool) -> list[Row]:
-    with _server_url() as url:
-        return asyncio.run(_all(url, quick))
+    with databases() as new_database:
+        return asyncio.run(_all(new_database(), quick))
 
 
 def _main() -> None:  # pragma: no cover - a manual run

@@ -227,7 +227,6 @@ class PostgresEventLog(EventLog):
         run_id, first_seq, epoch = check_batch(events)
         # Encode before any round trip: a bad payload fails with nothing written.
         rows = [event_row(event, epoch, self.cipher) for event in events]
-        arrays = event_arrays(rows)
         attempts = 0
 
         async def body(conn: _Conn) -> RunInfo:
@@ -236,8 +235,9 @@ class PostgresEventLog(EventLog):
             known = self._known.get(run_id)
             if known is not None and known.last_seq == first_seq - 1:
                 new = known.after(events)
-                if await append_fast(conn, new, first_seq, epoch, arrays, durable):
+                if await append_fast(conn, new, first_seq, epoch, rows, durable):
                     return new
+            arrays = event_arrays(rows)
             return await append_locked(conn, events, arrays, durable, retried=attempts > 1)
 
         new = await self._call(body, "append failed")

@@ -35,6 +35,7 @@ from agentlog.eventlog.events import LANGGRAPH_WORKFLOW
 
 __all__ = [
     "APPEND_FAST",
+    "APPEND_ONE",
     "CHANNEL",
     "CLAIM",
     "COPY_EVENTS",
@@ -139,6 +140,15 @@ _UPDATE_RUN_IF = (
 APPEND_FAST = (
     f"WITH run AS ({_UPDATE_RUN_IF} RETURNING 1) "
     f"INSERT INTO agentlog_events ({_EVENT_COLUMNS}) SELECT e.* FROM {_UNNEST} AS e, run"
+)
+#: :data:`APPEND_FAST` for one event, its values as scalars: psycopg dumps
+#: eight one-element arrays in Python, which cost more than the statement's
+#: server time (the common case: a sync append of one step's event).
+APPEND_ONE = (
+    f"WITH run AS ({_UPDATE_RUN_IF} RETURNING 1) "
+    f"INSERT INTO agentlog_events ({_EVENT_COLUMNS}) SELECT %(run_id)s::text, "
+    "%(seq)s::bigint, %(type)s::text, %(ts)s::bigint, %(schema_v)s::int, %(epoch)s::bigint, "
+    "%(payload)b::bytea, %(checksum)s::bigint FROM run"
 )
 #: The conditional update alone (big batches: the rows follow by COPY, same transaction).
 UPDATE_RUN_IF = _UPDATE_RUN_IF
