@@ -427,7 +427,15 @@ class EventLog(EventReader):
     async def save_snapshot(self, snapshot: Snapshot) -> None:
         """Store a snapshot (replacing one at the same seq), keeping only the
         newest ``keep_snapshots`` per run and the older ones they build on
-        (:func:`snapshots_kept_from`)."""
+        (:func:`snapshots_kept_from`).
+
+        Raises:
+            UnknownRunError: a backend may refuse the snapshot of a run it has
+                no record of (no event, no claim) and then stores nothing: the
+                Kafka log does, since its snapshot records the offset a resume
+                seeks to, which such a run does not have. The runtime only
+                snapshots runs it has written.
+        """
 
     # -- retention (Capabilities.prune) ---------------------------------------------
 
