@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator
-from datetime import datetime
 from typing import Any
 
 import duckdb
 
 from agentlog.archive.errors import ArchiveCorruptError
+from agentlog.archive.run_index import segment_info
 from agentlog.archive.store import ArchiveStore
 from agentlog.archive.writer import Manifest, table_to_events
 from agentlog.crypto import PayloadCipher
@@ -105,16 +105,7 @@ class ArchiveReader:
         seg = self.manifest.latest(run_id)
         if seg is None:
             return None
-        return RunInfo(
-            run_id,
-            workflow=seg.workflow,
-            version=seg.version,
-            status=seg.status,
-            last_seq=seg.last_seq,
-            steps=seg.steps,
-            started_at=datetime.fromisoformat(seg.started_at) if seg.started_at else None,
-            updated_at=datetime.fromisoformat(seg.updated_at) if seg.updated_at else None,
-        )
+        return segment_info(seg, archived=False)
 
     def run_ids(self) -> list[str]:
         """Every archived run."""

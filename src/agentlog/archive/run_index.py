@@ -29,8 +29,12 @@ from agentlog.eventlog.run_pages import order_key, page_from_counts, page_sql
 __all__ = ["ArchiveRunIndex", "RunTable", "segment_info"]
 
 
-def segment_info(seg: Segment) -> RunInfo:
-    """The index row of a run as its newest archived segment records it."""
+def segment_info(seg: Segment, *, archived: bool = True) -> RunInfo:
+    """The index row of a run as its newest archived segment records it.
+
+    ``archived`` is the tombstone flag of a hot index row: true for a run
+    listed beside the hot runs, false where the archive answers as a log.
+    """
     return RunInfo(
         seg.run_id,
         workflow=seg.workflow,
@@ -40,7 +44,7 @@ def segment_info(seg: Segment) -> RunInfo:
         steps=seg.steps,
         started_at=datetime.fromisoformat(seg.started_at) if seg.started_at else None,
         updated_at=datetime.fromisoformat(seg.updated_at) if seg.updated_at else None,
-        archived=True,
+        archived=archived,
     )
 
 

@@ -186,6 +186,12 @@ class RunDriving:
             )
         return migration
 
+    @staticmethod
+    def _migrated(wf: Workflow[Any], state: RunState, migration: Migration) -> RunMigrated:
+        """The event that moves ``state`` onto ``wf``'s version through ``migration``."""
+        values = migration(dict(state.values))
+        return RunMigrated(state.version, wf.version, wf.fingerprint, dict(wf.reducers), values)
+
     async def _claim(self, run_id: str) -> tuple[int, float]:
         """Claim the run; return the epoch and when the lease ends by our clock.
 
@@ -231,12 +237,7 @@ class RunDriving:
                 raise RunNotWaitingError(f"run {run_id!r} is {state.status}; nothing to do")
             first: list[EventData] = [WriterClaimed(epoch, self.config.owner)]
             if migration is not None and wf is not None:
-                values = migration(dict(state.values))
-                first.append(
-                    RunMigrated(
-                        state.version, wf.version, wf.fingerprint, dict(wf.reducers), values
-                    )
-                )
+                first.append(self._migrated(wf, state, migration))
         except BaseException:
             await self._release(run_id, epoch)
             raise

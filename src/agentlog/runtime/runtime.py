@@ -45,7 +45,6 @@ from agentlog.eventlog.events import (
     EventData,
     ResumeReceived,
     RunCancelled,
-    RunMigrated,
     RunRetried,
     RunShredded,
     RunStarted,
@@ -373,12 +372,7 @@ class Runtime(RunDriving):
             state = await record_fork(self.log, plan, epoch)
             after: list[EventData] = []
             if migration is not None:
-                values = migration(dict(state.values))
-                after.append(
-                    RunMigrated(
-                        state.version, wf.version, wf.fingerprint, dict(wf.reducers), values
-                    )
-                )
+                after.append(self._migrated(wf, state, migration))
         except BaseException:
             await self._release(new_run_id, epoch)
             raise
