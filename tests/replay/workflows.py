@@ -54,3 +54,50 @@ def debug_workflow() -> Workflow:
         return end(log=["done"])
 
     return wf
+
+
+#: Rounds of ``rounds_workflow`` whose ``flaky_round`` task, ``plan`` step and
+#: ``check`` step (failing the run) have failed once already.
+FAILED: dict[str, set[int]] = {"task": set(), "step": set(), "run": set()}
+
+
+@task(retry=RetryPolicy(max_attempts=3, initial_interval=0.001))
+async def flaky_round(n: int) -> int:
+    if n % 2 == 0 and n not in FAILED["task"]:
+        FAILED["task"].add(n)
+        raise RuntimeError(f"round {n}: try again")
+    return n
+
+
+def rounds_workflow(rounds: int) -> Workflow:
+    """``rounds`` rounds of plan -> (work | check): ``work`` runs two tasks at
+    once, one of which fails once every other round (a retry); ``plan``
+    fails once in round 2 (a step retry); ``check`` waits for a human every
+    third round and fails the run once in round 4 (``Runtime.retry`` goes on);
+    the run ends after the last round."""
+    wf = Workflow("rounds", state={"log": "append", "round": "replace"})
+
+    @wf.step(retry=RetryPolicy(max_attempts=2, initial_interval=0.001))
+    async def plan(ctx: StepContext) -> Next:
+        n = ctx.state.get("round", 0) + 1
+        if n == 2 and n not in FAILED["step"]:
+            FAILED["step"].add(n)
+            raise RuntimeError("round 2: plan again")
+        return goto("work", "check", round=n)
+
+    @wf.step
+    async def work(ctx: StepContext) -> Next:
+        n = ctx.state["round"]
+        both = await asyncio.gather(slow(f"r{n}"), flaky_round(n))
+        return end(log=[str(both)]) if n >= rounds else goto("plan", log=[str(both)])
+
+    @wf.step(retry=RetryPolicy(max_attempts=1))
+    async def check(ctx: StepContext) -> Next:
+        n = ctx.state["round"]
+        if n == 4 and n not in FAILED["run"]:
+            FAILED["run"].add(n)
+            raise ValueError("round 4: the checker is down")
+        answer = ctx.interrupt({"round": n}) if n % 3 == 0 else "auto"
+        return end(log=[f"check {n}: {answer}"]) if n >= rounds else goto("plan")
+
+    return wf
