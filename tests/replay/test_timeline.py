@@ -6,7 +6,6 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from agentlog.eventlog import (
     Event,
@@ -19,10 +18,10 @@ from agentlog.eventlog import (
 )
 from agentlog.eventlog.events import TimerFired
 from agentlog.eventlog.memory import MemoryEventLog
-from agentlog.replay import Timeline, TimelineBuilder, build_timeline
-from agentlog.replay.timeline_window import CHUNK, TimelineWindows, window_counts
+from agentlog.replay import TimelineBuilder, build_timeline
+from agentlog.replay.timeline_window import CHUNK, TimelineWindows
 from agentlog.runtime import Runtime
-from tests.replay.workflows import CALLS, FAILED, debug_workflow, rounds_workflow
+from tests.replay.workflows import CALLS, debug_workflow, recorded_rounds, restricted
 
 
 class CountingLog(MemoryEventLog):
@@ -142,30 +141,6 @@ def test_step_retries_timers_and_a_failed_run_are_marked() -> None:
     assert marks["timer"]["answered_by"] == "timer" and marks["timer"]["waited_ms"] == 1000.0
     assert marks["run_failed"]["text"] == "RuntimeError: gone"
     assert model["counts"]["step_failed"] == 2 and model["status"] == "failed"
-
-
-async def recorded_rounds(log: MemoryEventLog, rounds: int, run_id: str = "rounds") -> list[Event]:
-    """``rounds_workflow`` on ``log``: answered at each interrupt, retried after its failure."""
-    for failed in FAILED.values():
-        failed.clear()
-    async with asyncio.timeout(60), Runtime(log, workflows=[rounds_workflow(rounds)]) as rt:
-        await rt.start("rounds", run_id=run_id, durability="sync")
-        while (status := (await rt.wait(run_id)).status) != "completed":
-            if status == "waiting":
-                await rt.resume(run_id, "yes")
-            else:
-                assert status == "failed"
-                await rt.retry(run_id)
-    return [e async for e in log.read(run_id)]
-
-
-def restricted(full: Timeline, first: int, steps: int, answer: dict[str, Any]) -> dict[str, Any]:
-    """The whole run's model cut to the window ``answer`` claims to be, with the
-    counts that window ships (the run's if it holds the run, else its own)."""
-    expected = full.to_json(first_step=first, max_steps=steps)
-    if answer["counts_scope"] == "window":
-        expected["counts"] = window_counts(expected, len(full.steps))
-    return {**expected, "counts_scope": answer["counts_scope"]}
 
 
 async def test_windows_are_the_full_model_cut_to_their_supersteps() -> None:
