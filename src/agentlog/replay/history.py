@@ -50,6 +50,9 @@ __all__ = ["RunHistory", "history_reader"]
 
 #: How far back a page looks for the TaskStarted that names a task it completes.
 _NAME_LOOKBACK = 500
+#: How many events from seq 1 :meth:`RunHistory.forked_from` reads first: a
+#: run a writer started records ``WriterClaimed`` among its first few events.
+_FIRST_LOOK = 64
 #: How many events past the last state folded a state is folded on from it
 #: rather than loaded from the newest snapshot.
 _FOLD_ON = 2_000
@@ -306,9 +309,9 @@ def _task_key(event: Event) -> str:
 
 async def _fork_origin(reader: EventReader, run_id: str) -> dict[str, Any] | None:
     """See :meth:`RunHistory.forked_from`."""
-    after, checked_snapshot = 0, False
+    after, size, checked_snapshot = 0, _FIRST_LOOK, False
     while True:
-        chunk = [e async for e in reader.read(run_id, after_seq=after, upto_seq=after + CHUNK)]
+        chunk = [e async for e in reader.read(run_id, after_seq=after, upto_seq=after + size)]
         for event in chunk:
             if isinstance(event.data, RunForked):
                 return {"run_id": event.data.origin_run_id, "seq": event.data.origin_seq}
@@ -316,7 +319,7 @@ async def _fork_origin(reader: EventReader, run_id: str) -> dict[str, Any] | Non
                 return None
         if not chunk:
             return None
-        after = chunk[-1].seq
+        after, size = chunk[-1].seq, CHUNK
         if not checked_snapshot:
             checked_snapshot = True
             snapshot = await reader.load_snapshot(run_id)

@@ -16,10 +16,12 @@ run:
 * the latest window is found by reading backwards from the run's last seq in
   chunks until the commit that opens its first superstep; its builder is
   kept and extended with the events recorded since, as a live run grows;
-* a window further back starts from the nearest superstep boundary already
-  known: each chunk read records where each superstep begins (an index from
-  superstep to seq that grows as windows are read), so paging back reads
-  about one window of events per page.
+* a window further back starts at its superstep's boundary, found from the
+  boundaries already known: each chunk read records where each superstep
+  begins (an index from superstep to seq that grows as windows are read), and
+  a boundary not known yet is probed for where the known ones either side
+  place it. Paging back reads about one window of events per page, and a
+  jump deep into the run a few chunks more.
 
 What a window cannot know without reading everything is the whole run's
 ``counts`` other than ``steps`` (the number of supersteps, exact: they are
@@ -117,22 +119,30 @@ class TimelineWindows:
 
     async def _find_open(self, superstep: int) -> tuple[int, int]:
         """The superstep at or before ``superstep`` nearest to it whose opening
-        seq is known, and that seq; reads from the nearest known boundary."""
-        below = max(s for s in self._opens if s <= superstep)
-        above = min((s for s in self._opens if s > superstep), default=None)
-        if below != superstep and above is not None and above - superstep < superstep - below:
-            hi = self._opens[above] - 1  # read backwards from the boundary above
-            while superstep not in self._opens and hi > 0:
-                lo = max(0, hi - self._chunk)
-                await self._read(lo, hi)
-                hi = lo
-        else:
-            after = self._opens[below]  # read forwards from the boundary below
-            while superstep not in self._opens:
-                chunk = await self._read(after, after + self._chunk)
-                if not chunk:
-                    break
-                after = chunk[-1].seq
+        seq is known, and that seq.
+
+        Reads a chunk where the boundary should be, by the known boundaries
+        either side (supersteps of a run are much alike), and narrows down;
+        a probe that lands inside one long superstep falls back to reading
+        forwards from the boundary below.
+        """
+        while superstep not in self._opens:
+            below = max(s for s in self._opens if s < superstep)
+            above = min((s for s in self._opens if s > superstep), default=None)
+            if above is None:
+                break
+            low, high = self._opens[below], self._opens[above]
+            guess = low + (high - low) * (superstep - below) // (above - below)
+            after = max(low, min(guess - self._chunk // 2, high - 1 - self._chunk))
+            await self._read(after, min(high - 1, after + self._chunk))
+            if not any(below < s < above for s in self._opens):
+                break  # the probe found no boundary between the two: read on instead
+        after = self._opens[max(s for s in self._opens if s <= superstep)]
+        while superstep not in self._opens:
+            chunk = await self._read(after, after + self._chunk)
+            if not chunk:
+                break
+            after = chunk[-1].seq
         opened = max(s for s in self._opens if s <= superstep)  # itself, unless numbered with gaps
         return opened, self._opens[opened]
 
