@@ -5,7 +5,8 @@
   paint and interactive (the page's ``agentlog-ready`` mark, set after its
   first data render: run info, the first 200 events and the timeline), for
   the first load (the server builds the timeline's latest window from the
-  events of its steps, then keeps it) and for loads after it; on the server, each request the page makes.
+  events of its steps, then keeps it) and for loads after it; on the server,
+  each request the page makes.
   Target: < 1 s.
 * Runs page (70,000 hot runs in SQLite and 30,000 archived in Parquet): the
   server time of ``/api/runs`` for the first page, a filtered page, a run id
