@@ -4,8 +4,9 @@
 * Run page (one run of 100,000 events): in the browser, first contentful
   paint and interactive (the page's ``agentlog-ready`` mark, set after its
   first data render: run info, the first 200 events and the timeline), for
-  the first load (the server folds the whole run into its timeline once) and
-  for loads after it; on the server, each request the page makes.
+  the first load (the server builds the timeline's latest window from the
+  events of its steps, then keeps it) and for loads after it; on the server,
+  each request the page makes.
   Target: < 1 s.
 * Runs page (70,000 hot runs in SQLite and 30,000 archived in Parquet): the
   server time of ``/api/runs`` for the first page, a filtered page, a run id

@@ -5,19 +5,22 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agentlog.archive import Archiver, LocalArchiveStore
 from agentlog.crypto import LocalKeyring, PayloadCipher
-from agentlog.errors import EncryptionError, SeqOutOfRangeError, UnknownRunError
-from agentlog.eventlog import Event, EventLog
+from agentlog.errors import ConfigError, EncryptionError, SeqOutOfRangeError, UnknownRunError
+from agentlog.eventlog import Event, EventLog, RunStarted, StepCompleted
 from agentlog.eventlog.codec import jsonable
+from agentlog.eventlog.events import RunForked
 from agentlog.eventlog.sqlite import SqliteEventLog
-from agentlog.projector import SnapshotPolicy, diff_states, fold
+from agentlog.projector import SnapshotPolicy, diff_states, fold, load_state, save_state
 from agentlog.replay import RunCatalog, RunHistory, build_timeline, event_row
+from agentlog.replay.timeline_window import CHUNK
 from agentlog.runtime import Runtime, RuntimeConfig
-from tests.replay.workflows import CALLS, debug_workflow
+from tests.replay.workflows import CALLS, debug_workflow, recorded_rounds, restricted
 
 
 async def record(log: EventLog, run_id: str = "r") -> list[Event]:
@@ -130,3 +133,76 @@ async def test_a_sealed_event_without_its_keys_shows_as_unreadable(tmp_path: Pat
         assert model["counts"]["steps"] == 3 and model["counts"]["bars"] == 2
         with pytest.raises(EncryptionError):
             await run.state_at(2)
+
+
+async def test_timeline_windows_of_a_hot_and_an_archived_run_are_the_full_model_cut(
+    tmp_path: Path,
+) -> None:
+    store = LocalArchiveStore(tmp_path / "archive")
+    config = RuntimeConfig(snapshots=SnapshotPolicy(every=5))
+    async with SqliteEventLog(tmp_path / "hot.db") as log:
+        events = await recorded_rounds(log, rounds=10, config=config)
+        full = build_timeline(events)
+        total = len(full.steps)
+
+        async def check(run: RunHistory) -> None:
+            assert await run.timeline() == full.to_json()  # the whole run, as before
+            for steps in (1, 4, total):
+                latest = await run.timeline(first_step=None, max_steps=steps)
+                first = max(0, total - steps)
+                assert latest == restricted(full, first, steps, latest), (run.where, steps)
+                for start in (first - steps, 3, 0, total):
+                    window = await run.timeline(first_step=start, max_steps=steps)
+                    assert window == restricted(full, max(0, start), steps, window)
+            with pytest.raises(ConfigError):
+                await run.timeline(first_step=None, max_steps=0)
+
+        async with await RunHistory.open("rounds", log) as run:
+            await check(run)
+        await Archiver(log, store).run()
+        assert (await log.get_run("rounds")).archived
+        async with await RunHistory.open("rounds", log, store) as run:
+            assert run.where == "archived"
+            await check(run)
+
+
+async def test_forked_from_names_a_forks_origin_hot_and_archived(tmp_path: Path) -> None:
+    store = LocalArchiveStore(tmp_path / "archive")
+    async with SqliteEventLog(tmp_path / "hot.db") as log:
+        await record(log)
+        for new, snapshots in (("plain", SnapshotPolicy(every=10_000)), ("snap", None)):
+            config = RuntimeConfig(snapshots=snapshots or SnapshotPolicy(every=1))
+            async with (
+                asyncio.timeout(30),
+                Runtime(log, workflows=[debug_workflow()], config=config) as rt,
+            ):
+                await rt.fork("r", 4, new_run_id=new)
+                await rt.wait(new)
+        expected = {"run_id": "r", "seq": 4}
+        for archive in (None, store):
+            for run_id, origin in (("r", None), ("plain", expected), ("snap", expected)):
+                async with await RunHistory.open(run_id, log, archive) as run:
+                    assert await run.forked_from() == origin, (archive, run_id)
+                    assert await run.forked_from() == origin  # kept
+            await Archiver(log, store).run()
+            assert (await log.get_run("r")).archived  # the origin is read from the archive next
+
+
+async def test_forked_from_past_a_long_copied_history(tmp_path: Path) -> None:
+    """A fork whose copy is longer than a read chunk: found by reading on,
+    or from the newest snapshot when there is one."""
+    async with SqliteEventLog(tmp_path / "hot.db") as log:
+        for run_id, marker in (("fork", True), ("plain", False)):
+            epoch = await log.claim_writer(run_id)
+            data: list[Any] = [RunStarted("w", "1", {}, "sync", "fp", start=["s"])]
+            data += [StepCompleted("s", 0, 0, {"n": n}) for n in range(CHUNK + 100)]
+            data += [RunForked("origin", 7)] if marker else []
+            data += [StepCompleted("s", 0, 0, {"n": -1})]
+            events = [Event(run_id, n, d, writer_epoch=epoch) for n, d in enumerate(data, 1)]
+            await log.append(events)
+        for run_id, origin in (("fork", {"run_id": "origin", "seq": 7}), ("plain", None)):
+            async with await RunHistory.open(run_id, log) as run:
+                assert await run.forked_from() == origin
+            await save_state(log, await load_state(log, run_id))
+            async with await RunHistory.open(run_id, log) as run:
+                assert await run.forked_from() == origin

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 from agentlog.eventlog import (
@@ -18,8 +19,22 @@ from agentlog.eventlog import (
 from agentlog.eventlog.events import TimerFired
 from agentlog.eventlog.memory import MemoryEventLog
 from agentlog.replay import TimelineBuilder, build_timeline
+from agentlog.replay.timeline_window import CHUNK, TimelineWindows
 from agentlog.runtime import Runtime
-from tests.replay.workflows import CALLS, debug_workflow
+from tests.replay.workflows import CALLS, debug_workflow, recorded_rounds, restricted
+
+
+class CountingLog(MemoryEventLog):
+    """The in-memory log, counting the events its readers are given."""
+
+    read_events = 0
+
+    async def read(
+        self, run_id: str, *, after_seq: int = 0, upto_seq: int | None = None
+    ) -> AsyncIterator[Event]:
+        async for event in super().read(run_id, after_seq=after_seq, upto_seq=upto_seq):
+            self.read_events += 1
+            yield event
 
 
 async def recorded_run() -> list[Event]:
@@ -126,3 +141,66 @@ def test_step_retries_timers_and_a_failed_run_are_marked() -> None:
     assert marks["timer"]["answered_by"] == "timer" and marks["timer"]["waited_ms"] == 1000.0
     assert marks["run_failed"]["text"] == "RuntimeError: gone"
     assert model["counts"]["step_failed"] == 2 and model["status"] == "failed"
+
+
+async def test_windows_are_the_full_model_cut_to_their_supersteps() -> None:
+    log = MemoryEventLog()
+    events = await recorded_rounds(log, rounds=12)
+    full = build_timeline(events)
+    kinds = full.counts()
+    # the run has what a window must not lose at its edges
+    assert kinds["retry"] >= 6 and kinds["interrupt"] == 4 and kinds["run_retried"] == 1
+    assert kinds["step_failed"] == 2 and max(len(b.lanes) for b in full.steps.values()) == 2
+    total, last_seq = len(full.steps), events[-1].seq
+    for chunk in (1, 5, 64, CHUNK):
+        for steps in (1, 3, 7, total + 2):
+            windows = TimelineWindows(log, "rounds", chunk=chunk)
+            latest = await windows.latest(steps, last_seq)
+            first = max(0, total - steps)
+            assert latest == restricted(full, first, steps, latest), (chunk, steps)
+            assert [s["superstep"] for s in latest["steps"]] == list(range(first, total))
+            # paging back a window at a time, then jumping about (past the end too)
+            for start in [*range(first - steps, 0, -steps), 0, 2, total - 1, total + 5, 1]:
+                window = await windows.window(start, steps, last_seq)
+                assert window == restricted(full, start, steps, window), (chunk, steps, start)
+
+
+async def test_the_latest_window_reads_only_its_own_events() -> None:
+    log = CountingLog()
+    events = await recorded_rounds(log, rounds=30)
+    total = len(build_timeline(events).steps)
+    windows = TimelineWindows(log, "rounds", chunk=16)
+    log.read_events = 0
+    latest = await windows.latest(3, events[-1].seq)
+    assert [s["superstep"] for s in latest["steps"]] == list(range(total - 3, total))
+    assert latest["counts"]["steps"] == total and latest["counts_scope"] == "window"
+    # the last three supersteps' events, one chunk before them, and seq 1 (the run's start)
+    opened = next(
+        e.seq
+        for e in events
+        if isinstance(e.data, SuperstepCommitted) and e.data.superstep == total - 4
+    )
+    assert log.read_events <= len(events) - opened + 1 + 16 + 1 < len(events) // 2
+    log.read_events = 0
+    back = await windows.window(total - 6, 3, events[-1].seq)
+    assert [s["superstep"] for s in back["steps"]] == list(range(total - 6, total - 3))
+    assert log.read_events < len(events) // 4
+
+
+async def test_a_kept_window_follows_a_live_run() -> None:
+    recorded = await recorded_rounds(MemoryEventLog(), rounds=9)
+    log = MemoryEventLog()
+    epoch = await log.claim_writer("rounds")
+    live = [Event(e.run_id, e.seq, e.data, ts=e.ts, writer_epoch=epoch) for e in recorded]
+    windows = TimelineWindows(log, "rounds", chunk=4)
+    done = 0
+    for upto in [*range(5, len(live), 11), len(live)]:
+        await log.append(live[done:upto], durable=False)
+        done = upto
+        full = build_timeline(live[:upto])
+        for steps in (2, 4):
+            first = max(0, len(full.steps) - steps)
+            kept = await windows.latest(steps, upto)  # extended with the new events
+            assert kept == restricted(full, first, steps, kept), (upto, steps)
+            fresh = await TimelineWindows(log, "rounds", chunk=4).latest(steps, upto)
+            assert fresh == restricted(full, first, steps, fresh), (upto, steps)

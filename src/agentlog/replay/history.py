@@ -9,8 +9,10 @@ and None.
 Nothing reads the whole run per request: :meth:`RunHistory.events` reads one
 page of seqs, :meth:`~RunHistory.state_at` folds from the newest snapshot at
 or before the seq (from seq 1 only where there is none), and
-:meth:`~RunHistory.diff_at` folds one event more. Only the timeline needs
-every event, and it is built once and then extended with the new ones.
+:meth:`~RunHistory.diff_at` folds one event more, and a window of the
+timeline reads the events of its supersteps
+(:mod:`~agentlog.replay.timeline_window`). Only the whole run's timeline
+needs every event, and it is built once and then extended with the new ones.
 
 Encrypted events whose keys are withheld come back as rows marked
 ``unreadable`` (their metadata shown, their content as the mark); folding
@@ -27,7 +29,14 @@ from agentlog.crypto import KeyStore, PayloadCipher
 from agentlog.errors import ConfigError, SeqOutOfRangeError, UnknownRunError
 from agentlog.eventlog.base import EventReader, RunInfo
 from agentlog.eventlog.codec import jsonable
-from agentlog.eventlog.events import Event, TaskCompleted, TaskFailed, TaskStarted
+from agentlog.eventlog.events import (
+    Event,
+    RunForked,
+    TaskCompleted,
+    TaskFailed,
+    TaskStarted,
+    WriterClaimed,
+)
 from agentlog.eventlog.memory import MemoryEventLog
 from agentlog.projector import diff_states, load_state
 from agentlog.projector.fold import apply
@@ -35,11 +44,15 @@ from agentlog.projector.state import RunState
 from agentlog.replay.catalog import RunRow, run_row
 from agentlog.replay.rows import event_row, short
 from agentlog.replay.timeline import TimelineBuilder
+from agentlog.replay.timeline_window import CHUNK, TimelineWindows
 
 __all__ = ["RunHistory", "history_reader"]
 
 #: How far back a page looks for the TaskStarted that names a task it completes.
 _NAME_LOOKBACK = 500
+#: How many events from seq 1 :meth:`RunHistory.forked_from` reads first: a
+#: run a writer started records ``WriterClaimed`` among its first few events.
+_FIRST_LOOK = 64
 #: How many events past the last state folded a state is folded on from it
 #: rather than loaded from the newest snapshot.
 _FOLD_ON = 2_000
@@ -88,7 +101,9 @@ class RunHistory:
         self._reader = reader
         self._row = run_row(info, where)
         self._names: dict[str, str] = {}  # task key -> task name, as pages teach them
-        self._timeline = TimelineBuilder()
+        self._timeline = TimelineBuilder()  # the whole run's, once asked for
+        self._windows = TimelineWindows(reader, run_id)
+        self._fork: tuple[dict[str, Any] | None] | None = None  # (origin,) once read
         self._kept: tuple[RunState, RunState] | None = None  # see _states
 
     @classmethod
@@ -230,20 +245,50 @@ class RunHistory:
         return jsonable([c.to_dict() for c in diff_states(before, after)])  # type: ignore[no-any-return]
 
     async def timeline(
-        self, *, first_step: int = 0, max_steps: int | None = None
+        self, *, first_step: int | None = 0, max_steps: int | None = None
     ) -> dict[str, Any]:
-        """The run's :mod:`~agentlog.replay.timeline`, JSON-ready, extended
+        """The run's :mod:`~agentlog.replay.timeline`, JSON-ready.
+
+        With ``max_steps``, a window of supersteps built from only the events
+        it needs (:mod:`~agentlog.replay.timeline_window`): its ``counts``
+        hold the run's ``steps`` and the window's lanes, bars and marks
+        (``counts_scope`` is ``"window"``, or ``"run"`` when the window holds
+        the whole run). Without, the whole run, folded once and then extended
         with the events recorded since the last call.
 
         Args:
-            first_step: the first superstep to include.
-            max_steps: at most this many supersteps (None: all); a run of
-                25,000 supersteps is drawn a window at a time.
+            first_step: the first superstep to include; None: the latest
+                ``max_steps`` (where a live run moves).
+            max_steps: at most this many supersteps (1 or more); None: all.
+
+        Raises:
+            ConfigError: ``max_steps`` is below 1.
         """
-        builder = self._timeline
-        async for event in self._reader.read(self.run_id, after_seq=builder.timeline.last_seq):
-            builder.add(event)
-        return builder.timeline.to_json(first_step=first_step, max_steps=max_steps)
+        if max_steps is None:
+            builder = self._timeline
+            async for event in self._reader.read(self.run_id, after_seq=builder.timeline.last_seq):
+                builder.add(event)
+            return builder.timeline.to_json(first_step=first_step or 0)
+        if max_steps < 1:
+            raise ConfigError(f"a window of the timeline needs 1 step or more; got {max_steps}")
+        last_seq = (await self.refresh()).last_seq
+        if first_step is None:
+            return await self._windows.latest(max_steps, last_seq)
+        return await self._windows.window(max(0, first_step), max_steps, last_seq)
+
+    async def forked_from(self) -> dict[str, Any] | None:
+        """``{"run_id", "seq"}`` of the run this one was forked from
+        (``Runtime.fork``), or None; read once, cheaply, then kept.
+
+        A fork's first append is the history it copied (without
+        ``WriterClaimed``) and its ``RunForked``; a run a writer started
+        records ``WriterClaimed`` among its first events. So the first of the
+        two decides, and the newest snapshot (taken after an append, so
+        after a fork's ``RunForked``) decides for a long copied history.
+        """
+        if self._fork is None:
+            self._fork = (await _fork_origin(self._reader, self.run_id),)
+        return self._fork[0]
 
     async def close(self) -> None:
         """Close what :meth:`open` opened (never the caller's hot log)."""
@@ -260,3 +305,24 @@ class RunHistory:
 def _task_key(event: Event) -> str:
     data = event.data
     return data.key if isinstance(data, TaskStarted | TaskCompleted | TaskFailed) else ""
+
+
+async def _fork_origin(reader: EventReader, run_id: str) -> dict[str, Any] | None:
+    """See :meth:`RunHistory.forked_from`."""
+    after, size, checked_snapshot = 0, _FIRST_LOOK, False
+    while True:
+        chunk = [e async for e in reader.read(run_id, after_seq=after, upto_seq=after + size)]
+        for event in chunk:
+            if isinstance(event.data, RunForked):
+                return {"run_id": event.data.origin_run_id, "seq": event.data.origin_seq}
+            if isinstance(event.data, WriterClaimed):
+                return None
+        if not chunk:
+            return None
+        after, size = chunk[-1].seq, CHUNK
+        if not checked_snapshot:
+            checked_snapshot = True
+            snapshot = await reader.load_snapshot(run_id)
+            if snapshot is not None and snapshot.seq > after:
+                state = await load_state(reader, run_id, at_seq=snapshot.seq)
+                return None if state.forked_from is None else dict(state.forked_from)

@@ -229,16 +229,9 @@ class Timeline:
             found[mark.kind] = found.get(mark.kind, 0) + 1
         return found
 
-    def to_json(self, *, first_step: int = 0, max_steps: int | None = None) -> dict[str, Any]:
-        """The timeline as plain, JSON-ready values: every superstep, or the
-        window of at most ``max_steps`` from superstep ``first_step`` (with the
-        marks in it and those of the run as a whole); ``counts`` is the whole run's."""
-        origin = self.start
-        chosen = [s for s in sorted(self.steps) if s >= first_step]
-        if max_steps is not None:
-            chosen = chosen[: max(0, max_steps)]
-        shown = set(chosen)
-        whole = first_step <= 0 and len(chosen) == len(self.steps)
+    def header(self) -> dict[str, Any]:
+        """The run as a whole: ``run_id``, ``status``, ``start``, ``end``,
+        ``duration_ms`` and ``last_seq`` (the first keys of :meth:`to_json`)."""
         return {
             "run_id": self.run_id,
             "status": self.status,
@@ -246,12 +239,23 @@ class Timeline:
             "end": _iso(self.end),
             "duration_ms": _ms(self.start, self.end),
             "last_seq": self.last_seq,
+        }
+
+    def to_json(self, *, first_step: int = 0, max_steps: int | None = None) -> dict[str, Any]:
+        """The timeline as plain, JSON-ready values: every superstep, or the
+        window of at most ``max_steps`` from superstep ``first_step`` with the
+        marks made while those supersteps ran (a run's failure, retry or
+        cancellation included); ``counts`` is the whole timeline's."""
+        origin = self.start
+        chosen = [s for s in sorted(self.steps) if s >= first_step]
+        if max_steps is not None:
+            chosen = chosen[: max(0, max_steps)]
+        shown = set(chosen)
+        whole = first_step <= 0 and len(chosen) == len(self.steps)
+        return {
+            **self.header(),
             "steps": [self.steps[s].to_json(origin) for s in chosen],
-            "marks": [
-                mark.to_json(origin)
-                for mark in self.marks
-                if whole or mark.branch is None or mark.superstep in shown
-            ],
+            "marks": [m.to_json(origin) for m in self.marks if whole or m.superstep in shown],
             "counts": self.counts(),
         }
 
@@ -259,8 +263,15 @@ class Timeline:
 class TimelineBuilder:
     """Folds events, one at a time, into a :class:`Timeline`."""
 
-    def __init__(self) -> None:
-        self.timeline = Timeline()
+    def __init__(self, *, start: datetime | None = None, status: str = "") -> None:
+        """A builder from a run's first event (the defaults), or from a later one.
+
+        Args:
+            start: the run's first event's time, when the events folded in
+                begin later (the offsets stay the run's).
+            status: the run's status before the first event folded in.
+        """
+        self.timeline = Timeline(start=start, status=status)
         self._phase = 0  # the superstep that runs now
         self._bars: dict[str, tuple[Lane, Bar]] = {}
         self._open: dict[str, Mark] = {}  # interrupts raised and not answered yet

@@ -59,7 +59,6 @@ class UiContext:
         default_factory=OrderedDict
     )
     _opening: asyncio.Lock = field(default_factory=asyncio.Lock)
-    _origins: dict[str, dict[str, Any] | None] = field(default_factory=dict)
 
     @property
     def where(self) -> str:
@@ -78,26 +77,15 @@ class UiContext:
         """A window of at most ``steps`` supersteps of the run's timeline, from
         ``first_step`` (None: the latest ones, where a live run moves).
 
-        One request at a time extends a run's kept timeline with its new events.
+        One request at a time extends a run's kept window with its new events.
         """
         history, lock = await self._entry(run_id)
         async with lock:
-            if first_step is None:
-                total = (await history.timeline(max_steps=0))["counts"]["steps"]
-                first_step = max(0, total - steps)
             return await history.timeline(first_step=first_step, max_steps=steps)
 
     async def origin(self, run_id: str) -> dict[str, Any] | None:
-        """``{"run_id", "seq"}`` of the run ``run_id`` was forked from, or None.
-
-        Kept once known: a run is a fork from its first append (its RunForked
-        is recorded with the copied history) or never.
-        """
-        if run_id not in self._origins:
-            history = await self.history(run_id)
-            state = await history.state_at((await history.refresh()).last_seq)
-            self._origins[run_id] = state.get("forked_from")
-        return self._origins[run_id]
+        """``{"run_id", "seq"}`` of the run ``run_id`` was forked from, or None."""
+        return await (await self.history(run_id)).forked_from()
 
     async def _entry(self, run_id: str) -> tuple[RunHistory, asyncio.Lock]:
         async with self._opening:
