@@ -4,9 +4,12 @@ tests/services/ and are loaded as plugins here."""
 from __future__ import annotations
 
 import gc
+import logging
 import os
+from collections.abc import Iterator
 
 import pytest
+import structlog
 
 pytest_plugins: list[str] = [
     "tests.services.s3_server",
@@ -32,3 +35,17 @@ def _collect_kafka_leaks(request: pytest.FixtureRequest):  # type: ignore[no-unt
     yield
     if request.node.get_closest_marker("kafka") is not None:
         gc.collect()
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """A command run in-process (CliRunner) configures structlog and the
+    ``agentlog`` logger, as an application would; put them back after every
+    test, wherever it lives, so that no later test runs under its levels."""
+    logger = logging.getLogger("agentlog")
+    handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
+    yield
+    structlog.reset_defaults()
+    logger.handlers[:] = handlers
+    logger.setLevel(level)
+    logger.propagate = propagate

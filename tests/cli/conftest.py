@@ -3,28 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.runtime import Runtime
 from tests.cli.cli_workflows import parked_workflow
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    """The CLI configures structlog and the ``agentlog`` logger; put them back after."""
-    logger = logging.getLogger("agentlog")
-    handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
-    yield
-    structlog.reset_defaults()
-    logger.handlers[:] = handlers
-    logger.setLevel(level)
-    logger.propagate = propagate
 
 
 @pytest.fixture
