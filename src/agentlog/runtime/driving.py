@@ -4,7 +4,7 @@
 that owns runs: it claims a run's writer lease, records what the caller asked
 for (a start, an answer, a retry, a timer that fired, a client's command),
 runs the run's supersteps in a task while a heartbeat renews the lease, and
-lets go. The public calls in ``runtime.py`` and the worker in ``worker.py``
+lets go. The requests in ``control.py`` and the worker in ``worker.py``
 both go through it, so a run is always driven the same way.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from agentlog._logging import get_logger
@@ -216,6 +216,18 @@ class RunDriving:
             raise
         return epoch, asked_at + self.config.lease_seconds
 
+    @contextlib.asynccontextmanager
+    async def _claimed(self, run_id: str) -> AsyncIterator[tuple[int, float]]:
+        """Claim the run (its epoch and lease deadline, as :meth:`_claim`) for
+        a block that prepares what to record; if the block fails, release the
+        lease, so a corrected call can claim at once."""
+        epoch, deadline = await self._claim(run_id)
+        try:
+            yield epoch, deadline
+        except BaseException:
+            await self._release(run_id, epoch)
+            raise
+
     async def _take_over(
         self,
         wf: Workflow[Any] | None,
@@ -227,8 +239,7 @@ class RunDriving:
         """Claim the run, reload it, record ``events(state)`` and continue it
         here (or, with ``here=False``, let go of it for a worker). Without the
         workflow's code (``wf`` None) it only records."""
-        epoch, deadline = await self._claim(run_id)
-        try:
+        async with self._claimed(run_id) as (epoch, deadline):
             reducers = wf.reducer_table if wf is not None else None
             state = await load_state(self.log, run_id, reducers=reducers)
             migration = self._migration(wf, state) if wf is not None else None
@@ -238,9 +249,6 @@ class RunDriving:
             first: list[EventData] = [WriterClaimed(epoch, self.config.owner)]
             if migration is not None and wf is not None:
                 first.append(self._migrated(wf, state, migration))
-        except BaseException:
-            await self._release(run_id, epoch)
-            raise
         mode = state.durability or self.config.durability
         await self._continue(wf, state, epoch, deadline, mode, [*first, *extra], here)
 

@@ -13,6 +13,12 @@ run (and continues it if no live writer owns it); it never forks a second
 history. A run that waits on an interrupt is only records in the log. A
 writer holds a lease that it renews while it works; :meth:`Runtime.recover`
 takes over runs whose writer died (lease expired) and leaves live ones alone.
+
+``Runtime`` is the public face; its work is done in two layers beneath it:
+:mod:`agentlog.runtime.control` turns each request (start, resume, retry,
+cancel, fork, shred) into a run's input events, and
+:mod:`agentlog.runtime.driving` claims runs, records those events and drives
+them. Waiting for, reading and recovering runs are here.
 """
 
 from __future__ import annotations
@@ -28,64 +34,34 @@ from agentlog._logging import get_logger
 from agentlog.crypto import KeyStore
 from agentlog.errors import (
     AgentlogError,
-    BackendUnavailableError,
     ConfigError,
     LeaseHeldError,
     NoLiveWriterError,
-    RunExistsError,
     RunFailedError,
-    RunNotFailedError,
     RunNotWaitingError,
     UnknownRunError,
     WorkflowError,
 )
-from agentlog.eventlog.base import Command, EventLog, RunInfo, check_run_id
-from agentlog.eventlog.codec import pack
-from agentlog.eventlog.events import (
-    EventData,
-    ResumeReceived,
-    RunCancelled,
-    RunRetried,
-    RunShredded,
-    RunStarted,
-    RunStatus,
-    WriterClaimed,
-    utcnow,
-)
+from agentlog.eventlog.base import EventLog, RunInfo
+from agentlog.eventlog.events import RunStatus, utcnow
 from agentlog.eventlog.urls import DEFAULT_LOG_URL, open_log
-from agentlog.projector.fold import fold
 from agentlog.projector.snapshots import load_state
 from agentlog.projector.state import RunState, input_interrupts, interrupt_id
-from agentlog.runtime.config import VERBS, RuntimeConfig, verb_hint
-from agentlog.runtime.driving import RunDriving
+from agentlog.runtime.config import VERBS, RuntimeConfig
+from agentlog.runtime.control import RunControl
 from agentlog.runtime.executor import RunExecutor
-from agentlog.runtime.expects import answers_for
-from agentlog.runtime.forking import ArchiveSource, fork_history, plan_fork, record_fork
+from agentlog.runtime.forking import ArchiveSource
 from agentlog.runtime.handles import PendingInterrupt, RecoveryReport, RunHandle
-from agentlog.runtime.shredding import (
-    SHRED_REASON,
-    ShredReport,
-    check_shreddable,
-    record_shred,
-    shredded_already,
-)
+from agentlog.runtime.shredding import ShredReport
 from agentlog.runtime.stream import StreamMode, StreamUntil, StreamUpdate
 from agentlog.runtime.worker import Worker
-from agentlog.runtime.workflow import Workflow, check_max_steps
-from agentlog.runtime.writer import Durability, RunWriter, check_durability
+from agentlog.runtime.workflow import Workflow
+from agentlog.runtime.writer import Durability
 
 __all__ = ["VERBS", "Runtime", "RuntimeConfig"]
 
 
 log = get_logger("agentlog.runtime")
-
-
-def _check_run_id(run_id: str) -> None:
-    if not run_id:
-        raise ConfigError(
-            f"start() needs an explicit, stable run_id (non-empty text), got {run_id!r}"
-        )
-    check_run_id(run_id)
 
 
 def _lease_live(info: RunInfo) -> bool:
@@ -116,7 +92,7 @@ def _orphan_message(run_id: str, info: RunInfo | None, grace: float) -> str:
     )
 
 
-class Runtime(RunDriving):
+class Runtime(RunControl):
     """Runs workflows durably on an :class:`EventLog`.
 
     Args:
@@ -193,9 +169,8 @@ class Runtime(RunDriving):
             LeaseHeldError: another process is starting this run id right now
                 and has recorded nothing yet; retry after its lease.
         """
-        return await self._start(
-            workflow, run_id, input, durability, max_steps, self.config.execute
-        )
+        await self._start(workflow, run_id, input, durability, max_steps, self.config.execute)
+        return RunHandle(self, run_id)
 
     async def submit(
         self,
@@ -216,68 +191,7 @@ class Runtime(RunDriving):
         Raises:
             The errors of :meth:`start`.
         """
-        return await self._start(workflow, run_id, input, durability, max_steps, False)
-
-    async def _start(
-        self,
-        workflow: Workflow[Any] | str,
-        run_id: str,
-        input: dict[str, Any] | None,
-        durability: Durability | None,
-        max_steps: int | None,
-        here: bool,
-    ) -> RunHandle:
-        if isinstance(workflow, Workflow):
-            if self.workflows.get(workflow.name) is not workflow:
-                self.register(workflow)
-            wf = workflow
-        else:
-            wf = self._workflow(workflow)
-        _check_run_id(run_id)
-        mode = durability or self.config.durability
-        check_durability(mode)
-        if max_steps is not None:
-            check_max_steps(max_steps, ConfigError)
-        if input is not None and not isinstance(input, dict):
-            raise ConfigError(
-                f"input must be a dict of state keys to values, got {type(input).__name__}"
-            )
-        undeclared = sorted(set(input or {}) - set(wf.reducers)) if wf.reducers else []
-        if undeclared:
-            raise ConfigError(
-                f"input keys {undeclared} are not in the state of workflow {wf.name!r} "
-                f"(keys: {sorted(wf.reducers)}); declare them in Workflow(state=...)"
-            )
-        pack(input, path="input")
-        self._ensure_worker()
-        info = await self.log.find_run(run_id)
-        if info is not None and info.last_seq > 0:
-            if info.workflow != wf.name:
-                raise RunExistsError(
-                    f"run {run_id!r} exists and belongs to workflow {info.workflow!r}, "
-                    f"not {wf.name!r}; pick another run id"
-                )
-            if here and run_id not in self._active and info.status == RunStatus.RUNNING:
-                with contextlib.suppress(LeaseHeldError, RunNotWaitingError):
-                    await self._take_over(wf, run_id, lambda state: [])
-            return RunHandle(self, run_id)
-        started = RunStarted(
-            workflow=wf.name,
-            version=wf.version,
-            input=dict(input or {}),
-            durability=mode,
-            fingerprint=wf.fingerprint,
-            limits={"max_steps": max_steps if max_steps is not None else wf.max_steps},
-            start=wf.start,
-            reducers=dict(wf.reducers),
-        )
-        if not self.log.direct_writes:  # the run's owning worker records it
-            await self._send(Command(run_id, "start", started))
-            return RunHandle(self, run_id)
-        # LeaseHeldError here: another writer is starting this run right now
-        # and has recorded nothing yet (or died doing so, until its lease ends)
-        epoch, deadline = await self._claim(run_id)
-        await self._continue(wf, RunState(run_id=run_id), epoch, deadline, mode, [started], here)
+        await self._start(workflow, run_id, input, durability, max_steps, False)
         return RunHandle(self, run_id)
 
     async def resume(
@@ -300,23 +214,7 @@ class Runtime(RunDriving):
             VersionMismatchError: the run was recorded under other code.
             LeaseHeldError: another process is resuming it right now.
         """
-        state = await load_state(self.log, run_id)
-        self._require_waiting(state)
-        chosen = answers_for(state, value, answers)
-        pack(chosen, path="resume value")  # refused before anything is claimed
-        wf = self._workflow(state.workflow)
-        self._migration(wf, state)  # fail before anything is recorded
-
-        def events(current: RunState) -> list[EventData]:
-            self._require_waiting(current)
-            answers_for(current, None, chosen)  # still open, now that we own the run
-            return [ResumeReceived(answers=chosen)]
-
-        self._ensure_worker()
-        if not self.log.direct_writes:
-            await self._send(Command(run_id, "resume", ResumeReceived(answers=chosen)))
-        else:
-            await self._take_over(wf, run_id, events, here=self.config.execute)
+        await self._resume(run_id, value, answers)
         return RunHandle(self, run_id)
 
     async def fork(
@@ -356,30 +254,7 @@ class Runtime(RunDriving):
                 and no migration is registered.
             Nothing is recorded when any of these is raised.
         """
-        async with fork_history(self.log, archive) as history:
-            plan = await plan_fork(history, run_id, at_seq, new_run_id, updates, self._workflow)
-        wf = plan.workflow
-        origin = fold(plan.origin_events)
-        migration = self._migration(wf, origin)  # VersionMismatchError: nothing recorded
-        if not self.log.direct_writes:
-            raise ConfigError(
-                f"fork needs a log that runtimes write directly ({self.log.url} sends "
-                "commands to the runs' owning workers); nothing was recorded"
-            )
-        self._ensure_worker()
-        epoch, deadline = await self._claim(new_run_id)
-        try:
-            state = await record_fork(self.log, plan, epoch)
-            after: list[EventData] = []
-            if migration is not None:
-                after.append(self._migrated(wf, state, migration))
-        except BaseException:
-            await self._release(new_run_id, epoch)
-            raise
-        log.info("run forked", run_id=new_run_id, origin=run_id, origin_seq=at_seq)
-        here = self.config.execute and state.status == RunStatus.RUNNING
-        mode = state.durability or self.config.durability
-        await self._continue(wf, state, epoch, deadline, mode, after, here)
+        await self._fork(run_id, at_seq, new_run_id, updates, archive)
         return RunHandle(self, new_run_id)
 
     async def pending(self, run_id: str) -> list[PendingInterrupt]:
@@ -410,20 +285,7 @@ class Runtime(RunDriving):
             VersionMismatchError: the run was recorded under other code.
             LeaseHeldError: another process is retrying it right now.
         """
-        state = await load_state(self.log, run_id)
-        self._require_failed(state)
-        wf = self._workflow(state.workflow)
-        self._migration(wf, state)  # fail before anything is recorded
-
-        def events(current: RunState) -> list[EventData]:
-            self._require_failed(current)
-            return [RunRetried(reason)]
-
-        self._ensure_worker()
-        if not self.log.direct_writes:
-            await self._send(Command(run_id, "retry", RunRetried(reason)))
-        else:
-            await self._take_over(wf, run_id, events, here=self.config.execute)
+        await self._retry(run_id, reason)
         return RunHandle(self, run_id)
 
     async def cancel(self, run_id: str, reason: str = "cancelled by request") -> RunState:
@@ -433,32 +295,7 @@ class Runtime(RunDriving):
         executing elsewhere is taken over (which fences its writer) and
         cancelled. Cancelling a finished run changes nothing.
         """
-        active = self._active.get(run_id)
-        if active is not None:
-            active[0].cancel_requested.set()
-            return await self.wait(run_id)
-        state = await load_state(self.log, run_id)
-        if state.is_terminal:
-            return state
-        if not self.log.direct_writes:
-            # The owning worker applies it; give it a moment, then say how it stands.
-            await self._send(Command(run_id, "cancel", RunCancelled(reason)))
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.config.orphan_grace_seconds):
-                    while not (state := await load_state(self.log, run_id)).is_terminal:  # noqa: ASYNC110 - polls the log
-                        await asyncio.sleep(self.config.poll_seconds)
-            return state
-        epoch = await self.log.claim_writer(run_id, owner=self.config.owner, force=True)
-        state = await load_state(self.log, run_id)
-        writer = RunWriter(
-            self.log, state, epoch=epoch, durability="sync", snapshots=self.config.snapshots
-        )
-        if not state.is_terminal:
-            writer.emit(WriterClaimed(epoch, self.config.owner))
-            writer.emit(RunCancelled(reason))
-        await writer.close()
-        await self._release(run_id, epoch)
-        return writer.state
+        return await self._cancel(run_id, reason)
 
     async def shred(self, run_id: str) -> ShredReport:
         """Crypto-shred the run: destroy its data key and record that it was done.
@@ -475,29 +312,7 @@ class Runtime(RunDriving):
             NotEncryptedError: the run was recorded in clear; nothing changed.
             MissingDataKeyError, WrongKeyError: another key store encrypted it.
         """
-        cipher, info = await check_shreddable(self.log, run_id)
-        store = cipher.keys.store
-        if await shredded_already(self.log, cipher, info):
-            at = await asyncio.to_thread(store.table.shredded_at, run_id)
-            return ShredReport(run_id, at or "", store.description, already=True)
-        if run_id in self._active:  # driven here: stop it at its step boundary first
-            await self.cancel(run_id, SHRED_REASON)
-        if not self.log.direct_writes:
-            # The run's owning worker records the cancel; the key goes after it;
-            # then the owner records RunShredded (metadata only) from a command.
-            state = await self.cancel(run_id, SHRED_REASON)
-            if not state.is_terminal:  # its cancel could never be sealed after the key went
-                raise BackendUnavailableError(
-                    f"run {run_id!r}: its owning worker did not record the cancel within "
-                    f"{self.config.orphan_grace_seconds:g}s, so its key was not destroyed "
-                    "and nothing changed; run shred again once a worker owns the run"
-                )
-            at = await asyncio.to_thread(cipher.shred, run_id)
-            await self._send(Command(run_id, "shred", RunShredded(at=at, by=self.config.owner)))
-            return ShredReport(run_id, at, store.description, cancelled=state.is_terminal)
-        return await record_shred(
-            self.log, cipher, run_id, self.config.owner, self.config.lease_seconds
-        )
+        return await self._shred(run_id)
 
     async def wait(self, run_id: str, *, timeout: float | None = None) -> RunState:  # noqa: ASYNC109
         """Wait until the run ends or parks on an interrupt a human answers;
@@ -635,11 +450,6 @@ class Runtime(RunDriving):
             raise ConfigError("this runtime's worker already runs (in the background)")
         await self.worker.run()
 
-    async def _send(self, command: Command) -> None:
-        """Send a request to the run's owning worker (logs without direct writes)."""
-        await self.log.send_command(command)
-        self.worker.wake.set()  # this process's worker may own the run
-
     async def close(self) -> None:
         """Stop executing (runs stay resumable) and close an owned log."""
         if self._worker_task is not None:
@@ -666,27 +476,3 @@ class Runtime(RunDriving):
         tb: TracebackType | None,
     ) -> None:
         await self.close()
-
-    # -- internals ------------------------------------------------------------------
-
-    @staticmethod
-    def _require_waiting(state: RunState) -> None:
-        if state.status == RunStatus.WAITING and state.interrupts and not input_interrupts(state):
-            wake = min(i["due_at"] for i in state.interrupts)
-            raise RunNotWaitingError(
-                f"run {state.run_id!r} sleeps until {wake:%Y-%m-%d %H:%M:%S} UTC and asks no "
-                "question; nothing was recorded. A worker fires its timer then."
-            )
-        if state.status != RunStatus.WAITING or not state.interrupts:
-            raise RunNotWaitingError(
-                f"run {state.run_id!r} is {state.status}, not waiting on an interrupt; "
-                f"nothing was recorded. {verb_hint(state.status)}"
-            )
-
-    @staticmethod
-    def _require_failed(state: RunState) -> None:
-        if state.status != RunStatus.FAILED:
-            raise RunNotFailedError(
-                f"run {state.run_id!r} is {state.status}, not failed; nothing was recorded. "
-                f"{verb_hint(state.status)}"
-            )

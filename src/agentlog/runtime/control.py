@@ -1,0 +1,304 @@
+"""How a runtime carries out a caller's request: start, resume, retry, cancel, fork, shred.
+
+:class:`RunControl` is the half of :class:`~agentlog.runtime.runtime.Runtime`
+that turns a call into the input events of a run. Each request is checked
+whole before anything is recorded (a bad call leaves nothing behind), then
+takes one of two roads:
+
+* on a log that runtimes write directly (SQLite, memory, PostgreSQL), this
+  process claims the run's writer lease, records the input and drives the
+  run (:class:`~agentlog.runtime.driving.RunDriving`);
+* on a log whose workers own the runs (Kafka with a consumer group), it
+  sends the input as a :class:`~agentlog.eventlog.base.Command` and the
+  run's owner records it (:mod:`agentlog.runtime.commands`).
+
+The public calls, with their documentation, are on ``Runtime``; they hand
+their arguments here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from agentlog._logging import get_logger
+from agentlog.errors import (
+    BackendUnavailableError,
+    ConfigError,
+    LeaseHeldError,
+    RunExistsError,
+    RunNotFailedError,
+    RunNotWaitingError,
+    WorkflowError,
+)
+from agentlog.eventlog.base import Command, check_run_id
+from agentlog.eventlog.codec import pack
+from agentlog.eventlog.events import (
+    EventData,
+    ResumeReceived,
+    RunCancelled,
+    RunRetried,
+    RunShredded,
+    RunStarted,
+    RunStatus,
+    WriterClaimed,
+)
+from agentlog.projector.fold import fold
+from agentlog.projector.snapshots import load_state
+from agentlog.projector.state import RunState, input_interrupts
+from agentlog.runtime.config import verb_hint
+from agentlog.runtime.driving import RunDriving
+from agentlog.runtime.expects import answers_for
+from agentlog.runtime.forking import ArchiveSource, fork_history, plan_fork, record_fork
+from agentlog.runtime.shredding import (
+    SHRED_REASON,
+    ShredReport,
+    check_shreddable,
+    record_shred,
+    shredded_already,
+)
+from agentlog.runtime.workflow import Workflow, check_max_steps
+from agentlog.runtime.writer import Durability, RunWriter, check_durability
+
+__all__ = ["RunControl"]
+
+log = get_logger("agentlog.runtime")
+
+
+def _check_run_id(run_id: str) -> None:
+    if not run_id:
+        raise ConfigError(
+            f"start() needs an explicit, stable run_id (non-empty text), got {run_id!r}"
+        )
+    check_run_id(run_id)
+
+
+def _require_waiting(state: RunState) -> None:
+    if state.status == RunStatus.WAITING and state.interrupts and not input_interrupts(state):
+        wake = min(i["due_at"] for i in state.interrupts)
+        raise RunNotWaitingError(
+            f"run {state.run_id!r} sleeps until {wake:%Y-%m-%d %H:%M:%S} UTC and asks no "
+            "question; nothing was recorded. A worker fires its timer then."
+        )
+    if state.status != RunStatus.WAITING or not state.interrupts:
+        raise _refused(RunNotWaitingError, state, "waiting on an interrupt")
+
+
+def _require_failed(state: RunState) -> None:
+    if state.status != RunStatus.FAILED:
+        raise _refused(RunNotFailedError, state, "failed")
+
+
+def _refused(error: type[WorkflowError], state: RunState, wanted: str) -> WorkflowError:
+    """The error for a request the run's status refuses, with the verb that fits it."""
+    return error(
+        f"run {state.run_id!r} is {state.status}, not {wanted}; nothing was recorded. "
+        f"{verb_hint(state.status)}"
+    )
+
+
+class RunControl(RunDriving):
+    """The requests a caller makes of a run; the base of :class:`Runtime`."""
+
+    if TYPE_CHECKING:  # the rest of Runtime that a request uses
+
+        async def wait(self, run_id: str, *, timeout: float | None = None) -> RunState:  # noqa: ASYNC109
+            """See :meth:`Runtime.wait`."""
+
+        def register(self, *workflows: Workflow[Any]) -> None:
+            """See :meth:`Runtime.register`."""
+
+    async def _send(self, command: Command) -> None:
+        """Send a request to the run's owning worker (logs without direct writes)."""
+        await self.log.send_command(command)
+        self.worker.wake.set()  # this process's worker may own the run
+
+    async def _start(
+        self,
+        workflow: Workflow[Any] | str,
+        run_id: str,
+        input: dict[str, Any] | None,
+        durability: Durability | None,
+        max_steps: int | None,
+        here: bool,
+    ) -> None:
+        """``Runtime.start`` (``here``: drive it in this process) and ``Runtime.submit``."""
+        if isinstance(workflow, Workflow):
+            if self.workflows.get(workflow.name) is not workflow:
+                self.register(workflow)
+            wf = workflow
+        else:
+            wf = self._workflow(workflow)
+        _check_run_id(run_id)
+        mode = durability or self.config.durability
+        check_durability(mode)
+        if max_steps is not None:
+            check_max_steps(max_steps, ConfigError)
+        if input is not None and not isinstance(input, dict):
+            raise ConfigError(
+                f"input must be a dict of state keys to values, got {type(input).__name__}"
+            )
+        undeclared = sorted(set(input or {}) - set(wf.reducers)) if wf.reducers else []
+        if undeclared:
+            raise ConfigError(
+                f"input keys {undeclared} are not in the state of workflow {wf.name!r} "
+                f"(keys: {sorted(wf.reducers)}); declare them in Workflow(state=...)"
+            )
+        pack(input, path="input")
+        self._ensure_worker()
+        info = await self.log.find_run(run_id)
+        if info is not None and info.last_seq > 0:
+            if info.workflow != wf.name:
+                raise RunExistsError(
+                    f"run {run_id!r} exists and belongs to workflow {info.workflow!r}, "
+                    f"not {wf.name!r}; pick another run id"
+                )
+            if here and run_id not in self._active and info.status == RunStatus.RUNNING:
+                with contextlib.suppress(LeaseHeldError, RunNotWaitingError):
+                    await self._take_over(wf, run_id, lambda state: [])
+            return
+        started = RunStarted(
+            workflow=wf.name,
+            version=wf.version,
+            input=dict(input or {}),
+            durability=mode,
+            fingerprint=wf.fingerprint,
+            limits={"max_steps": max_steps if max_steps is not None else wf.max_steps},
+            start=wf.start,
+            reducers=dict(wf.reducers),
+        )
+        if not self.log.direct_writes:  # the run's owning worker records it
+            await self._send(Command(run_id, "start", started))
+            return
+        # LeaseHeldError here: another writer is starting this run right now
+        # and has recorded nothing yet (or died doing so, until its lease ends)
+        epoch, deadline = await self._claim(run_id)
+        await self._continue(wf, RunState(run_id=run_id), epoch, deadline, mode, [started], here)
+
+    async def _resume(self, run_id: str, value: Any, answers: Mapping[str, Any] | None) -> None:
+        """``Runtime.resume``."""
+        state = await load_state(self.log, run_id)
+        _require_waiting(state)
+        chosen = answers_for(state, value, answers)
+        pack(chosen, path="resume value")  # refused before anything is claimed
+
+        def still_open(current: RunState) -> None:
+            _require_waiting(current)
+            answers_for(current, None, chosen)  # still open, now that we own the run
+
+        await self._request(state, "resume", ResumeReceived(answers=chosen), still_open)
+
+    async def _retry(self, run_id: str, reason: str) -> None:
+        """``Runtime.retry``."""
+        state = await load_state(self.log, run_id)
+        _require_failed(state)
+        await self._request(state, "retry", RunRetried(reason), _require_failed)
+
+    async def _request(
+        self, state: RunState, kind: str, data: EventData, check: Callable[[RunState], None]
+    ) -> None:
+        """Record ``data`` (an answer, a retry) in the run ``state`` is of, and
+        continue it; or send it to the run's owning worker.
+
+        ``state`` passed ``check`` already; it is checked again on the run's
+        state once this process owns the run, as another may have gone first.
+        """
+        wf = self._workflow(state.workflow)
+        self._migration(wf, state)  # fail before anything is recorded
+
+        def events(current: RunState) -> list[EventData]:
+            check(current)
+            return [data]
+
+        self._ensure_worker()
+        if not self.log.direct_writes:
+            await self._send(Command(state.run_id, kind, data))
+        else:
+            await self._take_over(wf, state.run_id, events, here=self.config.execute)
+
+    async def _fork(
+        self,
+        run_id: str,
+        at_seq: int,
+        new_run_id: str,
+        updates: Mapping[str, Any] | None,
+        archive: ArchiveSource | None,
+    ) -> None:
+        """``Runtime.fork``."""
+        async with fork_history(self.log, archive) as history:
+            plan = await plan_fork(history, run_id, at_seq, new_run_id, updates, self._workflow)
+        wf = plan.workflow
+        origin = fold(plan.origin_events)
+        migration = self._migration(wf, origin)  # VersionMismatchError: nothing recorded
+        if not self.log.direct_writes:
+            raise ConfigError(
+                f"fork needs a log that runtimes write directly ({self.log.url} sends "
+                "commands to the runs' owning workers); nothing was recorded"
+            )
+        self._ensure_worker()
+        async with self._claimed(new_run_id) as (epoch, deadline):
+            state = await record_fork(self.log, plan, epoch)
+            after: list[EventData] = []
+            if migration is not None:
+                after.append(self._migrated(wf, state, migration))
+        log.info("run forked", run_id=new_run_id, origin=run_id, origin_seq=at_seq)
+        here = self.config.execute and state.status == RunStatus.RUNNING
+        mode = state.durability or self.config.durability
+        await self._continue(wf, state, epoch, deadline, mode, after, here)
+
+    async def _cancel(self, run_id: str, reason: str) -> RunState:
+        """``Runtime.cancel``."""
+        active = self._active.get(run_id)
+        if active is not None:
+            active[0].cancel_requested.set()
+            return await self.wait(run_id)
+        state = await load_state(self.log, run_id)
+        if state.is_terminal:
+            return state
+        if not self.log.direct_writes:
+            # The owning worker applies it; give it a moment, then say how it stands.
+            await self._send(Command(run_id, "cancel", RunCancelled(reason)))
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.config.orphan_grace_seconds):
+                    while not (state := await load_state(self.log, run_id)).is_terminal:  # noqa: ASYNC110 - polls the log
+                        await asyncio.sleep(self.config.poll_seconds)
+            return state
+        epoch = await self.log.claim_writer(run_id, owner=self.config.owner, force=True)
+        state = await load_state(self.log, run_id)
+        writer = RunWriter(
+            self.log, state, epoch=epoch, durability="sync", snapshots=self.config.snapshots
+        )
+        if not state.is_terminal:
+            writer.emit(WriterClaimed(epoch, self.config.owner))
+            writer.emit(RunCancelled(reason))
+        await writer.close()
+        await self._release(run_id, epoch)
+        return writer.state
+
+    async def _shred(self, run_id: str) -> ShredReport:
+        """``Runtime.shred``."""
+        cipher, info = await check_shreddable(self.log, run_id)
+        store = cipher.keys.store
+        if await shredded_already(self.log, cipher, info):
+            at = await asyncio.to_thread(store.table.shredded_at, run_id)
+            return ShredReport(run_id, at or "", store.description, already=True)
+        if run_id in self._active:  # driven here: stop it at its step boundary first
+            await self._cancel(run_id, SHRED_REASON)
+        if not self.log.direct_writes:
+            # The run's owning worker records the cancel; the key goes after it;
+            # then the owner records RunShredded (metadata only) from a command.
+            state = await self._cancel(run_id, SHRED_REASON)
+            if not state.is_terminal:  # its cancel could never be sealed after the key went
+                raise BackendUnavailableError(
+                    f"run {run_id!r}: its owning worker did not record the cancel within "
+                    f"{self.config.orphan_grace_seconds:g}s, so its key was not destroyed "
+                    "and nothing changed; run shred again once a worker owns the run"
+                )
+            at = await asyncio.to_thread(cipher.shred, run_id)
+            await self._send(Command(run_id, "shred", RunShredded(at=at, by=self.config.owner)))
+            return ShredReport(run_id, at, store.description, cancelled=state.is_terminal)
+        return await record_shred(
+            self.log, cipher, run_id, self.config.owner, self.config.lease_seconds
+        )
