@@ -143,7 +143,7 @@ def run_generation(
     if proc.returncode == LEASE_LOST:
         return False, None
     assert ready == "READY" and proc.returncode == 0, (
-        f"worker gen {gen} failed ({proc.returncode}):\n{stderr_path.read_text()[-3000:]}"
+        f"worker gen {gen} failed ({proc.returncode}):\n{stderr_path.read_text()[-8000:]}"
     )
     return False, json.loads(out.strip().splitlines()[-1])
 

@@ -23,7 +23,7 @@ import signal
 import sys
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -171,7 +171,6 @@ class KillSwitchLog(EventLog):
     def _took(self, what: str, since: float) -> None:
         took = time.monotonic() - since
         self.slowest[what] = max(self.slowest[what], took)
-        print(f"TIMING {what} {took:.3f}", file=sys.stderr, flush=True)
 
     def _maybe_die(self, events: Sequence[Event], when: str) -> None:
         if self.kill_seq is not None and self.when == when and events[-1].seq >= self.kill_seq:
@@ -290,6 +289,21 @@ async def _drive_run(args: argparse.Namespace, log: EventLog, wf: Workflow, rt: 
     print(json.dumps({"status": state.status, "values": state.values}), flush=True)
 
 
+async def _guarded(work: Coroutine[Any, Any, None], seconds: float) -> None:
+    """Run ``work``; if it has not ended after ``seconds``, print where every
+    task of this process waits (to stderr, which the test shows) and fail."""
+    task = asyncio.ensure_future(work)
+    done, _ = await asyncio.wait([task], timeout=seconds)
+    if task in done:
+        return task.result()
+    print(f"HUNG: not done after {seconds:.0f}s; the tasks of this process:", file=sys.stderr)
+    for each in asyncio.all_tasks():
+        if each is not asyncio.current_task():
+            each.print_stack(file=sys.stderr)
+    task.cancel()
+    raise TimeoutError(f"the worker did not finish within {seconds:.0f}s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("log_url")
@@ -307,7 +321,7 @@ def main() -> None:
     # stdout carries READY and the final report only; logs go to stderr
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     try:
-        asyncio.run(asyncio.wait_for(drive(args), 180))  # hang guard
+        asyncio.run(_guarded(drive(args), 180))  # hang guard
     except LeaseExpiredError:
         # This process was too slow (a loaded machine) to renew its short
         # lease, and stopped before its next side effect, as a zombie must:
