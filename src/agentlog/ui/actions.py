@@ -21,6 +21,7 @@ from starlette.routing import Route
 from agentlog.errors import ConfigError
 from agentlog.runtime import Runtime
 from agentlog.ui.context import UiContext, ui_context
+from agentlog.ui.params import run_id_param
 from agentlog.ui.responses import JSONBody, error_response
 
 __all__ = ["CSRF_HEADER", "routes"]
@@ -68,7 +69,7 @@ async def _act(request: Request) -> tuple[Runtime, str, dict[str, Any]] | Respon
     if refused is not None:
         return refused
     assert context.runtime is not None
-    return context.runtime, request.path_params["run_id"], await _body(request)
+    return context.runtime, run_id_param(request), await _body(request)
 
 
 async def resume_api(request: Request) -> Response:
@@ -110,7 +111,7 @@ async def fork_api(request: Request) -> Response:
 
 
 routes = [
-    Route("/api/runs/{run_id:path}/resume", resume_api, methods=["POST"]),
-    Route("/api/runs/{run_id:path}/cancel", cancel_api, methods=["POST"]),
-    Route("/api/runs/{run_id:path}/fork", fork_api, methods=["POST"]),
+    Route("/api/runs/{run}/resume", resume_api, methods=["POST"]),
+    Route("/api/runs/{run}/cancel", cancel_api, methods=["POST"]),
+    Route("/api/runs/{run}/fork", fork_api, methods=["POST"]),
 ]
