@@ -16,11 +16,15 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from agentlog.eventlog import Event, RunCompleted, RunStarted, StepCompleted, SuperstepCommitted
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.ui import create_app
+from agentlog.ui.app import SECURITY_HEADERS
 from agentlog.ui.params import decode_run_id, encode_run_id
 from tests.ui.conftest import Recorded
 
@@ -149,3 +153,22 @@ def test_the_pages_of_dot_dot_and_x_events_open_in_a_browser(
         wait.until(lambda d: d.find_element(By.ID, "main").get_attribute("data-ready") == "1")
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "tr.event")) == 4)
         wait.until(lambda d: d.find_element(By.ID, "timeline").get_attribute("data-drawn"))
+
+
+def test_a_500_carries_the_security_headers_and_no_traceback(recorded: Recorded) -> None:
+    async def broken(request: Request) -> Response:
+        raise RuntimeError("secret detail /etc/agentlog")
+
+    app = create_app(recorded.log_url, recorded.archive_url)
+    # A test-only route that fails the way a bug would, ahead of the real ones.
+    app.router.routes.insert(0, Route("/api/broken", broken))
+    app.router.routes.insert(0, Route("/broken", broken))
+    with TestClient(app, base_url="http://127.0.0.1:8765", raise_server_exceptions=False) as http:
+        for path in ("/api/broken", "/broken"):
+            answer = http.get(path)
+            assert answer.status_code == 500, path
+            for name, value in SECURITY_HEADERS.items():
+                assert answer.headers[name] == value, (path, name)
+            assert "Traceback" not in answer.text and "secret detail" not in answer.text
+            assert "internal error" in answer.text
+        assert http.get("/api/broken").json()["status"] == 500

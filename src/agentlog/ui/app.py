@@ -23,6 +23,7 @@ from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agentlog._logging import get_logger
 from agentlog.crypto import KeyStore
 from agentlog.errors import (
     AgentlogError,
@@ -44,6 +45,8 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 STATIC = Path(__file__).parent / "static"
 
+log = get_logger(__name__)
+
 #: Sent with every response. No inline script or style can run, whatever an
 #: event's payload holds; the pages only load what this server serves.
 SECURITY_HEADERS = {
@@ -58,7 +61,13 @@ SECURITY_HEADERS = {
 
 
 class _SecurityHeaders:
-    """Adds :data:`SECURITY_HEADERS` to every HTTP response (streams included)."""
+    """Adds :data:`SECURITY_HEADERS` to every HTTP response (streams included),
+    and is the last error boundary: an unexpected exception becomes a 500
+    that carries them too, with no traceback.
+
+    Starlette's own ``ServerErrorMiddleware`` sits outside every user
+    middleware, so its 500 would go out without these headers.
+    """
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -67,15 +76,30 @@ class _SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        started = False
 
         async def with_headers(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 headers = list(message.get("headers", []))
                 headers += [(k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
                 message["headers"] = headers
             await send(message)
 
-        await self.app(scope, receive, with_headers)
+        try:
+            await self.app(scope, receive, with_headers)
+        except Exception:
+            if started:  # a stream broke midway: nothing more can be said to the client
+                raise
+            log.exception("ui request failed", path=scope.get("path", ""))
+            answer = error_response(
+                Request(scope),
+                500,
+                "internal error: the server failed on this request (its log has the details); "
+                "please report it",
+            )
+            await answer(scope, receive, with_headers)
 
 
 def _status_of(exc: AgentlogError) -> int:
