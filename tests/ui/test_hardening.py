@@ -7,6 +7,7 @@ Starlette's TestClient runs the real app (lifespan included) in-process.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import quote
@@ -24,8 +25,11 @@ from starlette.testclient import TestClient
 from agentlog.eventlog import Event, RunCompleted, RunStarted, StepCompleted, SuperstepCommitted
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.ui import create_app
+from agentlog.ui.actions import CSRF_HEADER
+from agentlog.ui.api_sql import MAX_CELL, MAX_ROWS, SqlLimits
 from agentlog.ui.app import SECURITY_HEADERS
 from agentlog.ui.params import decode_run_id, encode_run_id
+from tests.cli.test_sql_values import UNREPRESENTABLE
 from tests.ui.conftest import Recorded
 
 Serve = Callable[..., str]
@@ -172,3 +176,99 @@ def test_a_500_carries_the_security_headers_and_no_traceback(recorded: Recorded)
             assert "Traceback" not in answer.text and "secret detail" not in answer.text
             assert "internal error" in answer.text
         assert http.get("/api/broken").json()["status"] == 500
+
+
+#: A query that would run for hours: it only ends when it is interrupted.
+FOREVER = "SELECT sum(x) FROM range(30000000000) t(x)"
+
+
+def _with_token(http: TestClient) -> TestClient:
+    page = http.get("/sql").text
+    http.headers[CSRF_HEADER] = page.split('data-csrf="', 1)[1].split('"', 1)[0]
+    return http
+
+
+@pytest.fixture
+def sql(recorded: Recorded) -> Iterator[TestClient]:
+    """A read-only UI whose queries stop after a fifth of a second, with the page's token."""
+    app = create_app(recorded.log_url, recorded.archive_url, sql_limits=SqlLimits(timeout=0.2))
+    with TestClient(app, base_url="http://127.0.0.1:8765") as http:
+        yield _with_token(http)
+
+
+@pytest.mark.parametrize(("query", "text"), UNREPRESENTABLE)
+def test_a_sql_value_python_cannot_hold_is_shown_as_duckdbs_text(
+    sql: TestClient, query: str, text: str
+) -> None:
+    answer = sql.get("/api/sql", params={"q": query + ", 1 AS n"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["rows"] == [[text, 1]]
+
+
+def test_sql_without_the_pages_token_or_from_another_site_is_refused(sql: TestClient) -> None:
+    token = sql.headers.pop(CSRF_HEADER)
+    for headers in (
+        {},
+        {CSRF_HEADER: "guess"},
+        {CSRF_HEADER: token, "origin": "http://evil.example"},
+    ):
+        answer = sql.get("/api/sql", params={"q": "SELECT 1"}, headers=headers)
+        assert answer.status_code == 403, headers
+        assert "refused" in answer.json()["error"]
+    ok = sql.get("/api/sql", params={"q": "SELECT 1"}, headers={CSRF_HEADER: token})
+    assert ok.status_code == 200
+
+
+def test_a_query_past_the_time_limit_is_stopped_and_the_next_one_runs(sql: TestClient) -> None:
+    answer = sql.get("/api/sql", params={"q": FOREVER})
+    assert answer.status_code == 400
+    assert "longer than 0.2 s" in answer.json()["error"]
+    assert "--sql-timeout" in answer.json()["error"]
+    assert sql.get("/api/health").json()["sql_running"] == 0
+    assert sql.get("/api/sql", params={"q": "SELECT 42"}).json()["rows"] == [[42]]
+
+
+def test_a_query_whose_client_went_away_is_stopped(serve: Serve) -> None:
+    """Through the real server (the client closes its connection), with no time limit in reach."""
+    url = serve("--sql-timeout", "3600")
+    with httpx.Client(base_url=url, timeout=60) as http:
+        page = http.get("/sql").text
+        token = page.split('data-csrf="', 1)[1].split('"', 1)[0]
+        with pytest.raises(httpx.ReadTimeout):
+            http.get("/api/sql", params={"q": FOREVER}, headers={CSRF_HEADER: token}, timeout=2)
+        deadline = time.monotonic() + 60  # generous: the machine is shared
+        while http.get("/api/health").json()["sql_running"] != 0:
+            assert time.monotonic() < deadline, "the query kept running after its client left"
+            time.sleep(0.1)
+        ok = http.get("/api/sql", params={"q": "SELECT 7"}, headers={CSRF_HEADER: token})
+        assert ok.json()["rows"] == [[7]]
+
+
+def test_a_huge_result_is_read_only_up_to_the_row_limit(recorded: Recorded) -> None:
+    """A trillion rows: only the first batches are ever read (a full read would hit the limit)."""
+    app = create_app(recorded.log_url, recorded.archive_url, sql_limits=SqlLimits(timeout=120))
+    with TestClient(app, base_url="http://127.0.0.1:8765") as http:
+        answer = _with_token(http).get(
+            "/api/sql", params={"q": "SELECT x FROM range(1000000000000) t(x)"}
+        )
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["shown"] == MAX_ROWS and body["truncated"] is True
+    assert [row[0] for row in body["rows"]] == list(range(MAX_ROWS))
+
+
+def test_a_result_within_the_limit_is_not_marked_cut(sql: TestClient) -> None:
+    body = sql.get("/api/sql", params={"q": f"SELECT x FROM range({MAX_ROWS}) t(x)"}).json()
+    assert body["shown"] == MAX_ROWS and body["truncated"] is False
+
+
+def test_a_long_cell_is_cut_and_says_how_long_it_was(sql: TestClient) -> None:
+    query = "SELECT repeat('a', 200000) AS s, [repeat('b', 20000)] AS l, 'short' AS t"
+    answer = sql.get("/api/sql", params={"q": query})
+    assert answer.status_code == 200, answer.text
+    text, listed, short = answer.json()["rows"][0]
+    assert text.startswith("a" * MAX_CELL) and text.endswith("(cut: 200,000 chars in all)")
+    assert len(text) < MAX_CELL + 100
+    assert listed.startswith('["bbb') and "(cut: 20,004 chars in all)" in listed
+    assert short == "short"
+    assert len(answer.content) < 3 * MAX_CELL

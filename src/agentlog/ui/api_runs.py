@@ -75,6 +75,7 @@ async def health_api(request: Request) -> Response:
             "ok": True,
             "log": context.where,
             "live_feeds": context.live_feeds,
+            "sql_running": context.sql_running,
             "actions": context.allow_actions,
         }
     )

@@ -48,8 +48,11 @@ const AL = (() => {
     return body;
   }
 
+  // The CSRF token goes with every call (the SQL API refuses a call without it).
   function getJSON(url) {
-    return fetch(url, { headers: { accept: "application/json" } }).then(answer);
+    return fetch(url, {
+      headers: { accept: "application/json", "x-csrf-token": main.dataset.csrf || "" },
+    }).then(answer);
   }
 
   // An action: the CSRF token the page was served with goes in a header.
