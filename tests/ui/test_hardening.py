@@ -21,16 +21,20 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.testclient import TestClient
+from typer.testing import CliRunner
 
+from agentlog.cli import app as cli_app
+from agentlog.errors import ConfigError
 from agentlog.eventlog import Event, RunCompleted, RunStarted, StepCompleted, SuperstepCommitted
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.ui import create_app
 from agentlog.ui.actions import CSRF_HEADER
 from agentlog.ui.api_sql import MAX_CELL, MAX_ROWS, SqlLimits
-from agentlog.ui.app import SECURITY_HEADERS
+from agentlog.ui.app import LOOPBACK_HOSTS, SECURITY_HEADERS, is_loopback, served_hosts
 from agentlog.ui.params import decode_run_id, encode_run_id
 from tests.cli.test_sql_values import UNREPRESENTABLE
 from tests.ui.conftest import Recorded
+from tests.ui.ui_workflows import workflows
 
 Serve = Callable[..., str]
 BOUND = 60.0  # seconds; a bound for a hung page, not a speed requirement
@@ -272,3 +276,59 @@ def test_a_long_cell_is_cut_and_says_how_long_it_was(sql: TestClient) -> None:
     assert listed.startswith('["bbb') and "(cut: 20,004 chars in all)" in listed
     assert short == "short"
     assert len(answer.content) < 3 * MAX_CELL
+
+
+def test_the_served_host_names_follow_the_listening_address() -> None:
+    assert set(served_hosts("127.0.0.1")) == set(LOOPBACK_HOSTS)
+    assert is_loopback("127.0.0.2") and is_loopback("127.255.0.9") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.5")
+    assert "127.0.0.2" in served_hosts("127.0.0.2")
+    assert "192.168.1.5" in served_hosts("192.168.1.5")
+    every = served_hosts("0.0.0.0", ["myhost.lan", "10.0.0.7"])
+    assert {"myhost.lan", "10.0.0.7"} <= set(every) and "0.0.0.0" not in every
+    assert not any("*" in name for name in every)
+    with pytest.raises(ConfigError, match="--public-host"):
+        served_hosts("0.0.0.0")
+    for bad in ("*.example.com", "myhost.lan:8765", ""):
+        with pytest.raises(ConfigError, match="--public-host"):
+            served_hosts("0.0.0.0", [bad])
+    with pytest.raises(ConfigError, match="wildcard"):
+        create_app("sqlite:///nowhere.db", "file:///nowhere", allowed_hosts=["*"])
+
+
+def test_a_public_ui_answers_only_its_names_and_their_origin(recorded: Recorded) -> None:
+    """Listening on every address: a rebinding page's Host, or its Origin, is refused."""
+    hosts = served_hosts("0.0.0.0", ["myhost.lan"])
+    app = create_app(
+        recorded.log_url,
+        recorded.archive_url,
+        allow_actions=True,
+        workflows=workflows,
+        allowed_hosts=hosts,
+    )
+    with TestClient(app, base_url="http://myhost.lan:8765") as http:
+        assert http.get("/api/runs").status_code == 200
+        rebound = http.get("/api/runs", headers={"host": "evil.example:8765"})
+        assert rebound.status_code == 400 and "fan-1" not in rebound.text
+        _with_token(http)
+        assert http.get("/api/sql", params={"q": "SELECT 1"}).status_code == 200
+        for origin in (
+            "http://evil.example:8765",
+            "http://myhost.lan:9999",
+            "https://myhost.lan:8765",
+        ):
+            answer = http.post("/api/runs/wait-act/cancel", json={}, headers={"origin": origin})
+            assert answer.status_code == 403, origin
+            assert "another site" in answer.json()["error"]
+        same = http.post(
+            "/api/runs/wait-act/cancel", json={}, headers={"origin": "http://myhost.lan:8765"}
+        )
+        assert same.status_code == 200, same.text
+
+
+def test_the_cli_refuses_every_address_without_a_public_host(recorded: Recorded) -> None:
+    answer = CliRunner().invoke(
+        cli_app, ["ui", "--log", recorded.log_url, "--host", "0.0.0.0", "--no-browser"]
+    )
+    assert answer.exit_code != 0
+    assert "--public-host" in answer.output

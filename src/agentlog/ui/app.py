@@ -39,7 +39,14 @@ from agentlog.ui.api_sql import SqlLimits
 from agentlog.ui.context import open_context
 from agentlog.ui.responses import error_response
 
-__all__ = ["LOOPBACK_HOSTS", "SECURITY_HEADERS", "SqlLimits", "create_app", "served_hosts"]
+__all__ = [
+    "LOOPBACK_HOSTS",
+    "SECURITY_HEADERS",
+    "SqlLimits",
+    "create_app",
+    "is_loopback",
+    "served_hosts",
+]
 
 #: The Host names a UI on this machine answers to. Any other name is refused,
 #: so a web page whose DNS name is re-pointed at 127.0.0.1 (DNS rebinding)
