@@ -60,7 +60,13 @@ from agentlog.runtime.config import VERBS, RuntimeConfig, verb_hint
 from agentlog.runtime.driving import RunDriving
 from agentlog.runtime.executor import RunExecutor
 from agentlog.runtime.expects import answers_for
-from agentlog.runtime.forking import ArchiveSource, fork_history, plan_fork, record_fork
+from agentlog.runtime.forking import (
+    ArchiveSource,
+    claim_of_new_run,
+    fork_history,
+    plan_fork,
+    record_fork,
+)
 from agentlog.runtime.handles import PendingInterrupt, RecoveryReport, RunHandle
 from agentlog.runtime.shredding import (
     SHRED_REASON,
@@ -367,7 +373,8 @@ class Runtime(RunDriving):
                 "commands to the runs' owning workers); nothing was recorded"
             )
         self._ensure_worker()
-        epoch, deadline = await self._claim(new_run_id)
+        with claim_of_new_run(new_run_id):
+            epoch, deadline = await self._claim(new_run_id)
         try:
             state = await record_fork(self.log, plan, epoch)
             after: list[EventData] = []
