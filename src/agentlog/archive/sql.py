@@ -48,13 +48,14 @@ import pyarrow as pa
 
 from agentlog.archive.errors import ArchiveCorruptError, ArchiveQueryError
 from agentlog.archive.sql_sealed import SealedRowOpener, events_view
+from agentlog.archive.sql_values import python_rows
 from agentlog.archive.store import ArchiveStore
 from agentlog.archive.writer import EVENT_SCHEMA, Manifest, events_to_table
 from agentlog.crypto import KeyStore, PayloadCipher
 from agentlog.errors import RunArchivedError
 from agentlog.eventlog.base import EventReader
 
-__all__ = ["VIEWS", "ArchiveSQL", "open_sql"]
+__all__ = ["VIEWS", "ArchiveSQL", "open_sql", "python_rows"]
 
 #: The view names, in the order ``--help`` lists them.
 VIEWS = ("events", "runs", "tasks", "interrupts", "checkpoints", "checkpoint_writes")
@@ -160,6 +161,9 @@ FROM saved
 
 _READ_ONLY = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
 
+#: Rows per Arrow batch when only the first rows of a result are wanted.
+_BATCH_ROWS = 256
+
 
 class ArchiveSQL:
     """A DuckDB connection with the agentlog views. Close it when done."""
@@ -232,6 +236,35 @@ class ArchiveSQL:
         except duckdb.Error as exc:
             raise self._translate(query, exc) from exc
 
+    def head(
+        self, query: str, limit: int, params: list[Any] | None = None
+    ) -> tuple[pa.Table, bool]:
+        """Run ``query``; return at most its first ``limit`` rows, and whether it had more.
+
+        The rows are read a batch at a time and reading stops after row
+        ``limit + 1``, so a huge result is neither fetched nor held.
+        """
+        try:
+            result = self.sql(query, params)
+            if result is None:
+                return pa.table({}), False
+            reader = result.to_arrow_reader(_BATCH_ROWS)
+            batches, count = [], 0
+            for batch in reader:
+                batches.append(batch)
+                count += batch.num_rows
+                if count > limit:
+                    break
+            table = pa.Table.from_batches(batches, schema=reader.schema)
+            return table.slice(0, limit), count > limit
+        except duckdb.Error as exc:
+            raise self._translate(query, exc) from exc
+
+    def interrupt(self) -> None:
+        """Stop the query running on this connection (from another thread):
+        it fails with ArchiveQueryError."""
+        self.conn.interrupt()
+
     def close(self) -> None:
         """Close the connection."""
         self.conn.close()
@@ -260,6 +293,7 @@ async def open_sql(
     log: EventReader | None = None,
     *,
     memory_limit: str = "",
+    threads: int = 0,
     keys: KeyStore | PayloadCipher | None = None,
 ) -> ArchiveSQL:
     """A DuckDB connection whose views cover ``store``'s archive and ``log``'s hot events.
@@ -268,6 +302,7 @@ async def open_sql(
         store: the archive; None for the hot log only.
         log: the hot log; None for the archive only.
         memory_limit: a DuckDB memory limit such as ``"1GB"`` (default: DuckDB's).
+        threads: the most threads a query uses (0: DuckDB's default, every core).
         keys: opens encrypted runs' content in ``payload_json``; None: the hot
             log's cipher, if any. Without keys, sealed rows show their metadata.
     """
@@ -278,6 +313,8 @@ async def open_sql(
     try:
         if memory_limit:
             conn.execute(f"SET memory_limit = '{memory_limit}'")
+        if threads:
+            conn.execute(f"SET threads = {int(threads)}")
         conn.execute("SET parquet_metadata_cache = true")
         manifest = Manifest()
         files: list[str] = []

@@ -20,7 +20,7 @@ from agentlog.archive.retention import (
     parse_duration,
     parse_policy,
 )
-from agentlog.archive.sql import VIEWS
+from agentlog.archive.sql import VIEWS, python_rows
 from agentlog.archive.store import DEFAULT_ARCHIVE_URL, open_archive
 from agentlog.cli.app import command, run_async
 from agentlog.cli.options import ArchiveOpt, EndpointOpt, JsonOpt, LogOpt
@@ -210,14 +210,16 @@ def _emit(rows: Any, fmt: OutputFormat, out_path: Path | None) -> None:
             pacsv.write_csv(rows, sink)
             sink.flush()
         return
-    records = rows.to_pylist()
+    # Per value, with DuckDB's text for what Python cannot hold (infinity, year 10000).
+    values = python_rows(rows)
+    records = [dict(zip(rows.column_names, row, strict=True)) for row in values]
     if fmt is OutputFormat.JSON:
         if out_path is not None:
             out_path.write_text(to_json(records) + "\n")
         else:
             print_json(records)
         return
-    grid = table(None, rows.column_names, (record.values() for record in records))
+    grid = table(None, rows.column_names, values)
     if out_path is not None:
         with open(out_path, "w") as fh:
             print_table(grid, Console(file=fh, width=200, markup=False, emoji=False))

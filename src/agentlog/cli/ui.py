@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
@@ -64,6 +65,21 @@ def ui(
     no_browser: Annotated[
         bool, typer.Option("--no-browser", help="Print the URL; do not open a browser.")
     ] = False,
+    public_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--public-host",
+            help="With a --host other than this machine: a host name clients use to reach "
+            "it (repeatable); no other Host name is answered (DNS rebinding).",
+        ),
+    ] = None,
+    sql_timeout: Annotated[
+        float,
+        typer.Option(help="Seconds one query of the SQL page may run, then stopped.", min=0.001),
+    ] = 30.0,
+    sql_memory_limit: Annotated[
+        str, typer.Option(help="DuckDB's memory limit for one query of the SQL page.")
+    ] = "1GB",
     apps: AppOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -74,7 +90,8 @@ def ui(
     import uvicorn
 
     from agentlog.ui import create_app
-    from agentlog.ui.app import LOOPBACK_HOSTS
+    from agentlog.ui.api_sql import SqlLimits
+    from agentlog.ui.app import is_loopback, served_hosts
 
     workflows = load_workflows(apps) if allow_actions else []
     run_async(lambda: _check_log(log))
@@ -82,18 +99,29 @@ def ui(
         chosen = port or _free_port(host)
     except OSError as exc:
         raise ConfigError(f"--host {host}: cannot listen there: {exc}") from None
-    loopback = host in ("127.0.0.1", "localhost", "::1")
+    if not re.fullmatch(r"[0-9]+(\.[0-9]+)?\s*[KMGT]i?B", sql_memory_limit, flags=re.IGNORECASE):
+        raise ConfigError(
+            f"--sql-memory-limit {sql_memory_limit!r}: write a size such as 1GB or 512MB"
+        )
+    loopback = is_loopback(host)
+    hosts = served_hosts(host, public_host or ())
     app = create_app(
         log,
         archive,
         allow_actions=allow_actions,
         keys=key_store(),
         workflows=workflows,
-        allowed_hosts=LOOPBACK_HOSTS if loopback else ["*"],
+        allowed_hosts=hosts,
+        sql_limits=SqlLimits(timeout=sql_timeout, memory_limit=sql_memory_limit),
     )
-    shown = f"[{host}]" if ":" in host else host
+    # The URL names the server as a client does: 0.0.0.0 is no address to visit.
+    named = host if host in hosts else (public_host or [host])[0]
+    shown = f"[{named}]" if ":" in named else named
     url = f"http://{shown}:{chosen}/"
-    warning = f"warning: listening on {host}: anyone who can reach it can read every run"
+    warning = (
+        f"warning: listening on {host}: anyone who can reach it can read every run "
+        f"(it answers the host names {', '.join(h for h in hosts if not is_loopback(h))})"
+    )
     if as_json:  # one line a script can read the URL from
         print_json_line({"url": url, "actions": allow_actions, "loopback": loopback})
         if not loopback:

@@ -51,7 +51,13 @@ from agentlog.projector.state import RunState, input_interrupts
 from agentlog.runtime.config import verb_hint
 from agentlog.runtime.driving import RunDriving
 from agentlog.runtime.expects import answers_for
-from agentlog.runtime.forking import ArchiveSource, fork_history, plan_fork, record_fork
+from agentlog.runtime.forking import (
+    ArchiveSource,
+    claim_of_new_run,
+    fork_history,
+    plan_fork,
+    record_fork,
+)
 from agentlog.runtime.shredding import (
     SHRED_REASON,
     ShredReport,
@@ -238,11 +244,12 @@ class RunControl(RunDriving):
                 "commands to the runs' owning workers); nothing was recorded"
             )
         self._ensure_worker()
-        async with self._claimed(new_run_id) as (epoch, deadline):
-            state = await record_fork(self.log, plan, epoch)
-            after: list[EventData] = []
-            if migration is not None:
-                after.append(self._migrated(wf, state, migration))
+        with claim_of_new_run(new_run_id):  # lost to another claim: RunExistsError
+            async with self._claimed(new_run_id) as (epoch, deadline):
+                state = await record_fork(self.log, plan, epoch)
+                after: list[EventData] = []
+                if migration is not None:
+                    after.append(self._migrated(wf, state, migration))
         log.info("run forked", run_id=new_run_id, origin=run_id, origin_seq=at_seq)
         here = self.config.execute and state.status == RunStatus.RUNNING
         mode = state.durability or self.config.durability

@@ -45,11 +45,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from agentlog.errors import (
     ConfigError,
+    LeaseHeldError,
     ReplayError,
     RunExistsError,
     ShreddedError,
@@ -230,6 +231,20 @@ def copy_events(events: Sequence[Event], new_run_id: str, epoch: int) -> list[Ev
         # A new Event: no ``sealed`` blob, so the log seals it with the new run's key.
         copied.append(Event(new_run_id, len(copied) + 1, data, ts=event.ts, writer_epoch=epoch))
     return copied
+
+
+@contextlib.contextmanager
+def claim_of_new_run(new_run_id: str) -> Iterator[None]:
+    """Around the claim of the fork's new run id: losing it to another
+    process's (or task's) claim means that run is being created elsewhere, so
+    the caller gets RunExistsError, as when its events are already there."""
+    try:
+        yield
+    except LeaseHeldError as exc:
+        raise RunExistsError(
+            f"run {new_run_id!r} is being created elsewhere (another writer claimed that id "
+            "first); a fork creates a new run: pick another id. Nothing was recorded."
+        ) from exc
 
 
 async def record_fork(event_log: EventLog, plan: ForkPlan, epoch: int) -> RunState:

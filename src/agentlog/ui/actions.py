@@ -2,15 +2,12 @@
 
 Each is a POST and is served only when the UI was started with
 ``--allow-actions``; otherwise it answers 403 and the pages show no buttons.
-With actions, a request must carry the per-process CSRF token (the page holds
-it) in the ``X-CSRF-Token`` header, and a browser's ``Origin``, when sent,
-must be this server: another site's page can neither read the token nor
-send the header without a CORS preflight, which this server never grants.
+With actions, a request must pass :func:`agentlog.ui.guard.refusal`: the
+CSRF token in ``X-CSRF-Token``, and no other site's ``Origin``.
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 from typing import Any
 
@@ -21,11 +18,11 @@ from starlette.routing import Route
 from agentlog.errors import ConfigError
 from agentlog.runtime import Runtime
 from agentlog.ui.context import UiContext, ui_context
+from agentlog.ui.guard import CSRF_HEADER, refusal
+from agentlog.ui.params import run_id_param
 from agentlog.ui.responses import JSONBody, error_response
 
 __all__ = ["CSRF_HEADER", "routes"]
-
-CSRF_HEADER = "x-csrf-token"
 
 
 def _refusal(request: Request, context: UiContext) -> Response | None:
@@ -37,16 +34,7 @@ def _refusal(request: Request, context: UiContext) -> Response | None:
             "actions are off: this UI is read-only; start it with `agentlog ui "
             "--allow-actions` to resume, cancel or fork runs",
         )
-    sent = request.headers.get(CSRF_HEADER, "")
-    if not hmac.compare_digest(sent.encode(), context.csrf_token.encode()):
-        why = "no CSRF token" if not sent else "a wrong CSRF token"
-        return error_response(
-            request, 403, f"refused: the request carries {why}; send actions from the UI's page"
-        )
-    origin = request.headers.get("origin")
-    if origin is not None and origin != f"{request.url.scheme}://{request.url.netloc}":
-        return error_response(request, 403, f"refused: a request from another site ({origin})")
-    return None
+    return refusal(request, context, "actions")
 
 
 async def _body(request: Request) -> dict[str, Any]:
@@ -68,7 +56,7 @@ async def _act(request: Request) -> tuple[Runtime, str, dict[str, Any]] | Respon
     if refused is not None:
         return refused
     assert context.runtime is not None
-    return context.runtime, request.path_params["run_id"], await _body(request)
+    return context.runtime, run_id_param(request), await _body(request)
 
 
 async def resume_api(request: Request) -> Response:
@@ -110,7 +98,7 @@ async def fork_api(request: Request) -> Response:
 
 
 routes = [
-    Route("/api/runs/{run_id:path}/resume", resume_api, methods=["POST"]),
-    Route("/api/runs/{run_id:path}/cancel", cancel_api, methods=["POST"]),
-    Route("/api/runs/{run_id:path}/fork", fork_api, methods=["POST"]),
+    Route("/api/runs/{run}/resume", resume_api, methods=["POST"]),
+    Route("/api/runs/{run}/cancel", cancel_api, methods=["POST"]),
+    Route("/api/runs/{run}/fork", fork_api, methods=["POST"]),
 ]

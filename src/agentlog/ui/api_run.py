@@ -10,7 +10,9 @@
 * ``/api/runs/{id}/origin``: the run it was forked from (``Runtime.fork``), if any;
 * ``/api/runs/{id}``: the run's index row and where it lives (hot or archive).
 
-Run ids may hold ``/``, so the id is matched greedily and the suffix decides.
+``{id}`` is the run id as :func:`agentlog.ui.params.encode_run_id` writes it
+(one path segment whatever the id holds: ``/``, ``.``, ``..``); every number
+is read by :func:`agentlog.ui.params.whole_number`.
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from agentlog.errors import SeqOutOfRangeError
 from agentlog.eventlog.events import RunStatus
-from agentlog.ui.api_runs import MAX_LIMIT, int_param
+from agentlog.ui.api_runs import MAX_LIMIT
 from agentlog.ui.context import ui_context
+from agentlog.ui.params import int_param, run_id_param, whole_number
 from agentlog.ui.responses import JSONBody
 
 __all__ = ["LIVE_POLL_SECONDS", "TIMELINE_STEPS", "routes"]
@@ -41,13 +43,8 @@ TIMELINE_STEPS = 300
 LIVE_POLL_SECONDS = 0.2
 
 
-def _run_id(request: Request) -> str:
-    run_id: str = request.path_params["run_id"]
-    return run_id
-
-
 async def info_api(request: Request) -> Response:
-    history = await ui_context(request).history(_run_id(request))
+    history = await ui_context(request).history(run_id_param(request))
     info = await history.refresh()
     return JSONBody(
         {
@@ -60,7 +57,7 @@ async def info_api(request: Request) -> Response:
 
 
 async def events_api(request: Request) -> Response:
-    history = await ui_context(request).history(_run_id(request))
+    history = await ui_context(request).history(run_id_param(request))
     after = int_param(request, "after", 0, low=0, high=10**12)
     limit = int_param(request, "limit", 200, low=1, high=MAX_LIMIT)
     events = await history.events(after=after, limit=limit)
@@ -68,12 +65,10 @@ async def events_api(request: Request) -> Response:
 
 
 async def state_api(request: Request) -> Response:
-    run_id = _run_id(request)
+    run_id = run_id_param(request)
     history = await ui_context(request).history(run_id)
-    raw = request.path_params["seq"]
-    if not raw.isdigit():
-        raise SeqOutOfRangeError(run_id, raw, history.last_seq)
-    seq = int(raw)
+    # Range-checked by the history: a seq past the run's end names its last seq.
+    seq = whole_number("seq", request.path_params["seq"], low=0, high=10**12)
     return JSONBody(
         {"seq": seq, "state": await history.state_at(seq), "diff": await history.diff_at(seq)}
     )
@@ -81,13 +76,13 @@ async def state_api(request: Request) -> Response:
 
 async def origin_api(request: Request) -> Response:
     """Where a forked run came from: ``{"forked_from": {"run_id", "seq"} or None}``."""
-    return JSONBody({"forked_from": await ui_context(request).origin(_run_id(request))})
+    return JSONBody({"forked_from": await ui_context(request).origin(run_id_param(request))})
 
 
 async def timeline_api(request: Request) -> Response:
     raw = request.query_params.get("first_step")
     first = None if not raw else int_param(request, "first_step", 0, low=0, high=10**12)
-    timeline = await ui_context(request).timeline(_run_id(request), first, TIMELINE_STEPS)
+    timeline = await ui_context(request).timeline(run_id_param(request), first, TIMELINE_STEPS)
     return JSONBody(timeline)
 
 
@@ -98,7 +93,7 @@ def _sse(kind: str, data: dict[str, Any]) -> str:
 async def live_api(request: Request) -> Response:
     """Tell the page about every event recorded after ``after``, until the run ends."""
     context = ui_context(request)
-    run_id = _run_id(request)
+    run_id = run_id_param(request)
     info = await (await context.history(run_id)).refresh()
     after = int_param(request, "after", 0, low=0, high=10**12)
     done = info.status in RunStatus.TERMINAL and after >= info.last_seq
@@ -126,10 +121,10 @@ async def live_api(request: Request) -> Response:
 
 
 routes = [
-    Route("/api/runs/{run_id:path}/events", events_api),
-    Route("/api/runs/{run_id:path}/state/{seq}", state_api),
-    Route("/api/runs/{run_id:path}/timeline", timeline_api),
-    Route("/api/runs/{run_id:path}/live", live_api),
-    Route("/api/runs/{run_id:path}/origin", origin_api),
-    Route("/api/runs/{run_id:path}", info_api),
+    Route("/api/runs/{run}/events", events_api),
+    Route("/api/runs/{run}/state/{seq}", state_api),
+    Route("/api/runs/{run}/timeline", timeline_api),
+    Route("/api/runs/{run}/live", live_api),
+    Route("/api/runs/{run}/origin", origin_api),
+    Route("/api/runs/{run}", info_api),
 ]

@@ -12,9 +12,10 @@ from starlette.routing import Route
 from agentlog.errors import ConfigError
 from agentlog.eventlog.events import RunStatus
 from agentlog.ui.context import ui_context
+from agentlog.ui.params import int_param
 from agentlog.ui.responses import JSONBody
 
-__all__ = ["MAX_LIMIT", "int_param", "routes"]
+__all__ = ["MAX_LIMIT", "routes"]
 
 #: The most rows one request may ask for: a page, never the whole table.
 MAX_LIMIT = 500
@@ -26,20 +27,6 @@ _STATUSES = (
     RunStatus.FAILED,
     RunStatus.CANCELLED,
 )
-
-
-def int_param(request: Request, name: str, default: int, *, low: int, high: int) -> int:
-    """The query parameter ``name`` as an int in [low, high]; ConfigError otherwise."""
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not a whole number") from None
-    if not low <= value <= high:
-        raise ConfigError(f"{name}={value} is out of range: give a number from {low} to {high}")
-    return value
 
 
 def _time_param(request: Request, name: str) -> datetime | None:
@@ -88,6 +75,7 @@ async def health_api(request: Request) -> Response:
             "ok": True,
             "log": context.where,
             "live_feeds": context.live_feeds,
+            "sql_running": context.sql_running,
             "actions": context.allow_actions,
         }
     )

@@ -9,6 +9,7 @@ referrer. Errors are typed (:mod:`agentlog.errors`): an API call gets JSON
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,26 +24,86 @@ from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agentlog._logging import get_logger
 from agentlog.crypto import KeyStore
 from agentlog.errors import (
     AgentlogError,
+    ConfigError,
     RunExistsError,
     RunNotWaitingError,
     UnknownRunError,
 )
 from agentlog.runtime import Workflow
 from agentlog.ui import actions, api_run, api_runs, api_sql, pages
+from agentlog.ui.api_sql import SqlLimits
 from agentlog.ui.context import open_context
 from agentlog.ui.responses import error_response
 
-__all__ = ["LOOPBACK_HOSTS", "SECURITY_HEADERS", "create_app"]
+__all__ = [
+    "LOOPBACK_HOSTS",
+    "SECURITY_HEADERS",
+    "SqlLimits",
+    "create_app",
+    "is_loopback",
+    "served_hosts",
+]
 
 #: The Host names a UI on this machine answers to. Any other name is refused,
 #: so a web page whose DNS name is re-pointed at 127.0.0.1 (DNS rebinding)
 #: cannot read the runs.
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) is this machine only: 127.0.0.0/8, ::1."""
+    if host.strip("[]").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def served_hosts(host: str, public_hosts: Sequence[str] = ()) -> list[str]:
+    """The Host header names a UI listening on ``host`` answers to.
+
+    Always this machine's loopback names; the listening address itself when
+    it is one a client can name (not ``0.0.0.0`` or ``::``); and the names
+    in ``public_hosts`` (``--public-host``). Never any name: a web page whose
+    DNS name is re-pointed at this server (DNS rebinding) is refused.
+
+    Raises:
+        ConfigError: a non-loopback ``host`` that leaves no name to reach it by
+            (``0.0.0.0`` without ``--public-host``), or a wildcard name.
+    """
+    names = list(LOOPBACK_HOSTS)
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        address = None
+    if address is None or not address.is_unspecified:
+        names.append(host)
+        if address is not None and address.version == 6:
+            names.append(f"[{address}]")
+    for name in public_hosts:
+        # "host:port" has one colon; an IPv6 address has more.
+        if not name or any(c in name for c in "*/ ") or name.count(":") == 1:
+            raise ConfigError(
+                f"--public-host {name!r}: give a host name or address clients use "
+                "(e.g. myhost.lan or 192.168.1.5), without a port or wildcard"
+            )
+        names.append(name)
+    if not is_loopback(host) and len(set(names)) == len(set(LOOPBACK_HOSTS)):
+        raise ConfigError(
+            f"--host {host} listens on every address, and no host name was given to reach it "
+            "by: pass the names clients use with --public-host NAME (repeatable)"
+        )
+    return list(dict.fromkeys(names))
+
+
 STATIC = Path(__file__).parent / "static"
+
+log = get_logger(__name__)
 
 #: Sent with every response. No inline script or style can run, whatever an
 #: event's payload holds; the pages only load what this server serves.
@@ -58,7 +119,13 @@ SECURITY_HEADERS = {
 
 
 class _SecurityHeaders:
-    """Adds :data:`SECURITY_HEADERS` to every HTTP response (streams included)."""
+    """Adds :data:`SECURITY_HEADERS` to every HTTP response (streams included),
+    and is the last error boundary: an unexpected exception becomes a 500
+    that carries them too, with no traceback.
+
+    Starlette's own ``ServerErrorMiddleware`` sits outside every user
+    middleware, so its 500 would go out without these headers.
+    """
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -67,15 +134,30 @@ class _SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        started = False
 
         async def with_headers(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 headers = list(message.get("headers", []))
                 headers += [(k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
                 message["headers"] = headers
             await send(message)
 
-        await self.app(scope, receive, with_headers)
+        try:
+            await self.app(scope, receive, with_headers)
+        except Exception:
+            if started:  # a stream broke midway: nothing more can be said to the client
+                raise
+            log.exception("ui request failed", path=scope.get("path", ""))
+            answer = error_response(
+                Request(scope),
+                500,
+                "internal error: the server failed on this request (its log has the details); "
+                "please report it",
+            )
+            await answer(scope, receive, with_headers)
 
 
 def _status_of(exc: AgentlogError) -> int:
@@ -104,6 +186,7 @@ def create_app(
     keys: KeyStore | None = None,
     workflows: Iterable[Workflow[Any]] = (),
     allowed_hosts: Sequence[str] = LOOPBACK_HOSTS,
+    sql_limits: SqlLimits | None = None,
 ) -> Starlette:
     """The web debugger over the log at ``log_url`` and the archive at ``archive_url``.
 
@@ -115,8 +198,9 @@ def create_app(
             token); otherwise every write endpoint answers 403.
         keys: opens encrypted payloads (None: sealed content shows as metadata).
         workflows: the workflows an action may need to run (resume, fork).
-        allowed_hosts: the Host header values served (``["*"]``: any, for a
-            UI bound to another address); others get 400.
+        allowed_hosts: the Host header names served (:func:`served_hosts`);
+            others get 400, and a browser's Origin must be one of them.
+        sql_limits: what one query of the SQL page may use (None: the defaults).
     """
     chosen = list(workflows)
 
@@ -136,7 +220,9 @@ def create_app(
         *actions.routes,
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
     ]
-    return Starlette(
+    if any("*" in name for name in allowed_hosts):
+        raise ConfigError("allowed_hosts: name each host served; a wildcard lets DNS rebinding in")
+    app = Starlette(
         routes=routes,
         lifespan=lifespan,
         middleware=[
@@ -145,3 +231,6 @@ def create_app(
         ],
         exception_handlers={AgentlogError: _agentlog_error, HTTPException: _http_error},
     )
+    app.state.allowed_hosts = list(allowed_hosts)
+    app.state.sql_limits = sql_limits or SqlLimits()
+    return app

@@ -53,6 +53,8 @@ class UiContext:
     """The per-process secret every action request must carry in ``X-CSRF-Token``."""
     live_feeds: int = 0
     """Live feeds (server-sent event streams) open now: ``/api/health`` shows it."""
+    sql_running: int = 0
+    """SQL queries running now (``/api/health``): a stopped one is gone from here."""
     catalog_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     """One catalog query at a time: its DuckDB connection serves one thread."""
     _histories: OrderedDict[str, tuple[RunHistory, asyncio.Lock]] = field(

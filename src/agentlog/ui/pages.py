@@ -12,6 +12,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from agentlog.ui.context import ui_context
+from agentlog.ui.params import run_id_param
 from agentlog.ui.responses import page
 
 __all__ = ["routes"]
@@ -72,7 +73,7 @@ async def runs_page(request: Request) -> Response:
 
 
 async def run_page(request: Request) -> Response:
-    run_id = request.path_params["run_id"]
+    run_id = run_id_param(request)
     await ui_context(request).history(run_id)  # an unknown run: UnknownRunError, a 404 page
     scripts = ("timeline.js", "run.js")
     return page(request, f"Run {run_id}", scripts, _RUN_BODY, data={"run": run_id})
@@ -84,6 +85,6 @@ async def sql_page(request: Request) -> Response:
 
 routes = [
     Route("/", runs_page),
-    Route("/runs/{run_id:path}", run_page),
+    Route("/runs/{run}", run_page),
     Route("/sql", sql_page),
 ]

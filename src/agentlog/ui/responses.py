@@ -44,15 +44,15 @@ def page(
 
     ``data`` becomes ``data-*`` attributes of ``<main>`` (escaped), which is
     how a page's script learns its run id, where the log is, and the CSRF
-    token (only when actions are allowed).
+    token (SQL and the actions need it).
     """
     context = getattr(request.app.state, "ui", None)
     attrs = dict(data or {})
     if context is not None:
         attrs["where"] = context.where
         attrs["actions"] = "1" if context.allow_actions else ""
-        if context.allow_actions:
-            attrs["csrf"] = context.csrf_token
+        # SQL needs it even read-only; only a page of this server can read it.
+        attrs["csrf"] = context.csrf_token
     rendered = " ".join(f'data-{k}="{html.escape(v, quote=True)}"' for k, v in attrs.items())
     nav = "".join(f'<a href="{href}">{label}</a>' for href, label in _NAV)
     where = html.escape(context.where) if context is not None else ""

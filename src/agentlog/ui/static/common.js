@@ -48,8 +48,11 @@ const AL = (() => {
     return body;
   }
 
+  // The CSRF token goes with every call (the SQL API refuses a call without it).
   function getJSON(url) {
-    return fetch(url, { headers: { accept: "application/json" } }).then(answer);
+    return fetch(url, {
+      headers: { accept: "application/json", "x-csrf-token": main.dataset.csrf || "" },
+    }).then(answer);
   }
 
   // An action: the CSRF token the page was served with goes in a header.
@@ -88,12 +91,22 @@ const AL = (() => {
     return isNaN(at) ? String(iso) : at.toISOString().replace("T", " ").slice(0, 23);
   }
 
+  // A run id as one URL path segment: the rule of agentlog.ui.params.encode_run_id.
+  // "/" would split it into segments the routes match, and the browser resolves
+  // "." and ".." segments (even written %2E) before it sends the request.
+  function runSegment(runId) {
+    if (runId === "") return "~e";
+    let segment = runId.replaceAll("~", "~~").replaceAll("/", "~s");
+    if (segment.startsWith(".")) segment = "~d" + segment.slice(1);
+    return encodeURIComponent(segment);
+  }
+
   function runPath(runId) {
-    return "/runs/" + encodeURIComponent(runId);
+    return "/runs/" + runSegment(runId);
   }
 
   function apiRun(runId, suffix) {
-    return "/api/runs/" + encodeURIComponent(runId) + (suffix || "");
+    return "/api/runs/" + runSegment(runId) + (suffix || "");
   }
 
   function showError(where, err) {

@@ -16,8 +16,9 @@
     table.tHead.replaceChildren(head);
     const rows = result.rows.map((row) => el("tr", {}, ...row.map((v) => el("td", {}, fold(v, 120)))));
     table.tBodies[0].replaceChildren(...rows);
-    info.textContent = result.total + " rows" +
-      (result.shown < result.total ? " (showing the first " + result.shown + ")" : "");
+    info.textContent = result.truncated
+      ? "the first " + result.shown.toLocaleString("en") + " rows (the query has more)"
+      : result.shown + " rows";
   }
 
   // x: the first time column (else the first text column, as categories);
