@@ -58,7 +58,8 @@ lint: $(STAMP)
 docs: $(STAMP)
 	rm -rf site/api
 	$(BIN)/pdoc --docformat google --output-directory site/api \
-		agentlog agentlog.runtime agentlog.eventlog agentlog.projector agentlog.archive agentlog.errors
+		agentlog agentlog.runtime agentlog.eventlog agentlog.projector agentlog.archive agentlog.replay \
+		agentlog.testing agentlog.errors
 	@echo "API reference: site/api/index.html"
 
 ## bench: every benchmark, one table (python -m benchmarks)
