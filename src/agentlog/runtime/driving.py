@@ -37,6 +37,7 @@ from agentlog.eventlog.events import (
 )
 from agentlog.projector.snapshots import load_state
 from agentlog.projector.state import RunState, due_timers
+from agentlog.runtime.cancelling import task_cancelling
 from agentlog.runtime.commands import Outcome, apply_command
 from agentlog.runtime.config import RuntimeConfig
 from agentlog.runtime.executor import RunExecutor
@@ -330,7 +331,9 @@ class RunDriving:
         fenced: list[FencedError],
     ) -> None:
         run_id, epoch, lease = writer.state.run_id, writer.epoch, self.config.lease_seconds
-        while True:
+        # A cancel swallowed by a client library mid-renewal must still end
+        # the loop, or the run's driver waits for it while it keeps the lease.
+        while not task_cancelling():
             await asyncio.sleep(lease / 3)
             sent_at = time.monotonic()
             try:
@@ -343,6 +346,8 @@ class RunDriving:
                     owner.cancel()
                 return
             except Exception as exc:  # storage hiccup: the next renewal may work
+                if task_cancelling():
+                    return  # it was our cancel, swallowed by the client
                 log.warning("lease renewal failed", run_id=run_id, error=str(exc))
             else:
                 writer.lease_renewed(sent_at, lease)

@@ -42,6 +42,7 @@ from agentlog.errors import (
 )
 from agentlog.eventlog.base import Command, RunInfo
 from agentlog.eventlog.events import RunStatus, utcnow
+from agentlog.runtime.cancelling import task_cancelling
 
 if TYPE_CHECKING:
     from agentlog.runtime.runtime import Runtime
@@ -116,7 +117,7 @@ class Worker:
         """Drive runs until :meth:`stop`; then hand every run over and return."""
         log.info("worker started", owner=self.runtime.config.owner)
         backoff = 0.0
-        while not self._stopping.is_set():
+        while not self._stopping.is_set() and not task_cancelling():
             try:
                 await self.run_once()
                 backoff = 0.0

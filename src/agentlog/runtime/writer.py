@@ -52,6 +52,7 @@ from agentlog.projector.fold import apply
 from agentlog.projector.reducers import Reducer
 from agentlog.projector.snapshots import SnapshotChain, SnapshotPolicy
 from agentlog.projector.state import RunState
+from agentlog.runtime.cancelling import task_cancelling
 
 __all__ = ["DURABILITY_MODES", "Durability", "RunWriter", "check_durability"]
 
@@ -268,7 +269,7 @@ class RunWriter:
 
     async def _drain_forever(self) -> None:
         assert self._queue is not None
-        while True:
+        while not task_cancelling():  # a cancel a backend swallowed still stops it
             items = [await self._queue.get()]
             while not self._queue.empty():  # group commit: one append for all waiting
                 items.append(self._queue.get_nowait())
