@@ -317,10 +317,11 @@ async def run_demo(log_url: str, run_id: str, console: Console) -> dict[str, Any
             final = await waiting
             await follower.poll()
 
-        from agentlog.cli.render import print_timeline, timeline_rows
+        from agentlog.cli.render import print_timeline
+        from agentlog.replay.rows import event_rows
 
         console.rule("6. replay timeline")
-        rows = timeline_rows([e async for e in event_log.read(run_id)])
+        rows = event_rows([e async for e in event_log.read(run_id)])
         print_timeline(rows, f"run {run_id}", console)
         emails = Outbox(outbox).sent(f"research: {topic} ({run_id})")
         deliveries = [d for _, _, d in emails]

@@ -23,12 +23,10 @@ from rich.table import Table
 from rich.text import Text
 
 from agentlog.eventlog.codec import jsonable
-from agentlog.eventlog.events import Event, utcnow
-from agentlog.replay.rows import NO_KEY, SHREDDED, event_rows, short, unreadable_mark
+from agentlog.eventlog.events import utcnow
+from agentlog.replay.rows import NO_KEY, SHREDDED, short
 
 __all__ = [
-    "NO_KEY",
-    "SHREDDED",
     "age",
     "cell",
     "err",
@@ -41,10 +39,8 @@ __all__ = [
     "print_timeline",
     "short",
     "table",
-    "timeline_rows",
     "timeline_note",
     "to_json",
-    "unreadable_mark",
 ]
 
 #: Results go to stdout; errors, progress and logs to stderr.
@@ -108,11 +104,6 @@ def age(ts: datetime | None) -> str:
         if seconds >= size:
             return f"{seconds / size:.0f}{unit}"
     return f"{seconds:.0f}s"
-
-
-def timeline_rows(events: Iterable[Event]) -> list[dict[str, Any]]:
-    """One row per event (:func:`agentlog.replay.rows.event_row`, shared with the UI)."""
-    return event_rows(events)
 
 
 def timeline_note(rows: Iterable[dict[str, Any]]) -> str:
