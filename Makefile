@@ -33,16 +33,20 @@ demo: $(STAMP)
 kafka-jars: $(STAMP)
 	$(BIN)/python -c "import sys; sys.path.insert(0, 'scripts'); import kafka_broker; print(kafka_broker.ensure_jars())"
 
-## test: every test; the Kafka broker and the S3 server are started by the fixtures
-test: $(STAMP) kafka-jars
-	$(BIN)/python -m pytest -p no:cacheprovider
-	$(MAKE) test-langgraph-oldest
+# The suites of `make test`: the whole tree, then the LangGraph saver's suites on the oldest langgraph.
+SUITE_ALL    := $(BIN)/python -m pytest -p no:cacheprovider
+SUITE_OLDEST := $(OLD_VENV)/bin/python -m pytest -p no:cacheprovider tests/langgraph tests/langgraph_graphs \
+	tests/archive/test_langgraph_threads.py tests/cli/test_langgraph_threads.py \
+	--deselect tests/langgraph_graphs/test_crash.py::test_sigkill_mid_graph_then_resume
+
+## test: every test; the Kafka broker and the S3 server are started by the fixtures.
+## Both suites run to their end, and the target fails at the end if either failed.
+test: $(STAMP) $(OLD_STAMP) kafka-jars
+	scripts/run_suites.sh "$(SUITE_ALL)" "$(SUITE_OLDEST)"
 
 ## test-langgraph-oldest: the LangGraph saver's suites again on the oldest langgraph supported
 test-langgraph-oldest: $(OLD_STAMP) kafka-jars
-	$(OLD_VENV)/bin/python -m pytest -p no:cacheprovider tests/langgraph tests/langgraph_graphs \
-		tests/archive/test_langgraph_threads.py tests/cli/test_langgraph_threads.py \
-		--deselect tests/langgraph_graphs/test_crash.py::test_sigkill_mid_graph_then_resume
+	$(SUITE_OLDEST)
 
 ## test-fast: everything but the crash tests and the Kafka and S3 suites
 test-fast: $(STAMP)
