@@ -34,7 +34,7 @@ kafka-jars: $(STAMP)
 	$(BIN)/python -c "import sys; sys.path.insert(0, 'scripts'); import kafka_broker; print(kafka_broker.ensure_jars())"
 
 # The suites of `make test`: the whole tree, then the LangGraph saver's suites on the oldest langgraph.
-SUITE_ALL    := $(BIN)/python -m pytest -p no:cacheprovider
+SUITE_ALL    := $(BIN)/python -m pytest -p no:cacheprovider --durations=30
 SUITE_OLDEST := $(OLD_VENV)/bin/python -m pytest -p no:cacheprovider tests/langgraph tests/langgraph_graphs \
 	tests/archive/test_langgraph_threads.py tests/cli/test_langgraph_threads.py \
 	--deselect tests/langgraph_graphs/test_crash.py::test_sigkill_mid_graph_then_resume
