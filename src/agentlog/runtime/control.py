@@ -27,6 +27,7 @@ from agentlog._logging import get_logger
 from agentlog.errors import (
     BackendUnavailableError,
     ConfigError,
+    FencedError,
     LeaseHeldError,
     RunExistsError,
     RunNotFailedError,
@@ -44,6 +45,7 @@ from agentlog.eventlog.events import (
     RunStarted,
     RunStatus,
     WriterClaimed,
+    utcnow,
 )
 from agentlog.projector.fold import fold
 from agentlog.projector.snapshots import load_state
@@ -71,6 +73,10 @@ from agentlog.runtime.writer import Durability, RunWriter, check_durability
 __all__ = ["RunControl"]
 
 log = get_logger("agentlog.runtime")
+
+#: How many times a cancel claims the run when other forced claims keep
+#: taking it before the cancel is recorded (each of those ends it, as a rule).
+_CANCEL_CLAIMS = 3
 
 
 def _check_run_id(run_id: str) -> None:
@@ -162,7 +168,8 @@ class RunControl(RunDriving):
                     f"not {wf.name!r}; pick another run id"
                 )
             if here and run_id not in self._active and info.status == RunStatus.RUNNING:
-                with contextlib.suppress(LeaseHeldError, RunNotWaitingError):
+                # Another writer took it first (a FencedError: a cancel's forced claim).
+                with contextlib.suppress(LeaseHeldError, RunNotWaitingError, FencedError):
                     await self._take_over(wf, run_id, lambda state: [])
             return
         started = RunStarted(
@@ -221,8 +228,15 @@ class RunControl(RunDriving):
         self._ensure_worker()
         if not self.log.direct_writes:
             await self._send(Command(state.run_id, kind, data))
-        else:
+            return
+        try:
             await self._take_over(wf, state.run_id, events, here=self.config.execute)
+        except FencedError:
+            # A forced claim (a cancel, a shred) took the run between our claim
+            # and our write, so nothing of ours was recorded: say what the run
+            # is now (RunNotWaitingError once it was cancelled), or who holds it.
+            check(await load_state(self.log, state.run_id))
+            raise await self._lease_held(state.run_id) from None
 
     async def _fork(
         self,
@@ -260,7 +274,8 @@ class RunControl(RunDriving):
         active = self._active.get(run_id)
         if active is not None:
             active[0].cancel_requested.set()
-            return await self.wait(run_id)
+            with contextlib.suppress(FencedError):  # taken over: cancel it from the log
+                return await self.wait(run_id)
         state = await load_state(self.log, run_id)
         if state.is_terminal:
             return state
@@ -272,17 +287,47 @@ class RunControl(RunDriving):
                     while not (state := await load_state(self.log, run_id)).is_terminal:  # noqa: ASYNC110 - polls the log
                         await asyncio.sleep(self.config.poll_seconds)
             return state
-        epoch = await self.log.claim_writer(run_id, owner=self.config.owner, force=True)
-        state = await load_state(self.log, run_id)
-        writer = RunWriter(
-            self.log, state, epoch=epoch, durability="sync", snapshots=self.config.snapshots
+        for _ in range(_CANCEL_CLAIMS):
+            with contextlib.suppress(FencedError):  # another forced claim came after ours
+                return await self._record_cancel(run_id, reason)
+            state = await load_state(self.log, run_id)
+            if state.is_terminal:  # it was a cancel (or a shred) too
+                return state
+        raise await self._lease_held(run_id)
+
+    async def _record_cancel(self, run_id: str, reason: str) -> RunState:
+        """Take the run over and record its cancel; return its final state.
+
+        The claim is forced (it fences the run's writer, here or elsewhere)
+        and carries a lease, so that a resume, a retry or a worker claiming
+        politely waits for the cancel instead of fencing it.
+
+        Raises:
+            FencedError: another forced claim took the run before the cancel
+                was recorded; nothing of it was.
+        """
+        epoch = await self.log.claim_writer(
+            run_id, owner=self.config.owner, lease_seconds=self.config.lease_seconds, force=True
         )
-        if not state.is_terminal:
-            writer.emit(WriterClaimed(epoch, self.config.owner))
-            writer.emit(RunCancelled(reason))
-        await writer.close()
-        await self._release(run_id, epoch)
+        try:
+            state = await load_state(self.log, run_id)  # as it stands now that we own it
+            writer = RunWriter(
+                self.log, state, epoch=epoch, durability="sync", snapshots=self.config.snapshots
+            )
+            if not state.is_terminal:
+                writer.emit(WriterClaimed(epoch, self.config.owner))
+                writer.emit(RunCancelled(reason))
+            await writer.close()
+        finally:
+            await self._release(run_id, epoch)
         return writer.state
+
+    async def _lease_held(self, run_id: str) -> LeaseHeldError:
+        """The error for a request that another writer's forced claim outran."""
+        info = await self.log.get_run(run_id)
+        expires = info.lease_expires_at
+        left = 0.0 if expires is None else max(0.0, (expires - utcnow()).total_seconds())
+        return LeaseHeldError(run_id, info.lease_owner, left)
 
     async def _shred(self, run_id: str) -> ShredReport:
         """``Runtime.shred``."""

@@ -212,7 +212,9 @@ class Runtime(RunControl):
                 none was named. Nothing is recorded.
             NotSerializableError: an answer cannot be stored. Nothing is recorded.
             VersionMismatchError: the run was recorded under other code.
-            LeaseHeldError: another process is resuming it right now.
+            LeaseHeldError: another process is resuming or cancelling it right
+                now (a cancel that took the run first makes it RunNotWaitingError).
+                Nothing is recorded.
         """
         await self._resume(run_id, value, answers)
         return RunHandle(self, run_id)
@@ -283,7 +285,9 @@ class Runtime(RunControl):
             UnknownRunError: no such run.
             RunNotFailedError: the run has not failed (see :data:`VERBS`).
             VersionMismatchError: the run was recorded under other code.
-            LeaseHeldError: another process is retrying it right now.
+            LeaseHeldError: another process is retrying or cancelling it right
+                now (a cancel that took the run first makes it RunNotFailedError).
+                Nothing is recorded.
         """
         await self._retry(run_id, reason)
         return RunHandle(self, run_id)
@@ -293,7 +297,15 @@ class Runtime(RunControl):
 
         A run executing here stops at its next step boundary. A run parked or
         executing elsewhere is taken over (which fences its writer) and
-        cancelled. Cancelling a finished run changes nothing.
+        cancelled. Cancelling a finished run changes nothing. While the
+        cancel is being recorded it holds the run's lease, so a ``resume`` or
+        ``retry`` racing it is refused (``LeaseHeldError``, or
+        ``RunNotWaitingError`` once the run is cancelled) instead of fencing it.
+
+        Raises:
+            UnknownRunError: no such run.
+            LeaseHeldError: other forced claims (cancels, shreds) kept taking
+                the run before this cancel was recorded, and it has not ended.
         """
         return await self._cancel(run_id, reason)
 
