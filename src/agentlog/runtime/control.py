@@ -50,16 +50,11 @@ from agentlog.eventlog.events import (
 from agentlog.projector.fold import fold
 from agentlog.projector.snapshots import load_state
 from agentlog.projector.state import RunState, input_interrupts
+from agentlog.runtime.archived import ArchiveSource, archive_history, read_state
 from agentlog.runtime.config import verb_hint
 from agentlog.runtime.driving import RunDriving
 from agentlog.runtime.expects import answers_for
-from agentlog.runtime.forking import (
-    ArchiveSource,
-    claim_of_new_run,
-    fork_history,
-    plan_fork,
-    record_fork,
-)
+from agentlog.runtime.forking import claim_of_new_run, plan_fork, record_fork
 from agentlog.runtime.shredding import (
     SHRED_REASON,
     ShredReport,
@@ -114,6 +109,9 @@ def _refused(error: type[WorkflowError], state: RunState, wanted: str) -> Workfl
 class RunControl(RunDriving):
     """The requests a caller makes of a run; the base of :class:`Runtime`."""
 
+    #: Where this runtime reads runs archived and pruned from its log (None: nowhere).
+    archive: ArchiveSource | None
+
     if TYPE_CHECKING:  # the rest of Runtime that a request uses
 
         async def wait(self, run_id: str, *, timeout: float | None = None) -> RunState:  # noqa: ASYNC109
@@ -121,6 +119,16 @@ class RunControl(RunDriving):
 
         def register(self, *workflows: Workflow[Any]) -> None:
             """See :meth:`Runtime.register`."""
+
+    async def _read_state(self, run_id: str) -> RunState:
+        """The run's state from the log, or from :attr:`archive` once its events
+        were pruned into it (see :mod:`agentlog.runtime.archived`).
+
+        Raises:
+            UnknownRunError: no such run (RunArchivedError: archived, and this
+                runtime has no archive that holds it).
+        """
+        return await read_state(self.log, self.archive, run_id)
 
     async def _send(self, command: Command) -> None:
         """Send a request to the run's owning worker (logs without direct writes)."""
@@ -167,6 +175,8 @@ class RunControl(RunDriving):
                     f"run {run_id!r} exists and belongs to workflow {info.workflow!r}, "
                     f"not {wf.name!r}; pick another run id"
                 )
+            if info.archived:  # returned as it is, once we know we can read it
+                await self._read_state(run_id)
             if here and run_id not in self._active and info.status == RunStatus.RUNNING:
                 # Another writer took it first (a FencedError: a cancel's forced claim).
                 with contextlib.suppress(LeaseHeldError, RunNotWaitingError, FencedError):
@@ -192,7 +202,7 @@ class RunControl(RunDriving):
 
     async def _resume(self, run_id: str, value: Any, answers: Mapping[str, Any] | None) -> None:
         """``Runtime.resume``."""
-        state = await load_state(self.log, run_id)
+        state = await self._read_state(run_id)
         _require_waiting(state)
         chosen = answers_for(state, value, answers)
         pack(chosen, path="resume value")  # refused before anything is claimed
@@ -205,7 +215,7 @@ class RunControl(RunDriving):
 
     async def _retry(self, run_id: str, reason: str) -> None:
         """``Runtime.retry``."""
-        state = await load_state(self.log, run_id)
+        state = await self._read_state(run_id)
         _require_failed(state)
         await self._request(state, "retry", RunRetried(reason), _require_failed)
 
@@ -247,7 +257,7 @@ class RunControl(RunDriving):
         archive: ArchiveSource | None,
     ) -> None:
         """``Runtime.fork``."""
-        async with fork_history(self.log, archive) as history:
+        async with archive_history(self.log, archive or self.archive) as history:
             plan = await plan_fork(history, run_id, at_seq, new_run_id, updates, self._workflow)
         wf = plan.workflow
         origin = fold(plan.origin_events)
@@ -276,7 +286,7 @@ class RunControl(RunDriving):
             active[0].cancel_requested.set()
             with contextlib.suppress(FencedError):  # taken over: cancel it from the log
                 return await self.wait(run_id)
-        state = await load_state(self.log, run_id)
+        state = await self._read_state(run_id)
         if state.is_terminal:
             return state
         if not self.log.direct_writes:
