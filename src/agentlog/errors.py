@@ -237,12 +237,12 @@ class UnknownRunError(EventLogError):
 class RunArchivedError(UnknownRunError):
     """The run exists, but its events now live only in the archive."""
 
-    def __init__(self, run_id: str, where: str = "") -> None:
+    def __init__(self, run_id: str, where: str = "", hint: str = "") -> None:
+        hint = hint or "Read it with `agentlog show RUN --archive URL` or agentlog.archive"
         EventLogError.__init__(
             self,
             f"run {run_id!r} is archived{f' from {where}' if where else ''}: its events live "
-            "in the archive now. Read it with `agentlog show RUN --archive URL` or "
-            "agentlog.archive; its run id stays taken.",
+            f"in the archive now. {hint}; its run id stays taken.",
         )
         self.run_id = run_id
 

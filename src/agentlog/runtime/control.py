@@ -27,6 +27,7 @@ from agentlog._logging import get_logger
 from agentlog.errors import (
     BackendUnavailableError,
     ConfigError,
+    FencedError,
     LeaseHeldError,
     RunExistsError,
     RunNotFailedError,
@@ -44,20 +45,16 @@ from agentlog.eventlog.events import (
     RunStarted,
     RunStatus,
     WriterClaimed,
+    utcnow,
 )
 from agentlog.projector.fold import fold
 from agentlog.projector.snapshots import load_state
 from agentlog.projector.state import RunState, input_interrupts
+from agentlog.runtime.archived import ArchiveSource, archive_history, read_state
 from agentlog.runtime.config import verb_hint
 from agentlog.runtime.driving import RunDriving
 from agentlog.runtime.expects import answers_for
-from agentlog.runtime.forking import (
-    ArchiveSource,
-    claim_of_new_run,
-    fork_history,
-    plan_fork,
-    record_fork,
-)
+from agentlog.runtime.forking import claim_of_new_run, plan_fork, record_fork
 from agentlog.runtime.shredding import (
     SHRED_REASON,
     ShredReport,
@@ -71,6 +68,10 @@ from agentlog.runtime.writer import Durability, RunWriter, check_durability
 __all__ = ["RunControl"]
 
 log = get_logger("agentlog.runtime")
+
+#: How many times a cancel claims the run when other forced claims keep
+#: taking it before the cancel is recorded (each of those ends it, as a rule).
+_CANCEL_CLAIMS = 3
 
 
 def _check_run_id(run_id: str) -> None:
@@ -108,6 +109,9 @@ def _refused(error: type[WorkflowError], state: RunState, wanted: str) -> Workfl
 class RunControl(RunDriving):
     """The requests a caller makes of a run; the base of :class:`Runtime`."""
 
+    #: Where this runtime reads runs archived and pruned from its log (None: nowhere).
+    archive: ArchiveSource | None
+
     if TYPE_CHECKING:  # the rest of Runtime that a request uses
 
         async def wait(self, run_id: str, *, timeout: float | None = None) -> RunState:  # noqa: ASYNC109
@@ -115,6 +119,16 @@ class RunControl(RunDriving):
 
         def register(self, *workflows: Workflow[Any]) -> None:
             """See :meth:`Runtime.register`."""
+
+    async def _read_state(self, run_id: str) -> RunState:
+        """The run's state from the log, or from :attr:`archive` once its events
+        were pruned into it (see :mod:`agentlog.runtime.archived`).
+
+        Raises:
+            UnknownRunError: no such run (RunArchivedError: archived, and this
+                runtime has no archive that holds it).
+        """
+        return await read_state(self.log, self.archive, run_id)
 
     async def _send(self, command: Command) -> None:
         """Send a request to the run's owning worker (logs without direct writes)."""
@@ -161,8 +175,11 @@ class RunControl(RunDriving):
                     f"run {run_id!r} exists and belongs to workflow {info.workflow!r}, "
                     f"not {wf.name!r}; pick another run id"
                 )
+            if info.archived:  # returned as it is, once we know we can read it
+                await self._read_state(run_id)
             if here and run_id not in self._active and info.status == RunStatus.RUNNING:
-                with contextlib.suppress(LeaseHeldError, RunNotWaitingError):
+                # Another writer took it first (a FencedError: a cancel's forced claim).
+                with contextlib.suppress(LeaseHeldError, RunNotWaitingError, FencedError):
                     await self._take_over(wf, run_id, lambda state: [])
             return
         started = RunStarted(
@@ -185,7 +202,7 @@ class RunControl(RunDriving):
 
     async def _resume(self, run_id: str, value: Any, answers: Mapping[str, Any] | None) -> None:
         """``Runtime.resume``."""
-        state = await load_state(self.log, run_id)
+        state = await self._read_state(run_id)
         _require_waiting(state)
         chosen = answers_for(state, value, answers)
         pack(chosen, path="resume value")  # refused before anything is claimed
@@ -198,7 +215,7 @@ class RunControl(RunDriving):
 
     async def _retry(self, run_id: str, reason: str) -> None:
         """``Runtime.retry``."""
-        state = await load_state(self.log, run_id)
+        state = await self._read_state(run_id)
         _require_failed(state)
         await self._request(state, "retry", RunRetried(reason), _require_failed)
 
@@ -221,8 +238,15 @@ class RunControl(RunDriving):
         self._ensure_worker()
         if not self.log.direct_writes:
             await self._send(Command(state.run_id, kind, data))
-        else:
+            return
+        try:
             await self._take_over(wf, state.run_id, events, here=self.config.execute)
+        except FencedError:
+            # A forced claim (a cancel, a shred) took the run between our claim
+            # and our write, so nothing of ours was recorded: say what the run
+            # is now (RunNotWaitingError once it was cancelled), or who holds it.
+            check(await load_state(self.log, state.run_id))
+            raise await self._lease_held(state.run_id) from None
 
     async def _fork(
         self,
@@ -233,7 +257,7 @@ class RunControl(RunDriving):
         archive: ArchiveSource | None,
     ) -> None:
         """``Runtime.fork``."""
-        async with fork_history(self.log, archive) as history:
+        async with archive_history(self.log, archive or self.archive) as history:
             plan = await plan_fork(history, run_id, at_seq, new_run_id, updates, self._workflow)
         wf = plan.workflow
         origin = fold(plan.origin_events)
@@ -260,8 +284,9 @@ class RunControl(RunDriving):
         active = self._active.get(run_id)
         if active is not None:
             active[0].cancel_requested.set()
-            return await self.wait(run_id)
-        state = await load_state(self.log, run_id)
+            with contextlib.suppress(FencedError):  # taken over: cancel it from the log
+                return await self.wait(run_id)
+        state = await self._read_state(run_id)
         if state.is_terminal:
             return state
         if not self.log.direct_writes:
@@ -272,17 +297,47 @@ class RunControl(RunDriving):
                     while not (state := await load_state(self.log, run_id)).is_terminal:  # noqa: ASYNC110 - polls the log
                         await asyncio.sleep(self.config.poll_seconds)
             return state
-        epoch = await self.log.claim_writer(run_id, owner=self.config.owner, force=True)
-        state = await load_state(self.log, run_id)
-        writer = RunWriter(
-            self.log, state, epoch=epoch, durability="sync", snapshots=self.config.snapshots
+        for _ in range(_CANCEL_CLAIMS):
+            with contextlib.suppress(FencedError):  # another forced claim came after ours
+                return await self._record_cancel(run_id, reason)
+            state = await load_state(self.log, run_id)
+            if state.is_terminal:  # it was a cancel (or a shred) too
+                return state
+        raise await self._lease_held(run_id)
+
+    async def _record_cancel(self, run_id: str, reason: str) -> RunState:
+        """Take the run over and record its cancel; return its final state.
+
+        The claim is forced (it fences the run's writer, here or elsewhere)
+        and carries a lease, so that a resume, a retry or a worker claiming
+        politely waits for the cancel instead of fencing it.
+
+        Raises:
+            FencedError: another forced claim took the run before the cancel
+                was recorded; nothing of it was.
+        """
+        epoch = await self.log.claim_writer(
+            run_id, owner=self.config.owner, lease_seconds=self.config.lease_seconds, force=True
         )
-        if not state.is_terminal:
-            writer.emit(WriterClaimed(epoch, self.config.owner))
-            writer.emit(RunCancelled(reason))
-        await writer.close()
-        await self._release(run_id, epoch)
+        try:
+            state = await load_state(self.log, run_id)  # as it stands now that we own it
+            writer = RunWriter(
+                self.log, state, epoch=epoch, durability="sync", snapshots=self.config.snapshots
+            )
+            if not state.is_terminal:
+                writer.emit(WriterClaimed(epoch, self.config.owner))
+                writer.emit(RunCancelled(reason))
+            await writer.close()
+        finally:
+            await self._release(run_id, epoch)
         return writer.state
+
+    async def _lease_held(self, run_id: str) -> LeaseHeldError:
+        """The error for a request that another writer's forced claim outran."""
+        info = await self.log.get_run(run_id)
+        expires = info.lease_expires_at
+        left = 0.0 if expires is None else max(0.0, (expires - utcnow()).total_seconds())
+        return LeaseHeldError(run_id, info.lease_owner, left)
 
     async def _shred(self, run_id: str) -> ShredReport:
         """``Runtime.shred``."""

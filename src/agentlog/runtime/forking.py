@@ -45,8 +45,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from agentlog.errors import (
     ConfigError,
@@ -74,13 +74,7 @@ from agentlog.projector.state import RunState
 from agentlog.runtime.context import idempotency_key
 from agentlog.runtime.workflow import Workflow
 
-if TYPE_CHECKING:  # only named in annotations: the archive is imported when a fork reads it
-    from agentlog.archive.store import ArchiveStore
-
-#: Where an archived origin is read from: an archive URL or an open store.
-ArchiveSource: TypeAlias = "str | ArchiveStore"
-
-__all__ = ["ArchiveSource", "ForkPlan", "copy_events", "fork_history", "plan_fork", "record_fork"]
+__all__ = ["ForkPlan", "copy_events", "plan_fork", "record_fork"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -94,27 +88,6 @@ class ForkPlan:
     origin_events: list[Event]
     """The origin's events 1..origin_seq, as read (content opened)."""
     updates: dict[str, Any]
-
-
-@contextlib.asynccontextmanager
-async def fork_history(hot: EventLog, archive: ArchiveSource | None) -> AsyncIterator[EventReader]:
-    """Where the origin's history is read: the hot log, plus ``archive`` if given.
-
-    The archive (and DuckDB with it) is imported only when a fork reads it.
-    Its sealed content is opened with the hot log's cipher.
-    """
-    if archive is None:
-        yield hot
-        return
-    from agentlog.archive.history import ArchivedEventLog
-    from agentlog.archive.store import open_archive
-
-    store = open_archive(archive) if isinstance(archive, str) else archive
-    combined = ArchivedEventLog(hot, store)
-    try:
-        yield combined
-    finally:
-        await combined.close()
 
 
 def _check_updates(updates: Mapping[str, Any] | None, wf: Workflow[Any]) -> dict[str, Any]:

@@ -42,18 +42,18 @@ from agentlog.errors import (
     UnknownRunError,
     WorkflowError,
 )
-from agentlog.eventlog.base import EventLog, RunInfo
+from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.events import RunStatus, utcnow
 from agentlog.eventlog.urls import DEFAULT_LOG_URL, open_log
-from agentlog.projector.snapshots import load_state
 from agentlog.projector.state import RunState, input_interrupts, interrupt_id
+from agentlog.runtime.archived import ArchiveSource, open_archive_source
 from agentlog.runtime.config import VERBS, RuntimeConfig
 from agentlog.runtime.control import RunControl
 from agentlog.runtime.executor import RunExecutor
-from agentlog.runtime.forking import ArchiveSource
 from agentlog.runtime.handles import PendingInterrupt, RecoveryReport, RunHandle
 from agentlog.runtime.shredding import ShredReport
 from agentlog.runtime.stream import StreamMode, StreamUntil, StreamUpdate
+from agentlog.runtime.waiting import lease_live, orphan_message, settled
 from agentlog.runtime.worker import Worker
 from agentlog.runtime.workflow import Workflow
 from agentlog.runtime.writer import Durability
@@ -64,34 +64,6 @@ __all__ = ["VERBS", "Runtime", "RuntimeConfig"]
 log = get_logger("agentlog.runtime")
 
 
-def _lease_live(info: RunInfo) -> bool:
-    return info.lease_expires_at is not None and info.lease_expires_at > utcnow()
-
-
-def _settled(state: RunState) -> bool:
-    """True once the run ended or parked on an interrupt a human answers."""
-    if state.status == RunStatus.WAITING:
-        return bool(input_interrupts(state))
-    return state.status in RunStatus.TERMINAL
-
-
-def _orphan_message(run_id: str, info: RunInfo | None, grace: float) -> str:
-    if info is None or info.last_seq == 0:
-        why, workflow = "it was sent as a command and no owner recorded it yet", "its"
-    elif info.status == RunStatus.WAITING:
-        why = f"its timer was due at {info.wake_at:%Y-%m-%d %H:%M:%S} UTC"
-        workflow = repr(info.workflow)
-    else:
-        why = f"it is running and its last writer {info.lease_owner or 'unknown'!r} is gone"
-        workflow = repr(info.workflow)
-    return (
-        f"run {run_id!r} needs a driver ({why}) and no live worker took it in "
-        f"{grace:g}s. Start a worker that knows workflow {workflow} "
-        "(agentlog worker --app module:attr), or continue it here with "
-        "Runtime.recover() or `agentlog recover`."
-    )
-
-
 class Runtime(RunControl):
     """Runs workflows durably on an :class:`EventLog`.
 
@@ -99,6 +71,13 @@ class Runtime(RunControl):
         event_log: where runs are recorded.
         workflows: the workflow code this process can run, by name.
         config: owner, lease, default durability, snapshot policy.
+        archive: where runs archived and pruned from ``event_log`` are read
+            (an archive URL, ``file://DIR`` or ``s3://BUCKET/PREFIX``, or an
+            open store): ``start`` of such a run id returns the archived run,
+            and ``wait``, ``result``, ``get_state`` and ``fork`` read it.
+
+    Raises:
+        ArchiveConfigError: ``archive`` is not a supported archive URL.
     """
 
     def __init__(
@@ -107,7 +86,9 @@ class Runtime(RunControl):
         *,
         workflows: Iterable[Workflow[Any]] = (),
         config: RuntimeConfig | None = None,
+        archive: ArchiveSource | None = None,
     ) -> None:
+        self.archive = None if archive is None else open_archive_source(archive)
         self.log = event_log
         self.config = config or RuntimeConfig()
         self.workflows: dict[str, Workflow[Any]] = {}
@@ -126,13 +107,18 @@ class Runtime(RunControl):
         workflows: Iterable[Workflow[Any]] = (),
         config: RuntimeConfig | None = None,
         keys: KeyStore | None = None,
+        archive: ArchiveSource | None = None,
     ) -> Runtime:
         """A runtime on the log at ``url`` (closed with the runtime).
 
         ``keys``: encrypt payloads at rest with per-run data keys from this
         key store (see :func:`~agentlog.eventlog.urls.open_log`).
+        ``archive``: where runs archived and pruned from the log are read
+        (see :class:`Runtime`).
         """
-        runtime = cls(await open_log(url, keys=keys), workflows=workflows, config=config)
+        archive = None if archive is None else open_archive_source(archive)  # checked first
+        log = await open_log(url, keys=keys)
+        runtime = cls(log, workflows=workflows, config=config, archive=archive)
         runtime._owns_log = True
         return runtime
 
@@ -156,7 +142,9 @@ class Runtime(RunControl):
         """Start a run, or return the existing run with this id.
 
         Starting is idempotent on ``run_id``: an existing run is returned as it
-        is (and continued here if it is running with no live writer).
+        is (and continued here if it is running with no live writer). A run
+        archived and pruned from the log is returned too, read through this
+        runtime's ``archive``; it is never started again.
 
         Everything is checked before the run id is claimed, so a call with bad
         arguments leaves nothing behind and a corrected call works at once.
@@ -168,6 +156,8 @@ class Runtime(RunControl):
             UnknownWorkflowError: ``workflow`` is a name not registered here.
             LeaseHeldError: another process is starting this run id right now
                 and has recorded nothing yet; retry after its lease.
+            RunArchivedError: the run id is an archived run that this runtime
+                cannot read: open it with ``archive=URL``. Nothing is recorded.
         """
         await self._start(workflow, run_id, input, durability, max_steps, self.config.execute)
         return RunHandle(self, run_id)
@@ -212,7 +202,9 @@ class Runtime(RunControl):
                 none was named. Nothing is recorded.
             NotSerializableError: an answer cannot be stored. Nothing is recorded.
             VersionMismatchError: the run was recorded under other code.
-            LeaseHeldError: another process is resuming it right now.
+            LeaseHeldError: another process is resuming or cancelling it right
+                now (a cancel that took the run first makes it RunNotWaitingError).
+                Nothing is recorded.
         """
         await self._resume(run_id, value, answers)
         return RunHandle(self, run_id)
@@ -242,7 +234,8 @@ class Runtime(RunControl):
             new_run_id: the run to create.
             updates: state keys to values, applied at the fork point.
             archive: an archive URL or store to read the origin from when its
-                events were archived and pruned from this log.
+                events were archived and pruned from this log (default: the
+                runtime's own ``archive``).
 
         Raises:
             UnknownRunError: no such origin (RunArchivedError: pass ``archive``).
@@ -283,7 +276,9 @@ class Runtime(RunControl):
             UnknownRunError: no such run.
             RunNotFailedError: the run has not failed (see :data:`VERBS`).
             VersionMismatchError: the run was recorded under other code.
-            LeaseHeldError: another process is retrying it right now.
+            LeaseHeldError: another process is retrying or cancelling it right
+                now (a cancel that took the run first makes it RunNotFailedError).
+                Nothing is recorded.
         """
         await self._retry(run_id, reason)
         return RunHandle(self, run_id)
@@ -293,7 +288,15 @@ class Runtime(RunControl):
 
         A run executing here stops at its next step boundary. A run parked or
         executing elsewhere is taken over (which fences its writer) and
-        cancelled. Cancelling a finished run changes nothing.
+        cancelled. Cancelling a finished run changes nothing. While the
+        cancel is being recorded it holds the run's lease, so a ``resume`` or
+        ``retry`` racing it is refused (``LeaseHeldError``, or
+        ``RunNotWaitingError`` once the run is cancelled) instead of fencing it.
+
+        Raises:
+            UnknownRunError: no such run.
+            LeaseHeldError: other forced claims (cancels, shreds) kept taking
+                the run before this cancel was recorded, and it has not ended.
         """
         return await self._cancel(run_id, reason)
 
@@ -320,7 +323,8 @@ class Runtime(RunControl):
 
         A run that sleeps on a timer is not parked for a human: ``wait`` goes
         on while a worker fires the timer. A run executing in this process is
-        awaited; one executing elsewhere is followed through the log.
+        awaited; one executing elsewhere is followed through the log; one
+        archived and pruned from the log is read from the runtime's archive.
 
         Args:
             timeout: seconds to wait at most (None: no bound).
@@ -331,6 +335,8 @@ class Runtime(RunControl):
                 ``RuntimeConfig.orphan_grace_seconds``: start a worker
                 (``agentlog worker``) or ``recover()`` it here.
             TimeoutError: ``timeout`` passed first; the run is unharmed.
+            RunArchivedError: the run was archived and pruned, and this
+                runtime has no ``archive`` that holds it.
             Whatever stopped this process's writer (FencedError, a contract error).
         """
         self._ensure_worker()
@@ -341,12 +347,12 @@ class Runtime(RunControl):
                 if active is not None and not active[1].done():
                     # A snapshot: the live state is the executor's own.
                     state = (await asyncio.shield(active[1])).copy()
-                    if _settled(state):
+                    if settled(state):
                         return state
                     continue  # asleep on a timer, or handed over: a worker goes on
                 if active is not None:  # ended just now: its result says how
                     state = active[1].result().copy()
-                    if _settled(state):
+                    if settled(state):
                         return state
                 info = await self.log.find_run(run_id)
                 # None or empty: sent as a command its owner has not recorded yet.
@@ -355,10 +361,10 @@ class Runtime(RunControl):
                     raise UnknownRunError(run_id, self.log.url)
                 if info is not None and not queued:
                     if info.status in RunStatus.TERMINAL:
-                        return await load_state(self.log, run_id)
+                        return await self._read_state(run_id)
                     if info.status == RunStatus.WAITING:
-                        state = await load_state(self.log, run_id)
-                        if _settled(state):
+                        state = await self._read_state(run_id)
+                        if settled(state):
                             return state
                 driven = info is not None and (
                     (not queued and not info.needs_worker(utcnow())) or self._will_drive(info)
@@ -369,7 +375,7 @@ class Runtime(RunControl):
                     orphaned_at = time.monotonic()
                 elif time.monotonic() - orphaned_at > self.config.orphan_grace_seconds:
                     grace = self.config.orphan_grace_seconds
-                    raise NoLiveWriterError(_orphan_message(run_id, info, grace))
+                    raise NoLiveWriterError(orphan_message(run_id, info, grace))
                 await asyncio.sleep(self.config.poll_seconds)
 
     def stream(
@@ -386,15 +392,17 @@ class Runtime(RunControl):
 
     async def get_state(self, run_id: str) -> RunState:
         """The run's state now: this process's live state if it drives the run,
-        else the state folded from the log. A copy: changing it changes nothing.
+        else the state folded from the log (or from the runtime's archive, for a
+        run archived and pruned from the log). A copy: changing it changes nothing.
 
         Raises:
-            UnknownRunError: no such run.
+            UnknownRunError: no such run (RunArchivedError: archived, and this
+                runtime has no ``archive`` that holds it).
         """
         active = self._active.get(run_id)
         if active is not None:
             return active[0].state.copy()
-        return await load_state(self.log, run_id)
+        return await self._read_state(run_id)
 
     async def result(self, run_id: str, *, timeout: float | None = None) -> dict[str, Any]:  # noqa: ASYNC109
         """The final state values of a completed run.
@@ -426,7 +434,7 @@ class Runtime(RunControl):
         """
         report = RecoveryReport()
         for info in await self.log.list_runs(status=RunStatus.RUNNING):
-            if info.run_id in self._active or _lease_live(info):
+            if info.run_id in self._active or lease_live(info):
                 continue
             try:
                 wf = self._workflow(info.workflow)

@@ -1,0 +1,44 @@
+"""What ``Runtime.wait`` and ``Runtime.recover`` ask of a run's state and index row.
+
+Pure functions over a :class:`RunState` or :class:`RunInfo`: when a run has
+settled (a caller stops waiting), whether a writer's lease is live (recover
+leaves such a run alone), and what ``wait`` says when nothing drives a run.
+"""
+
+from __future__ import annotations
+
+from agentlog.eventlog.base import RunInfo
+from agentlog.eventlog.events import RunStatus, utcnow
+from agentlog.projector.state import RunState, input_interrupts
+
+__all__ = ["lease_live", "orphan_message", "settled"]
+
+
+def lease_live(info: RunInfo) -> bool:
+    """True while a writer holds the run's lease (by this clock)."""
+    return info.lease_expires_at is not None and info.lease_expires_at > utcnow()
+
+
+def settled(state: RunState) -> bool:
+    """True once the run ended or parked on an interrupt a human answers."""
+    if state.status == RunStatus.WAITING:
+        return bool(input_interrupts(state))
+    return state.status in RunStatus.TERMINAL
+
+
+def orphan_message(run_id: str, info: RunInfo | None, grace: float) -> str:
+    """Why ``wait`` gave up on a run nothing drives, and what to do about it."""
+    if info is None or info.last_seq == 0:
+        why, workflow = "it was sent as a command and no owner recorded it yet", "its"
+    elif info.status == RunStatus.WAITING:
+        why = f"its timer was due at {info.wake_at:%Y-%m-%d %H:%M:%S} UTC"
+        workflow = repr(info.workflow)
+    else:
+        why = f"it is running and its last writer {info.lease_owner or 'unknown'!r} is gone"
+        workflow = repr(info.workflow)
+    return (
+        f"run {run_id!r} needs a driver ({why}) and no live worker took it in "
+        f"{grace:g}s. Start a worker that knows workflow {workflow} "
+        "(agentlog worker --app module:attr), or continue it here with "
+        "Runtime.recover() or `agentlog recover`."
+    )

@@ -1,0 +1,20 @@
+"""``cancel`` racing ``resume`` on Redis never raises FencedError (issue 19 item 6).
+
+The calls share their code with SQLite (``runtime/control.py``); this runs
+the same bounded race on a real server, through two clients.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cancel_race import race_cancel_and_resume
+
+pytestmark = pytest.mark.redis
+
+
+async def test_cancel_and_resume_raced_from_two_runtimes_never_raise_fenced(
+    redis_url: str,
+) -> None:
+    seen = await race_cancel_and_resume(redis_url, runs=40)
+    assert sum(n for outcome, n in seen.items() if outcome.startswith("cancel")) == 40
