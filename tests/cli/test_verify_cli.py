@@ -79,7 +79,6 @@ def test_open_runs_are_the_default(log_path: Path) -> None:
         (["--app", f"{APP}:nothing"], "has no 'nothing'"),
         (["--app", f"{APP}:workflows", "--runs", "some"], "--runs some"),
         (["--app", f"{APP}:workflows", "--runs", "0"], "--runs 0"),
-        ([], "needs --app"),
     ],
 )
 def test_bad_input_exits_2_and_changes_nothing(log_path: Path, args: list[str], says: str) -> None:
@@ -88,6 +87,19 @@ def test_bad_input_exits_2_and_changes_nothing(log_path: Path, args: list[str], 
     assert code == 2, output
     assert says in output
     assert log_path.read_bytes() == before
+
+
+def test_without_app_only_the_demo_is_known_and_the_verdict_says_so(log_path: Path) -> None:
+    """No --app is not bad input (the demo's workflow is always known), but runs
+    of workflows nobody named diverge, and the message says to pass --app."""
+    code, output = _verify(log_path, "--runs", "all", "--json")
+    assert code == 1, output
+    report = json.loads(output)
+    assert {r["status"] for r in report["runs"]} == {"diverged"}
+    for run in report["runs"]:
+        [divergence] = run["divergences"]
+        assert divergence["kind"] == "version"
+        assert "--app" in divergence["message"]
 
 
 def test_a_missing_log_exits_2(tmp_path: Path) -> None:

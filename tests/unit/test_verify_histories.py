@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.events import Event, RunStatus
@@ -195,6 +196,20 @@ async def test_a_task_retried_and_a_step_retried_verify_clean(event_log: EventLo
     assert await _verdict(retry_flow(), events) == []
     last = _seq(events, "StepCompleted", 2)
     assert await _verdict(retry_flow(change="write"), events) == [(last, "write")]
+
+
+async def test_replayed_failures_log_nothing_above_debug(event_log: EventLog) -> None:
+    """A task that failed and a step that failed are the history's: a healthy
+    check retells them at debug, never as warnings."""
+    async with Runtime(event_log, workflows=[retry_flow()], config=config()) as rt:
+        await rt.start(retry_flow(), run_id="r", durability="sync")
+        assert (await run_to_rest(rt, "r")).status == RunStatus.COMPLETED
+    events = await events_of(event_log, "r")
+    assert {"TaskFailed", "StepFailed"} <= {e.type for e in events}
+    with capture_logs() as logs:
+        assert await _verdict(retry_flow(), events) == []
+    assert [entry for entry in logs if entry["log_level"] != "debug"] == []
+    assert "step failed" in {entry["event"] for entry in logs}
 
 
 def parked_flow(*, change: str = "", version: str = "1") -> Workflow:

@@ -1,9 +1,12 @@
 """``agentlog verify``: the replay check, a deploy gate.
 
-Re-executes recorded runs against the workflows ``--app`` names, with no
-effects and no writes (see :mod:`agentlog.replay.verify`), and prints one row
-per run and a summary. Exit code 0 when every checked run matches, 1 on any
-divergence, 2 on bad input (the error boundary in :mod:`agentlog.cli.app`).
+Re-executes recorded runs against the workflows ``--app`` names (and the
+demo's, which every command knows), with no effects and no writes (see
+:mod:`agentlog.replay.verify`), and prints one row per run and a summary.
+It reads runs as ``show`` and ``runs`` do: the hot log, and archived runs
+through the same default ``--archive``. Exit code 0 when every checked run
+matches, 1 on any divergence, 2 on bad input (the error boundary in
+:mod:`agentlog.cli.app`).
 """
 
 from __future__ import annotations
@@ -14,13 +17,13 @@ from typing import Annotated, Any
 import typer
 from rich.progress import Progress
 
-from agentlog.archive import open_archive
+from agentlog.archive.store import DEFAULT_ARCHIVE_URL
 from agentlog.cli.app import command, run_async
-from agentlog.cli.options import AppOpt, JsonOpt, LogOpt, key_store
+from agentlog.cli.options import AppOpt, ArchiveOpt, JsonOpt, LogOpt, read_history
 from agentlog.cli.render import err, print_json, print_line, print_table, table
 from agentlog.cli.workflows import load_workflows
 from agentlog.errors import ConfigError
-from agentlog.eventlog.urls import DEFAULT_LOG_URL, open_log
+from agentlog.eventlog.urls import DEFAULT_LOG_URL
 from agentlog.replay.verify import RunCheck, RunSelection, VerifyReport, verify_runs
 
 __all__: list[str] = []
@@ -30,10 +33,6 @@ RunsOpt = Annotated[
     typer.Option(
         "--runs", help="open (not finished; default), all, or N (the N most recently updated)."
     ),
-]
-VerifyArchiveOpt = Annotated[
-    str | None,
-    typer.Option("--archive", help="Also check archived runs: file://DIR or s3://BUCKET/PREFIX."),
 ]
 
 
@@ -57,16 +56,15 @@ def verify(
     apps: AppOpt = None,
     runs: RunsOpt = "open",
     log: LogOpt = DEFAULT_LOG_URL,
-    archive: VerifyArchiveOpt = None,
+    archive: ArchiveOpt = DEFAULT_ARCHIVE_URL,
     as_json: JsonOpt = False,
 ) -> None:
     """Replay recorded runs against your current code; exit 1 if any diverges.
 
     Tasks return their recorded results and nothing runs outside: no task
     body, no timer, nothing written to the log. Use it before a deploy.
+    Archived runs are read from --archive, as show and runs read them.
     """
-    if not apps:
-        raise ConfigError("verify needs --app module:attribute naming the code to check")
     selection = parse_runs(runs)
     workflows = load_workflows(apps)
     report = run_async(lambda: _check(log, archive, workflows, selection))
@@ -88,24 +86,18 @@ def verify(
 
 
 async def _check(
-    log_url: str, archive_url: str | None, workflows: list[Any], selection: RunSelection
+    log_url: str, archive_url: str, workflows: list[Any], selection: RunSelection
 ) -> VerifyReport:
-    event_log = await open_log(log_url, create=False, keys=key_store())
-    try:
-        store = open_archive(archive_url) if archive_url else None
+    async with read_history(log_url, archive_url) as history:
         if not err.is_terminal:
-            return await verify_runs(event_log, workflows, runs=selection, archive=store)
+            return await verify_runs(history, workflows, runs=selection)
         with Progress(console=err, transient=True) as progress:
             bar = progress.add_task("replaying runs", total=None)
 
             def advance(check: RunCheck, done: int, total: int) -> None:
                 progress.update(bar, completed=done, total=total)
 
-            return await verify_runs(
-                event_log, workflows, runs=selection, archive=store, progress=advance
-            )
-    finally:
-        await event_log.close()
+            return await verify_runs(history, workflows, runs=selection, progress=advance)
 
 
 def _print(report: VerifyReport) -> None:

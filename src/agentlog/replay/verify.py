@@ -15,8 +15,8 @@ appended to any log. Every event the code emits is compared with the history:
 * ``version``: the run was recorded under another workflow version or state
   schema (with no migration registered), or the app does not register its
   workflow at all: a resume would refuse it;
-* ``history``: the history could not be read (corrupt, or archived and no
-  archive given).
+* ``history``: the history could not be read (corrupt, or archived and its
+  archive not given).
 
 The first divergence of a run stops its replay: after it, the code and the
 history no longer describe the same run. LangGraph threads are skipped: their
@@ -30,7 +30,13 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, TypeAlias
 
 from agentlog.archive import ArchivedEventLog, ArchiveStore
-from agentlog.errors import AgentlogError, ConfigError, InvalidWriteError, NondeterminismError
+from agentlog.errors import (
+    AgentlogError,
+    ConfigError,
+    InvalidWriteError,
+    NondeterminismError,
+    RunArchivedError,
+)
 from agentlog.eventlog.base import EventReader, RunInfo
 from agentlog.eventlog.events import LANGGRAPH_WORKFLOW, Event, RunStatus
 from agentlog.projector.state import RunState
@@ -142,11 +148,18 @@ async def verify_run(
     if workflow is None:
         message = (
             f"run {info.run_id!r} is a run of workflow {info.workflow!r}, which the app does "
-            f"not register (it registers {sorted(by_name)}); a resume would refuse it"
+            f"not register (it registers {sorted(by_name)}); a resume would refuse it. Pass "
+            "the code that runs it (agentlog verify --app module:attribute)"
         )
         return _diverged(base, Mismatch(1, "version", info.workflow, None, message))
     try:
         events = [event async for event in reader.read(info.run_id)]
+    except RunArchivedError:
+        message = (
+            f"run {info.run_id!r} was archived and the archive it moved to was not read: "
+            "pass it (agentlog verify --archive URL, or verify_runs(..., archive=store))"
+        )
+        return _diverged(base, Mismatch(info.last_seq, "history", None, None, message))
     except AgentlogError as exc:
         message = f"the history of run {info.run_id!r} cannot be read: {exc}"
         return _diverged(base, Mismatch(info.last_seq, "history", None, None, message))

@@ -4,12 +4,14 @@
 stands, so the executor, the step contexts and ``@task`` run exactly the code
 a resume runs. What differs is where events go and where effects come from:
 
-* every event the code emits is matched against the next recorded event of
-  the same *lane* (a branch of a superstep, or the run itself) instead of
-  being appended; the recorded event is folded into the live state, so the
-  code sees what it saw when the history was written. Branches of one
-  superstep ran concurrently, so their events interleave in any order:
-  matching is per lane, and a lane never reaches past the superstep's commit;
+* every event the code emits is matched against a recorded event of the
+  same *lane* (a branch of a superstep, or the run itself) instead of being
+  appended; the recorded event is folded into the live state, so the code
+  sees what it saw when the history was written. Branches of one superstep
+  ran concurrently, so their events interleave in any order: matching is per
+  lane, and a lane never reaches past the superstep's commit. Inside a lane,
+  tasks run side by side interleave too: their outcomes are matched by task
+  key, their calls by call order (:class:`~agentlog.replay.verify_lanes.Lanes`);
 * a task's body never runs: :meth:`run_effect` returns the result recorded
   for its key (or raises its recorded error), and ``backoff`` does not wait;
 * nothing is written: flush, persist and close do nothing, and an append
@@ -40,6 +42,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
+from agentlog._logging import get_logger
 from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.codec import decode_payload, encode_payload
 from agentlog.eventlog.events import (
@@ -47,15 +50,10 @@ from agentlog.eventlog.events import (
     Branch,
     Event,
     EventData,
-    InterruptRaised,
-    ProgressReported,
     RunCancelled,
     RunCompleted,
     RunFailed,
     RunMigrated,
-    StepCompleted,
-    StepFailed,
-    SuperstepCommitted,
     TaskCompleted,
     TaskFailed,
     TaskStarted,
@@ -68,9 +66,9 @@ from agentlog.replay.verify_compare import (
     RecordedTaskError,
     compare,
     describe,
-    kind_of,
     recorded_error,
 )
+from agentlog.replay.verify_lanes import CODE_EVENTS, Found, Lanes, extra
 from agentlog.runtime.executor import RunExecutor
 from agentlog.runtime.workflow import Workflow
 from agentlog.runtime.writer import RunWriter
@@ -87,26 +85,10 @@ __all__ = [
     "describe",
 ]
 
-#: The events a run's code emits (through the executor); every other event
-#: (a start, a claim, an answer, a timer, a retry, a cancel, a migration, a
-#: fork) is an input from outside, recorded between two sessions.
-CODE_EVENTS = (
-    TaskStarted,
-    TaskCompleted,
-    TaskFailed,
-    StepCompleted,
-    StepFailed,
-    InterruptRaised,
-    ProgressReported,
-    SuperstepCommitted,
-    RunCompleted,
-    RunFailed,
-)
-_RUN_LEVEL = (SuperstepCommitted, RunCompleted, RunFailed)
+_log = get_logger("agentlog.replay")
+
 #: Never take any snapshot (the replay saves nothing).
 _NO_SNAPSHOTS = SnapshotPolicy(every=2**62, on_park=False)
-
-Lane = tuple[int, int] | None
 
 
 class Diverged(BaseException):  # a signal, like CancelledError
@@ -143,12 +125,7 @@ class ReplayWriter(RunWriter):
         self.used = [False] * len(self.history)
         self.cursor = 0  # the first event not yet folded or matched
         self._bound = 0  # see _boundary
-        # task key -> its lane (the key is derived from its superstep and branch)
-        self._lanes: dict[str, Lane] = {
-            e.data.key: (e.data.superstep, e.data.branch)
-            for e in self.history
-            if isinstance(e.data, TaskStarted)
-        }
+        self._lanes = Lanes(self.history)
         #: The history ends the run: code that goes further diverges (an open
         #: run's history just stops where a resume would go on).
         self.closed = bool(self.history) and isinstance(
@@ -304,50 +281,27 @@ class ReplayWriter(RunWriter):
             self._bound += 1
         return self._bound
 
-    def _find(self, data: EventData) -> tuple[int, list[int]]:
-        """The index of the next recorded event of this session in ``data``'s lane,
-        and those of the same task's restarts it passes on the way.
+    def _find(self, data: EventData) -> tuple[int, tuple[int, ...]]:
+        """The index of the recorded event of this session that ``data`` is, and
+        those of the same task's restarts it passes on the way (see :class:`Lanes`:
+        by task key and call order within ``data``'s lane).
 
         A task whose result is matched may have been started again in between,
         under the same key: its process stopped while it ran and the claim
         that followed is not in this history (a fork copies none). The
         restarts are folded with the result, as the live runtime folded them.
         """
-        lane = self._lane_of(data)
-        key = getattr(data, "key", None)
         boundary = self._boundary()
-        restarts: list[int] = []
-        for index in range(self.cursor, boundary):
-            if self.used[index]:
-                continue
-            event = self.history[index].data  # a code event: inputs stop the scan
-            if self._lane_of(event) == lane:
-                restarted = isinstance(event, TaskStarted) and event.key == key
-                if restarted and isinstance(data, TaskCompleted | TaskFailed):
-                    restarts.append(index)
-                    continue
-                return index, restarts
-            if lane is not None and isinstance(event, _RUN_LEVEL):
-                # the superstep committed without it
-                raise Diverged(self._extra(data, self.history[index].seq))
+        found = self._lanes.find(data, self.used, self.cursor, boundary, self.state.tasks)
+        if isinstance(found, Found):
+            return found.index, found.restarts
+        if found is not None:
+            raise Diverged(found)
         if boundary < len(self.history):
             raise SessionEnds
         if not self.closed:
             raise HistoryEnds
-        raise Diverged(self._extra(data, self.last_seq))
-
-    @staticmethod
-    def _extra(data: EventData, seq: int) -> Mismatch:
-        what = describe(data)
-        message = f"the code did {what}, which the history does not have here"
-        return Mismatch(seq, kind_of(data), None, what, message)
-
-    def _lane_of(self, data: EventData) -> Lane:
-        if isinstance(data, TaskCompleted | TaskFailed):
-            return self._lanes.get(data.key)
-        if isinstance(data, _RUN_LEVEL):
-            return None
-        return (data.superstep, data.branch)  # type: ignore[attr-defined]
+        raise Diverged(extra(data, self.last_seq))
 
     def _outcome(self, key: str) -> TaskCompleted | TaskFailed | None:
         """The first outcome recorded for ``key`` in this session that no event matched yet."""
@@ -362,7 +316,16 @@ class ReplayWriter(RunWriter):
 class ReplayExecutor(RunExecutor):
     """The runtime's executor, except that each branch of a superstep runs until
     it stops on its own: one branch reaching the end of its session (or of the
-    history) must not cut short a sibling whose recorded events still come."""
+    history) must not cut short a sibling whose recorded events still come.
+
+    Its log lines retell the recorded run (a step that failed then, a run
+    parked then): news to nobody running the check, so they are debug lines
+    of ``agentlog.replay``, never warnings that a healthy check would print.
+    """
+
+    def __init__(self, writer: RunWriter, workflow: Workflow[Any]) -> None:
+        super().__init__(writer, workflow)
+        self._log = _Retold(_log.bind(run_id=writer.state.run_id, replayed=True))
 
     async def _superstep(self, todo: list[tuple[int, Branch]], *, parallel: bool) -> list[str]:
         if len(todo) < 2:
@@ -376,6 +339,19 @@ class ReplayExecutor(RunExecutor):
         if stops:
             raise min(stops, key=_rank)
         return cast(list[str], outcomes)
+
+
+class _Retold:
+    """A logger whose every level is debug: what the executor says in a replay."""
+
+    def __init__(self, log: Any) -> None:
+        self._log = log
+
+    def bind(self, **context: Any) -> _Retold:
+        return _Retold(self._log.bind(**context))
+
+    def __getattr__(self, level: str) -> Callable[..., Any]:
+        return self._log.debug  # type: ignore[no-any-return]
 
 
 def _rank(stop: BaseException) -> int:
