@@ -44,6 +44,7 @@ from agentlog.errors import (
     InvalidTimerError,
     NondeterminismError,
     NotSerializableError,
+    TaskFailedError,
     WorkflowError,
 )
 from agentlog.eventlog.codec import pack
@@ -55,10 +56,10 @@ from agentlog.eventlog.events import (
     TaskStarted,
     utcnow,
 )
-from agentlog.projector.state import TIMER_FIRED, interrupt_key
+from agentlog.projector.state import TIMER_FIRED, interrupt_key, task_attempts
 from agentlog.runtime.expects import build_answer, to_schema
 from agentlog.runtime.frozen import FrozenDict
-from agentlog.runtime.retry import NO_RETRY, RetryPolicy
+from agentlog.runtime.retry import RetryPolicy
 
 if TYPE_CHECKING:
     from agentlog.runtime.writer import RunWriter
@@ -183,6 +184,8 @@ class StepContext(Generic[S]):
         self._interrupts = 0
         self._positions = 0
         self._in_flight = 0
+        #: failures whose task's retry policy gave up (see :meth:`_task_gave_up`)
+        self._gave_up: list[BaseException] = []
         self._settled = asyncio.Event()
         self._settled.set()
 
@@ -230,10 +233,22 @@ class StepContext(Generic[S]):
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         *,
-        retry: RetryPolicy = NO_RETRY,
+        retry: RetryPolicy | None = None,
         time_limit: float | None = None,
     ) -> Any:
-        """:meth:`task` with a retry policy and a time limit per try (for ``@task``)."""
+        """:meth:`task` with a retry policy and a time limit per try (for ``@task``).
+
+        A task with a retry policy owns its retries: once the policy gives up
+        (a ``non_retryable`` error, or ``max_attempts`` tries in this run
+        attempt), the failure is final, and a retry or re-execution of the
+        step raises :class:`TaskFailedError` instead of running it again.
+        Without a policy a task is tried once per step attempt: the step's
+        retry policy is its retry policy.
+
+        Raises:
+            TaskFailedError: the task's retry policy gave up earlier in this
+                run attempt; nothing ran.
+        """
         index = self._task_calls.get(name, 0)
         self._task_calls[name] = index + 1
         position, self._positions = self._positions, self._positions + 1
@@ -243,24 +258,36 @@ class StepContext(Generic[S]):
             self._check_determinism(position, name)
         elif recorded["status"] == "completed":
             return copy.deepcopy(recorded["result"])  # the step's own copy
+        elif recorded.get("retryable") is False:
+            error = recorded.get("error", "")
+            raise TaskFailedError(self.run_id, self.step, name, key, error, task_attempts(recorded))
         attempt = recorded["attempts"] + 1 if recorded is not None else 1
+        spent = task_attempts(recorded) if recorded is not None else 0  # of this run attempt
         self._in_flight += 1
         self._settled.clear()
         try:
             while True:
+                spent += 1
                 try:
                     return await self._attempt(
-                        name, index, key, attempt, fn, args, kwargs, time_limit
+                        name, index, key, attempt, fn, args, kwargs, time_limit, retry, spent
                     )
                 except Exception as exc:
-                    if not retry.retries(exc, attempt):
+                    if retry is None or not retry.retries(exc, spent):
+                        if retry is not None:
+                            self._gave_up.append(exc)
                         raise
-                    await self._writer.backoff(retry.delay(attempt))
+                    await self._writer.backoff(retry.delay(spent))
                     attempt += 1
         finally:
             self._in_flight -= 1
             if not self._in_flight:
                 self._settled.set()
+
+    def _task_gave_up(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is a failure a task's own retry policy gave up on:
+        the executor does not retry the step for it (the task would not run)."""
+        return any(exc is failure for failure in self._gave_up)
 
     async def _attempt(
         self,
@@ -272,6 +299,8 @@ class StepContext(Generic[S]):
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         time_limit: float | None,
+        retry: RetryPolicy | None,
+        spent: int,
     ) -> Any:
         writer = self._writer
         writer.emit(TaskStarted(key, name, self.step, self.superstep, self.branch, index, attempt))
@@ -289,7 +318,8 @@ class StepContext(Generic[S]):
             if not isinstance(exc, AgentlogError):
                 elapsed = (time.perf_counter() - started) * 1000
                 why = f"TimeoutError: over {time_limit}s" if isinstance(exc, TimeoutError) else None
-                writer.emit(TaskFailed(key, why or _describe(exc), attempt, elapsed))
+                again = retry is None or retry.retries(exc, spent)  # None: the step's policy
+                writer.emit(TaskFailed(key, why or _describe(exc), attempt, elapsed, again))
                 await writer.flush()
             raise
         finally:

@@ -167,7 +167,9 @@ class Workflow(Generic[S]):
             Steps may only write these keys.
         start: the first step(s); defaults to the first step registered.
         max_steps: the step limit, counted across the whole run, resumes included.
-        retry: the default retry policy of its steps.
+        retry: the default retry policy of its steps (default:
+            ``RetryPolicy()``, 3 attempts). A step retry does not rerun a
+            task whose own retry policy gave up (see :func:`task`).
     """
 
     @overload
