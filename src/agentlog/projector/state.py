@@ -126,7 +126,7 @@ class RunState:
     attempts: dict[int, int] = field(default_factory=dict)
     #: Task keys per branch of the current superstep, in the order the step
     #: first called them: a re-execution that asks for another task at the
-    #: same position is nondeterministic.
+    #: same position (of the calls it makes in order) is nondeterministic.
     branch_tasks: dict[int, list[str]] = field(default_factory=dict)
     #: Side effects by idempotency key: {"name", "step", "status",
     #: "result" | "error", "attempts", "duration_ms"}; a failed one has
