@@ -57,6 +57,7 @@ The hierarchy::
     │   ├── UnknownStepError        a step routed to a step the workflow does not have
     │   ├── InvalidRouteError       a step routed to the same step twice
     │   ├── NondeterminismError     a re-executed step asked for another task than recorded
+    │   ├── TaskFailedError         a task called again after its retry policy gave up
     │   ├── InvalidWriteError       a step wrote a key the state schema does not have
     │   └── RunFailedError          result() of a run that failed or was cancelled
     └── ArchiveError                raised by the archive (see agentlog.archive)
@@ -93,6 +94,7 @@ __all__ = [
     "NoKeyStoreError",
     "NotEncryptedError",
     "ShreddedError",
+    "TaskFailedError",
     "TamperedPayloadError",
     "UnknownKekError",
     "WrongKeyError",
@@ -578,9 +580,16 @@ class UnknownStepError(WorkflowError):
 class NondeterminismError(WorkflowError):
     """A re-executed step asked for a different task than its history records.
 
-    Typically a task was renamed or reordered under a running run. Running the
-    new task would repeat work the old one already did (a charge, an email),
-    so nothing runs; the run stays resumable once the code matches again.
+    Typically a task was renamed, reordered or removed under a running run.
+    Running the new task would repeat work the old one already did (a charge,
+    an email), and handing it the recorded result of another task would be
+    wrong, so nothing runs; the run stays resumable once the code matches again.
+
+    Attributes:
+        run_id, step: where.
+        position: the step's task call, from 0, in the order the step makes them.
+        recorded: the task the history has there (its name).
+        requested: the task the code asked for (its name).
     """
 
     def __init__(
@@ -591,8 +600,39 @@ class NondeterminismError(WorkflowError):
         super().__init__(
             f"run {run_id!r}, step {step!r}: task call #{position + 1} is {requested!r}, but "
             f"the run's history has {recorded!r} there (it may already have run). The code "
-            "changed under a running run: restore the recorded task name and order, then "
-            "recover or resume the run; nothing was run or recorded."
+            "changed under a running run: restore the recorded task names and order, then "
+            "recover or resume the run; or ship the change as a new workflow version (a run "
+            "recorded by the old one then needs a registered migration). `agentlog verify` "
+            "lists the runs a change breaks before it ships. Nothing was run or recorded."
+        )
+
+
+class TaskFailedError(WorkflowError):
+    """A task whose retry policy gave up is called again in the same run attempt.
+
+    Raised in the step, in place of running the task: a retry of the step (or
+    its re-execution after an interrupt) never runs a task whose failure is
+    recorded as final (a ``non_retryable`` error, or its ``max_attempts``
+    used). The original exception is not kept across processes, so this error
+    carries its recorded type and message. ``Runtime.retry`` gives the task a
+    fresh set of attempts.
+
+    Attributes:
+        run_id, step, task, key: which call (``key`` is its idempotency key).
+        error: the recorded failure, ``"Type: message"``.
+        attempts: how often the task ran in this run attempt.
+    """
+
+    def __init__(
+        self, run_id: str, step: str, task: str, key: str, error: str, attempts: int
+    ) -> None:
+        self.run_id, self.step, self.task, self.key = run_id, step, task, key
+        self.error, self.attempts = error, attempts
+        super().__init__(
+            f"run {run_id!r}, step {step!r}: task {task!r} failed for good after {attempts} "
+            f"attempt(s) ({error}); its retry policy gave up, so it is not run again in this "
+            f"run attempt. Fix the cause, then retry the run (`agentlog retry {run_id}`), "
+            "which gives the task a fresh set of attempts."
         )
 
 

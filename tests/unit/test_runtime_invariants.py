@@ -25,7 +25,7 @@ from agentlog.eventlog.events import (
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.projector import SnapshotPolicy, fold, load_state
 from agentlog.runtime import RetryPolicy, Runtime, StepContext, Workflow, end, goto
-from agentlog.runtime.context import idempotency_key
+from agentlog.runtime.task_calls import idempotency_key
 from tests.runtime_support import (
     Calls,
     Gate,

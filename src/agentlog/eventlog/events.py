@@ -152,13 +152,20 @@ class TaskCompleted(EventData):
 
 @dataclass(frozen=True, slots=True)
 class TaskFailed(EventData):
-    """A side effect raised; ``error`` is its type and message."""
+    """A side effect raised; ``error`` is its type and message.
+
+    ``retryable`` is False when the task's own retry policy gave up (the
+    error is ``non_retryable``, or its ``max_attempts`` are used): a retry
+    of the step then raises this failure again instead of running the task,
+    until ``Runtime.retry`` gives it a fresh set of attempts.
+    """
 
     type: ClassVar[str] = "TaskFailed"
     key: str
     error: str
     attempt: int = 1
     duration_ms: float = 0.0
+    retryable: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,8 +270,9 @@ class RunRetried(EventData):
     """A failed run was retried under the same run id (``Runtime.retry``).
 
     The run continues from its last committed superstep: branches whose
-    writes are recorded keep them, recorded task results stay, and every
-    other branch gets a fresh set of attempts.
+    writes are recorded keep them, recorded task results stay, every other
+    branch gets a fresh set of attempts, and so does every failed task (of
+    its own retry policy).
     """
 
     type: ClassVar[str] = "RunRetried"

@@ -46,7 +46,13 @@ from agentlog.eventlog.events import (
 )
 from agentlog.projector.checkpoints import checkpoint_saved, checkpoints_removed, writes_saved
 from agentlog.projector.reducers import REDUCERS, Reducer, replace
-from agentlog.projector.state import TIMER_FIRED, RunState, interrupt_id, interrupt_key
+from agentlog.projector.state import (
+    ATTEMPTS_BEFORE_RETRY,
+    TIMER_FIRED,
+    RunState,
+    interrupt_id,
+    interrupt_key,
+)
 
 __all__ = ["apply", "apply_writes", "fold"]
 
@@ -97,14 +103,13 @@ def _superstep_committed(
 
 
 def _task_started(state: RunState, data: TaskStarted) -> None:
-    if data.key not in state.tasks and data.superstep == state.superstep:
+    previous = state.tasks.get(data.key)
+    if previous is None and data.superstep == state.superstep:
         state.branch_tasks.setdefault(data.branch, []).append(data.key)
-    state.tasks[data.key] = {
-        "name": data.name,
-        "step": data.step,
-        "status": "started",
-        "attempts": data.attempt,
-    }
+    task = {"name": data.name, "step": data.step, "status": "started", "attempts": data.attempt}
+    if previous is not None and ATTEMPTS_BEFORE_RETRY in previous:
+        task[ATTEMPTS_BEFORE_RETRY] = previous[ATTEMPTS_BEFORE_RETRY]  # the budget's start stays
+    state.tasks[data.key] = task
 
 
 def _task_completed(state: RunState, data: TaskCompleted) -> None:
@@ -115,6 +120,8 @@ def _task_completed(state: RunState, data: TaskCompleted) -> None:
 def _task_failed(state: RunState, data: TaskFailed) -> None:
     task = state.tasks.setdefault(data.key, {"name": "", "step": "", "attempts": 1})
     task.update(status="failed", error=data.error, attempts=data.attempt)
+    if not data.retryable:  # its retry policy gave up: kept only when so (old logs fold alike)
+        task["retryable"] = False
 
 
 def _interrupt_raised(state: RunState, data: InterruptRaised) -> None:
@@ -174,8 +181,14 @@ def _run_cancelled(state: RunState, data: RunCancelled) -> None:
 
 def _run_retried(state: RunState, data: RunRetried) -> None:
     # Pending writes, next steps and task results stay: only the branches
-    # without recorded writes run again, each with fresh attempts.
+    # without recorded writes run again, each with fresh attempts, and each
+    # failed task gets a fresh set of attempts of its own retry policy (the
+    # attempts it made so far count no more; their numbers go on).
     state.status, state.error, state.attempts = RunStatus.RUNNING, "", {}
+    for task in state.tasks.values():
+        if task.get("status") == "failed":
+            task.pop("retryable", None)
+            task[ATTEMPTS_BEFORE_RETRY] = task.get("attempts", 0)
 
 
 def _run_migrated(state: RunState, data: RunMigrated) -> None:

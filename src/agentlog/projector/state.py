@@ -16,6 +16,7 @@ from typing import Any
 from agentlog.eventlog.events import Branch, RunStatus
 
 __all__ = [
+    "ATTEMPTS_BEFORE_RETRY",
     "TIMER_FIRED",
     "RunState",
     "due_timers",
@@ -25,6 +26,7 @@ __all__ = [
     "branch_step",
     "interrupt_id",
     "interrupt_key",
+    "task_attempts",
 ]
 
 
@@ -48,6 +50,18 @@ def interrupt_key(superstep: int, branch: int, index: int) -> str:
 #: that ended, or an interrupt whose timeout passed): no human answer is a dict
 #: with this one key, because resume checks answers against ``expects``.
 TIMER_FIRED: dict[str, str] = {"agentlog.timer": "fired"}
+
+
+#: The key of a task's entry (``RunState.tasks``) that holds the attempts it
+#: made before the run was last retried (``Runtime.retry``).
+ATTEMPTS_BEFORE_RETRY = "attempts_before_retry"
+
+
+def task_attempts(task: dict[str, Any]) -> int:
+    """The attempts of a recorded task that count against its retry policy:
+    those made since the run last started or was retried. ``Runtime.retry``
+    is a request to try again, so it gives a failed task a fresh set."""
+    return int(task.get("attempts", 0)) - int(task.get(ATTEMPTS_BEFORE_RETRY, 0))
 
 
 def is_timer(interrupt: dict[str, Any]) -> bool:
@@ -112,10 +126,12 @@ class RunState:
     attempts: dict[int, int] = field(default_factory=dict)
     #: Task keys per branch of the current superstep, in the order the step
     #: first called them: a re-execution that asks for another task at the
-    #: same position is nondeterministic.
+    #: same position (of the calls it makes in order) is nondeterministic.
     branch_tasks: dict[int, list[str]] = field(default_factory=dict)
     #: Side effects by idempotency key: {"name", "step", "status",
-    #: "result" | "error", "attempts", "duration_ms"}.
+    #: "result" | "error", "attempts", "duration_ms"}; a failed one has
+    #: ``"retryable": False`` once its retry policy gave up, and one the run
+    #: was retried past has "attempts_before_retry" (its policy counts on from there).
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: Open interrupts, oldest first: {"id", "step", "superstep", "branch",
     #: "index", "payload", "expects"}.

@@ -1,12 +1,7 @@
 """The durable runtime: workflows of steps, tasks, interrupts, durability modes."""
 
 from agentlog.eventlog.events import RunStatus
-from agentlog.runtime.context import (
-    Interrupted,
-    StepContext,
-    current_idempotency_key,
-    idempotency_key,
-)
+from agentlog.runtime.context import Interrupted, StepContext
 from agentlog.runtime.executor import RunExecutor
 from agentlog.runtime.frozen import FrozenDict, FrozenList, thaw
 from agentlog.runtime.handles import PendingInterrupt, RecoveryReport, RunHandle
@@ -15,6 +10,7 @@ from agentlog.runtime.runtime import VERBS, Runtime, RuntimeConfig
 from agentlog.runtime.schedules import Schedule
 from agentlog.runtime.shredding import ShredReport
 from agentlog.runtime.stream import STREAM_MODES, StreamMode, StreamUntil, StreamUpdate, stream
+from agentlog.runtime.task_calls import current_idempotency_key, idempotency_key
 from agentlog.runtime.tasks import task
 from agentlog.runtime.worker import Worker, WorkerConfig
 from agentlog.runtime.workflow import Next, Send, Step, Target, Workflow, end, goto

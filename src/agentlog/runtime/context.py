@@ -8,7 +8,11 @@
   external service can drop the duplicate. Before ``fn`` starts, its intent
   (TaskStarted) is durable and this writer is checked to still own the run.
   Functions decorated with :func:`agentlog.runtime.task` do the same when
-  called inside a step, with their own retry policy and timeout.
+  called inside a step, with their own retry policy and timeout. A recorded
+  result is found by the call's own key, and a re-executed step that asks
+  for another task than the history has at that call raises
+  ``NondeterminismError`` (see :meth:`TaskCalls.recorded
+  <agentlog.runtime.task_calls.TaskCalls.recorded>`).
 * ``await ctx.gather(*calls)`` runs tasks side by side as one structured
   group: every call finishes and is recorded (or is cancelled) before the
   step goes on, fails, retries or parks.
@@ -26,39 +30,21 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import copy
-import functools
-import hashlib
-import inspect
 import math
-import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, overload
 
 from typing_extensions import TypeVar
 
-from agentlog.errors import (
-    AgentlogError,
-    InterruptTimeoutError,
-    InvalidTimerError,
-    NondeterminismError,
-    NotSerializableError,
-    WorkflowError,
-)
+from agentlog.errors import InterruptTimeoutError, InvalidTimerError, WorkflowError
 from agentlog.eventlog.codec import pack
-from agentlog.eventlog.events import (
-    InterruptRaised,
-    ProgressReported,
-    TaskCompleted,
-    TaskFailed,
-    TaskStarted,
-    utcnow,
-)
+from agentlog.eventlog.events import InterruptRaised, ProgressReported, utcnow
 from agentlog.projector.state import TIMER_FIRED, interrupt_key
 from agentlog.runtime.expects import build_answer, to_schema
 from agentlog.runtime.frozen import FrozenDict
-from agentlog.runtime.retry import NO_RETRY, RetryPolicy
+from agentlog.runtime.retry import RetryPolicy
+from agentlog.runtime.task_calls import TaskCalls
 
 if TYPE_CHECKING:
     from agentlog.runtime.writer import RunWriter
@@ -67,9 +53,6 @@ __all__ = [
     "Interrupted",
     "StepContext",
     "current_context",
-    "current_idempotency_key",
-    "idempotency_key",
-    "is_async_callable",
 ]
 
 P = ParamSpec("P")
@@ -79,9 +62,6 @@ S = TypeVar("S", default=dict[str, Any])
 
 _CONTEXT: contextvars.ContextVar[StepContext[Any] | None] = contextvars.ContextVar(
     "agentlog_step_context", default=None
-)
-_TASK_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "agentlog_task_key", default=None
 )
 
 
@@ -98,31 +78,6 @@ def current_context() -> StepContext[Any]:
             "(or call the undecorated function directly)"
         )
     return ctx
-
-
-def current_idempotency_key() -> str:
-    """The idempotency key of the task running now (inside the task's function).
-
-    Raises:
-        WorkflowError: called outside a task.
-    """
-    key = _TASK_KEY.get()
-    if key is None:
-        raise WorkflowError("current_idempotency_key() is only known inside a task's function")
-    return key
-
-
-def idempotency_key(
-    run_id: str, step: str, superstep: int, branch: int, name: str, call_index: int
-) -> str:
-    """The stable key of one task call: the same on every re-execution.
-
-    Derived from (run_id, step, superstep, branch, task name, call index); the
-    superstep is part of the step's identity so that a step that runs again
-    later in a loop gets fresh keys.
-    """
-    raw = f"{run_id}\x1f{step}\x1f{superstep}\x1f{branch}\x1f{name}\x1f{call_index}"
-    return hashlib.blake2b(raw.encode(), digest_size=16).hexdigest()
 
 
 #: ``interrupt(default=...)`` was not given.
@@ -179,12 +134,8 @@ class StepContext(Generic[S]):
         #: read-only at every depth: a step changes the state only by its writes
         view = FrozenDict(state if isinstance(state, dict) else dict(state))
         self.state: S = view  # type: ignore[assignment]  # a read-only view, typed as S
-        self._task_calls: dict[str, int] = {}
+        self._calls = TaskCalls(writer, step, superstep, branch)
         self._interrupts = 0
-        self._positions = 0
-        self._in_flight = 0
-        self._settled = asyncio.Event()
-        self._settled.set()
 
     @overload
     async def task(
@@ -219,6 +170,8 @@ class StepContext(Generic[S]):
                 resumable, and with fixed code the task runs again, same key.
             FencedError, LeaseExpiredError: this writer no longer owns the
                 run; the effect was not started.
+            NondeterminismError: the step is re-executed and its history has
+                another task at this call; nothing ran.
             Whatever ``fn`` raised (recorded as TaskFailed first).
         """
         return await self.run_task(name, fn, args, kwargs)
@@ -230,81 +183,28 @@ class StepContext(Generic[S]):
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         *,
-        retry: RetryPolicy = NO_RETRY,
+        retry: RetryPolicy | None = None,
         time_limit: float | None = None,
     ) -> Any:
-        """:meth:`task` with a retry policy and a time limit per try (for ``@task``)."""
-        index = self._task_calls.get(name, 0)
-        self._task_calls[name] = index + 1
-        position, self._positions = self._positions, self._positions + 1
-        key = idempotency_key(self.run_id, self.step, self.superstep, self.branch, name, index)
-        recorded = self._writer.state.tasks.get(key)
-        if recorded is None:
-            self._check_determinism(position, name)
-        elif recorded["status"] == "completed":
-            return copy.deepcopy(recorded["result"])  # the step's own copy
-        attempt = recorded["attempts"] + 1 if recorded is not None else 1
-        self._in_flight += 1
-        self._settled.clear()
-        try:
-            while True:
-                try:
-                    return await self._attempt(
-                        name, index, key, attempt, fn, args, kwargs, time_limit
-                    )
-                except Exception as exc:
-                    if not retry.retries(exc, attempt):
-                        raise
-                    await self._writer.backoff(retry.delay(attempt))
-                    attempt += 1
-        finally:
-            self._in_flight -= 1
-            if not self._in_flight:
-                self._settled.set()
+        """:meth:`task` with a retry policy and a time limit per try (for ``@task``).
 
-    async def _attempt(
-        self,
-        name: str,
-        index: int,
-        key: str,
-        attempt: int,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        time_limit: float | None,
-    ) -> Any:
-        writer = self._writer
-        writer.emit(TaskStarted(key, name, self.step, self.superstep, self.branch, index, attempt))
-        await writer.sync_point()  # the intent is durable before the effect runs
-        writer.check_live()  # and this writer still owns the run
-        await writer.confirm_epoch()  # exit mode: no append above would have been fenced
-        if "idempotency_key" in _parameters(fn):
-            kwargs = {**kwargs, "idempotency_key": key}
-        started = time.perf_counter()
-        token = _TASK_KEY.set(key)
-        try:
-            async with asyncio.timeout(time_limit):
-                result = await writer.run_effect(key, functools.partial(_call, fn, args, kwargs))
-        except Exception as exc:
-            if not isinstance(exc, AgentlogError):
-                elapsed = (time.perf_counter() - started) * 1000
-                why = f"TimeoutError: over {time_limit}s" if isinstance(exc, TimeoutError) else None
-                writer.emit(TaskFailed(key, why or _describe(exc), attempt, elapsed))
-                await writer.flush()
-            raise
-        finally:
-            _TASK_KEY.reset(token)
-        elapsed = (time.perf_counter() - started) * 1000
-        try:
-            pack(result, path=f"result of task {name!r}")  # before anything is recorded
-        except NotSerializableError as exc:
-            writer.emit(TaskFailed(key, _describe(exc), attempt, elapsed))
-            await writer.flush()
-            raise
-        event = writer.emit(TaskCompleted(key, result, elapsed))
-        await writer.flush()
-        # What a replay will return (a tuple comes back a list), as the step's own copy.
-        return copy.deepcopy(event.data.result)  # type: ignore[attr-defined]
+        A task with a retry policy owns its retries: once the policy gives up
+        (a ``non_retryable`` error, or ``max_attempts`` tries in this run
+        attempt), the failure is final, and a retry or re-execution of the
+        step raises :class:`TaskFailedError` instead of running it again.
+        Without a policy a task is tried once per step attempt: the step's
+        retry policy is its retry policy.
+
+        Raises:
+            TaskFailedError: the task's retry policy gave up earlier in this
+                run attempt; nothing ran.
+        """
+        return await self._calls.run(name, fn, args, kwargs, retry, time_limit)
+
+    def _task_gave_up(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is a failure a task's own retry policy gave up on:
+        the executor does not retry the step for it (the task would not run)."""
+        return self._calls.gave_up(exc)
 
     async def gather(self, *calls: Awaitable[T]) -> list[T]:
         """Run task calls side by side; return their results in order.
@@ -426,18 +326,9 @@ class StepContext(Generic[S]):
     def _due(self, key: str, seconds: float) -> datetime:
         return self._open_due(key) or utcnow() + timedelta(seconds=seconds)
 
-    def _check_determinism(self, position: int, name: str) -> None:
-        """Refuse a new task where the history has another one at this position."""
-        state = self._writer.state
-        keys = state.branch_tasks.get(self.branch, ())
-        if position < len(keys):
-            recorded = state.tasks[keys[position]]["name"]
-            if recorded != name:
-                raise NondeterminismError(self.run_id, self.step, position, recorded, name)
-
     async def _settle(self) -> None:
         """Wait until no task call of this step is still running."""
-        await self._settled.wait()
+        await self._calls.settle()
 
     def _record_interrupt(self, interrupted: Interrupted) -> None:
         self._writer.emit(
@@ -499,28 +390,3 @@ def _seconds(value: float | timedelta, what: str, *, allow_past: bool = False) -
             "timedelta). Nothing was recorded."
         )
     return float(seconds)
-
-
-def is_async_callable(fn: Callable[..., Any]) -> bool:
-    """An async function, a partial of one, or an object with an async ``__call__``."""
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)  # noqa: B004 - the method itself, not callable()
-    )
-
-
-async def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Call a task's function: an async one awaited, a sync one in a worker thread."""
-    if is_async_callable(fn):
-        return await fn(*args, **kwargs)
-    return await asyncio.to_thread(fn, *args, **kwargs)  # the thread sees the key too
-
-
-def _parameters(fn: Callable[..., Any]) -> Mapping[str, inspect.Parameter]:
-    try:
-        return inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return {}
-
-
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"

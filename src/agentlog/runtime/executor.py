@@ -9,7 +9,9 @@ and the branches' writes are reduced into the state.
 Errors fall in three groups:
 
 * a step raised: StepFailed is recorded, the step's retry policy decides,
-  and when the tries are used up the run fails (RunFailed);
+  and when the tries are used up the run fails (RunFailed). An error a
+  task's own retry policy gave up on is not retried by the step: the task
+  would not run again (it raises ``TaskFailedError`` in this run attempt);
 * a reducer raised while the superstep commits: StepFailed (not retryable,
   naming the reducer and the key) and RunFailed are recorded; the pending
   writes stay, so ``Runtime.retry`` with fixed code commits them;
@@ -36,6 +38,7 @@ from agentlog.errors import (
     InvalidTimerError,
     InvalidWriteError,
     NotSerializableError,
+    TaskFailedError,
     UnknownStepError,
     WorkflowError,
 )
@@ -62,7 +65,7 @@ log = get_logger("agentlog.runtime")
 _DONE, _INTERRUPTED = "done", "interrupted"
 #: Errors of ours that fail the step like the step's own errors (recorded,
 #: never retried): the step can catch them and take another path.
-_FAIL_THE_STEP = (InterruptTimeoutError, InvalidTimerError)
+_FAIL_THE_STEP = (InterruptTimeoutError, InvalidTimerError, TaskFailedError)
 
 
 class RunExecutor:
@@ -203,7 +206,9 @@ class RunExecutor:
                 error = f"{type(exc).__name__}: {exc}"
                 if isinstance(exc, TimeoutError) and step.timeout is not None:
                     error = f"TimeoutError: step {name!r} took longer than {step.timeout}s"
-                retry = step.retry.retries(exc, attempt)
+                # A failure a task's own retry policy gave up on is final: a step
+                # retry would not run that task again, only raise it again.
+                retry = step.retry.retries(exc, attempt) and not ctx._task_gave_up(exc)
                 self.writer.emit(StepFailed(name, superstep, branch, attempt, error, retry))
                 await self.writer.flush()
                 self._log.warning(

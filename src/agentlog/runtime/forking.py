@@ -17,7 +17,7 @@
 What a copy changes, and why:
 
 * the run id, and so every task's idempotency key, which is derived from it
-  (:func:`~agentlog.runtime.context.idempotency_key`): the new run's steps
+  (:func:`~agentlog.runtime.task_calls.idempotency_key`): the new run's steps
   find the origin's recorded results under their own keys, so tasks before
   the fork point return those results and never run again, while a task
   the origin had started but not finished at ``at_seq`` runs again, under
@@ -71,7 +71,7 @@ from agentlog.eventlog.events import (
 )
 from agentlog.projector.fold import fold
 from agentlog.projector.state import RunState
-from agentlog.runtime.context import idempotency_key
+from agentlog.runtime.task_calls import idempotency_key
 from agentlog.runtime.workflow import Workflow
 
 __all__ = ["ForkPlan", "copy_events", "plan_fork", "record_fork"]

@@ -270,7 +270,8 @@ class Runtime(RunControl):
         The run goes on from its last committed superstep: branches whose
         writes are recorded keep them, recorded task results are returned
         without running the effects again, and the other branches run with
-        fresh attempts (RunRetried is recorded).
+        fresh attempts, as does each failed task: its retry policy's
+        ``max_attempts`` more, no more (RunRetried is recorded).
 
         Raises:
             UnknownRunError: no such run.

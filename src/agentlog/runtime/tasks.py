@@ -15,8 +15,14 @@ Called inside a step, a task runs like ``ctx.task``: its intent is durable
 before it starts, it runs at least once with a stable idempotency key, and
 its result is recorded, so a replay returns it without running it again.
 Each try that fails is recorded; the task's own retry policy decides whether
-to try again before the step's policy sees the error. The signature is kept,
-so a type checker checks the arguments and the result at every call.
+to try again before the step's policy sees the error. That decision is
+final for the run attempt: once the policy gives up (a ``non_retryable``
+error, or ``max_attempts`` tries), a retry of the step raises
+``TaskFailedError`` instead of running the task again, so a step retry never
+multiplies a task's attempts; ``Runtime.retry`` gives it a fresh set. A task
+without ``retry=`` is tried once per step attempt: the step's policy retries
+it. The signature is kept, so a type checker checks the arguments and the
+result at every call.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from agentlog.errors import WorkflowDefinitionError
 from agentlog.runtime.context import current_context
-from agentlog.runtime.retry import NO_RETRY, RetryPolicy
+from agentlog.runtime.retry import RetryPolicy
 
 __all__ = ["task"]
 
@@ -65,8 +71,10 @@ def task(
     Args:
         name: the recorded task name (default: the function's qualified name).
             Keep it stable: it is part of the idempotency key.
-        retry: how often to try the effect before the step sees the error
-            (default: once).
+        retry: how often to try the effect before the step sees the error,
+            in one run attempt: a step retry does not run it again once this
+            policy gave up. Default: once per step attempt (the step's retry
+            policy decides whether it runs again).
         timeout: seconds per try; a try that takes longer fails with
             ``TimeoutError`` (a sync function's thread cannot be stopped and
             finishes in the background).
@@ -83,7 +91,7 @@ def task(
         async def call(*args: Any, **kwargs: Any) -> Any:
             ctx = current_context()
             return await ctx.run_task(
-                task_name, func, args, kwargs, retry=retry or NO_RETRY, time_limit=timeout
+                task_name, func, args, kwargs, retry=retry, time_limit=timeout
             )
 
         return call

@@ -46,9 +46,9 @@ from typing_extensions import TypeVar
 
 from agentlog.errors import InvalidRouteError, WorkflowDefinitionError
 from agentlog.projector.reducers import REDUCERS, Reducer, function_name
-from agentlog.runtime.context import is_async_callable
 from agentlog.runtime.retry import RetryPolicy
 from agentlog.runtime.schedules import Schedule, TickInput
+from agentlog.runtime.task_calls import is_async_callable
 
 if TYPE_CHECKING:
     from agentlog.runtime.context import StepContext
@@ -167,7 +167,9 @@ class Workflow(Generic[S]):
             Steps may only write these keys.
         start: the first step(s); defaults to the first step registered.
         max_steps: the step limit, counted across the whole run, resumes included.
-        retry: the default retry policy of its steps.
+        retry: the default retry policy of its steps (default:
+            ``RetryPolicy()``, 3 attempts). A step retry does not rerun a
+            task whose own retry policy gave up (see :func:`task`).
     """
 
     @overload
