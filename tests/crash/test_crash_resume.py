@@ -97,13 +97,15 @@ def run_generation(
     resume_with: str,
     kill: tuple[str, float] | None,
     logs: Path,
+    lease_seconds: float | None = None,
 ) -> tuple[bool, dict[str, Any] | None]:
     """One worker process; returns (killed, its final report when it finished).
 
     A worker that stopped itself because its lease ran out (LEASE_LOST, on a
     loaded machine) returns (False, None): the next generation takes over.
     """
-    extra = ["--resume-with", resume_with, "--lease-seconds", str(lease_for(url))]
+    lease = lease_seconds if lease_seconds is not None else lease_for(url)
+    extra = ["--resume-with", resume_with, "--lease-seconds", str(lease)]
     if kill is not None and kill[0] in ("before", "after"):
         extra += ["--kill-seq", str(int(kill[1])), "--kill-when", kill[0]]
     stderr_path = logs / f"worker-{run_id}-{gen}.log"
@@ -154,14 +156,22 @@ def dump(dedup: str, run_id: str) -> dict[str, list[list[Any]]]:
 
 
 _REFERENCE: dict[str, LogView] = {}
+#: The reference worker's lease, in seconds.
+REFERENCE_LEASE_S = 30.0
 
 
 def reference(url: str, dedup: str, backend: str, logs: Path) -> LogView:
     """An uninterrupted run of the same workflow on the same backend (once per backend)."""
     if backend not in _REFERENCE:
         run_id = f"reference-{backend}-{os.getpid()}"
-        killed, report = run_generation(url, run_id, "sync", dedup, 0, "recover", None, logs)
-        assert not killed and report is not None and report["status"] == "completed"
+        # Never killed, so nobody waits out its lease: a long one, so that a
+        # loaded machine cannot make it stop itself (LEASE_LOST) mid-reference.
+        killed, report = run_generation(
+            url, run_id, "sync", dedup, 0, "recover", None, logs, lease_seconds=REFERENCE_LEASE_S
+        )
+        assert not killed and report is not None and report["status"] == "completed", (
+            f"the reference run did not complete (lease lost?): {report}"
+        )
         _REFERENCE[backend] = read_view(url, run_id)
     return _REFERENCE[backend]
 
