@@ -79,7 +79,9 @@ def test_shred_asks_then_shreds_and_the_read_commands_say_shredded(tmp_path: Pat
     resume = runner.invoke(app, ["resume", "r1", "--value", '"yes"', "--log", url], env=env)
     assert resume.exit_code == 2 and "was shredded" in resume.output
     listed = json.loads(runner.invoke(app, ["runs", "--log", url, "--json"], env=env).stdout)
-    assert [(r["run_id"], r["status"]) for r in listed] == [("r1", "cancelled")]
+    assert [(r["run_id"], r["status"]) for r in listed] == [("r1", "shredded")]
+    only = runner.invoke(app, ["runs", "--status", "shredded", "--log", url, "--json"], env=env)
+    assert [r["run_id"] for r in json.loads(only.stdout)] == ["r1"]
 
     again = runner.invoke(app, ["shred", "r1", "--yes", "--log", url, "--json"], env=env)
     assert again.exit_code == 0, again.output

@@ -64,7 +64,7 @@ async def test_the_canary_is_sealed_on_the_brokers_disk_and_shredding_ends_it(
         with pytest.raises(ShreddedError):
             await log.load_snapshot("r1")
         info = await log.get_run("r1")
-        assert info.status == RunStatus.CANCELLED and info.workflow == "canary"
+        assert info.status == RunStatus.SHREDDED and info.workflow == "canary"
         assert [i.run_id for i in await log.list_runs()] == ["r1"]
         after = await metadata(log, "r1")
         assert after[: len(before)] == before and after[-1][1] == "RunShredded"
@@ -98,7 +98,7 @@ async def test_a_worker_fleets_run_is_sealed_in_every_topic_and_its_shred_record
         async with asyncio.timeout(120):  # the owner records it from the command
             while not await shred_record(client.log, "f1"):  # noqa: ASYNC110 - reads the log
                 await asyncio.sleep(0.1)
-        assert (await client.log.get_run("f1")).status == RunStatus.CANCELLED
+        assert (await client.log.get_run("f1")).status == RunStatus.SHREDDED
         with pytest.raises(ShreddedError):
             await client.get_state("f1")
     topics = _segments(kafka_data_dir, kafka_name)  # events, runs and commands topics

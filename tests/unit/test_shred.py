@@ -94,8 +94,9 @@ async def test_after_shred_every_path_is_unreadable_and_the_metadata_stays(
             await load_state(rt.log, "r1", at_seq=2)  # time travel too
         # Metadata: listed, counted, audited.
         info = await rt.log.get_run("r1")
-        assert info.status == RunStatus.CANCELLED and info.workflow == "canary"
+        assert info.status == RunStatus.SHREDDED and info.workflow == "canary"
         assert {i.run_id for i in await rt.log.list_runs()} == {"r1", "r2"}
+        assert [i.run_id for i in await rt.log.list_runs(status=RunStatus.SHREDDED)] == ["r1"]
         after = await metadata(rt.log, "r1")
         assert after[: len(before)] == before
         assert [t for _, t, _ in after[len(before) :]] == [
@@ -134,9 +135,9 @@ async def test_shred_of_a_completed_run_cancels_nothing(tmp_path: Path) -> None:
         assert (await rt.wait("r1")).status == RunStatus.COMPLETED
         report = await rt.shred("r1")
         assert not report.cancelled
-        assert (await rt.log.get_run("r1")).status == RunStatus.COMPLETED
+        assert (await rt.log.get_run("r1")).status == RunStatus.SHREDDED
         types = [t for _, t, _ in await metadata(rt.log, "r1")]
-        assert types[-2:] == ["RunCompleted", "RunShredded"]
+        assert types[-2:] == ["RunCompleted", "RunShredded"]  # how it ended stays on record
 
 
 async def test_shred_with_no_key_store_says_to_set_the_keyring(tmp_path: Path) -> None:

@@ -63,7 +63,8 @@ VIEWS = ("events", "runs", "tasks", "interrupts", "checkpoints", "checkpoint_wri
 _STATUS_CASE = """CASE type
     WHEN 'RunStarted' THEN 'running' WHEN 'InterruptRaised' THEN 'waiting'
     WHEN 'ResumeReceived' THEN 'running' WHEN 'RunCompleted' THEN 'completed'
-    WHEN 'RunFailed' THEN 'failed' WHEN 'RunCancelled' THEN 'cancelled' END"""
+    WHEN 'RunFailed' THEN 'failed' WHEN 'RunCancelled' THEN 'cancelled'
+    WHEN 'RunShredded' THEN 'shredded' END"""
 
 _RUNS = f"""
 CREATE VIEW runs AS
@@ -72,7 +73,7 @@ SELECT run_id,
        max(version) AS version,
        coalesce(arg_max({_STATUS_CASE}, seq) FILTER (WHERE type IN ('RunStarted',
            'InterruptRaised', 'ResumeReceived', 'RunCompleted', 'RunFailed',
-           'RunCancelled')), 'running') AS status,
+           'RunCancelled', 'RunShredded')), 'running') AS status,
        count(*) FILTER (WHERE type = 'StepCompleted') AS steps,
        count(*) AS events,
        min(ts) AS started,

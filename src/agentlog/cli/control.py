@@ -10,8 +10,17 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from agentlog.archive.store import DEFAULT_ARCHIVE_URL
 from agentlog.cli.app import command, run_async
-from agentlog.cli.options import AppOpt, JsonOpt, LogOpt, open_runtime
+from agentlog.cli.options import (
+    AppOpt,
+    ArchiveOpt,
+    EndpointOpt,
+    JsonOpt,
+    LogOpt,
+    existing_archive,
+    open_runtime,
+)
 from agentlog.cli.render import print_error, print_json, print_line
 from agentlog.cli.workflows import load_workflows
 from agentlog.errors import ConfigError
@@ -89,21 +98,28 @@ def shred(
     run_id: RunIdArg,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     log: LogOpt = DEFAULT_LOG_URL,
+    archive: ArchiveOpt = DEFAULT_ARCHIVE_URL,
+    endpoint: EndpointOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Crypto-shred a run: destroy its data key, so its payloads are unreadable in
-    every copy (log, snapshots, Kafka, archive) for good; its metadata stays.
+    every copy (log, snapshots, Kafka, archive) for good; its metadata stays and
+    its status becomes shredded.
 
     Needs the key store that encrypted the run (AGENTLOG_KEYRING=PATH). A run
-    that has not ended is cancelled first. Shredding again changes nothing.
+    that has not ended is cancelled first. A run archived and pruned from the
+    log is read through --archive; its Parquet files are not rewritten. Its
+    forks keep their own keys: shred each one to erase their copies too.
+    Shredding again changes nothing.
     """
+    store = existing_archive(archive, endpoint)
 
     async def check() -> None:
-        async with await open_runtime(log, config=ONE_SHOT) as runtime:
-            await check_shreddable(runtime.log, run_id)
+        async with await open_runtime(log, config=ONE_SHOT, archive=store) as runtime:
+            await check_shreddable(runtime.log, run_id, runtime.archive)
 
     async def go() -> ShredReport:
-        async with await open_runtime(log, config=ONE_SHOT) as runtime:
+        async with await open_runtime(log, config=ONE_SHOT, archive=store) as runtime:
             return await runtime.shred(run_id)
 
     run_async(check)  # an unknown, plain or foreign run fails before the question

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -11,7 +10,14 @@ import typer
 from agentlog.archive.store import DEFAULT_ARCHIVE_URL
 from agentlog.cli.app import command, run_async
 from agentlog.cli.control import ONE_SHOT, RunIdArg
-from agentlog.cli.options import AppOpt, ArchiveOpt, JsonOpt, LogOpt, open_runtime
+from agentlog.cli.options import (
+    AppOpt,
+    ArchiveOpt,
+    JsonOpt,
+    LogOpt,
+    existing_archive,
+    open_runtime,
+)
 from agentlog.cli.render import print_json, print_line
 from agentlog.cli.workflows import load_workflows
 from agentlog.errors import ConfigError, UnknownWorkflowError
@@ -36,13 +42,6 @@ def _updates(text: str | None) -> dict[str, Any] | None:
             'write for example \'{"topic": "cats"}\''
         )
     return value
-
-
-def _archive(url: str) -> str | None:
-    """The archive to read the origin from; None when the local default was never written."""
-    if url.startswith("file://") and not Path(url[len("file://") :]).exists():
-        return None
-    return url
 
 
 @command()
@@ -70,7 +69,11 @@ def fork(
         async with await open_runtime(log, workflows=workflows, config=ONE_SHOT) as runtime:
             try:
                 await runtime.fork(
-                    run_id, at, new_run_id=new_run_id, updates=updates, archive=_archive(archive)
+                    run_id,
+                    at,
+                    new_run_id=new_run_id,
+                    updates=updates,
+                    archive=existing_archive(archive),
                 )
             except UnknownWorkflowError as exc:
                 raise UnknownWorkflowError(

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from agentlog.archive import ArchivedEventLog, open_archive
+from agentlog.archive import ArchivedEventLog, ArchiveStore, open_archive
 from agentlog.crypto import KeyStore, LocalKeyring
 from agentlog.eventlog.base import EventReader
 from agentlog.eventlog.urls import open_log
@@ -21,6 +21,7 @@ __all__ = [
     "EndpointOpt",
     "JsonOpt",
     "LogOpt",
+    "existing_archive",
     "key_store",
     "open_runtime",
     "read_history",
@@ -66,11 +67,31 @@ def key_store() -> KeyStore | None:
     return LocalKeyring.from_env()
 
 
+def existing_archive(url: str, endpoint: str | None = None) -> ArchiveStore | None:
+    """The archive at ``url``; None for a local folder that was never written
+    (the default ``file://.agentlog/archive`` before any ``agentlog archive``),
+    so that commands work the same on a log that was never archived.
+
+    Raises:
+        ArchiveConfigError: ``url`` is not a supported archive URL.
+    """
+    if url.startswith("file://") and not Path(url[len("file://") :]).exists():
+        return None
+    return open_archive(url, endpoint_url=endpoint)
+
+
 async def open_runtime(
-    log_url: str, *, workflows: Iterable[Workflow[Any]] = (), config: RuntimeConfig
+    log_url: str,
+    *,
+    workflows: Iterable[Workflow[Any]] = (),
+    config: RuntimeConfig,
+    archive: ArchiveStore | None = None,
 ) -> Runtime:
-    """A runtime on ``log_url`` with the commands' key store (:func:`key_store`)."""
-    return await Runtime.open(log_url, workflows=workflows, config=config, keys=key_store())
+    """A runtime on ``log_url`` with the commands' key store (:func:`key_store`),
+    reading runs archived and pruned from the log in ``archive``."""
+    return await Runtime.open(
+        log_url, workflows=workflows, config=config, keys=key_store(), archive=archive
+    )
 
 
 @contextlib.asynccontextmanager
@@ -83,11 +104,11 @@ async def read_history(log_url: str, archive_url: str) -> AsyncIterator[EventRea
     """
     hot = await open_log(log_url, create=False, keys=key_store())
     try:
-        local = archive_url.startswith("file://")
-        if local and not Path(archive_url[len("file://") :]).exists():  # noqa: ASYNC240
+        store = existing_archive(archive_url)
+        if store is None:
             yield hot  # no archive was ever written
             return
-        combined = ArchivedEventLog(hot, open_archive(archive_url))
+        combined = ArchivedEventLog(hot, store)
         try:
             yield combined
         finally:

@@ -52,6 +52,7 @@ class Status(StrEnum):
     COMPLETED = RunStatus.COMPLETED
     FAILED = RunStatus.FAILED
     CANCELLED = RunStatus.CANCELLED
+    SHREDDED = RunStatus.SHREDDED
 
 
 class FollowMode(StrEnum):

@@ -310,8 +310,9 @@ class RunShredded(EventData):
     content is unreadable from now on, on purpose.
 
     Metadata only, so it stays readable after the shred it records: the audit
-    trail of who shredded the run and when. It leaves the run's status as it
-    is (a shredded run is cancelled first if it had not ended).
+    trail of who shredded the run and when. The run index then lists it as
+    ``shredded`` (a shredded run is cancelled first if it had not ended); the
+    folded state keeps the status its end gave it.
     """
 
     type: ClassVar[str] = "RunShredded"
@@ -466,12 +467,17 @@ class RunStatus(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    SHREDDED = "shredded"
+    """Its data key was destroyed (``RunShredded``), after it ended: its content
+    is unreadable for good, its metadata stays. Its events say how it ended."""
 
     #: The statuses a run never leaves on its own (retry() leaves FAILED).
     TERMINAL: ClassVar[frozenset[str]]
 
 
-RunStatus.TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
+RunStatus.TERMINAL = frozenset(
+    {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.SHREDDED}
+)
 
 
 _STATUS_BY_TYPE = {
@@ -483,6 +489,7 @@ _STATUS_BY_TYPE = {
     "RunFailed": RunStatus.FAILED,
     "RunCancelled": RunStatus.CANCELLED,
     "RunRetried": RunStatus.RUNNING,
+    "RunShredded": RunStatus.SHREDDED,
 }
 
 

@@ -74,5 +74,6 @@ def verb_hint(status: str) -> str:
         RunStatus.RUNNING: "It is running: wait for it, or recover it if its writer died.",
         RunStatus.COMPLETED: "It is finished: start a new run id, or fork it.",
         RunStatus.CANCELLED: "It was cancelled: start a new run id.",
+        RunStatus.SHREDDED: "It was shredded: its content is gone; start a new run id.",
     }
     return f"{fits.get(status, '')} Verbs: {VERBS}."

@@ -341,9 +341,9 @@ class RunControl(RunDriving):
 
     async def _shred(self, run_id: str) -> ShredReport:
         """``Runtime.shred``."""
-        cipher, info = await check_shreddable(self.log, run_id)
+        cipher, info = await check_shreddable(self.log, run_id, self.archive)
         store = cipher.keys.store
-        if await shredded_already(self.log, cipher, info):
+        if await shredded_already(self.log, cipher, info, self.archive):
             at = await asyncio.to_thread(store.table.shredded_at, run_id)
             return ShredReport(run_id, at or "", store.description, already=True)
         if run_id in self._active:  # driven here: stop it at its step boundary first

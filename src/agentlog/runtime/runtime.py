@@ -307,11 +307,17 @@ class Runtime(RunControl):
         A run that has not ended is cancelled first (its writer, here or in
         another process, is fenced). Afterwards every copy of its content is
         unreadable (``get_state``, resume and replay raise ShreddedError), while
-        its metadata still lists, counts and audits. Shredding a shredded run
-        records nothing. See :mod:`agentlog.runtime.shredding`.
+        its metadata still lists, counts and audits, with status ``shredded``.
+        A run archived and pruned from the log is shredded through this
+        runtime's ``archive`` (its Parquet files are not rewritten: the key
+        that opened their content is gone). Its forks are runs of their own,
+        sealed under their own keys: they are not shredded with it. Shredding
+        a shredded run records nothing. See :mod:`agentlog.runtime.shredding`.
 
         Raises:
             UnknownRunError: no such run.
+            RunArchivedError: the run was archived and pruned, and this runtime
+                has no ``archive`` (``Runtime.open(url, archive=URL)``).
             NoKeyStoreError: this runtime's log has no key store (``keys=``).
             NotEncryptedError: the run was recorded in clear; nothing changed.
             MissingDataKeyError, WrongKeyError: another key store encrypted it.

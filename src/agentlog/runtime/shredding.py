@@ -16,12 +16,23 @@
 Shredding a shredded run records nothing and does not fail. Only an
 encrypted run can be shredded: one recorded in clear raises
 :class:`~agentlog.errors.NotEncryptedError` and nothing changes.
+
+A run archived and pruned from the log (wholly, or with later events hot:
+``RunInfo.archived``) is shredded the same way: the checks read its events
+through the runtime's archive (:mod:`agentlog.runtime.archived`), the
+Parquet files are never rewritten (they hold its sealed content, which the
+destroyed key no longer opens), and the cancel and ``RunShredded`` go to its
+index row in the hot log, after its archived events, as they would to a run
+that was never pruned. The run index lists it as ``shredded`` at once; the
+next archive pass copies those events into the archive, whose manifest then
+says ``shredded`` too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from agentlog._logging import get_logger
@@ -31,10 +42,11 @@ from agentlog.errors import (
     MissingDataKeyError,
     NoKeyStoreError,
     NotEncryptedError,
+    RunArchivedError,
     UnknownRunError,
     WrongKeyError,
 )
-from agentlog.eventlog.base import EventLog, RunInfo
+from agentlog.eventlog.base import EventLog, EventReader, RunInfo
 from agentlog.eventlog.events import (
     Event,
     EventData,
@@ -44,6 +56,7 @@ from agentlog.eventlog.events import (
     WriterClaimed,
 )
 from agentlog.eventlog.sealing import CONTENT_FIELDS
+from agentlog.runtime.archived import ArchiveSource, archive_history
 
 __all__ = [
     "SHRED_REASON",
@@ -58,6 +71,15 @@ log = get_logger("agentlog.runtime")
 
 #: The reason recorded when a run that had not ended is cancelled by a shred.
 SHRED_REASON = "shredded"
+
+#: Events read per step while looking for a run's first event with content.
+_PEEK = 64
+
+_NO_ARCHIVE = (
+    "Give the runtime that archive to shred it: Runtime.open(log_url, archive=URL), "
+    "URL being file://DIR or s3://BUCKET/PREFIX, or `agentlog shred RUN --archive URL`. "
+    "Nothing was changed"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,15 +104,57 @@ def _has_content(data: EventData) -> bool:
     return any(name in CONTENT_FIELDS for name in data.to_dict())
 
 
-async def check_shreddable(event_log: EventLog, run_id: str) -> tuple[PayloadCipher, RunInfo]:
+@contextlib.asynccontextmanager
+async def _history(
+    event_log: EventLog, info: RunInfo, archive: ArchiveSource | None
+) -> AsyncIterator[EventReader]:
+    """Where the run's events are read: the hot log, plus ``archive`` once
+    some of them were pruned into it.
+
+    Raises:
+        RunArchivedError: the run was pruned and no ``archive`` was given.
+    """
+    if info.archived and archive is None:
+        raise RunArchivedError(info.run_id, event_log.url, hint=_NO_ARCHIVE)
+    async with archive_history(event_log, archive if info.archived else None) as history:
+        yield history
+
+
+async def _sealed_or_not(history: EventReader, info: RunInfo) -> None:
+    """Raise unless the run's first event with content is sealed with this key store.
+
+    A run is encrypted from its first event, or not at all, so one event
+    tells; it is read a few events at a time (archived runs are read from
+    Parquet).
+    """
+    after = 0
+    while after < info.last_seq:
+        upto = min(after + _PEEK, info.last_seq)
+        async for event in history.read(info.run_id, after_seq=after, upto_seq=upto):
+            if event.sealed is None and event.unreadable is None and not _has_content(event.data):
+                continue  # metadata only: stored in clear either way
+            if event.sealed is None:
+                raise NotEncryptedError(info.run_id, history.url)
+            if isinstance(event.unreadable, MissingDataKeyError | WrongKeyError):
+                raise event.unreadable  # another key store's run: never tombstone it here
+            return
+        after = upto
+
+
+async def check_shreddable(
+    event_log: EventLog, run_id: str, archive: ArchiveSource | None = None
+) -> tuple[PayloadCipher, RunInfo]:
     """The log's cipher and the run's index row, once the run may be shredded.
 
     The run's first event with content tells whether it was sealed (a run
-    is encrypted from its first event, or not at all).
+    is encrypted from its first event, or not at all). A run pruned into an
+    archive is read through ``archive``.
 
     Raises:
         UnknownRunError: no such run.
         NoKeyStoreError: the log has no key store.
+        RunArchivedError: the run was archived and pruned, and no ``archive``
+            was given (the message says how to give it); nothing was changed.
         NotEncryptedError: the run's payloads are stored in clear.
         MissingDataKeyError, WrongKeyError: this key store did not encrypt
             the run (another keyring wrote it); nothing was changed.
@@ -101,23 +165,26 @@ async def check_shreddable(event_log: EventLog, run_id: str) -> tuple[PayloadCip
     cipher = event_log.cipher
     if cipher is None:
         raise NoKeyStoreError(run_id)
-    async for event in event_log.read(run_id):
-        if event.sealed is None and event.unreadable is None and not _has_content(event.data):
-            continue  # metadata only: stored in clear either way
-        if event.sealed is None:
-            raise NotEncryptedError(run_id, event_log.url)
-        if isinstance(event.unreadable, MissingDataKeyError | WrongKeyError):
-            raise event.unreadable  # another key store's run: never tombstone it here
-        break
+    async with _history(event_log, info, archive) as history:
+        await _sealed_or_not(history, info)
     return cipher, info
 
 
-async def shredded_already(event_log: EventLog, cipher: PayloadCipher, info: RunInfo) -> bool:
-    """True once the run's key is destroyed and its RunShredded is recorded."""
+async def shredded_already(
+    event_log: EventLog,
+    cipher: PayloadCipher,
+    info: RunInfo,
+    archive: ArchiveSource | None = None,
+) -> bool:
+    """True once the run's key is destroyed and its RunShredded is recorded
+    (its last event, read through ``archive`` if it was pruned into it)."""
     store = cipher.keys.store
     if not await asyncio.to_thread(store.is_shredded, info.run_id):
         return False
-    last = [e async for e in event_log.read(info.run_id, after_seq=info.last_seq - 1)]
+    if info.status == RunStatus.SHREDDED:
+        return True
+    async with _history(event_log, info, archive) as history:
+        last = [e async for e in history.read(info.run_id, after_seq=info.last_seq - 1)]
     return bool(last) and isinstance(last[-1].data, RunShredded)
 
 

@@ -26,6 +26,7 @@ _STATUSES = (
     RunStatus.COMPLETED,
     RunStatus.FAILED,
     RunStatus.CANCELLED,
+    RunStatus.SHREDDED,
 )
 
 

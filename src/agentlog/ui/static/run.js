@@ -10,7 +10,7 @@
   const eventsInfo = document.getElementById("events-info");
   const live = document.getElementById("live");
   const PAGE = 200;
-  const TERMINAL = ["completed", "failed", "cancelled"];
+  const TERMINAL = ["completed", "failed", "cancelled", "shredded"];
   let shownUpto = 0; // the last seq in the list
   let lastSeq = 0; // the last seq recorded, as far as the page knows
   let selected = null;
