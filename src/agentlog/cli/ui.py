@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import socket
 import threading
 import time
@@ -13,7 +12,7 @@ import typer
 
 from agentlog.archive.store import DEFAULT_ARCHIVE_URL
 from agentlog.cli.app import command, run_async
-from agentlog.cli.options import AppOpt, ArchiveOpt, JsonOpt, LogOpt, key_store
+from agentlog.cli.options import AppOpt, ArchiveOpt, JsonOpt, LogOpt, key_store, size_bytes
 from agentlog.cli.render import print_json_line, print_line
 from agentlog.cli.workflows import load_workflows
 from agentlog.errors import ConfigError
@@ -99,10 +98,7 @@ def ui(
         chosen = port or _free_port(host)
     except OSError as exc:
         raise ConfigError(f"--host {host}: cannot listen there: {exc}") from None
-    if not re.fullmatch(r"[0-9]+(\.[0-9]+)?\s*[KMGT]i?B", sql_memory_limit, flags=re.IGNORECASE):
-        raise ConfigError(
-            f"--sql-memory-limit {sql_memory_limit!r}: write a size such as 1GB or 512MB"
-        )
+    size_bytes("--sql-memory-limit", sql_memory_limit)
     loopback = is_loopback(host)
     hosts = served_hosts(host, public_host or ())
     app = create_app(
