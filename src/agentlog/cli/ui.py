@@ -77,8 +77,21 @@ def ui(
         typer.Option(help="Seconds one query of the SQL page may run, then stopped.", min=0.001),
     ] = 30.0,
     sql_memory_limit: Annotated[
-        str, typer.Option(help="DuckDB's memory limit for one query of the SQL page.")
+        str,
+        typer.Option(
+            help="DuckDB's memory limit for one query of the SQL page (nothing spills to disk)."
+        ),
     ] = "1GB",
+    sql_max_result: Annotated[
+        str,
+        typer.Option(help="The most bytes the rows one query of the SQL page reads may hold."),
+    ] = "64MB",
+    sql_max_running: Annotated[
+        int,
+        typer.Option(
+            help="The most SQL queries running at once; one more is refused (429).", min=1
+        ),
+    ] = 2,
     apps: AppOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -99,6 +112,12 @@ def ui(
     except OSError as exc:
         raise ConfigError(f"--host {host}: cannot listen there: {exc}") from None
     size_bytes("--sql-memory-limit", sql_memory_limit)
+    limits = SqlLimits(
+        timeout=sql_timeout,
+        memory_limit=sql_memory_limit,
+        max_result_bytes=size_bytes("--sql-max-result", sql_max_result),
+        max_running=sql_max_running,
+    )
     loopback = is_loopback(host)
     hosts = served_hosts(host, public_host or ())
     app = create_app(
@@ -108,7 +127,7 @@ def ui(
         keys=key_store(),
         workflows=workflows,
         allowed_hosts=hosts,
-        sql_limits=SqlLimits(timeout=sql_timeout, memory_limit=sql_memory_limit),
+        sql_limits=limits,
     )
     # The URL names the server as a client does: 0.0.0.0 is no address to visit.
     named = host if host in hosts else (public_host or [host])[0]

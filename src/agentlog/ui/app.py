@@ -37,6 +37,7 @@ from agentlog.runtime import Workflow
 from agentlog.ui import actions, api_run, api_runs, api_sql, pages
 from agentlog.ui.api_sql import SqlLimits
 from agentlog.ui.context import open_context
+from agentlog.ui.errors import RequestBodyError, SqlBusyError
 from agentlog.ui.responses import error_response
 
 __all__ = [
@@ -161,6 +162,8 @@ class _SecurityHeaders:
 
 
 def _status_of(exc: AgentlogError) -> int:
+    if isinstance(exc, SqlBusyError | RequestBodyError):
+        return exc.status  # 429 for a query past the cap, 413 or 400 for a body
     if isinstance(exc, UnknownRunError):
         return 404
     if isinstance(exc, RunNotWaitingError | RunExistsError):
