@@ -7,6 +7,7 @@ import threading
 import time
 import webbrowser
 from typing import Annotated
+from urllib.parse import urlencode
 
 import typer
 
@@ -92,6 +93,14 @@ def ui(
             help="The most SQL queries running at once; one more is refused (429).", min=1
         ),
     ] = 2,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="AGENTLOG_UI_TOKEN",
+            help="The access token every request must carry (the printed URL holds it). "
+            "Default: a random one when --host is not this machine; none on loopback.",
+        ),
+    ] = None,
     apps: AppOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -102,6 +111,7 @@ def ui(
     import uvicorn
 
     from agentlog.ui import create_app
+    from agentlog.ui.access import TOKEN_PARAM, check_token, new_token
     from agentlog.ui.api_sql import SqlLimits
     from agentlog.ui.app import is_loopback, served_hosts
 
@@ -120,6 +130,11 @@ def ui(
     )
     loopback = is_loopback(host)
     hosts = served_hosts(host, public_host or ())
+    # A network peer must not reach the runs: off this machine, every request needs it.
+    if token is not None:
+        check_token(token)
+    elif not loopback:
+        token = new_token()
     app = create_app(
         log,
         archive,
@@ -128,14 +143,20 @@ def ui(
         workflows=workflows,
         allowed_hosts=hosts,
         sql_limits=limits,
+        access_token=token,
     )
     # The URL names the server as a client does: 0.0.0.0 is no address to visit.
     named = host if host in hosts else (public_host or [host])[0]
     shown = f"[{named}]" if ":" in named else named
     url = f"http://{shown}:{chosen}/"
+    if token is not None:
+        url += "?" + urlencode({TOKEN_PARAM: token})
     warning = (
-        f"warning: listening on {host}: anyone who can reach it can read every run "
-        f"(it answers the host names {', '.join(h for h in hosts if not is_loopback(h))})"
+        f"warning: listening on {host} (host names "
+        f"{', '.join(h for h in hosts if not is_loopback(h))}): every request needs the "
+        "token in the URL above; anyone who has it can read every run"
+        + (" and act on them" if allow_actions else "")
+        + ". The connection is plain HTTP, so use a network you trust or a TLS proxy"
     )
     if as_json:  # one line a script can read the URL from
         print_json_line({"url": url, "actions": allow_actions, "loopback": loopback})
