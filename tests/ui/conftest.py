@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -79,17 +80,22 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _wait_for_url(proc: subprocess.Popen[str]) -> str:
-    """The URL the server printed (its first line), then wait until it answers."""
+    """The URL the server printed (its first line), then wait until it answers
+    (a URL with an access token answers with a redirect to the page)."""
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if "http://" not in line:
         proc.kill()
         raise AssertionError(f"agentlog ui did not start: {line!r} {proc.communicate()}")
     url = line.split("agentlog ui: ", 1)[1].split()[0]
+    # A --public-host name need not resolve here; the loopback names are always served.
+    parts = urlsplit(url)
+    named = parts.hostname in ("127.0.0.1", "localhost", "::1")
+    probe = url if named else parts._replace(netloc=f"127.0.0.1:{parts.port}").geturl()
     deadline = time.monotonic() + START_SECONDS
     while True:
         try:
-            httpx.get(url, timeout=5).raise_for_status()
+            httpx.get(probe, timeout=5, follow_redirects=True).raise_for_status()
             return url
         except httpx.HTTPError:
             if proc.poll() is not None or time.monotonic() > deadline:

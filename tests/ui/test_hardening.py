@@ -299,14 +299,17 @@ def test_the_served_host_names_follow_the_listening_address() -> None:
 def test_a_public_ui_answers_only_its_names_and_their_origin(recorded: Recorded) -> None:
     """Listening on every address: a rebinding page's Host, or its Origin, is refused."""
     hosts = served_hosts("0.0.0.0", ["myhost.lan"])
+    token = "a-token-for-this-test-only-0d3e"
     app = create_app(
         recorded.log_url,
         recorded.archive_url,
         allow_actions=True,
         workflows=workflows,
         allowed_hosts=hosts,
+        access_token=token,
     )
     with TestClient(app, base_url="http://myhost.lan:8765") as http:
+        http.headers["authorization"] = f"Bearer {token}"  # tests/ui/test_access_token.py
         assert http.get("/api/runs").status_code == 200
         rebound = http.get("/api/runs", headers={"host": "evil.example:8765"})
         assert rebound.status_code == 400 and "fan-1" not in rebound.text

@@ -12,6 +12,7 @@ botocore and duckdb errors are translated where they happen, with
     ├── ArchiveCorruptError       a Parquet or manifest file that does not read back
     ├── RunNotArchivableError     a running run that is not idle past its window
     ├── ArchiveQueryError         SQL that DuckDB rejects; names the views
+    │   └── SqlLimitError         a query stopped at one of its limits (memory, result size, time)
     └── ArchiveReadOnlyError      a write through the read-only archived history
 """
 
@@ -32,6 +33,7 @@ __all__ = [
     "ArchiveUnavailableError",
     "ArchiveWriteError",
     "RunNotArchivableError",
+    "SqlLimitError",
 ]
 
 
@@ -104,6 +106,19 @@ class ArchiveQueryError(ArchiveError):
             f"SQL failed: {detail}. The views you can query are: {', '.join(self.views)} "
             "(try `SELECT * FROM events LIMIT 5`)."
         )
+
+
+class SqlLimitError(ArchiveQueryError):
+    """A query stopped at one of the limits its caller set: it is not wrong, it is too big.
+
+    Attributes:
+        limit: which limit: ``"memory"``, ``"result"`` (bytes of the rows read),
+            ``"time"`` or ``"running"`` (queries at once, in the UI).
+    """
+
+    def __init__(self, sql: str, limit: str, detail: str, views: Sequence[str]) -> None:
+        self.sql, self.detail, self.views, self.limit = sql, detail, list(views), limit
+        ArchiveError.__init__(self, f"SQL stopped: {detail}.")
 
 
 class ArchiveReadOnlyError(ArchiveError):

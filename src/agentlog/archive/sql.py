@@ -36,6 +36,12 @@ The connection is read-only over these views: only ``SELECT`` (and
 the views are built, with only the manifest's files readable, and the
 configuration is locked, so a query cannot ``COPY``, ``ATTACH``, change
 settings, define or drop anything, or read any other file.
+
+Nothing is spilled to disk: the connection has no temporary directory, so a
+query that needs more than its memory limit fails with
+:class:`~agentlog.archive.errors.SqlLimitError` instead of writing its
+intermediate rows, decrypted payloads included, to DuckDB's ``.tmp`` folder
+(which DuckDB would also have left readable to every query).
 """
 
 from __future__ import annotations
@@ -46,7 +52,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from agentlog.archive.errors import ArchiveCorruptError, ArchiveQueryError
+from agentlog.archive.errors import ArchiveCorruptError, ArchiveQueryError, SqlLimitError
 from agentlog.archive.sql_sealed import SealedRowOpener, events_view
 from agentlog.archive.sql_values import python_rows
 from agentlog.archive.store import ArchiveStore
@@ -162,8 +168,17 @@ FROM saved
 
 _READ_ONLY = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
 
-#: Rows per Arrow batch when only the first rows of a result are wanted.
-_BATCH_ROWS = 256
+#: Rows per Arrow batch when only the first rows of a result are wanted: small,
+#: so that reading stops within one batch of a bound on the rows or their bytes.
+_BATCH_ROWS = 64
+
+#: No spilling: with no temporary directory DuckDB neither writes a query's
+#: rows to disk nor adds a folder (``.tmp`` by default) to the paths a query
+#: may read once external access is off.
+_NO_SPILL: dict[str, str | bool | int | float | list[str]] = {
+    "temp_directory": "",
+    "max_temp_directory_size": "0B",
+}
 
 
 class ArchiveSQL:
@@ -175,6 +190,7 @@ class ArchiveSQL:
         archived_files: int,
         hot_events: int,
         opener: SealedRowOpener | None = None,
+        memory_limit: str = "",
     ) -> None:
         self.conn = conn
         #: How many Parquet files the ``events`` view reads.
@@ -183,6 +199,8 @@ class ArchiveSQL:
         self.hot_events = hot_events
         #: Opens sealed rows (None: no keys, sealed rows show their metadata only).
         self.opener = opener
+        #: The memory limit of this connection, as given (or as DuckDB writes its default).
+        self.memory_limit = memory_limit
 
     def sql(self, query: str, params: list[Any] | None = None) -> Any:
         """Run the read-only ``query``; return a DuckDB relation.
@@ -207,6 +225,17 @@ class ArchiveSQL:
         # query inside the function: raise its typed error, which names run and seq.
         if self.opener is not None and self.opener.error is not None:
             return self.opener.error
+        if isinstance(exc, duckdb.OutOfMemoryException):
+            return SqlLimitError(
+                query,
+                "memory",
+                f"the query needs more memory than its limit of {self.memory_limit}, and "
+                "agentlog's SQL never spills to disk (so no decrypted payload is written "
+                "there). Narrow the query (a WHERE, fewer or shorter columns, a LIMIT) or "
+                "raise the limit: `agentlog ui --sql-memory-limit`, `agentlog sql "
+                "--memory-limit`, open_sql(memory_limit=...)",
+                VIEWS,
+            )
         return _translate(query, exc)
 
     def _check_read_only(self, query: str) -> None:
@@ -238,22 +267,36 @@ class ArchiveSQL:
             raise self._translate(query, exc) from exc
 
     def head(
-        self, query: str, limit: int, params: list[Any] | None = None
+        self,
+        query: str,
+        limit: int,
+        params: list[Any] | None = None,
+        *,
+        max_bytes: int | None = None,
     ) -> tuple[pa.Table, bool]:
         """Run ``query``; return at most its first ``limit`` rows, and whether it had more.
 
         The rows are read a batch at a time and reading stops after row
-        ``limit + 1``, so a huge result is neither fetched nor held.
+        ``limit + 1``, so a huge result is neither fetched nor held. With
+        ``max_bytes``, rows whose Arrow buffers hold more than that many
+        bytes stop the query: a few rows of huge values are bounded too.
+
+        Raises:
+            SqlLimitError: the rows read hold more than ``max_bytes``, or the
+                query needs more than the connection's memory limit.
         """
         try:
             result = self.sql(query, params)
             if result is None:
                 return pa.table({}), False
             reader = result.to_arrow_reader(_BATCH_ROWS)
-            batches, count = [], 0
+            batches, count, held = [], 0, 0
             for batch in reader:
                 batches.append(batch)
                 count += batch.num_rows
+                held += batch.nbytes
+                if max_bytes is not None and held > max_bytes:
+                    raise _too_big(query, count, held, max_bytes)
                 if count > limit:
                     break
             table = pa.Table.from_batches(batches, schema=reader.schema)
@@ -275,6 +318,18 @@ class ArchiveSQL:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _too_big(query: str, rows: int, held: int, max_bytes: int) -> SqlLimitError:
+    return SqlLimitError(
+        query,
+        "result",
+        f"its first {rows:,} rows hold {held:,} bytes, more than the {max_bytes:,} bytes a "
+        "result may hold here. Narrow the query (fewer or shorter columns, such as "
+        "left(payload_json, 1000), or a LIMIT) or raise the limit: `agentlog ui "
+        "--sql-max-result`",
+        VIEWS,
+    )
 
 
 def _translate(query: str, exc: Exception) -> Exception:
@@ -302,7 +357,9 @@ async def open_sql(
     Args:
         store: the archive; None for the hot log only.
         log: the hot log; None for the archive only.
-        memory_limit: a DuckDB memory limit such as ``"1GB"`` (default: DuckDB's).
+        memory_limit: a DuckDB memory limit such as ``"1GB"`` (default: DuckDB's, 80%
+            of the RAM). It is a hard limit: nothing spills to disk, so a query
+            that needs more fails with :class:`SqlLimitError`.
         threads: the most threads a query uses (0: DuckDB's default, every core).
         keys: opens encrypted runs' content in ``payload_json``; None: the hot
             log's cipher, if any. Without keys, sealed rows show their metadata.
@@ -310,7 +367,7 @@ async def open_sql(
     if isinstance(keys, KeyStore):
         keys = PayloadCipher(keys)
     cipher = keys if keys is not None else (log.cipher if log is not None else None)
-    conn = duckdb.connect()
+    conn = duckdb.connect(config=_NO_SPILL)
     try:
         if memory_limit:
             conn.execute(f"SET memory_limit = '{memory_limit}'")
@@ -337,13 +394,16 @@ async def open_sql(
         for ddl in (_RUNS, _TASKS, _INTERRUPTS, _CHECKPOINTS, _CHECKPOINT_WRITES):
             conn.execute(ddl)
         _lock_down(conn, files)
+        limit = memory_limit or str(
+            conn.sql("SELECT current_setting('memory_limit')").fetchall()[0][0]
+        )
     except duckdb.Error as exc:
         conn.close()
         raise _translate("(creating the views)", exc) from exc
     except BaseException:
         conn.close()
         raise
-    return ArchiveSQL(conn, len(files), len(hot), opener)
+    return ArchiveSQL(conn, len(files), len(hot), opener, memory_limit=limit)
 
 
 def _lock_down(conn: Any, files: list[str]) -> None:
@@ -351,8 +411,9 @@ def _lock_down(conn: Any, files: list[str]) -> None:
 
     The S3 secret and the httpfs extension were set up before this; the
     views read exactly ``files`` (local paths or s3:// URLs), which stay
-    allowed. Locking the configuration keeps a query from switching any of
-    this back on.
+    allowed. DuckDB also allows its temporary directory; the connection has
+    none (:data:`_NO_SPILL`), so nothing else is. Locking the configuration
+    keeps a query from switching any of this back on.
     """
     if files:
         listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)

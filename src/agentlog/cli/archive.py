@@ -23,7 +23,7 @@ from agentlog.archive.retention import (
 from agentlog.archive.sql import VIEWS, python_rows
 from agentlog.archive.store import DEFAULT_ARCHIVE_URL, open_archive
 from agentlog.cli.app import command, run_async
-from agentlog.cli.options import ArchiveOpt, EndpointOpt, JsonOpt, LogOpt
+from agentlog.cli.options import ArchiveOpt, EndpointOpt, JsonOpt, LogOpt, size_bytes
 from agentlog.cli.render import err, print_json, print_line, print_table, table, to_json
 from agentlog.crypto import LocalKeyring
 from agentlog.errors import ConfigError
@@ -157,6 +157,14 @@ def sql_command(
     archive: ArchiveOpt = DEFAULT_ARCHIVE_URL,
     endpoint: EndpointOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="The same as --format json.")] = False,
+    memory_limit: Annotated[
+        str,
+        typer.Option(
+            "--memory-limit",
+            help="DuckDB's memory limit for the query, such as 4GB (default: 80% of the RAM). "
+            "Nothing spills to disk: a query that needs more fails.",
+        ),
+    ] = "",
 ) -> None:
     """Read-only SQL over the archive and the hot log.
 
@@ -167,6 +175,8 @@ def sql_command(
     """
     from agentlog.archive.sql import open_sql
 
+    if memory_limit:
+        size_bytes("--memory-limit", memory_limit)
     if as_json:
         fmt = OutputFormat.JSON
     if fmt is OutputFormat.PARQUET and out_path is None:
@@ -181,10 +191,10 @@ def sql_command(
             if log != DEFAULT_LOG_URL:
                 raise
             # No hot log where the default says: the archive alone is queried.
-            with await open_sql(store, None, keys=keys) as db:
+            with await open_sql(store, None, keys=keys, memory_limit=memory_limit) as db:
                 return db.arrow(query)
         async with hot:
-            with await open_sql(store, hot) as db:
+            with await open_sql(store, hot, memory_limit=memory_limit) as db:
                 return db.arrow(query)
 
     rows = run_async(go)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,6 +12,7 @@ import typer
 
 from agentlog.archive import ArchivedEventLog, ArchiveStore, open_archive
 from agentlog.crypto import KeyStore, LocalKeyring
+from agentlog.errors import ConfigError
 from agentlog.eventlog.base import EventReader
 from agentlog.eventlog.urls import open_log
 from agentlog.runtime import Runtime, RuntimeConfig, Workflow
@@ -23,6 +25,7 @@ __all__ = [
     "LogOpt",
     "existing_archive",
     "key_store",
+    "size_bytes",
     "open_runtime",
     "read_history",
 ]
@@ -58,6 +61,24 @@ AppOpt = Annotated[
         "naming a Workflow or a list of them (repeatable). The demo's workflow is always known.",
     ),
 ]
+
+
+_SIZE = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*([KMGT])(i?)B", flags=re.IGNORECASE)
+
+
+def size_bytes(flag: str, value: str) -> int:
+    """``value`` (``64MB``, ``1GiB``...) in bytes, read as DuckDB reads a memory limit:
+    KB, MB, GB, TB are powers of 1000, KiB, MiB, GiB, TiB powers of 1024.
+
+    Raises:
+        ConfigError: not a size, naming ``flag``.
+    """
+    found = _SIZE.fullmatch(value.strip())
+    if found is None:
+        raise ConfigError(f"{flag} {value!r}: write a size such as 1GB or 512MB")
+    number, unit, binary = found.groups()
+    base = 1024 if binary else 1000
+    return int(float(number) * base ** ("KMGT".index(unit.upper()) + 1))
 
 
 def key_store() -> KeyStore | None:

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import re
 import socket
 import threading
 import time
 import webbrowser
 from typing import Annotated
+from urllib.parse import urlencode
 
 import typer
 
 from agentlog.archive.store import DEFAULT_ARCHIVE_URL
 from agentlog.cli.app import command, run_async
-from agentlog.cli.options import AppOpt, ArchiveOpt, JsonOpt, LogOpt, key_store
+from agentlog.cli.options import AppOpt, ArchiveOpt, JsonOpt, LogOpt, key_store, size_bytes
 from agentlog.cli.render import print_json_line, print_line
 from agentlog.cli.workflows import load_workflows
 from agentlog.errors import ConfigError
@@ -78,8 +78,29 @@ def ui(
         typer.Option(help="Seconds one query of the SQL page may run, then stopped.", min=0.001),
     ] = 30.0,
     sql_memory_limit: Annotated[
-        str, typer.Option(help="DuckDB's memory limit for one query of the SQL page.")
+        str,
+        typer.Option(
+            help="DuckDB's memory limit for one query of the SQL page (nothing spills to disk)."
+        ),
     ] = "1GB",
+    sql_max_result: Annotated[
+        str,
+        typer.Option(help="The most bytes the rows one query of the SQL page reads may hold."),
+    ] = "64MB",
+    sql_max_running: Annotated[
+        int,
+        typer.Option(
+            help="The most SQL queries running at once; one more is refused (429).", min=1
+        ),
+    ] = 2,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="AGENTLOG_UI_TOKEN",
+            help="The access token every request must carry (the printed URL holds it). "
+            "Default: a random one when --host is not this machine; none on loopback.",
+        ),
+    ] = None,
     apps: AppOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -90,6 +111,7 @@ def ui(
     import uvicorn
 
     from agentlog.ui import create_app
+    from agentlog.ui.access import TOKEN_PARAM, check_token, new_token
     from agentlog.ui.api_sql import SqlLimits
     from agentlog.ui.app import is_loopback, served_hosts
 
@@ -99,12 +121,20 @@ def ui(
         chosen = port or _free_port(host)
     except OSError as exc:
         raise ConfigError(f"--host {host}: cannot listen there: {exc}") from None
-    if not re.fullmatch(r"[0-9]+(\.[0-9]+)?\s*[KMGT]i?B", sql_memory_limit, flags=re.IGNORECASE):
-        raise ConfigError(
-            f"--sql-memory-limit {sql_memory_limit!r}: write a size such as 1GB or 512MB"
-        )
+    size_bytes("--sql-memory-limit", sql_memory_limit)
+    limits = SqlLimits(
+        timeout=sql_timeout,
+        memory_limit=sql_memory_limit,
+        max_result_bytes=size_bytes("--sql-max-result", sql_max_result),
+        max_running=sql_max_running,
+    )
     loopback = is_loopback(host)
     hosts = served_hosts(host, public_host or ())
+    # A network peer must not reach the runs: off this machine, every request needs it.
+    if token is not None:
+        check_token(token)
+    elif not loopback:
+        token = new_token()
     app = create_app(
         log,
         archive,
@@ -112,15 +142,21 @@ def ui(
         keys=key_store(),
         workflows=workflows,
         allowed_hosts=hosts,
-        sql_limits=SqlLimits(timeout=sql_timeout, memory_limit=sql_memory_limit),
+        sql_limits=limits,
+        access_token=token,
     )
     # The URL names the server as a client does: 0.0.0.0 is no address to visit.
     named = host if host in hosts else (public_host or [host])[0]
     shown = f"[{named}]" if ":" in named else named
     url = f"http://{shown}:{chosen}/"
+    if token is not None:
+        url += "?" + urlencode({TOKEN_PARAM: token})
     warning = (
-        f"warning: listening on {host}: anyone who can reach it can read every run "
-        f"(it answers the host names {', '.join(h for h in hosts if not is_loopback(h))})"
+        f"warning: listening on {host} (host names "
+        f"{', '.join(h for h in hosts if not is_loopback(h))}): every request needs the "
+        "token in the URL above; anyone who has it can read every run"
+        + (" and act on them" if allow_actions else "")
+        + ". The connection is plain HTTP, so use a network you trust or a TLS proxy"
     )
     if as_json:  # one line a script can read the URL from
         print_json_line({"url": url, "actions": allow_actions, "loopback": loopback})

@@ -3,12 +3,12 @@
 Each is a POST and is served only when the UI was started with
 ``--allow-actions``; otherwise it answers 403 and the pages show no buttons.
 With actions, a request must pass :func:`agentlog.ui.guard.refusal`: the
-CSRF token in ``X-CSRF-Token``, and no other site's ``Origin``.
+CSRF token in ``X-CSRF-Token``, and no other site's ``Origin``. Its JSON body
+is read with bounds on its size and nesting (:mod:`agentlog.ui.bodies`).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from starlette.requests import Request
@@ -17,6 +17,7 @@ from starlette.routing import Route
 
 from agentlog.errors import ConfigError
 from agentlog.runtime import Runtime
+from agentlog.ui.bodies import json_object
 from agentlog.ui.context import UiContext, ui_context
 from agentlog.ui.guard import CSRF_HEADER, refusal
 from agentlog.ui.params import run_id_param
@@ -37,26 +38,13 @@ def _refusal(request: Request, context: UiContext) -> Response | None:
     return refusal(request, context, "actions")
 
 
-async def _body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if not raw:
-        return {}
-    try:
-        body = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"the request body is not JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise ConfigError("the request body must be a JSON object")
-    return body
-
-
 async def _act(request: Request) -> tuple[Runtime, str, dict[str, Any]] | Response:
     context = ui_context(request)
     refused = _refusal(request, context)
     if refused is not None:
         return refused
     assert context.runtime is not None
-    return context.runtime, run_id_param(request), await _body(request)
+    return context.runtime, run_id_param(request), await json_object(request)
 
 
 async def resume_api(request: Request) -> Response:

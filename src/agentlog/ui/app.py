@@ -2,8 +2,10 @@
 
 Every response carries a strict Content-Security-Policy (scripts and styles
 from this server only, nothing inline, no frames), ``nosniff`` and no
-referrer. Errors are typed (:mod:`agentlog.errors`): an API call gets JSON
-``{"error": ...}`` with a 4xx status, a page gets the same message as text.
+referrer. A UI that answers non-loopback host names also demands its access
+token of every request (:mod:`agentlog.ui.access`). Errors are typed
+(:mod:`agentlog.errors`): an API call gets JSON ``{"error": ...}`` with a 4xx
+status, a page gets the same message as text.
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ from agentlog.errors import (
 )
 from agentlog.runtime import Workflow
 from agentlog.ui import actions, api_run, api_runs, api_sql, pages
+from agentlog.ui.access import AccessGate, check_token
 from agentlog.ui.api_sql import SqlLimits
 from agentlog.ui.context import open_context
+from agentlog.ui.errors import RequestBodyError, SqlBusyError
 from agentlog.ui.responses import error_response
 
 __all__ = [
@@ -161,6 +165,8 @@ class _SecurityHeaders:
 
 
 def _status_of(exc: AgentlogError) -> int:
+    if isinstance(exc, SqlBusyError | RequestBodyError):
+        return exc.status  # 429 for a query past the cap, 413 or 400 for a body
     if isinstance(exc, UnknownRunError):
         return 404
     if isinstance(exc, RunNotWaitingError | RunExistsError):
@@ -187,6 +193,7 @@ def create_app(
     workflows: Iterable[Workflow[Any]] = (),
     allowed_hosts: Sequence[str] = LOOPBACK_HOSTS,
     sql_limits: SqlLimits | None = None,
+    access_token: str | None = None,
 ) -> Starlette:
     """The web debugger over the log at ``log_url`` and the archive at ``archive_url``.
 
@@ -201,6 +208,12 @@ def create_app(
         allowed_hosts: the Host header names served (:func:`served_hosts`);
             others get 400, and a browser's Origin must be one of them.
         sql_limits: what one query of the SQL page may use (None: the defaults).
+        access_token: the secret every request must carry (:mod:`agentlog.ui.access`);
+            required when ``allowed_hosts`` names a host other than this machine.
+
+    Raises:
+        ConfigError: a wildcard host name, a non-loopback host name without an
+            ``access_token``, or a token too short to guard anything.
     """
     chosen = list(workflows)
 
@@ -222,13 +235,21 @@ def create_app(
     ]
     if any("*" in name for name in allowed_hosts):
         raise ConfigError("allowed_hosts: name each host served; a wildcard lets DNS rebinding in")
+    middleware = [
+        Middleware(_SecurityHeaders),
+        Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)),
+    ]
+    if access_token is not None:
+        middleware.append(Middleware(AccessGate, token=check_token(access_token)))
+    elif not all(is_loopback(name) for name in allowed_hosts):
+        raise ConfigError(
+            "a UI that answers host names other than this machine's needs an access token: "
+            "pass access_token= (`agentlog ui` makes one and prints it in the URL)"
+        )
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        middleware=[
-            Middleware(_SecurityHeaders),
-            Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)),
-        ],
+        middleware=middleware,
         exception_handlers={AgentlogError: _agentlog_error, HTTPException: _http_error},
     )
     app.state.allowed_hosts = list(allowed_hosts)
