@@ -1,5 +1,6 @@
 """``agentlog verify`` as a new user runs it (issue 19): on the shipped example,
-on a plain ``asyncio.gather``, on the demo without ``--app``, on archived runs.
+on a plain ``asyncio.gather``, on the demo without ``--app``, on archived runs,
+on a task whose policy gave up on the app's own ``non_retryable`` error.
 
 The examples run as real processes and ``agentlog verify`` as a real command
 (``python -m agentlog``), from a fresh folder, so the defaults (``--archive``,
@@ -87,6 +88,49 @@ if __name__ == "__main__":
     asyncio.run(main(sys.argv[1]))
 """
 
+#: A billing agent whose task fails with the app's own error, which its retry
+#: policy lists as non_retryable: one run falls back on ``except QuotaGone``,
+#: the other lets it fail the run. The test writes the task's name for TASK.
+BILLING_APP = """
+import asyncio, sys
+from agentlog.runtime import RetryPolicy, Runtime, StepContext, Workflow, end, task
+
+class QuotaGone(Exception):
+    \"\"\"The billing API says no: trying again changes nothing.\"\"\"
+
+tries = []
+
+@task(name="TASK", retry=RetryPolicy(initial_interval=0.001, non_retryable=(QuotaGone,)))
+async def charge(cents: int) -> str:
+    tries.append(cents)
+    raise QuotaGone("no quota left this month")
+
+wf = Workflow(
+    "billing",
+    state={"plan": "replace", "receipt": "replace"},
+    retry=RetryPolicy(max_attempts=3, initial_interval=0.001),
+)
+
+@wf.step
+async def pay(ctx: StepContext):
+    if ctx.state["plan"] == "strict":
+        return end(receipt=await charge(500))  # not caught: the run fails
+    try:
+        return end(receipt=await charge(500))
+    except QuotaGone:
+        return end(receipt="invoice later")  # the fallback
+
+async def main(url: str) -> None:
+    async with await Runtime.open(url, workflows=[wf]) as rt:
+        for plan, status in (("lenient", "completed"), ("strict", "failed")):
+            await rt.start(wf, run_id=plan, input={"plan": plan}, durability="sync")
+            assert (await rt.wait(plan, timeout=60)).status == status
+    assert tries == [500, 500], tries  # its policy gave up at once, in each run
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1]))
+"""
+
 
 def _python(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(REPO)])}
@@ -168,3 +212,32 @@ def test_an_archived_run_verifies_through_the_default_archive(
     assert divergence["kind"] == "history"
     assert "agentlog verify --archive" in divergence["message"]
     assert "agentlog show" not in divergence["message"]
+
+
+def test_a_custom_non_retryable_error_verifies_clean_and_a_renamed_task_diverges(
+    tmp_path: Path,
+) -> None:
+    """A task's policy gave up on the app's own error (caught by the step in one
+    run, failing the other): verify follows that verdict. Matched, exit 0,
+    nothing on stderr; the task renamed is still a divergence, exit 1."""
+    app_file = tmp_path / "billing.py"
+    app_file.write_text(BILLING_APP.replace("TASK", "charge"))
+    log = f"sqlite:///{tmp_path / 'billing.db'}"
+    ran = _python("billing.py", log, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    done = _verify(tmp_path, "--app", "billing:wf", "--log", log)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sorted(_verdicts(done)) == [("lenient", "matched"), ("strict", "matched")]
+    assert done.stderr == ""
+    app_file.write_text(BILLING_APP.replace("TASK", "charge_card"))
+    changed = _verify(tmp_path, "--app", "billing:wf", "--log", log)
+    assert changed.returncode == 1, changed.stdout + changed.stderr
+    runs = json.loads(changed.stdout)["runs"]
+    assert sorted((r["run_id"], r["status"]) for r in runs) == [
+        ("lenient", "diverged"),
+        ("strict", "diverged"),
+    ]
+    for run in runs:
+        [divergence] = run["divergences"]
+        assert divergence["kind"] == "task"
+        assert "charge_card" in divergence["message"], divergence

@@ -3,15 +3,19 @@
 :func:`compare` says whether an emitted event is the recorded one (or what
 differed), :func:`describe` names an event in a sentence, and
 :func:`recorded_error` rebuilds a task's recorded failure so that a step's
-``except`` clauses and retry policies see what they saw when it was recorded.
+``except`` clauses see what they saw when it was recorded (retry policies do
+not decide again in a replay: the runtime follows the verdict its writer
+returns with each recorded failure, see ``ReplayWriter.emit``).
 """
 
 from __future__ import annotations
 
 import builtins
 import dataclasses
+from collections.abc import Container, Iterator
 from typing import Any
 
+from agentlog.errors import AgentlogError
 from agentlog.eventlog.events import (
     EventData,
     InterruptRaised,
@@ -119,14 +123,49 @@ def describe(data: EventData) -> str:
     return f"{data.type} of step {step!r}" if step is not None else data.type
 
 
-def recorded_error(error: str) -> Exception:
-    """The recorded task error, as its builtin type when it names one (so that a
-    step's ``except ValueError`` and its retry policy see what they saw then)."""
+def recorded_error(error: str, modules: Container[str] = ()) -> Exception:
+    """The recorded task error (``"Type: message"``), rebuilt as its class when
+    its name finds one, so that a step's ``except`` clauses see what they saw
+    then: a builtin (``except ValueError``), or the app's own exception class,
+    the one loaded class of that name (of ``modules``, the workflow's own, when
+    several share it). Else a :class:`RecordedTaskError`. The recorded text
+    names no module, so a name with no single class cannot be rebuilt; retry
+    verdicts never depend on it (the replay follows the recorded ones).
+    """
     name, _, message = error.partition(": ")
-    cls = getattr(builtins, name, None)
-    if isinstance(cls, type) and issubclass(cls, Exception):
+    cls = _error_class(name, modules)
+    if cls is not None:
         try:
             return cls(message)
-        except Exception:  # an exotic constructor: the generic error below
-            return RecordedTaskError(error)
+        except Exception:  # a constructor that takes more: the generic error below
+            pass
     return RecordedTaskError(error)
+
+
+def _error_class(name: str, modules: Container[str]) -> type[Exception] | None:
+    """The one exception class ``name`` can mean here, or None: a wrong class
+    would send the step down a path it did not take, so a guess is not made."""
+    builtin = getattr(builtins, name, None)
+    if isinstance(builtin, type) and issubclass(builtin, Exception):
+        return builtin
+    # agentlog's own errors are the runtime's, never rebuilt as a task's failure
+    found = [c for c in _loaded(Exception) if c.__name__ == name and not _ours(c)]
+    if len(found) > 1:
+        found = [c for c in found if c.__module__ in modules]
+    return found[0] if len(found) == 1 else None
+
+
+def _loaded(root: type[Exception]) -> Iterator[type[Exception]]:
+    """Every subclass of ``root`` loaded in this process (the app is imported)."""
+    seen: set[type[Exception]] = set()
+    todo = [root]
+    while todo:
+        for sub in type.__subclasses__(todo.pop()):
+            if sub not in seen:
+                seen.add(sub)
+                todo.append(sub)
+                yield sub
+
+
+def _ours(cls: type[Exception]) -> bool:
+    return issubclass(cls, AgentlogError) or cls is RecordedTaskError

@@ -150,6 +150,21 @@ class Lanes:
         restarts = tuple(i for i in segment if i < found and self._is(i, (TaskStarted,), data.key))
         return Found(found, restarts if isinstance(data, _OUTCOME) else ())
 
+    def tried_again(self, index: int, stop: int) -> bool:
+        """Whether the task failure recorded at ``index`` was followed by another
+        try of the same task (its key) in the same step attempt, before ``stop``
+        (the session's end): that is its retry policy's verdict, as the history
+        shows it, for histories recorded before ``TaskFailed.retryable`` too."""
+        key = self.history[index].data.key  # type: ignore[attr-defined]
+        lane = self._by_key.get(key)
+        for later in range(index + 1, stop):
+            data = self.history[later].data
+            if isinstance(data, BARRIERS) and self.lane_of(data) == lane:
+                return False  # the step attempt ended first
+            if isinstance(data, TaskStarted) and data.key == key:
+                return True
+        return False
+
     def _pending(
         self, lane: Lane, used: Sequence[bool], start: int, stop: int
     ) -> tuple[list[int], int | None]:

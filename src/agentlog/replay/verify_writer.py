@@ -14,6 +14,11 @@ a resume runs. What differs is where events go and where effects come from:
   key, their calls by call order (:class:`~agentlog.replay.verify_lanes.Lanes`);
 * a task's body never runs: :meth:`run_effect` returns the result recorded
   for its key (or raises its recorded error), and ``backoff`` does not wait;
+* a recorded failure is retried or given up as it was then: :meth:`emit`
+  returns each recorded ``TaskFailed`` and ``StepFailed`` with the verdict the
+  history shows, and the runtime follows it. A retry policy asked again about
+  an error rebuilt from its recorded text could decide otherwise (a
+  ``non_retryable`` class the rebuilt error is not an instance of);
 * nothing is written: flush, persist and close do nothing, and an append
   would raise.
 
@@ -126,6 +131,8 @@ class ReplayWriter(RunWriter):
         self.cursor = 0  # the first event not yet folded or matched
         self._bound = 0  # see _boundary
         self._lanes = Lanes(self.history)
+        #: the workflow's modules: where a recorded error's class is looked for first
+        self._modules: set[str] = {getattr(s.fn, "__module__", "") for s in workflow.steps.values()}
         #: The history ends the run: code that goes further diverges (an open
         #: run's history just stops where a resume would go on).
         self.closed = bool(self.history) and isinstance(
@@ -204,6 +211,10 @@ class ReplayWriter(RunWriter):
     def emit(self, data: EventData) -> Event:
         """Match ``data`` against the history and fold the recorded event.
 
+        Returns:
+            The recorded event; a task's failure with the verdict the history
+            shows (:meth:`_as_decided`), which the runtime follows.
+
         Raises:
             Diverged: the recorded lane holds something else.
             SessionEnds: nothing is recorded for it before the next input.
@@ -217,7 +228,8 @@ class ReplayWriter(RunWriter):
             raise Diverged(mismatch)
         for restart in restarts:
             self._fold(restart)
-        return self._fold(index)
+        recorded = self._fold(index)
+        return self._as_decided(index, recorded) if isinstance(data, TaskFailed) else recorded
 
     async def run_effect(self, key: str, call: Callable[[], Awaitable[Any]]) -> Any:
         """The task's recorded outcome; its body never runs.
@@ -232,7 +244,7 @@ class ReplayWriter(RunWriter):
             raise SessionEnds if self._boundary() < len(self.history) else HistoryEnds
         if isinstance(outcome, TaskCompleted):
             return outcome.result
-        raise recorded_error(outcome.error)
+        raise recorded_error(outcome.error, self._modules)
 
     async def backoff(self, seconds: float) -> None:
         """A replay does not wait."""
@@ -271,6 +283,17 @@ class ReplayWriter(RunWriter):
         while self.cursor < len(self.history) and self.used[self.cursor]:
             self.cursor += 1
         return self.history[index]
+
+    def _as_decided(self, index: int, event: Event) -> Event:
+        """The task failure recorded at ``index`` with its policy's verdict as the
+        history shows it: retried only if recorded retryable *and* tried again
+        in the same step attempt of this session. A history written before
+        ``TaskFailed.retryable`` existed reads True for every failure; one cut
+        by a crash in the backoff ends its session either way. The folded
+        event stays the recorded one (the state is what a resume folds)."""
+        data = cast(TaskFailed, event.data)
+        again = data.retryable and self._lanes.tried_again(index, self._boundary())
+        return dataclasses.replace(event, data=dataclasses.replace(data, retryable=again))
 
     def _boundary(self) -> int:
         """The index of the next unread input: where this session's process stopped

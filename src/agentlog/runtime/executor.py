@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from agentlog._logging import get_logger
 from agentlog.errors import (
@@ -209,7 +209,11 @@ class RunExecutor:
                 # A failure a task's own retry policy gave up on is final: a step
                 # retry would not run that task again, only raise it again.
                 retry = step.retry.retries(exc, attempt) and not ctx._task_gave_up(exc)
-                self.writer.emit(StepFailed(name, superstep, branch, attempt, error, retry))
+                failed = self.writer.emit(
+                    StepFailed(name, superstep, branch, attempt, error, retry)
+                )
+                # As recorded: in a replay (agentlog verify) the history's verdict.
+                retry = cast(StepFailed, failed.data).retryable
                 await self.writer.flush()
                 self._log.warning(
                     "step failed", step=name, attempt=attempt, error=error, retry=retry

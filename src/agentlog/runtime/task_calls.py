@@ -27,7 +27,7 @@ import hashlib
 import inspect
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agentlog.errors import (
     AgentlogError,
@@ -90,6 +90,8 @@ class TaskCalls:
         self._settled.set()
         #: failures whose task's retry policy gave up (see :meth:`gave_up`)
         self._gave_up: list[BaseException] = []
+        #: each failed try's verdict as its TaskFailed records it (see :meth:`_attempt`)
+        self._again: dict[str, bool] = {}
         #: the asyncio task running the step's body: its calls come in a fixed order
         self._owner = _current_task()
         #: every call so far returned its recorded outcome (see :meth:`recorded`)
@@ -141,7 +143,8 @@ class TaskCalls:
                         name, index, key, attempt, fn, args, kwargs, time_limit, retry, spent
                     )
                 except Exception as exc:
-                    if retry is None or not retry.retries(exc, spent):
+                    again = self._again.pop(key, False)  # none recorded: an agentlog error
+                    if retry is None or not again:
                         if retry is not None:
                             self._gave_up.append(exc)
                         raise
@@ -224,8 +227,14 @@ class TaskCalls:
                 elapsed = (time.perf_counter() - started) * 1000
                 why = f"TimeoutError: over {time_limit}s" if isinstance(exc, TimeoutError) else None
                 again = retry is None or retry.retries(exc, spent)  # None: the step's policy
-                writer.emit(TaskFailed(key, why or _describe(exc), attempt, elapsed, again))
+                failed = writer.emit(
+                    TaskFailed(key, why or _describe(exc), attempt, elapsed, again)
+                )
                 await writer.flush()
+                # The verdict as recorded is the one followed: the same live; in a
+                # replay (agentlog verify) the history's, not the policy's second
+                # opinion on an error rebuilt from its recorded text.
+                self._again[key] = cast(TaskFailed, failed.data).retryable
             raise
         finally:
             _TASK_KEY.reset(token)
