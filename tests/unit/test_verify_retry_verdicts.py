@@ -21,7 +21,7 @@ from agentlog.errors import TaskFailedError
 from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.events import Event, RunStatus, StepFailed, TaskFailed, TaskStarted
 from agentlog.replay import verify_history, verify_runs
-from agentlog.replay.verify_compare import RecordedTaskError
+from agentlog.replay.verify_compare import RecordedTaskError, recorded_error
 from agentlog.runtime import RetryPolicy, Runtime, StepContext, Workflow, end, task
 from tests.runtime_support import FAST_RETRY, config, event_log, events_of, run_to_rest
 
@@ -255,3 +255,18 @@ def _as_old(event: Event) -> Event:
     if not isinstance(event.data, TaskFailed):
         return event
     return dataclasses.replace(event, data=dataclasses.replace(event.data, retryable=True))
+
+
+class LocalDecline(Exception):
+    """An app's own error, defined in the 'workflow' module of the test below."""
+
+
+def test_only_builtins_and_the_workflows_own_classes_are_rebuilt() -> None:
+    assert type(recorded_error("ValueError: bad", [])) is ValueError
+    rebuilt = recorded_error("LocalDecline: card 4242", [__name__])
+    assert type(rebuilt) is LocalDecline and str(rebuilt) == "card 4242"
+    # loaded, but not the workflow's: stored text cannot pick it
+    assert type(recorded_error("LocalDecline: card 4242", ["some.other.app"])) is (
+        RecordedTaskError
+    )
+    assert type(recorded_error("JSONDecodeError: x", [__name__])) is RecordedTaskError

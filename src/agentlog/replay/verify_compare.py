@@ -125,11 +125,12 @@ def describe(data: EventData) -> str:
 
 def recorded_error(error: str, modules: Container[str] = ()) -> Exception:
     """The recorded task error (``"Type: message"``), rebuilt as its class when
-    its name finds one, so that a step's ``except`` clauses see what they saw
-    then: a builtin (``except ValueError``), or the app's own exception class,
-    the one loaded class of that name (of ``modules``, the workflow's own, when
-    several share it). Else a :class:`RecordedTaskError`. The recorded text
-    names no module, so a name with no single class cannot be rebuilt; retry
+    its name is on the allow-list, so that a step's ``except`` clauses see what
+    they saw then: a builtin (``except ValueError``), or an exception class
+    defined in ``modules``, the workflow's own. Else a :class:`RecordedTaskError`.
+
+    The allow-list comes from code, never from the stored text: a recorded name
+    can only pick a builtin or a class the workflow's modules define. Retry
     verdicts never depend on it (the replay follows the recorded ones).
     """
     name, _, message = error.partition(": ")
@@ -149,9 +150,11 @@ def _error_class(name: str, modules: Container[str]) -> type[Exception] | None:
     if isinstance(builtin, type) and issubclass(builtin, Exception):
         return builtin
     # agentlog's own errors are the runtime's, never rebuilt as a task's failure
-    found = [c for c in _loaded(Exception) if c.__name__ == name and not _ours(c)]
-    if len(found) > 1:
-        found = [c for c in found if c.__module__ in modules]
+    found = [
+        c
+        for c in _loaded(Exception)
+        if c.__name__ == name and c.__module__ in modules and not _ours(c)
+    ]
     return found[0] if len(found) == 1 else None
 
 

@@ -131,7 +131,7 @@ class ReplayWriter(RunWriter):
         self.cursor = 0  # the first event not yet folded or matched
         self._bound = 0  # see _boundary
         self._lanes = Lanes(self.history)
-        #: the workflow's modules: where a recorded error's class is looked for first
+        #: the workflow's modules: the only ones a recorded error's class is rebuilt from
         self._modules: set[str] = {getattr(s.fn, "__module__", "") for s in workflow.steps.values()}
         #: The history ends the run: code that goes further diverges (an open
         #: run's history just stops where a resume would go on).
