@@ -40,6 +40,7 @@ from agentlog.archive.errors import (
     ArchiveUnavailableError,
     ArchiveWriteError,
 )
+from agentlog.eventlog.urls import redact_url
 
 __all__ = [
     "DEFAULT_ARCHIVE_URL",
@@ -421,25 +422,26 @@ def open_archive(
         ArchiveConfigError: the URL is not one of the supported shapes.
     """
     parts = urlsplit(url)
+    shown = redact_url(url)
     if parts.scheme == "file":
         path = url[len("file://") :].split("?", 1)[0]
         if not path:
             raise ArchiveConfigError(
-                f"bad archive URL {url!r}: write file://relative/dir or file:///absolute/dir, "
+                f"bad archive URL {shown!r}: write file://relative/dir or file:///absolute/dir, "
                 f"for example {DEFAULT_ARCHIVE_URL}"
             )
         return LocalArchiveStore(path)
     if parts.scheme == "s3":
         if not parts.netloc:
             raise ArchiveConfigError(
-                f"bad archive URL {url!r}: write s3://bucket/prefix, for example "
+                f"bad archive URL {shown!r}: write s3://bucket/prefix, for example "
                 "s3://agentlog-archive/prod"
             )
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         unknown = set(query) - {"endpoint", "region"}
         if unknown:
             raise ArchiveConfigError(
-                f"bad archive URL {url!r}: unknown option(s) {sorted(unknown)}; the options "
+                f"bad archive URL {shown!r}: unknown option(s) {sorted(unknown)}; the options "
                 "are endpoint and region"
             )
         return S3ArchiveStore(
@@ -451,6 +453,6 @@ def open_archive(
             )
         )
     raise ArchiveConfigError(
-        f"bad archive URL {url!r}: the scheme must be file:// or s3://, for example "
+        f"bad archive URL {shown!r}: the scheme must be file:// or s3://, for example "
         f"{DEFAULT_ARCHIVE_URL}"
     )
