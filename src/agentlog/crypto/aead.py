@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import os
+import struct
 from dataclasses import dataclass
 from typing import Literal
 
@@ -46,10 +47,12 @@ __all__ = [
     "PayloadKind",
     "READABLE_VERSIONS",
     "SealedHeader",
+    "encode_binding",
     "is_sealed",
     "open_",
     "read_header",
     "seal",
+    "seal_bound",
 ]
 
 MAGIC = b"\xc1AL"
@@ -100,16 +103,23 @@ class PayloadBinding:
                     self.extra,
                 )
             )
-        return b"".join(
-            (
-                _binding_head(self.kind, self.run_id),
-                self.seq.to_bytes(8, "big", signed=True),
-                len(self.extra).to_bytes(4, "big"),
-                self.extra,
-                len(self.metadata).to_bytes(4, "big"),
-                self.metadata,
-            )
-        )
+        return encode_binding(self.run_id, self.seq, self.kind, self.extra, self.metadata)
+
+
+def encode_binding(run_id: str, seq: int, kind: str, extra: bytes, metadata: bytes) -> bytes:
+    """:meth:`PayloadBinding.encode` of the current version, without the object
+    (the per-event path of :class:`~agentlog.crypto.PayloadCipher`)."""
+    return (
+        _binding_head(kind, run_id)
+        + _SEQ_AND_LENGTH.pack(seq, len(extra))
+        + extra
+        + _LENGTH.pack(len(metadata))
+        + metadata
+    )
+
+
+_SEQ_AND_LENGTH = struct.Struct(">qI")
+_LENGTH = struct.Struct(">I")
 
 
 @functools.lru_cache(maxsize=4096)  # made once per run, not once per payload
@@ -185,10 +195,14 @@ def read_header(blob: bytes, binding: PayloadBinding) -> SealedHeader:
 
 def seal(key: DataKey, plaintext: bytes, binding: PayloadBinding) -> bytes:
     """Encrypt ``plaintext`` with the run's data key, bound to ``binding``."""
+    return seal_bound(key, plaintext, binding.encode(ENVELOPE_VERSION))
+
+
+def seal_bound(key: DataKey, plaintext: bytes, binding: bytes) -> bytes:
+    """:func:`seal` with the binding already encoded (:func:`encode_binding`)."""
     header = _header(key.data_key_id)
     nonce = os.urandom(_NONCE)
-    sealed = key.aead.encrypt(nonce, plaintext, header + binding.encode(ENVELOPE_VERSION))
-    return header + nonce + sealed
+    return header + nonce + key.aead.encrypt(nonce, plaintext, header + binding)
 
 
 def open_(key: DataKey, blob: bytes, binding: PayloadBinding, *, where: str = "") -> bytes:

@@ -15,7 +15,15 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from agentlog.crypto.aead import PayloadBinding, PayloadKind, is_sealed, open_, read_header, seal
+from agentlog.crypto.aead import (
+    PayloadBinding,
+    PayloadKind,
+    encode_binding,
+    is_sealed,
+    open_,
+    read_header,
+    seal_bound,
+)
 from agentlog.crypto.keystore import DataKey, KeyStore
 from agentlog.errors import KeyStoreMissingError, TamperedPayloadError
 
@@ -35,8 +43,9 @@ class _ExpiringLru(Generic[V]):
     def __len__(self) -> int:
         return len(self._items)
 
-    def get(self, run_id: str) -> tuple[V] | None:
-        """``(value,)`` if cached and fresh, else None (a value may itself be None)."""
+    def get(self, run_id: str) -> tuple[V, float] | None:
+        """``(value, when it was kept)`` if cached and fresh, else None (a value
+        may itself be None)."""
         with self._lock:
             entry = self._items.get(run_id)
             if entry is None:
@@ -45,7 +54,7 @@ class _ExpiringLru(Generic[V]):
                 del self._items[run_id]
                 return None
             self._items.move_to_end(run_id)
-            return (entry[0],)
+            return entry
 
     def keep(self, run_id: str, value: V) -> V:
         with self._lock:
@@ -82,6 +91,10 @@ class DataKeyCache:
         self.store, self.max_entries, self.max_age = store, max_entries, max_age
         self._keys: _ExpiringLru[DataKey] = _ExpiringLru(max_entries, max_age, clock)
         self._marks: _ExpiringLru[int | None] = _ExpiringLru(max_entries, max_age, clock)
+        self._clock = clock
+        #: The key a batch of one run's appends keeps asking for, and when it
+        #: was kept: answered without the LRU's lock (evicted with it).
+        self._last: tuple[DataKey, float] | None = None
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -90,6 +103,13 @@ class DataKeyCache:
         hit = self._keys.get(run_id)
         return None if hit is None else hit[0]
 
+    def _kept(self, run_id: str, seq: int) -> tuple[DataKey, float]:
+        hit = self._keys.get(run_id)
+        if hit is not None:
+            return hit
+        key = self._keep(self.store.wrap(run_id, seq))
+        return key, self._clock()
+
     def _keep(self, key: DataKey) -> DataKey:
         self._marks.pop(key.run_id)  # the key answers sealed_from from now on
         return self._keys.keep(key.run_id, key)
@@ -97,7 +117,10 @@ class DataKeyCache:
     def for_seal(self, run_id: str, seq: int = 0) -> DataKey:
         """The run's key for writing; created in the store on the run's first
         payload (``seq``, recorded as :attr:`WrappedKey.sealed_from`)."""
-        return self._cached(run_id) or self._keep(self.store.wrap(run_id, seq))
+        last = self._last
+        if last is None or last[0].run_id != run_id or self._clock() - last[1] > self.max_age:
+            last = self._last = self._kept(run_id, seq)  # its age counts from when it was kept
+        return last[0]
 
     def for_open(self, run_id: str) -> DataKey:
         """The run's key for reading. Raises ShreddedError or MissingDataKeyError."""
@@ -115,6 +138,7 @@ class DataKeyCache:
 
     def evict(self, run_id: str) -> None:
         """Forget the run's key in this process."""
+        self._last = None
         self._keys.pop(run_id)
         self._marks.pop(run_id)
 
@@ -144,8 +168,8 @@ class PayloadCipher:
         metadata: bytes = b"",
     ) -> bytes:
         """Encrypt one payload of ``run_id`` at ``seq`` (``extra``, ``metadata``: more to bind)."""
-        binding = PayloadBinding(run_id, seq, kind, extra, metadata)
-        return seal(self.keys.for_seal(run_id, seq), plaintext, binding)
+        binding = encode_binding(run_id, seq, kind, extra, metadata)
+        return seal_bound(self.keys.for_seal(run_id, seq), plaintext, binding)
 
     def open(
         self,

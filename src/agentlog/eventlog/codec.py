@@ -49,7 +49,7 @@ from agentlog.crypto import PayloadCipher, PayloadKind
 from agentlog.errors import CorruptEventError, UnknownEventTypeError
 from agentlog.eventlog.events import EVENT_TYPES, SCHEMA_V, Event, EventData
 from agentlog.eventlog.packing import MAX_DEPTH, checksum, jsonable, pack, unpack
-from agentlog.eventlog.sealing import load_fields, store_fields
+from agentlog.eventlog.sealing import load_fields, store_fields, stored_payload
 
 __all__ = [
     "MAX_DEPTH",
@@ -123,8 +123,7 @@ def decode_payload(
 def encode_stored_payload(event: Event, cipher: PayloadCipher | None) -> bytes:
     """An event's payload as a backend stores it (content sealed with a cipher)."""
     fields = event.data.to_dict()
-    stored = store_fields(cipher, fields, event.run_id, event.seq, event.type, sealed=event.sealed)
-    return pack(stored, path=event.type)
+    return stored_payload(cipher, fields, event.run_id, event.seq, event.type, sealed=event.sealed)
 
 
 def decode_stored_payload(

@@ -8,6 +8,7 @@ that :mod:`agentlog.eventlog.sealing` can use it without importing the codec.
 from __future__ import annotations
 
 import base64
+import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -89,14 +90,32 @@ def _find_unserializable(value: Any, path: str) -> tuple[str, str] | None:
     return None
 
 
+#: One msgpack Packer per thread: ``msgpack.packb`` makes a new one per call,
+#: which costs more than packing a small payload. A Packer is not thread-safe.
+_PACKERS = threading.local()
+#: A Packer keeps a buffer the size of the largest value it packed: past this,
+#: the thread's Packer is dropped, so a rare huge value does not stay in memory.
+_KEEP_BUFFER = 1 << 20
+
+
+def _packer() -> msgpack.Packer:
+    packer: msgpack.Packer | None = getattr(_PACKERS, "packer", None)
+    if packer is None:
+        packer = _PACKERS.packer = msgpack.Packer(default=_default, use_bin_type=True)
+    return packer
+
+
 def pack(value: Any, *, path: str = "value") -> bytes:
     """Encode a builtin value; raise NotSerializableError naming the bad part."""
     try:
-        return msgpack.packb(value, default=_default, use_bin_type=True)  # type: ignore[no-any-return]
+        raw: bytes = _packer().pack(value)  # its buffer is reset after an error too
     except (TypeError, ValueError, OverflowError, RecursionError) as exc:
         found = _find_unserializable(value, path)
         where, what = found if found else (path, str(exc))
         raise NotSerializableError(where, what) from exc
+    if len(raw) > _KEEP_BUFFER:
+        _PACKERS.packer = None
+    return raw
 
 
 def _hashable(key: Any) -> Any:

@@ -54,6 +54,7 @@ __all__ = [
     "open_payload",
     "seal_blob",
     "store_fields",
+    "stored_payload",
 ]
 
 #: Payload fields that carry what a run computed or was given (sealed when
@@ -88,6 +89,8 @@ _HAS_CONTENT = {
 #: The stored key of the sealed content (never a field name: fields are identifiers).
 SEALED_KEY = "_sealed"
 
+_PACKED_SEALED_KEY = pack(SEALED_KEY)
+
 #: What a reader may lack without the read failing (see the module docstring).
 CANNOT_HAVE = (KeyStoreMissingError, ShreddedError, MissingDataKeyError, WrongKeyError)
 
@@ -110,6 +113,38 @@ def open_blob(
     return open_payload(cipher, run_id, seq, kind, raw)
 
 
+def _sealed_parts(
+    cipher: PayloadCipher | None,
+    fields: dict[str, Any],
+    run_id: str,
+    seq: int,
+    event_type: str,
+    kind: PayloadKind,
+    sealed: bytes | None,
+) -> tuple[dict[str, Any], bytes, bytes] | None:
+    """``(clear fields, their msgpack, sealed blob)``, or None to store ``fields`` as they are.
+
+    The clear fields' msgpack is what the seal binds as metadata.
+    """
+    if sealed is None and cipher is None:
+        return None
+    clear: dict[str, Any] = {}
+    content: dict[str, Any] = {}
+    for name, value in fields.items():
+        if name in CONTENT_FIELDS:
+            content[name] = value
+        else:
+            clear[name] = value
+    metadata = pack(clear, path=event_type)
+    if sealed is None:
+        assert cipher is not None
+        if not content:
+            return None  # metadata only: nothing to seal
+        raw = pack(content, path=event_type)
+        sealed = cipher.seal(run_id, seq, kind, raw, event_type.encode("utf-8"), metadata)
+    return clear, metadata, sealed
+
+
 def store_fields(
     cipher: PayloadCipher | None,
     fields: dict[str, Any],
@@ -127,24 +162,32 @@ def store_fields(
     copies ciphertext and never needs the key), next to the same metadata.
     Without a cipher and without ``sealed``: all in clear.
     """
-    if sealed is None and cipher is None:
+    parts = _sealed_parts(cipher, fields, run_id, seq, event_type, kind, sealed)
+    if parts is None:
         return fields
-    clear = {k: v for k, v in fields.items() if k not in CONTENT_FIELDS}
-    if sealed is None:
-        assert cipher is not None
-        if len(clear) == len(fields):
-            return fields  # metadata only: nothing to seal
-        content = {k: v for k, v in fields.items() if k in CONTENT_FIELDS}
-        sealed = cipher.seal(
-            run_id,
-            seq,
-            kind,
-            pack(content, path=event_type),
-            event_type.encode("utf-8"),
-            pack(clear, path=event_type),
-        )
-    clear[SEALED_KEY] = sealed
-    return clear
+    clear, _, blob = parts
+    return {**clear, SEALED_KEY: blob}
+
+
+def stored_payload(
+    cipher: PayloadCipher | None,
+    fields: dict[str, Any],
+    run_id: str,
+    seq: int,
+    event_type: str,
+    *,
+    sealed: bytes | None = None,
+) -> bytes:
+    """``pack(store_fields(...))`` of an event, built from the metadata's msgpack
+    the seal already made (the per-event path of every backend's append)."""
+    parts = _sealed_parts(cipher, fields, run_id, seq, event_type, "event", sealed)
+    if parts is None:
+        return pack(fields, path=event_type)
+    clear, metadata, blob = parts
+    if len(clear) >= 15:  # not a fixmap before and after: let msgpack write the header
+        return pack({**clear, SEALED_KEY: blob}, path=event_type)
+    # A fixmap's first byte is 0x80 | its size: one more entry, appended at the end.
+    return bytes((metadata[0] + 1,)) + metadata[1:] + _PACKED_SEALED_KEY + pack(blob)
 
 
 def load_fields(
