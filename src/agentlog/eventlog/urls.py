@@ -4,7 +4,9 @@
 URL                                    backend
 =====================================  ============================================
 ``sqlite:///relative/path.db``         :class:`SqliteEventLog` (the default is
-``sqlite:////absolute/path.db``        ``sqlite:///.agentlog/agentlog.db``)
+``sqlite:////absolute/path.db``        ``sqlite:///.agentlog/agentlog.db``); a new
+                                       file is 0600, ``?file_mode=0640`` says
+                                       otherwise
 ``memory://``                          :class:`MemoryEventLog` (tests only)
 ``kafka://host:port[,host:port]/name``  ``KafkaEventLog``; ``name`` prefixes the
                                        topics ``name.events`` and ``name.runs``
@@ -57,6 +59,7 @@ import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, unquote, unquote_plus, urlsplit
 
+from agentlog._files import DEFAULT_FILE_MODE, parse_file_mode
 from agentlog.crypto import KeyStore, PayloadCipher
 from agentlog.errors import ConfigError
 from agentlog.eventlog.base import EventLog
@@ -67,6 +70,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_LOG_URL",
     "MASK",
+    "file_mode_option",
     "is_secret_name",
     "kafka_config",
     "open_log",
@@ -120,12 +124,19 @@ async def open_log(
         from agentlog.eventlog.sqlite import SqliteEventLog
 
         path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
+        path, _, query = path.partition("?")
         if not path:
             raise ConfigError(
                 f"bad log URL {redact_url(url)!r}: write sqlite:///relative/file.db or "
                 "sqlite:////absolute/file.db"
             )
-        return SqliteEventLog(path, keep_snapshots=keep_snapshots, create=create, cipher=cipher)
+        return SqliteEventLog(
+            path,
+            keep_snapshots=keep_snapshots,
+            create=create,
+            cipher=cipher,
+            file_mode=file_mode_option(url, query),
+        )
     if parts.scheme == "kafka":
         from agentlog.eventlog.kafka import KafkaEventLog
 
@@ -169,6 +180,24 @@ def is_secret_name(name: str) -> bool:
     if any(word in lowered for word in _SECRET_WORDS):
         return True
     return any(part in _SECRET_PARTS for part in re.split(r"[_.\-]", lowered))
+
+
+def file_mode_option(url: str, query: str) -> int:
+    """The ``file_mode=`` of a ``sqlite://`` or ``file://`` URL's query (the only
+    parameter they take), or 0600.
+
+    Raises:
+        ConfigError: another parameter, or a mode that does not fit.
+    """
+    mode = DEFAULT_FILE_MODE
+    for key, values in parse_qs(query, keep_blank_values=True).items():
+        if key != "file_mode":
+            raise ConfigError(
+                f"bad URL {redact_url(url)!r}: unknown parameter {key!r}; the only one is "
+                "file_mode (such as file_mode=0640; the default is 0600)"
+            )
+        mode = parse_file_mode(values[-1], f"bad URL {redact_url(url)!r}")
+    return mode
 
 
 def shown_param(name: str, value: str) -> str:
