@@ -306,15 +306,22 @@ class ShreddedError(EncryptionError):
 
 
 class TamperedPayloadError(CorruptEventError, EncryptionError):
-    """A sealed payload failed AES-GCM authentication: altered, or moved from another run/seq."""
+    """A sealed payload failed AES-GCM authentication (altered, or moved from another
+    run/seq), or an encrypted run's payload was found in clear (a downgrade)."""
 
-    def __init__(self, run_id: str, seq: int, kind: str, where: str = "") -> None:
+    def __init__(
+        self, run_id: str, seq: int, kind: str, where: str = "", *, reason: str = ""
+    ) -> None:
         CorruptEventError.__init__(
             self,
             run_id,
             seq,
-            f"the encrypted {kind} payload fails authentication (AES-GCM tag mismatch): its "
-            "bytes were altered, or they were copied from another run, seq or kind",
+            reason
+            or (
+                f"the encrypted {kind} payload fails authentication (AES-GCM tag mismatch): "
+                "its bytes or the metadata stored next to them were altered, or they were "
+                "copied from another run, seq or kind"
+            ),
             where,
         )
         self.kind = kind

@@ -53,6 +53,7 @@ from agentlog.projector import load_state, save_state
 from tests.archive.conftest import NOW
 from tests.archive.helpers import as_events
 from tests.services.s3_server import S3Endpoint
+from tests.unit.tamper_support import ATTACKS, TASK_SEQ, sealed_run
 
 CANARY = "canary-5f0c1e-do-not-leak"
 
@@ -409,3 +410,34 @@ async def test_sql_stays_read_only_with_keys(tmp_path: Path, sealed_hot: SqliteE
                 "SELECT agentlog_open_payload(run_id, 2, type, schema_v, payload, '') "
                 "FROM events WHERE seq = 3"
             )
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+async def test_an_archived_encrypted_run_tampered_in_s3_is_refused(
+    s3_endpoint: S3Endpoint,
+    s3_store: tuple[S3ArchiveStore, str],
+    sealed_hot: SqliteEventLog,
+    attack: str,
+) -> None:
+    """Plain content, or edited metadata, put into the Parquet object of an
+    encrypted run: replay with the keys refuses it (the hot copy is pruned)."""
+    store, bucket = s3_store
+    await sealed_hot.append(sealed_run("r1", await sealed_hot.claim_writer("r1")))
+    assert (await Archiver(sealed_hot, store).run(now=NOW)).pruned == 1
+    client: Any = s3_endpoint.client()
+    ((key, raw),) = parquet_objects(s3_endpoint, bucket).items()
+    table = pq.read_table(pa.BufferReader(raw))
+    seqs, payloads = table.column("seq").to_pylist(), table.column("payload").to_pylist()
+    at = seqs.index(TASK_SEQ)
+    payloads[at] = ATTACKS[attack](payloads[at])
+    index = table.schema.get_field_index("payload")
+    changed = table.set_column(index, "payload", pa.array(payloads, pa.binary()))
+    sink = pa.BufferOutputStream()
+    pq.write_table(changed, sink)
+    client.put_object(Bucket=bucket, Key=key, Body=sink.getvalue().to_pybytes())
+    history = ArchivedEventLog(sealed_hot, store)
+    try:
+        with pytest.raises(TamperedPayloadError, match=rf"run 'r1' seq {TASK_SEQ}"):
+            await load_state(history, "r1", use_snapshots=False)
+    finally:
+        await history.close()

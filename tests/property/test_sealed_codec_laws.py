@@ -17,9 +17,16 @@ from hypothesis import given
 
 from agentlog.crypto import LocalKeyring, PayloadCipher
 from agentlog.errors import KeyStoreMissingError
-from agentlog.eventlog.codec import decode_event, encode_event
+from agentlog.eventlog.codec import (
+    decode_event,
+    encode_event,
+    encode_stored_payload,
+    pack,
+    store_fields,
+    unpack,
+)
 from agentlog.eventlog.events import Event
-from agentlog.eventlog.sealing import CONTENT_FIELDS
+from agentlog.eventlog.sealing import CONTENT_FIELDS, SEALED_KEY
 from agentlog.eventlog.sqlite_schema import event_from_row, event_row
 from tests.property.test_codec_laws import FAST, events
 
@@ -70,3 +77,17 @@ def test_the_sealed_sqlite_row_round_trip_equals_the_plain_one(
     blind = event_from_row(event.run_id, row, "prop", None)
     assert blind.type == plain.type and blind.seq == plain.seq
     assert (blind.unreadable is not None) == _has_content(event)
+
+
+@FAST
+@given(event=events)
+def test_a_stored_payload_is_the_msgpack_of_its_stored_fields(
+    cipher: PayloadCipher, event: Event
+) -> None:
+    """The append path writes the map header itself; msgpack must agree byte for byte."""
+    for key_store in (None, cipher):
+        raw = encode_stored_payload(event, key_store)
+        blob = unpack(raw).get(SEALED_KEY)
+        fields = event.data.to_dict()
+        stored = store_fields(None, fields, event.run_id, event.seq, event.type, sealed=blob)
+        assert raw == pack(stored)

@@ -102,8 +102,27 @@ def test_same_key_id_other_key_bytes_is_a_tag_failure() -> None:
 def test_header_says_version_algorithm_and_key_id() -> None:
     sealed = seal(KEY, b"x", AT)
     header = read_header(sealed, AT)
-    assert (header.version, header.algorithm, header.key_id) == (1, 1, "dk-1")
+    assert (header.version, header.algorithm, header.key_id) == (2, 1, "dk-1")
     assert sealed.startswith(MAGIC)
+
+
+def test_a_version_2_payload_relabelled_version_1_fails_its_tag() -> None:
+    """Version 1 bound no metadata; the version byte is authenticated, so a
+    payload cannot be passed off as version 1 to shed its metadata binding."""
+    with_meta = PayloadBinding("run-1", 7, "event", b"T", b"metadata")
+    sealed = bytearray(seal(KEY, b"x", with_meta))
+    sealed[len(MAGIC)] = 1
+    with pytest.raises(TamperedPayloadError):
+        open_(KEY, bytes(sealed), with_meta)
+    with pytest.raises(TamperedPayloadError):
+        open_(KEY, bytes(sealed), PayloadBinding("run-1", 7, "event", b"T"))
+
+
+def test_the_metadata_is_bound_to_the_payload() -> None:
+    sealed = seal(KEY, b"x", PayloadBinding("run-1", 7, "event", b"T", b"step=a"))
+    assert open_(KEY, sealed, PayloadBinding("run-1", 7, "event", b"T", b"step=a")) == b"x"
+    with pytest.raises(TamperedPayloadError):
+        open_(KEY, sealed, PayloadBinding("run-1", 7, "event", b"T", b"step=b"))
 
 
 @pytest.mark.parametrize(

@@ -115,3 +115,21 @@ def test_a_command_is_sealed_and_must_be_read_whole(cipher: PayloadCipher) -> No
     assert decode_command(raw, (0, 7), "here", cipher).data == command.data
     with pytest.raises(KeyStoreMissingError):
         decode_command(raw, (0, 7), "here")
+
+
+def test_a_stored_payload_is_exactly_the_msgpack_of_its_stored_fields(
+    cipher: PayloadCipher,
+) -> None:
+    """The append path builds the bytes from the metadata the seal bound; they
+    must equal what msgpack writes for the same fields, for every event type."""
+    from agentlog.eventlog.codec import pack, store_fields
+    from agentlog.testing._events import every_event_type
+
+    for event in every_event_type("r"):
+        raw = encode_stored_payload(event, cipher)
+        stored = unpack(raw)
+        fields = event.data.to_dict()
+        again = store_fields(
+            None, fields, event.run_id, event.seq, event.type, sealed=stored.get(SEALED_KEY)
+        )
+        assert raw == pack(again if SEALED_KEY in stored else fields), event.type

@@ -13,7 +13,8 @@ the PyPI package ``duckdb-extension-httpfs`` so that no download is needed.
 ==========================================  ==========================================
 URL                                         store
 ==========================================  ==========================================
-``file://.agentlog/archive`` (default)      :class:`LocalArchiveStore`, relative path
+``file://.agentlog/archive`` (default)      :class:`LocalArchiveStore`, relative path;
+                                            files 0600, or ``?file_mode=0640``
 ``file:///absolute/dir``                    :class:`LocalArchiveStore`, absolute path
 ``s3://bucket/prefix?endpoint=URL&region=R``  :class:`S3ArchiveStore`
 ==========================================  ==========================================
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from agentlog._files import DEFAULT_FILE_MODE, make_folders, open_new
 from agentlog._logging import get_logger
 from agentlog.archive.errors import (
     ArchiveAccessDeniedError,
@@ -40,6 +42,7 @@ from agentlog.archive.errors import (
     ArchiveUnavailableError,
     ArchiveWriteError,
 )
+from agentlog.eventlog.urls import file_mode_option, redact_url
 
 __all__ = [
     "DEFAULT_ARCHIVE_URL",
@@ -95,10 +98,16 @@ class ArchiveStore(abc.ABC):
 
 
 class LocalArchiveStore(ArchiveStore):
-    """Files under one folder, written with fsync and an atomic rename."""
+    """Files under one folder, written with fsync and an atomic rename.
 
-    def __init__(self, root: str | Path) -> None:
+    Files it writes (Parquet, the manifest, their temporary files) are
+    ``file_mode`` (0600 by default) and the folders it creates 0700 (see
+    :mod:`agentlog._files`), whatever the umask.
+    """
+
+    def __init__(self, root: str | Path, *, file_mode: int = DEFAULT_FILE_MODE) -> None:
         self.root = Path(root)
+        self.file_mode = file_mode
         self.url = f"file://{self.root}" if self.root.is_absolute() else f"file://{root}"
 
     def _path(self, key: str) -> Path:
@@ -110,8 +119,8 @@ class LocalArchiveStore(ArchiveStore):
         path = self._path(key)
         tmp = path.with_name(f".tmp-{uuid.uuid4().hex}-{path.name}")
         try:
-            _make_dirs(path.parent)
-            with open(tmp, "wb") as fh:
+            self._make_dirs(path.parent)
+            with open_new(tmp, self.file_mode) as fh:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -151,21 +160,15 @@ class LocalArchiveStore(ArchiveStore):
 
     def check(self) -> None:
         try:
-            _make_dirs(self.root)
+            self._make_dirs(self.root)
         except OSError as exc:
             raise ArchiveUnavailableError(
                 f"cannot create the archive folder {self.root}: {exc}; check its permissions."
             ) from exc
 
-
-def _make_dirs(path: Path) -> None:
-    missing = []
-    while not path.exists():
-        missing.append(path)
-        path = path.parent
-    for directory in reversed(missing):
-        directory.mkdir(exist_ok=True)
-        _fsync_dir(directory.parent)
+    def _make_dirs(self, path: Path) -> None:
+        for folder in make_folders(path, self.file_mode):
+            _fsync_dir(folder.parent)  # makes the new folder's entry durable
 
 
 def _fsync_dir(path: Path) -> None:
@@ -421,25 +424,27 @@ def open_archive(
         ArchiveConfigError: the URL is not one of the supported shapes.
     """
     parts = urlsplit(url)
+    shown = redact_url(url)
     if parts.scheme == "file":
         path = url[len("file://") :].split("?", 1)[0]
         if not path:
             raise ArchiveConfigError(
-                f"bad archive URL {url!r}: write file://relative/dir or file:///absolute/dir, "
+                f"bad archive URL {shown!r}: write file://relative/dir or file:///absolute/dir, "
                 f"for example {DEFAULT_ARCHIVE_URL}"
             )
-        return LocalArchiveStore(path)
+        options = url[len("file://") :].partition("?")[2]
+        return LocalArchiveStore(path, file_mode=file_mode_option(url, options))
     if parts.scheme == "s3":
         if not parts.netloc:
             raise ArchiveConfigError(
-                f"bad archive URL {url!r}: write s3://bucket/prefix, for example "
+                f"bad archive URL {shown!r}: write s3://bucket/prefix, for example "
                 "s3://agentlog-archive/prod"
             )
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         unknown = set(query) - {"endpoint", "region"}
         if unknown:
             raise ArchiveConfigError(
-                f"bad archive URL {url!r}: unknown option(s) {sorted(unknown)}; the options "
+                f"bad archive URL {shown!r}: unknown option(s) {sorted(unknown)}; the options "
                 "are endpoint and region"
             )
         return S3ArchiveStore(
@@ -451,6 +456,6 @@ def open_archive(
             )
         )
     raise ArchiveConfigError(
-        f"bad archive URL {url!r}: the scheme must be file:// or s3://, for example "
+        f"bad archive URL {shown!r}: the scheme must be file:// or s3://, for example "
         f"{DEFAULT_ARCHIVE_URL}"
     )

@@ -2,7 +2,7 @@
 
 A sealed payload is::
 
-    magic 0xC1 'A' 'L' | version (1) | algorithm (1) | key id length (1) | key id
+    magic 0xC1 'A' 'L' | version (2) | algorithm (1) | key id length (1) | key id
     | nonce (12) | ciphertext | GCM tag (16)
 
 - **Magic.** ``0xC1`` is the one byte msgpack never uses, so a sealed payload
@@ -14,16 +14,23 @@ A sealed payload is::
 - **Nonce.** 96 random bits per payload. A data key seals one run's payloads
   only, far below the 2**32 messages at which random GCM nonces get risky.
 - **Associated data.** The header bytes, then :meth:`PayloadBinding.encode`
-  (kind, seq, run id, extra). Neither is stored encrypted, both are
-  authenticated: a ciphertext copied to another run, seq or kind, or a header
-  edited to name another algorithm, fails the tag
+  (kind, seq, run id, extra and, from version 2, the payload's clear
+  metadata). Neither is stored encrypted, both are authenticated: a
+  ciphertext copied to another run, seq or kind, a header edited to name
+  another algorithm or version, or (version 2) a step name, task key or
+  attempt edited next to it, fails the tag
   (:class:`~agentlog.errors.TamperedPayloadError`).
+- **Versions.** :func:`seal` writes version 2. Version 1 (no metadata in the
+  associated data) still opens, with the associated data it was sealed
+  with; the version byte is itself authenticated, so a version-2 payload
+  cannot be passed off as a version-1 one.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import struct
 from dataclasses import dataclass
 from typing import Literal
 
@@ -38,15 +45,20 @@ __all__ = [
     "MAGIC",
     "PayloadBinding",
     "PayloadKind",
+    "READABLE_VERSIONS",
     "SealedHeader",
+    "encode_binding",
     "is_sealed",
     "open_",
     "read_header",
     "seal",
+    "seal_bound",
 ]
 
 MAGIC = b"\xc1AL"
-ENVELOPE_VERSION = 1
+#: The version :func:`seal` writes; :data:`READABLE_VERSIONS` still open.
+ENVELOPE_VERSION = 2
+READABLE_VERSIONS = frozenset({1, 2})
 ALGORITHM_AES256_GCM = 1
 _NONCE = 12
 _TAG = 16
@@ -66,26 +78,63 @@ class PayloadBinding:
     seq: int
     """The event's seq, or the seq a snapshot was taken at."""
     kind: PayloadKind
-    """``"event"`` or ``"snapshot"``."""
+    """``"event"``, ``"snapshot"`` or ``"command"``."""
     extra: bytes = b""
     """More envelope fields to bind (say, the event type), encoded by the caller."""
+    metadata: bytes = b""
+    """The payload's fields kept in clear next to it, encoded by the caller
+    (bound from envelope version 2 on)."""
 
-    def encode(self) -> bytes:
-        """The associated-data bytes: length-prefixed, so no two bindings collide."""
-        run = self.run_id.encode("utf-8")
-        kind = self.kind.encode("ascii")
-        return b"".join(
-            (
-                b"agentlog.payload.v1\x00",
-                len(kind).to_bytes(1, "big"),
-                kind,
-                self.seq.to_bytes(8, "big", signed=True),
-                len(run).to_bytes(4, "big"),
-                run,
-                len(self.extra).to_bytes(4, "big"),
-                self.extra,
+    def encode(self, version: int = ENVELOPE_VERSION) -> bytes:
+        """The associated-data bytes of envelope ``version``: length-prefixed, so
+        no two bindings collide."""
+        if version == 1:  # what version 1 bound: no metadata
+            run = self.run_id.encode("utf-8")
+            kind = self.kind.encode("ascii")
+            return b"".join(
+                (
+                    b"agentlog.payload.v1\x00",
+                    len(kind).to_bytes(1, "big"),
+                    kind,
+                    self.seq.to_bytes(8, "big", signed=True),
+                    len(run).to_bytes(4, "big"),
+                    run,
+                    len(self.extra).to_bytes(4, "big"),
+                    self.extra,
+                )
             )
+        return encode_binding(self.run_id, self.seq, self.kind, self.extra, self.metadata)
+
+
+def encode_binding(run_id: str, seq: int, kind: str, extra: bytes, metadata: bytes) -> bytes:
+    """:meth:`PayloadBinding.encode` of the current version, without the object
+    (the per-event path of :class:`~agentlog.crypto.PayloadCipher`)."""
+    return (
+        _binding_head(kind, run_id)
+        + _SEQ_AND_LENGTH.pack(seq, len(extra))
+        + extra
+        + _LENGTH.pack(len(metadata))
+        + metadata
+    )
+
+
+_SEQ_AND_LENGTH = struct.Struct(">qI")
+_LENGTH = struct.Struct(">I")
+
+
+@functools.lru_cache(maxsize=4096)  # made once per run, not once per payload
+def _binding_head(kind: str, run_id: str) -> bytes:
+    run = run_id.encode("utf-8")
+    kind_bytes = kind.encode("ascii")
+    return b"".join(
+        (
+            b"agentlog.payload.v2\x00",
+            len(kind_bytes).to_bytes(1, "big"),
+            kind_bytes,
+            len(run).to_bytes(4, "big"),
+            run,
         )
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +178,7 @@ def read_header(blob: bytes, binding: PayloadBinding) -> SealedHeader:
     if not is_sealed(blob) or len(blob) < _FIXED:
         raise corrupt("not an encrypted payload (no agentlog envelope header)")
     version, algorithm, kid_len = blob[len(MAGIC) : _FIXED]
-    if version != ENVELOPE_VERSION or algorithm != ALGORITHM_AES256_GCM:
+    if version not in READABLE_VERSIONS or algorithm != ALGORITHM_AES256_GCM:
         raise corrupt(
             f"encrypted with envelope version {version}, algorithm {algorithm}, which this "
             "agentlog does not know (a newer agentlog wrote it)"
@@ -146,10 +195,14 @@ def read_header(blob: bytes, binding: PayloadBinding) -> SealedHeader:
 
 def seal(key: DataKey, plaintext: bytes, binding: PayloadBinding) -> bytes:
     """Encrypt ``plaintext`` with the run's data key, bound to ``binding``."""
+    return seal_bound(key, plaintext, binding.encode(ENVELOPE_VERSION))
+
+
+def seal_bound(key: DataKey, plaintext: bytes, binding: bytes) -> bytes:
+    """:func:`seal` with the binding already encoded (:func:`encode_binding`)."""
     header = _header(key.data_key_id)
     nonce = os.urandom(_NONCE)
-    sealed = key.aead.encrypt(nonce, plaintext, header + binding.encode())
-    return header + nonce + sealed
+    return header + nonce + key.aead.encrypt(nonce, plaintext, header + binding)
 
 
 def open_(key: DataKey, blob: bytes, binding: PayloadBinding, *, where: str = "") -> bytes:
@@ -158,13 +211,14 @@ def open_(key: DataKey, blob: bytes, binding: PayloadBinding, *, where: str = ""
     Args:
         key: The run's data key.
         blob: The sealed payload.
-        binding: Where the payload was read from (run, seq, kind, extra).
+        binding: Where the payload was read from (run, seq, kind, extra, metadata).
         where: The key store, named in a :class:`WrongKeyError`.
 
     Raises:
         WrongKeyError: The payload was sealed with another data key than ``key``.
         TamperedPayloadError: The GCM tag does not verify (bytes altered, or
-            the payload belongs to another run, seq or kind).
+            the payload belongs to another run, seq or kind, or its clear
+            metadata was edited).
         CorruptEventError: The header does not parse.
     """
     header = read_header(blob, binding)
@@ -173,7 +227,7 @@ def open_(key: DataKey, blob: bytes, binding: PayloadBinding, *, where: str = ""
             binding.run_id, binding.seq, header.key_id, key.data_key_id, where or "the key store"
         )
     nonce = blob[header.length : header.length + _NONCE]
-    aad = blob[: header.length] + binding.encode()
+    aad = blob[: header.length] + binding.encode(header.version)
     try:
         return key.aead.decrypt(nonce, blob[header.length + _NONCE :], aad)
     except InvalidTag as exc:

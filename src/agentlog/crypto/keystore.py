@@ -18,6 +18,7 @@ keeps it so forever, in every process.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -64,6 +65,10 @@ class WrappedKey:
     """The KEK (version) that wrapped it: ``local-2``, or a KMS key ARN."""
     wrapped: bytes
     """The data key, encrypted under the KEK and bound to the run id."""
+    sealed_from: int | None = None
+    """The seq of the first payload sealed under it: from there on, every
+    payload of the run is sealed, and one found in clear is refused as
+    tampering. None: a key made before agentlog recorded it (every seq)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +83,8 @@ class DataKey:
     """The KEK (version) that wrapped it."""
     plaintext: bytes = field(repr=False)
     """The 32 key bytes. Kept out of ``repr`` so it cannot land in a log line."""
+    sealed_from: int = 0
+    """From :attr:`WrappedKey.sealed_from` (0 when it recorded none)."""
     aead: AESGCM = field(init=False, repr=False, compare=False)
     """The cipher object for this key, made once (not once per payload)."""
 
@@ -167,21 +174,44 @@ class KeyStore:
         """Where the keys live, for error messages."""
         return f"{self.wrapper.description} (wrapped keys in {self.table.description})"
 
-    def wrap(self, run_id: str) -> DataKey:
+    def wrap(self, run_id: str, sealed_from: int = 0) -> DataKey:
         """The run's data key: a new 256-bit key on the run's first call.
 
         Every later call, from any process, returns the same key, so a run is
         never sealed under two keys. A shredded run never gets a new one.
+
+        Args:
+            run_id: The run.
+            sealed_from: The seq of the payload about to be sealed, recorded
+                with a new key (:attr:`WrappedKey.sealed_from`): a run that
+                began in clear keeps its clear events readable.
 
         Raises:
             ShreddedError: The run was shredded.
         """
         stored = self.table.get(run_id)
         if stored is not None:
-            return self.wrapper.unwrap(stored)
+            return self.unwrap(stored)
         fresh, wrapped = self.wrapper.new_data_key(run_id)
+        wrapped = dataclasses.replace(wrapped, sealed_from=sealed_from)
         winner = self.table.put_if_absent(wrapped)
-        return fresh if winner == wrapped else self.wrapper.unwrap(winner)
+        if winner == wrapped:
+            return dataclasses.replace(fresh, sealed_from=sealed_from)
+        return self.unwrap(winner)
+
+    def sealed_from(self, run_id: str) -> int | None:
+        """The seq from which the run's payloads must be sealed; None if it has no key.
+
+        A shredded run, and a key that recorded no seq, answer 0: every
+        payload. Reads the table only (no KEK call).
+        """
+        try:
+            stored = self.table.get(run_id)
+        except ShreddedError:
+            return 0
+        if stored is None:
+            return None
+        return stored.sealed_from or 0
 
     def lookup(self, run_id: str) -> WrappedKey:
         """The run's wrapped data key.
@@ -197,7 +227,8 @@ class KeyStore:
 
     def unwrap(self, wrapped: WrappedKey) -> DataKey:
         """Unwrap a data key from :meth:`lookup` with the KEK version it names."""
-        return self.wrapper.unwrap(wrapped)
+        key = self.wrapper.unwrap(wrapped)
+        return dataclasses.replace(key, sealed_from=wrapped.sealed_from or 0)
 
     def data_key(self, run_id: str) -> DataKey:
         """The run's data key, for reading. Raises as :meth:`lookup` does."""

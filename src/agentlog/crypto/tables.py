@@ -27,14 +27,28 @@ from agentlog.errors import CorruptKeyringError, KeyStoreUnavailableError
 __all__ = ["FileKeyTable", "S3KeyTable"]
 
 
-def _record(key: WrappedKey) -> dict[str, str]:
-    return {"id": key.data_key_id, "kek": key.kek_id, "wrapped": b64(key.wrapped)}
+def _record(key: WrappedKey) -> dict[str, str | int]:
+    record: dict[str, str | int] = {
+        "id": key.data_key_id,
+        "kek": key.kek_id,
+        "wrapped": b64(key.wrapped),
+    }
+    if key.sealed_from is not None:
+        record["from"] = key.sealed_from
+    return record
 
 
 def _from_record(run_id: str, record: Any, where: str) -> WrappedKey:
     try:
-        return WrappedKey(run_id, record["id"], record["kek"], unb64(record["wrapped"]))
-    except (KeyError, TypeError, ValueError) as exc:
+        sealed_from = record.get("from")  # absent in entries written before it existed
+        if sealed_from is not None and (
+            not isinstance(sealed_from, int) or isinstance(sealed_from, bool)
+        ):
+            raise TypeError("from")
+        return WrappedKey(
+            run_id, record["id"], record["kek"], unb64(record["wrapped"]), sealed_from
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CorruptKeyringError(where, f"the entry of run {run_id!r} is malformed") from exc
 
 

@@ -38,23 +38,21 @@ golden v1 log) still decode, unverified: there is no checksum to check.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime
-from decimal import Decimal
 from typing import Any
 
-import msgpack
 import xxhash
 
 from agentlog.crypto import PayloadCipher, PayloadKind
-from agentlog.errors import CorruptEventError, NotSerializableError, UnknownEventTypeError
+from agentlog.errors import CorruptEventError, UnknownEventTypeError
 from agentlog.eventlog.events import EVENT_TYPES, SCHEMA_V, Event, EventData
-from agentlog.eventlog.sealing import CANNOT_HAVE, CONTENT_FIELDS, SEALED_KEY, open_payload
+from agentlog.eventlog.packing import MAX_DEPTH, checksum, jsonable, pack, unpack
+from agentlog.eventlog.sealing import load_fields, store_fields, stored_payload
 
 __all__ = [
+    "MAX_DEPTH",
     "UPCASTERS",
     "Upcaster",
     "checksum",
@@ -72,152 +70,11 @@ __all__ = [
     "unpack",
 ]
 
-_EXT_UUID = 1
-_EXT_DECIMAL = 2
-
 #: ``(event type, payload at v) -> payload at v + 1``.
 Upcaster = Callable[[str, dict[str, Any]], dict[str, Any]]
 
 #: Upcaster from schema version ``v`` to ``v + 1``, keyed by ``v``.
 UPCASTERS: dict[int, Upcaster] = {}
-
-
-def _default(obj: Any) -> Any:
-    if isinstance(obj, datetime):
-        if obj.tzinfo is None:
-            raise TypeError("naive datetime")
-        # astimezone fails here, at write time, for an instant past year 9999 in
-        # UTC; otherwise it would be written and then never read back.
-        return msgpack.Timestamp.from_datetime(obj.astimezone(UTC))
-    if isinstance(obj, uuid.UUID):
-        return msgpack.ExtType(_EXT_UUID, obj.bytes)
-    if isinstance(obj, Decimal):
-        return msgpack.ExtType(_EXT_DECIMAL, str(obj).encode("ascii"))
-    # Read-only views (a step writing back part of ctx.state) are stored as
-    # the dict or list they show; they read back as plain dicts and lists.
-    if isinstance(obj, Mapping):
-        return dict(obj)
-    if isinstance(obj, Sequence) and not isinstance(obj, str | bytes | bytearray):
-        return list(obj)
-    raise TypeError(type(obj).__name__)
-
-
-def _ext_hook(code: int, data: bytes) -> Any:
-    if code == _EXT_UUID:
-        return uuid.UUID(bytes=data)
-    if code == _EXT_DECIMAL:
-        return Decimal(data.decode("ascii"))
-    raise ValueError(f"unknown msgpack extension type {code}")
-
-
-#: msgpack's own nesting limit (its packer's default recursion limit).
-MAX_DEPTH = 511
-
-
-def _find_unserializable(value: Any, path: str) -> tuple[str, str] | None:
-    """Name the first thing msgpack cannot carry (slow path, after a failure).
-
-    Iterative, so a value that contains itself or is nested thousands of
-    levels deep is reported like any other bad value, never a RecursionError.
-    """
-    stack: list[tuple[Any, str, int]] = [(value, path, 0)]
-    while stack:
-        item, where, depth = stack.pop()
-        if item is None or isinstance(item, bool | int | float | str | bytes | uuid.UUID | Decimal):
-            continue
-        if isinstance(item, datetime):
-            if item.tzinfo is None:
-                return (where, "naive datetime")
-            continue
-        if depth >= MAX_DEPTH and isinstance(item, list | tuple | dict):
-            short = where if len(where) <= 120 else f"{where[:60]}...{where[-40:]}"
-            return (short, f"a value nested deeper than {MAX_DEPTH} levels (or containing itself)")
-        if isinstance(item, list | tuple):
-            children = [(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(item)]
-        elif isinstance(item, dict):
-            children = []
-            for key, v in item.items():
-                if not isinstance(key, str | int | bytes):
-                    return (f"{where} key {key!r}", type(key).__name__)
-                children.append((v, f"{where}[{key!r}]", depth + 1))
-        else:
-            return (where, type(item).__name__)
-        stack.extend(reversed(children))  # depth-first, in order: the first bad value wins
-    return None
-
-
-def pack(value: Any, *, path: str = "value") -> bytes:
-    """Encode a builtin value; raise NotSerializableError naming the bad part."""
-    try:
-        return msgpack.packb(value, default=_default, use_bin_type=True)  # type: ignore[no-any-return]
-    except (TypeError, ValueError, OverflowError, RecursionError) as exc:
-        found = _find_unserializable(value, path)
-        where, what = found if found else (path, str(exc))
-        raise NotSerializableError(where, what) from exc
-
-
-def _hashable(key: Any) -> Any:
-    return tuple(_hashable(item) for item in key) if isinstance(key, list) else key
-
-
-def _map_with_tuple_keys(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
-    return {_hashable(key): value for key, value in pairs}
-
-
-def unpack(raw: bytes) -> Any:
-    """Decode bytes written by :func:`pack`. Raises ValueError on bad bytes."""
-    try:
-        return msgpack.unpackb(
-            raw, raw=False, ext_hook=_ext_hook, timestamp=3, strict_map_key=False
-        )
-    except ValueError:
-        raise
-    except TypeError as exc:
-        if "unhashable" not in str(exc):
-            raise ValueError(f"{type(exc).__name__}: {exc}") from exc
-        # msgpack packs a tuple key as an array, which reads back as an
-        # unhashable list: read such keys back as tuples (the slow path only).
-        try:
-            return msgpack.unpackb(
-                raw,
-                raw=False,
-                ext_hook=_ext_hook,
-                timestamp=3,
-                strict_map_key=False,
-                object_pairs_hook=_map_with_tuple_keys,
-            )
-        except Exception as retry_exc:  # msgpack raises several unrelated types
-            raise ValueError(f"{type(retry_exc).__name__}: {retry_exc}") from retry_exc
-    except Exception as exc:  # msgpack raises several unrelated types
-        raise ValueError(f"{type(exc).__name__}: {exc}") from exc
-
-
-def jsonable(value: Any) -> Any:
-    """A JSON-ready rendering of a codec value, for people and SQL.
-
-    bytes become base64 text, datetimes ISO 8601, UUIDs and Decimals their
-    string form, and map keys strings. It is one-way: the msgpack bytes stay
-    the record.
-    """
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode("ascii")
-    if isinstance(value, datetime):
-        return value.isoformat()
-    return str(value)
-
-
-def checksum(*parts: bytes) -> int:
-    """The xxHash3-64 checksum of ``parts`` concatenated, as an unsigned int."""
-    digest = xxhash.xxh3_64()
-    for part in parts:
-        digest.update(part)
-    return digest.intdigest()
 
 
 def row_checksum(
@@ -263,79 +120,10 @@ def decode_payload(
     return _build_payload(event_type, schema_v, fields, run_id, seq, where)
 
 
-def store_fields(
-    cipher: PayloadCipher | None,
-    fields: dict[str, Any],
-    run_id: str,
-    seq: int,
-    event_type: str,
-    *,
-    kind: PayloadKind = "event",
-    sealed: bytes | None = None,
-) -> dict[str, Any]:
-    """The fields to store: content sealed under ``_sealed``, metadata in clear.
-
-    See :mod:`agentlog.eventlog.sealing`. ``sealed`` is the blob an event was
-    read with: stored again as it is (the archive copies ciphertext and never
-    needs the key). Without a cipher and without ``sealed``: all in clear.
-    """
-    if sealed is None and cipher is None:
-        return fields
-    clear = {k: v for k, v in fields.items() if k not in CONTENT_FIELDS}
-    if sealed is None:
-        assert cipher is not None
-        content = {k: v for k, v in fields.items() if k in CONTENT_FIELDS}
-        if not content:
-            return fields
-        raw = pack(content, path=event_type)
-        sealed = cipher.seal(run_id, seq, kind, raw, event_type.encode("utf-8"))
-    clear[SEALED_KEY] = sealed
-    return clear
-
-
-def load_fields(
-    cipher: PayloadCipher | None,
-    fields: dict[str, Any],
-    run_id: str | None,
-    seq: int | None,
-    event_type: str,
-    *,
-    kind: PayloadKind = "event",
-    where: str = "",
-) -> tuple[dict[str, Any], bytes | None, Exception | None]:
-    """Stored fields opened: ``(fields, the sealed blob or None, why unreadable or None)``.
-
-    Raises:
-        CorruptEventError: the sealed content is not a blob or does not decode.
-        TamperedPayloadError: it fails its tag (altered, or moved from elsewhere).
-        KeyStoreUnavailableError: the key store does not answer.
-    """
-    blob = fields.get(SEALED_KEY)
-    if blob is None:
-        return fields, None, None
-    if not isinstance(blob, bytes) or run_id is None or seq is None:
-        raise CorruptEventError(run_id, seq, "the sealed content is not an encrypted blob", where)
-    clear = {k: v for k, v in fields.items() if k != SEALED_KEY}
-    try:
-        plain = open_payload(cipher, run_id, seq, kind, blob, event_type.encode("utf-8"))
-    except CANNOT_HAVE as exc:
-        return clear, blob, exc
-    try:
-        content = unpack(plain)
-    except ValueError as exc:
-        raise CorruptEventError(
-            run_id, seq, f"sealed content does not decode: {exc}", where
-        ) from exc
-    if not isinstance(content, dict):
-        raise CorruptEventError(run_id, seq, "sealed content is not a map", where)
-    return {**clear, **content}, blob, None
-
-
 def encode_stored_payload(event: Event, cipher: PayloadCipher | None) -> bytes:
     """An event's payload as a backend stores it (content sealed with a cipher)."""
     fields = event.data.to_dict()
-    stored = store_fields(cipher, fields, event.run_id, event.seq, event.type, sealed=event.sealed)
-    return pack(stored, path=event.type)
+    return stored_payload(cipher, fields, event.run_id, event.seq, event.type, sealed=event.sealed)
 
 
 def decode_stored_payload(

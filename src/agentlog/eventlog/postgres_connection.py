@@ -77,7 +77,7 @@ class PostgresTarget:
         Raises:
             ConfigError: not a postgresql:// URL, or a bad agentlog parameter.
         """
-        from agentlog.eventlog.urls import redact_url
+        from agentlog.eventlog.urls import redact_url, shown_param
 
         shown = redact_url(url)
         parts = urlsplit(url)
@@ -96,7 +96,8 @@ class PostgresTarget:
                 options[key] = _OPTIONS[key](value)
             except ValueError:
                 raise ConfigError(
-                    f"bad log URL {shown!r}: {key}={value!r} is not a {_OPTIONS[key].__name__}"
+                    f"bad log URL {shown!r}: {shown_param(key, value)} is not a "
+                    f"{_OPTIONS[key].__name__}"
                 ) from None
             if options[key] <= 0:
                 raise ConfigError(f"bad log URL {shown!r}: {key} must be positive")

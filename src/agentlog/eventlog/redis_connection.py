@@ -38,6 +38,7 @@ from redis.backoff import NoBackoff
 
 from agentlog._logging import get_logger
 from agentlog.errors import BackendUnavailableError, ConfigError
+from agentlog.eventlog.urls import shown_param
 
 __all__ = [
     "Durability",
@@ -138,7 +139,8 @@ def redis_config(url: str, shown: str, *, keep_snapshots: int = 3) -> RedisConfi
             options["connect_attempts"] = int(value)
         else:
             raise ConfigError(
-                f"bad log URL {shown!r}: parameter {key}={value!r} is not one of prefix=NAME "
+                f"bad log URL {shown!r}: parameter {shown_param(key, value)} is not one of "
+                "prefix=NAME "
                 "(no ':'), allow_volatile=true|false, connect_attempts=N (N >= 1)"
             )
     try:

@@ -7,10 +7,17 @@ packed together and sealed with the run's data key; the *metadata* fields
 (step names, seqs, task names and keys, attempts, durations, epochs, due
 times) stay in clear, so a shredded run can still be listed, counted and
 audited, and SQL can still group tasks by name. A stored payload is then
-``{metadata..., "_sealed": <sealed content>}`` (the codec's ``store_fields``
-and ``load_fields``); the seal binds the run id,
-the seq, the kind (``event``, ``snapshot`` or ``command``) and the event
-type, so a sealed blob moved anywhere else fails its tag.
+``{metadata..., "_sealed": <sealed content>}`` (:func:`store_fields` and
+:func:`load_fields`); the seal binds the run id, the seq, the kind
+(``event``, ``snapshot`` or ``command``), the event type and the metadata
+stored next to it, so a sealed blob moved anywhere else, or a step name,
+task key or attempt edited beside it, fails its tag.
+
+Downgrades: a run whose key store holds a data key (or a tombstone) must be
+sealed from the seq its key was made at on (:attr:`WrappedKey.sealed_from`).
+Its content found in clear there, or a clear snapshot or command, is a
+:class:`~agentlog.errors.TamperedPayloadError`: whoever can write the log can
+strip every mark of encryption from it, but not the key from the key store.
 
 Reading: a blob whose key this process cannot have (no key store, the run
 shredded, a key store that never held the run's key) does not fail the read.
@@ -24,15 +31,31 @@ state. A tampered blob, or a key store that does not answer, raises at once.
 
 from __future__ import annotations
 
-from agentlog.crypto import PayloadCipher, PayloadKind, open_payload
+import dataclasses
+from typing import Any
+
+from agentlog.crypto import PayloadCipher, PayloadKind, is_sealed, open_payload
 from agentlog.errors import (
+    CorruptEventError,
     KeyStoreMissingError,
     MissingDataKeyError,
     ShreddedError,
     WrongKeyError,
 )
+from agentlog.eventlog.events import EVENT_TYPES
+from agentlog.eventlog.packing import pack, unpack
 
-__all__ = ["CANNOT_HAVE", "CONTENT_FIELDS", "SEALED_KEY", "open_blob", "open_payload", "seal_blob"]
+__all__ = [
+    "CANNOT_HAVE",
+    "CONTENT_FIELDS",
+    "SEALED_KEY",
+    "load_fields",
+    "open_blob",
+    "open_payload",
+    "seal_blob",
+    "store_fields",
+    "stored_payload",
+]
 
 #: Payload fields that carry what a run computed or was given (sealed when
 #: encryption is on). Every other field is metadata and stays in clear.
@@ -56,8 +79,17 @@ CONTENT_FIELDS = frozenset(
     }
 )
 
+#: Event types with at least one content field: stored sealed whenever their
+#: run has a data key. The others carry metadata only and are stored in clear.
+_HAS_CONTENT = {
+    name: any(f.name in CONTENT_FIELDS for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+    for name, cls in EVENT_TYPES.items()
+}
+
 #: The stored key of the sealed content (never a field name: fields are identifiers).
 SEALED_KEY = "_sealed"
+
+_PACKED_SEALED_KEY = pack(SEALED_KEY)
 
 #: What a reader may lack without the read failing (see the module docstring).
 CANNOT_HAVE = (KeyStoreMissingError, ShreddedError, MissingDataKeyError, WrongKeyError)
@@ -79,3 +111,135 @@ def open_blob(
         EncryptionError: ShreddedError, KeyStoreMissingError and the others.
     """
     return open_payload(cipher, run_id, seq, kind, raw)
+
+
+def _sealed_parts(
+    cipher: PayloadCipher | None,
+    fields: dict[str, Any],
+    run_id: str,
+    seq: int,
+    event_type: str,
+    kind: PayloadKind,
+    sealed: bytes | None,
+) -> tuple[dict[str, Any], bytes, bytes] | None:
+    """``(clear fields, their msgpack, sealed blob)``, or None to store ``fields`` as they are.
+
+    The clear fields' msgpack is what the seal binds as metadata.
+    """
+    if sealed is None and cipher is None:
+        return None
+    clear: dict[str, Any] = {}
+    content: dict[str, Any] = {}
+    for name, value in fields.items():
+        if name in CONTENT_FIELDS:
+            content[name] = value
+        else:
+            clear[name] = value
+    metadata = pack(clear, path=event_type)
+    if sealed is None:
+        assert cipher is not None
+        if not content:
+            return None  # metadata only: nothing to seal
+        raw = pack(content, path=event_type)
+        sealed = cipher.seal(run_id, seq, kind, raw, event_type.encode("utf-8"), metadata)
+    return clear, metadata, sealed
+
+
+def store_fields(
+    cipher: PayloadCipher | None,
+    fields: dict[str, Any],
+    run_id: str,
+    seq: int,
+    event_type: str,
+    *,
+    kind: PayloadKind = "event",
+    sealed: bytes | None = None,
+) -> dict[str, Any]:
+    """The fields to store: content sealed under ``_sealed``, metadata in clear.
+
+    The metadata is bound to the seal (see the module docstring). ``sealed``
+    is the blob an event was read with: stored again as it is (the archive
+    copies ciphertext and never needs the key), next to the same metadata.
+    Without a cipher and without ``sealed``: all in clear.
+    """
+    parts = _sealed_parts(cipher, fields, run_id, seq, event_type, kind, sealed)
+    if parts is None:
+        return fields
+    clear, _, blob = parts
+    return {**clear, SEALED_KEY: blob}
+
+
+def stored_payload(
+    cipher: PayloadCipher | None,
+    fields: dict[str, Any],
+    run_id: str,
+    seq: int,
+    event_type: str,
+    *,
+    sealed: bytes | None = None,
+) -> bytes:
+    """``pack(store_fields(...))`` of an event, built from the metadata's msgpack
+    the seal already made (the per-event path of every backend's append)."""
+    parts = _sealed_parts(cipher, fields, run_id, seq, event_type, "event", sealed)
+    if parts is None:
+        return pack(fields, path=event_type)
+    clear, metadata, blob = parts
+    if len(clear) >= 15:  # not a fixmap before and after: let msgpack write the header
+        return pack({**clear, SEALED_KEY: blob}, path=event_type)
+    # A fixmap's first byte is 0x80 | its size: one more entry, appended at the end.
+    return bytes((metadata[0] + 1,)) + metadata[1:] + _PACKED_SEALED_KEY + pack(blob)
+
+
+def load_fields(
+    cipher: PayloadCipher | None,
+    fields: dict[str, Any],
+    run_id: str | None,
+    seq: int | None,
+    event_type: str,
+    *,
+    kind: PayloadKind = "event",
+    where: str = "",
+) -> tuple[dict[str, Any], bytes | None, Exception | None]:
+    """Stored fields opened: ``(fields, the sealed blob or None, why unreadable or None)``.
+
+    Raises:
+        CorruptEventError: the sealed content is not a blob or does not decode.
+        TamperedPayloadError: it fails its tag (altered, moved from elsewhere,
+            or its metadata edited), or it is in clear while its run's key
+            store says the run is sealed at this seq.
+        KeyStoreUnavailableError: the key store does not answer.
+    """
+    blob = fields.get(SEALED_KEY)
+    if blob is None:
+        if (
+            cipher is not None
+            and run_id is not None
+            and seq is not None
+            and _HAS_CONTENT.get(event_type, True)
+        ):
+            cipher.refuse_clear(run_id, seq, kind)
+        return fields, None, None
+    if not isinstance(blob, bytes) or not is_sealed(blob) or run_id is None or seq is None:
+        raise CorruptEventError(run_id, seq, "the sealed content is not an encrypted blob", where)
+    clear = {k: v for k, v in fields.items() if k != SEALED_KEY}
+    try:
+        plain = open_payload(
+            cipher,
+            run_id,
+            seq,
+            kind,
+            blob,
+            event_type.encode("utf-8"),
+            pack(clear, path=event_type),  # as stored (upcasters run after this)
+        )
+    except CANNOT_HAVE as exc:
+        return clear, blob, exc
+    try:
+        content = unpack(plain)
+    except ValueError as exc:
+        raise CorruptEventError(
+            run_id, seq, f"sealed content does not decode: {exc}", where
+        ) from exc
+    if not isinstance(content, dict):
+        raise CorruptEventError(run_id, seq, "sealed content is not a map", where)
+    return {**clear, **content}, blob, None

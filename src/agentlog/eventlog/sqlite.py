@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
+from agentlog._files import DEFAULT_FILE_MODE
 from agentlog._logging import get_logger
 from agentlog.crypto import PayloadCipher
 from agentlog.errors import (
@@ -94,6 +95,11 @@ class SqliteEventLog(EventLog):
             False a missing file is a ConfigError and nothing is created.
         cipher: seal payload content and snapshots with per-run data keys
             (see :mod:`agentlog.eventlog.sealing`); None stores them in clear.
+        file_mode: the mode of the file (and of its -wal and -shm files) when
+            this call creates it: 0600 by default, whatever the umask, since
+            the log holds what its runs were given and computed. Folders it
+            creates get the same bits plus search (0700). An existing file
+            keeps its mode.
 
     Raises:
         ConfigError: ``create`` is False and there is no file at ``path``.
@@ -114,6 +120,7 @@ class SqliteEventLog(EventLog):
         read_only: bool = False,
         create: bool = True,
         cipher: PayloadCipher | None = None,
+        file_mode: int = DEFAULT_FILE_MODE,
     ) -> None:
         self.path = os.fspath(path)
         self.cipher = cipher
@@ -124,7 +131,11 @@ class SqliteEventLog(EventLog):
         self._changed = asyncio.Event()
         # Opened here, then only ever used by the worker thread.
         self._db = SqliteConnection(
-            self.path, busy_timeout=busy_timeout, read_only=read_only, create=create
+            self.path,
+            busy_timeout=busy_timeout,
+            read_only=read_only,
+            create=create,
+            file_mode=file_mode,
         )
         self._conn = self._db.conn
         self._worker = WorkerThread(f"agentlog-sqlite {self.path}")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
+from agentlog._files import DEFAULT_FILE_MODE, create_file, make_folders
 from agentlog._logging import get_logger
 from agentlog.errors import BackendUnavailableError, ConfigError
 from agentlog.eventlog.sqlite_schema import MIGRATIONS
@@ -66,8 +67,17 @@ class SqliteConnection:
         BackendUnavailableError: the file cannot be created, opened or migrated.
     """
 
-    def __init__(self, path: str, *, busy_timeout: float, read_only: bool, create: bool) -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        busy_timeout: float,
+        read_only: bool,
+        create: bool,
+        file_mode: int = DEFAULT_FILE_MODE,
+    ) -> None:
         self.path = path
+        self.file_mode = file_mode
         self.read_only = read_only
         self._busy_timeout = busy_timeout
         self._synchronous = ""
@@ -88,11 +98,14 @@ class SqliteConnection:
                 f"no log at {self.path}: check the log URL (--log or AGENTLOG_LOG); "
                 "a command that only reads never creates one"
             )
-        if create:
+        if create and not self.read_only and not path.exists():
+            # Made here, with its mode, before SQLite makes it with 0644: SQLite
+            # gives the -wal and -shm files the mode of the database file.
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
+                make_folders(path.parent, self.file_mode)
+                create_file(path, self.file_mode)
             except OSError as exc:
-                error = self.unavailable(exc, "cannot create the directory")
+                error = self.unavailable(exc, "cannot create the file or its directory")
                 error.retryable = False
                 raise error from exc
         if not self.read_only and path.exists() and not _writable(path):

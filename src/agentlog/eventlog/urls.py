@@ -4,7 +4,9 @@
 URL                                    backend
 =====================================  ============================================
 ``sqlite:///relative/path.db``         :class:`SqliteEventLog` (the default is
-``sqlite:////absolute/path.db``        ``sqlite:///.agentlog/agentlog.db``)
+``sqlite:////absolute/path.db``        ``sqlite:///.agentlog/agentlog.db``); a new
+                                       file is 0600, ``?file_mode=0640`` says
+                                       otherwise
 ``memory://``                          :class:`MemoryEventLog` (tests only)
 ``kafka://host:port[,host:port]/name``  ``KafkaEventLog``; ``name`` prefixes the
                                        topics ``name.events`` and ``name.runs``
@@ -45,16 +47,19 @@ For a secured cluster (each maps to the KafkaConfig field of the same name):
 =====================================  ============================================
 
 ``kafka://alice@b-1.example.com:9096/agentlog?sasl_mechanism=SCRAM-SHA-512&sasl_password_env=KAFKA_PASSWORD``.
-A password in the URL is masked as ``***`` in every error message
-(:func:`redact_url`).
+Wherever a URL is printed (errors, logs, the UI, CLI output), its password
+and the values of parameters named like secrets (``password=``, ``token=``,
+``sasl_password=``...) are masked as ``***`` (:func:`redact_url`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, unquote_plus, urlsplit
 
+from agentlog._files import DEFAULT_FILE_MODE, parse_file_mode
 from agentlog.crypto import KeyStore, PayloadCipher
 from agentlog.errors import ConfigError
 from agentlog.eventlog.base import EventLog
@@ -62,7 +67,16 @@ from agentlog.eventlog.base import EventLog
 if TYPE_CHECKING:
     from agentlog.eventlog.kafka.config import KafkaConfig
 
-__all__ = ["DEFAULT_LOG_URL", "kafka_config", "open_log", "redact_url"]
+__all__ = [
+    "DEFAULT_LOG_URL",
+    "MASK",
+    "file_mode_option",
+    "is_secret_name",
+    "kafka_config",
+    "open_log",
+    "redact_url",
+    "shown_param",
+]
 
 #: Where the embedded default keeps its one file.
 DEFAULT_LOG_URL = "sqlite:///.agentlog/agentlog.db"
@@ -110,12 +124,19 @@ async def open_log(
         from agentlog.eventlog.sqlite import SqliteEventLog
 
         path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
+        path, _, query = path.partition("?")
         if not path:
             raise ConfigError(
                 f"bad log URL {redact_url(url)!r}: write sqlite:///relative/file.db or "
                 "sqlite:////absolute/file.db"
             )
-        return SqliteEventLog(path, keep_snapshots=keep_snapshots, create=create, cipher=cipher)
+        return SqliteEventLog(
+            path,
+            keep_snapshots=keep_snapshots,
+            create=create,
+            cipher=cipher,
+            file_mode=file_mode_option(url, query),
+        )
     if parts.scheme == "kafka":
         from agentlog.eventlog.kafka import KafkaEventLog
 
@@ -138,14 +159,90 @@ async def open_log(
     )
 
 
+#: Query parameter names (or ``_``/``-``/``.``-separated parts of them) that
+#: hold a secret; a part that *contains* one of :data:`_SECRET_WORDS` counts too.
+_SECRET_PARTS = frozenset({"key", "apikey", "pass", "sig", "signature", "auth"})
+_SECRET_WORDS = ("password", "passwd", "pwd", "secret", "token", "credential")
+MASK = "***"
+
+
+def is_secret_name(name: str) -> bool:
+    """True if a URL parameter called ``name`` holds a secret (its value is masked).
+
+    ``password``, ``sslpassword``, ``sasl_password``, ``ssl_key_password``,
+    ``api_key``, ``access_token``, ``client_secret``, ``credentials``... A
+    name ending in ``_env`` names an environment variable instead (such as
+    ``sasl_password_env=KAFKA_PASSWORD``), which is not a secret.
+    """
+    lowered = name.strip().lower()
+    if lowered.endswith("_env"):
+        return False
+    if any(word in lowered for word in _SECRET_WORDS):
+        return True
+    return any(part in _SECRET_PARTS for part in re.split(r"[_.\-]", lowered))
+
+
+def file_mode_option(url: str, query: str) -> int:
+    """The ``file_mode=`` of a ``sqlite://`` or ``file://`` URL's query (the only
+    parameter they take), or 0600.
+
+    Raises:
+        ConfigError: another parameter, or a mode that does not fit.
+    """
+    mode = DEFAULT_FILE_MODE
+    for key, values in parse_qs(query, keep_blank_values=True).items():
+        if key != "file_mode":
+            raise ConfigError(
+                f"bad URL {redact_url(url)!r}: unknown parameter {key!r}; the only one is "
+                "file_mode (such as file_mode=0640; the default is 0600)"
+            )
+        mode = parse_file_mode(values[-1], f"bad URL {redact_url(url)!r}")
+    return mode
+
+
+def shown_param(name: str, value: str) -> str:
+    """``name=value`` of a URL parameter for a message: ``name=***`` if it looks secret."""
+    return f"{name}={MASK}" if is_secret_name(name) else f"{name}={value!r}"
+
+
 def redact_url(url: str) -> str:
-    """``url`` with the password of its ``user:password@`` part shown as ``***``."""
-    parts = urlsplit(url)
-    userinfo, at, hosts = parts.netloc.rpartition("@")
-    if not at or ":" not in userinfo:
-        return url
-    user = userinfo.split(":", 1)[0]
-    return parts._replace(netloc=f"{user}:***@{hosts}").geturl()
+    """``url`` as it may be shown: every credential in it replaced by ``***``.
+
+    The one function that makes a URL printable (error messages, logs, the
+    UI's header and ``/api/health``, CLI output): the password of its
+    ``user:password@`` part, and the value of every query parameter whose
+    name looks secret (:func:`is_secret_name`), also inside a URL given as a
+    parameter's value. A URL that does not even parse is shown as its scheme
+    only.
+    """
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - a bad port raises here, not later in a message
+    except ValueError:
+        scheme = url.partition("://")[0] if "://" in url else ""
+        return f"{scheme}://{MASK}" if scheme.isalnum() else MASK
+    netloc = parts.netloc
+    userinfo, at, hosts = netloc.rpartition("@")
+    if at and ":" in userinfo:
+        netloc = f"{userinfo.split(':', 1)[0]}:{MASK}@{hosts}"
+    query = "&".join(_redact_param(param) for param in parts.query.split("&"))
+    if netloc == parts.netloc and query == parts.query:
+        return url  # as given: urlunsplit would drop the empty host of sqlite:///
+    shown = f"{parts.scheme}://{netloc}{parts.path}"
+    shown += f"?{query}" if query else ""
+    return shown + (f"#{parts.fragment}" if parts.fragment else "")
+
+
+def _redact_param(param: str) -> str:
+    name, equals, value = param.partition("=")
+    if not equals:
+        return param
+    if is_secret_name(unquote_plus(name)):
+        return f"{name}={MASK}"
+    decoded = unquote_plus(value)
+    if "://" in decoded and redact_url(decoded) != decoded:  # a URL with a password in it
+        return f"{name}={quote(redact_url(decoded), safe=':/@*')}"
+    return param
 
 
 def kafka_config(url: str, *, keep_snapshots: int = 3) -> KafkaConfig:
@@ -222,6 +319,6 @@ def _kafka_options(url: str, query: str) -> dict[str, Any]:
             options[field_name] = kind(value)
         except ValueError:
             raise ConfigError(
-                f"bad log URL {shown!r}: {key}={value!r} is not a {kind.__name__}"
+                f"bad log URL {shown!r}: {shown_param(key, value)} is not a {kind.__name__}"
             ) from None
     return options
