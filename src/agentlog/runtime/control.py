@@ -48,6 +48,7 @@ from agentlog.eventlog.events import (
 from agentlog.projector.fold import fold
 from agentlog.projector.snapshots import load_state
 from agentlog.projector.state import RunState, input_interrupts
+from agentlog.runtime.commands import refused, waits_for_outcome
 from agentlog.runtime.config import verb_hint
 from agentlog.runtime.driving import RunDriving
 from agentlog.runtime.expects import answers_for
@@ -116,10 +117,28 @@ class RunControl(RunDriving):
         def register(self, *workflows: Workflow[Any]) -> None:
             """See :meth:`Runtime.register`."""
 
-    async def _send(self, command: Command) -> None:
-        """Send a request to the run's owning worker (logs without direct writes)."""
-        await self.log.send_command(command)
+    async def _send(
+        self,
+        command: Command,
+        *,
+        wait: bool = True,
+        check: Callable[[RunState], None] | None = None,
+    ) -> None:
+        """Send a request to the run's owning worker (logs without direct writes).
+
+        With ``wait``, return once the owner applied or refused it (a log that
+        reports outcomes: Kafka), so this process's reads show it. A refused
+        request raises what ``check`` raises on the run as it is now, the
+        error a log written directly gives (no ``check``: a refusal is fine).
+        """
+        sent = await self.log.send_command(command)
         self.worker.wake.set()  # this process's worker may own the run
+        if not wait or not waits_for_outcome():
+            return
+        if await self.log.command_outcome(sent) is False and check is not None:
+            state = await load_state(self.log, command.run_id)
+            check(state)
+            raise refused(command, state.status)
 
     async def _start(
         self,
@@ -176,6 +195,7 @@ class RunControl(RunDriving):
             reducers=dict(wf.reducers),
         )
         if not self.log.direct_writes:  # the run's owning worker records it
+            # Refused: another start of this run id went first; it is the run.
             await self._send(Command(run_id, "start", started))
             return
         # LeaseHeldError here: another writer is starting this run right now
@@ -220,7 +240,7 @@ class RunControl(RunDriving):
 
         self._ensure_worker()
         if not self.log.direct_writes:
-            await self._send(Command(state.run_id, kind, data))
+            await self._send(Command(state.run_id, kind, data), check=check)
         else:
             await self._take_over(wf, state.run_id, events, here=self.config.execute)
 
@@ -266,7 +286,7 @@ class RunControl(RunDriving):
             return state
         if not self.log.direct_writes:
             # The owning worker applies it; give it a moment, then say how it stands.
-            await self._send(Command(run_id, "cancel", RunCancelled(reason)))
+            await self._send(Command(run_id, "cancel", RunCancelled(reason)), wait=False)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.config.orphan_grace_seconds):
                     while not (state := await load_state(self.log, run_id)).is_terminal:  # noqa: ASYNC110 - polls the log
@@ -304,7 +324,8 @@ class RunControl(RunDriving):
                     "and nothing changed; run shred again once a worker owns the run"
                 )
             at = await asyncio.to_thread(cipher.shred, run_id)
-            await self._send(Command(run_id, "shred", RunShredded(at=at, by=self.config.owner)))
+            shredded = RunShredded(at=at, by=self.config.owner)
+            await self._send(Command(run_id, "shred", shredded), wait=False)
             return ShredReport(run_id, at, store.description, cancelled=state.is_terminal)
         return await record_shred(
             self.log, cipher, run_id, self.config.owner, self.config.lease_seconds

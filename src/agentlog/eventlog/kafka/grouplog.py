@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
@@ -41,7 +42,7 @@ from agentlog.eventlog.base import (
 )
 from agentlog.eventlog.codec import encode_event
 from agentlog.eventlog.events import Event, RunStatus, utcnow
-from agentlog.eventlog.kafka.commands import encode_command
+from agentlog.eventlog.kafka.commands import command_ref, encode_command
 from agentlog.eventlog.kafka.config import KafkaConfig
 from agentlog.eventlog.kafka.errors import kafka_errors
 from agentlog.eventlog.kafka.group import GroupMember
@@ -49,6 +50,7 @@ from agentlog.eventlog.kafka.log import KafkaEventLog
 from agentlog.eventlog.kafka.ownership import Change, PartitionOwner, RunTail
 from agentlog.eventlog.kafka.reader import KafkaReader
 from agentlog.eventlog.kafka.records import snapshot_key
+from agentlog.eventlog.kafka.replies import ReplyWatch
 from agentlog.eventlog.kafka.writer import WriterPool
 
 __all__ = ["PartitionedKafkaEventLog"]
@@ -68,10 +70,13 @@ class PartitionedKafkaEventLog(KafkaEventLog):
         plain: AIOKafkaProducer,
         partitions: int,
         member: GroupMember | None,
+        common: dict[str, Any],
     ) -> None:
         super().__init__(config, admin, reader, pool, plain, partitions)
         self.member = member
         self.layout = reader.layout
+        self._common = common
+        self._replies: ReplyWatch | None = None
 
     # -- ownership -----------------------------------------------------------------------
 
@@ -227,18 +232,37 @@ class PartitionedKafkaEventLog(KafkaEventLog):
 
     # -- commands ---------------------------------------------------------------------------
 
-    async def send_command(self, command: Command) -> None:
-        """Produce the command to its run's commands partition (idempotent, acks=all)."""
+    async def send_command(self, command: Command) -> Command:
+        """Produce the command to its run's commands partition (idempotent, acks=all).
+
+        Returns:
+            The command with ``ref`` = ``(partition, offset)``, for :meth:`command_outcome`.
+        """
         value = encode_command(command, self.cipher)
         partition = self.layout.partition_of(command.run_id)
         doing = f"cannot send the {command.kind} command of run {command.run_id!r}"
         with kafka_errors(doing, "nothing was recorded; send it again once the broker answers"):
-            await self._plain.send_and_wait(
+            sent = await self._plain.send_and_wait(
                 self.layout.commands,
                 value,
                 key=command.run_id.encode("utf-8"),
                 partition=partition,
             )
+        return dataclasses.replace(command, ref=(partition, int(sent.offset)))
+
+    async def command_outcome(self, command: Command) -> bool:
+        """Wait for the owner's reply to ``command`` (see :mod:`~agentlog.eventlog.kafka.replies`).
+
+        Once it says applied, this log's reads show the command's effect.
+
+        Raises:
+            BackendUnavailableError: no reply within ``KafkaConfig.command_timeout_s``.
+            ConfigError: ``command`` was not returned by :meth:`send_command`.
+        """
+        partition, offset = command_ref(command)
+        if self._replies is None:
+            self._replies = ReplyWatch(self.layout, self._common, self.config.command_timeout_s)
+        return await self._replies.outcome(command.run_id, command.kind, partition, offset)
 
     async def take_commands(self, *, limit: int = 100) -> list[Command]:
         """Commands of the owned partitions, each handed out once per ownership."""
@@ -253,6 +277,8 @@ class PartitionedKafkaEventLog(KafkaEventLog):
 
     async def close(self) -> None:
         try:
+            if self._replies is not None:
+                await self._replies.stop()
             if self.member is not None:
                 await self.member.stop()
         finally:
