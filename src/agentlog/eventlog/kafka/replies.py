@@ -25,7 +25,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from agentlog._logging import get_logger
-from agentlog.errors import AgentlogError, BackendUnavailableError
+from agentlog.errors import BackendUnavailableError
 from agentlog.eventlog.kafka.admin import TopicLayout
 from agentlog.eventlog.kafka.clients import start_client, stop_quietly
 from agentlog.eventlog.kafka.commands import decode_reply
@@ -141,7 +141,7 @@ class ReplyWatch:
                     waited = {partition for partition, _ in self._waiting}
                     idle = [tp for tp in consumer.assignment() if tp.partition not in waited]
                     consumer.pause(*idle)
-            except AgentlogError as exc:  # the broker: the waiters' timeout bounds this
+            except Exception as exc:  # never die: the waiters' timeout bounds the wait
                 log.warning("kafka_command_replies_unread", error=str(exc))
                 await asyncio.sleep(_RETRY_S)
 
