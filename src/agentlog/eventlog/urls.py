@@ -23,8 +23,8 @@ consumer group ``ID`` (a worker: it owns the runs of the partitions the group
 assigns it); ``layout=partitioned`` reads and sends commands to a fleet's
 topics without joining (a client); ``partitions=N`` sizes new topics;
 ``session_timeout=S`` is the group session timeout in seconds;
-``command_timeout=S`` bounds how long a client's request waits for the run's
-owning worker to apply or refuse it (default 60).
+``command_timeout=S`` bounds how long a client's request (or its first read
+of a run it submitted) waits for the run's owning worker (default 60).
 ``kafka://127.0.0.1:9092/agentlog?group=workers&partitions=12``.
 
 For new topics, ``replication_factor=N`` and ``min_insync_replicas=N``.

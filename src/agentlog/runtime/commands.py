@@ -13,12 +13,14 @@ an existing run, a resume whose interrupts are answered, a retry of a run
 that no longer failed and a cancel of an ended run are each refused quietly
 and acked.
 
-A client learns the outcome of its request where the log reports it
+A client learns the outcome of its resume or retry where the log reports it
 (:meth:`EventLog.command_outcome`; Kafka does): of two answers to one
 interrupt one is applied and the other refused, and the refused caller gets
-the error a log written directly gives. Requests sent from a worker's own
-loop (a schedule's tick) or from a run it drives do not wait: the loop that
-would apply them is the one waiting (:func:`worker_loop`).
+the error a log written directly gives. (A submit does not wait: a start
+has no loser, and the Kafka log makes the client's reads of the run wait
+for it instead.) Requests sent from a worker's own loop (a schedule's tick)
+or from a run it drives do not wait: the loop that would apply them is the
+one waiting (:func:`worker_loop`).
 """
 
 from __future__ import annotations

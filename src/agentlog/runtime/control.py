@@ -195,8 +195,9 @@ class RunControl(RunDriving):
             reducers=dict(wf.reducers),
         )
         if not self.log.direct_writes:  # the run's owning worker records it
-            # Refused: another start of this run id went first; it is the run.
-            await self._send(Command(run_id, "start", started))
+            # A submit returns once the start is queued; the log's reads of the
+            # run wait for it (Kafka). Refused: another start went first.
+            await self._send(Command(run_id, "start", started), wait=False)
             return
         # LeaseHeldError here: another writer is starting this run right now
         # and has recorded nothing yet (or died doing so, until its lease ends)

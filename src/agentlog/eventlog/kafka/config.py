@@ -127,11 +127,11 @@ class KafkaConfig:
     live writer whose transaction is aborted only retries it."""
 
     command_timeout_s: float = 60.0
-    """How long a client's request to a worker fleet (a submit, an answer, a
-    retry: a command) waits for the run's owning worker to apply or refuse
-    it before it raises BackendUnavailableError. Long enough for a partition
-    to move to another worker when one dies (a session timeout and a
-    rebalance)."""
+    """How long a client's answer or retry to a worker fleet (a command), or
+    its first read of a run it submitted, waits for the run's owning worker
+    to apply or refuse it before it raises BackendUnavailableError. Long
+    enough for a partition to move to another worker when one dies (a
+    session timeout and a rebalance)."""
 
     index_every: int = 1000
     """Rewrite a run's index entry at least every this many events, which

@@ -21,18 +21,19 @@ partition's owner.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
-from agentlog.errors import NotOwnerError
+from agentlog.errors import BackendUnavailableError, NotOwnerError
 from agentlog.eventlog.base import (
     Capabilities,
     Command,
     RunInfo,
+    Snapshot,
     check_batch,
     check_next,
     check_run_id,
@@ -77,6 +78,8 @@ class PartitionedKafkaEventLog(KafkaEventLog):
         self.layout = reader.layout
         self._common = common
         self._replies: ReplyWatch | None = None
+        #: Starts this log sent whose outcome it has not seen: reads of the run wait for it.
+        self._unsettled: dict[str, list[Command]] = {}
 
     # -- ownership -----------------------------------------------------------------------
 
@@ -133,8 +136,22 @@ class PartitionedKafkaEventLog(KafkaEventLog):
 
     # -- the run index -------------------------------------------------------------------
 
+    async def read(
+        self, run_id: str, *, after_seq: int = 0, upto_seq: int | None = None
+    ) -> AsyncIterator[Event]:
+        await self._read_your_writes(run_id)
+        async for event in super().read(run_id, after_seq=after_seq, upto_seq=upto_seq):
+            yield event
+
+    async def load_snapshot(
+        self, run_id: str, *, at_or_before: int | None = None
+    ) -> Snapshot | None:
+        await self._read_your_writes(run_id)
+        return await super().load_snapshot(run_id, at_or_before=at_or_before)
+
     async def find_run(self, run_id: str) -> RunInfo | None:
         check_run_id(run_id)
+        await self._read_your_writes(run_id)
         owner = self.member.owner(self.layout.partition_of(run_id)) if self.member else None
         if owner is not None:
             tail = owner.tails.get(run_id)
@@ -248,7 +265,12 @@ class PartitionedKafkaEventLog(KafkaEventLog):
                 key=command.run_id.encode("utf-8"),
                 partition=partition,
             )
-        return dataclasses.replace(command, ref=(partition, int(sent.offset)))
+        recorded = dataclasses.replace(command, ref=(partition, int(sent.offset)))
+        if command.kind == "start" and self.member is None:
+            # A client's submit returns at once; its reads of the run wait for
+            # the start. (A member never waits on itself: its worker applies it.)
+            self._unsettled.setdefault(command.run_id, []).append(recorded)
+        return recorded
 
     async def command_outcome(self, command: Command) -> bool:
         """Wait for the owner's reply to ``command`` (see :mod:`~agentlog.eventlog.kafka.replies`).
@@ -262,7 +284,30 @@ class PartitionedKafkaEventLog(KafkaEventLog):
         partition, offset = command_ref(command)
         if self._replies is None:
             self._replies = ReplyWatch(self.layout, self._common, self.config.command_timeout_s)
-        return await self._replies.outcome(command.run_id, command.kind, partition, offset)
+        try:
+            applied = await self._replies.outcome(command.run_id, command.kind, partition, offset)
+        except BackendUnavailableError:
+            self._settle(command)  # its caller hears why; later reads answer as they can
+            raise
+        self._settle(command)
+        return applied
+
+    def _settle(self, command: Command) -> None:
+        unsettled = self._unsettled.get(command.run_id, [])
+        if command in unsettled:
+            unsettled.remove(command)
+        if not unsettled:
+            self._unsettled.pop(command.run_id, None)
+
+    async def _read_your_writes(self, run_id: str) -> None:
+        """Wait until the starts this log sent for ``run_id`` are applied or refused,
+        so that a read right after a submit sees the run.
+
+        Raises:
+            BackendUnavailableError: no worker answered a start in ``command_timeout_s``.
+        """
+        while self._unsettled.get(run_id):
+            await self.command_outcome(self._unsettled[run_id][0])
 
     async def take_commands(self, *, limit: int = 100) -> list[Command]:
         """Commands of the owned partitions, each handed out once per ownership."""

@@ -50,7 +50,8 @@ class ReplyWatch:
         self._consumer: AIOKafkaConsumer | None = None
         #: One caller at a time moves the consumer (assign, seek, pause, fetch).
         self._lock = asyncio.Lock()
-        self._waiting: dict[tuple[int, int], asyncio.Future[bool]] = {}
+        #: (partition, command offset) -> the futures of the callers waiting for its reply
+        self._waiting: dict[tuple[int, int], list[asyncio.Future[bool]]] = {}
         self._seen: OrderedDict[tuple[int, int], bool] = OrderedDict()
         self._task: asyncio.Task[None] | None = None
 
@@ -64,7 +65,7 @@ class ReplyWatch:
         if key in self._seen:
             return self._seen[key]
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._waiting[key] = future
+        self._waiting.setdefault(key, []).append(future)
         try:
             await self._watch(partition, offset)
             if self._task is None or self._task.done():
@@ -81,7 +82,10 @@ class ReplyWatch:
                 "send it again."
             ) from None
         finally:
-            del self._waiting[key]
+            waiters = self._waiting[key]
+            waiters.remove(future)
+            if not waiters:
+                del self._waiting[key]
             future.cancel()  # a no-op once it has its result
 
     async def stop(self) -> None:
@@ -154,6 +158,6 @@ class ReplyWatch:
         self._seen[key] = reply[1]
         while len(self._seen) > _REMEMBERED:
             self._seen.popitem(last=False)
-        future = self._waiting.get(key)
-        if future is not None and not future.done():
-            future.set_result(reply[1])
+        for future in self._waiting.get(key, ()):
+            if not future.done():
+                future.set_result(reply[1])
