@@ -12,7 +12,10 @@ it touches. It writes only runs of partitions it owns:
   :mod:`~agentlog.eventlog.kafka.ownership`); :meth:`runnable`,
   :meth:`next_wake` and :meth:`take_commands` see the owned partitions only;
 * without, it is a client: every write raises NotOwnerError, and
-  :meth:`send_command` asks the owner instead.
+  :meth:`send_command` asks the owner instead; :meth:`command_outcome`
+  waits for the owner's reply (:mod:`~agentlog.eventlog.kafka.replies`), and
+  the client's reads of a run it submitted wait for the start's reply
+  (read-your-writes).
 
 ``direct_writes`` is False either way: a run's only writer is its
 partition's owner.
