@@ -187,10 +187,12 @@ class NotOwnerError(FencedError):
     """
 
     def __init__(self, run_id: str, partition: int, why: str, epoch: int = 0) -> None:
+        # run_id "": the partition itself (its owner's producer was fenced).
+        what = f"run {run_id!r} (partition {partition})" if run_id else f"partition {partition}"
         EventLogError.__init__(
             self,
-            f"run {run_id!r} (partition {partition}): {why}; nothing was written. Its "
-            "partition's owner writes it: stop driving the run, or send a command.",
+            f"{what}: {why}; nothing was written. Its partition's owner writes it: stop "
+            "driving the run, or send a command.",
         )
         self.run_id, self.partition, self.epoch, self.current = run_id, partition, epoch, epoch
 

@@ -21,12 +21,22 @@ from agentlog.eventlog.kafka.errors import is_transient, kafka_errors
 
 
 @pytest.mark.parametrize("fence", [ProducerFenced, InvalidProducerEpoch])
-def test_a_fenced_producer_is_a_fenced_error_naming_the_run(fence: type[Exception]) -> None:
+def test_a_fenced_producer_is_the_blocks_fenced_error(fence: type[Exception]) -> None:
     raised = fence()
-    with pytest.raises(FencedError) as caught, kafka_errors("committing", run_id="r", epoch=3):
+    with (
+        pytest.raises(FencedError) as caught,
+        kafka_errors("committing", fenced=lambda: FencedError("r", 3, 4)),
+    ):
         raise raised
-    assert (caught.value.run_id, caught.value.epoch) == ("r", 3)
+    assert (caught.value.run_id, caught.value.epoch, caught.value.current) == ("r", 3, 4)
     assert caught.value.__cause__ is raised
+
+
+def test_a_fence_where_no_transaction_was_expected_names_no_empty_run() -> None:
+    with pytest.raises(EventLogError) as caught, kafka_errors("cannot read topic t"):
+        raise ProducerFenced()
+    assert not isinstance(caught.value, FencedError)
+    assert "cannot read topic t" in str(caught.value) and "run ''" not in str(caught.value)
 
 
 def test_refused_records_are_not_called_unavailable() -> None:

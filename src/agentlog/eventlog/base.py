@@ -402,14 +402,39 @@ class EventLog(EventReader):
 
     # -- commands (Capabilities.commands) --------------------------------------------
 
-    async def send_command(self, command: Command) -> None:
+    async def send_command(self, command: Command) -> Command:
         """Record a client's request durably for the run's owning worker.
+
+        Returns:
+            The command as recorded (its ``ref`` says where), for
+            :meth:`command_outcome`.
 
         Raises:
             ConfigError: this log has no command queue (``capabilities.commands``
                 is False); claim the run and append instead.
         """
         raise ConfigError(f"{self.url} takes direct writes; it has no command queue")
+
+    async def command_outcome(self, command: Command) -> bool | None:
+        """Wait until the run's owner applied or refused ``command`` (as
+        :meth:`send_command` returned it).
+
+        A client that waits for the outcome learns whether its request won
+        (two answers to one interrupt: one is applied, the other refused), and
+        once it is applied this log's reads show its effect.
+
+        Returns:
+            True: applied, its effect recorded. False: refused, nothing
+            recorded (the run no longer fit the request: another request went
+            first). None: this log does not report outcomes (the default).
+
+        Raises:
+            BackendUnavailableError: no owner answered in the log's time
+                bound; the command stays queued and is applied or refused
+                when an owner takes it.
+        """
+        del command
+        return None
 
     async def take_commands(self, *, limit: int = 100) -> list[Command]:
         """Commands for the runs this process owns, oldest first; each is

@@ -113,13 +113,14 @@ class MemoryEventLog(EventLog):
         check_run_id(run_id)
         return self._runs.get(run_id)
 
-    async def send_command(self, command: Command) -> None:
+    async def send_command(self, command: Command) -> Command:
         if not self.capabilities.commands:
-            await super().send_command(command)
+            return await super().send_command(command)
         check_run_id(command.run_id)
         encode_payload(command.data)  # what a real queue would store
         self._commands.append(command)
         self._changed.set()
+        return command
 
     async def take_commands(self, *, limit: int = 100) -> list[Command]:
         return self._commands[:limit]  # until acked, a command comes again

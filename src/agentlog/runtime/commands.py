@@ -12,11 +12,22 @@ between applying and acking it) changes nothing the second time: a start of
 an existing run, a resume whose interrupts are answered, a retry of a run
 that no longer failed and a cancel of an ended run are each refused quietly
 and acked.
+
+A client learns the outcome of its resume or retry where the log reports it
+(:meth:`EventLog.command_outcome`; Kafka does): of two answers to one
+interrupt one is applied and the other refused, and the refused caller gets
+the error a log written directly gives. (A submit does not wait: a start
+has no loser, and the Kafka log makes the client's reads of the run wait
+for it instead.) Requests sent from a worker's own loop (a schedule's tick)
+or from a run it drives do not wait: the loop that would apply them is the
+one waiting (:func:`worker_loop`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Literal
 
 from agentlog._logging import get_logger
@@ -25,6 +36,9 @@ from agentlog.errors import (
     BackendUnavailableError,
     FencedError,
     LeaseHeldError,
+    RunNotFailedError,
+    RunNotWaitingError,
+    WorkflowError,
 )
 from agentlog.eventlog.base import Command
 from agentlog.eventlog.events import EventData, RunShredded, RunStarted, RunStatus
@@ -35,13 +49,42 @@ from agentlog.runtime.shredding import record_shredded
 if TYPE_CHECKING:
     from agentlog.runtime.driving import RunDriving
 
-__all__ = ["Outcome", "apply_command"]
+__all__ = ["Outcome", "apply_command", "refused", "waits_for_outcome", "worker_loop"]
 
 log = get_logger("agentlog.worker")
 
 
 #: What the worker does with a command once it tried to apply it.
 Outcome = Literal["ack", "retry", "drop"]
+
+#: True inside a worker's loop and the runs it drives (tasks copy it).
+_IN_WORKER: ContextVar[bool] = ContextVar("agentlog_in_worker", default=False)
+
+
+@contextmanager
+def worker_loop() -> Iterator[None]:
+    """Mark the code inside as a worker's loop: the requests it sends do not
+    wait for their outcome (the loop itself applies commands)."""
+    token = _IN_WORKER.set(True)
+    try:
+        yield
+    finally:
+        _IN_WORKER.reset(token)
+
+
+def waits_for_outcome() -> bool:
+    """Whether a request sent here may wait for its owner's outcome."""
+    return not _IN_WORKER.get()
+
+
+def refused(command: Command, status: str) -> WorkflowError:
+    """The error for a request its owner refused for a reason the caller's
+    own check did not see (the owner's log says which: "command refused")."""
+    error = RunNotFailedError if command.kind == "retry" else RunNotWaitingError
+    return error(
+        f"run {command.run_id!r} is {status}; its owning worker refused the {command.kind} "
+        'request and nothing was recorded. The worker\'s log says why ("command refused").'
+    )
 
 
 async def apply_command(runtime: RunDriving, command: Command) -> Outcome:

@@ -51,6 +51,7 @@ from agentlog.projector.fold import fold
 from agentlog.projector.snapshots import load_state
 from agentlog.projector.state import RunState, input_interrupts
 from agentlog.runtime.archived import ArchiveSource, archive_history, read_state
+from agentlog.runtime.commands import refused, waits_for_outcome
 from agentlog.runtime.config import verb_hint
 from agentlog.runtime.driving import RunDriving
 from agentlog.runtime.expects import answers_for
@@ -130,10 +131,28 @@ class RunControl(RunDriving):
         """
         return await read_state(self.log, self.archive, run_id)
 
-    async def _send(self, command: Command) -> None:
-        """Send a request to the run's owning worker (logs without direct writes)."""
-        await self.log.send_command(command)
+    async def _send(
+        self,
+        command: Command,
+        *,
+        wait: bool = True,
+        check: Callable[[RunState], None] | None = None,
+    ) -> None:
+        """Send a request to the run's owning worker (logs without direct writes).
+
+        With ``wait``, return once the owner applied or refused it (a log that
+        reports outcomes: Kafka), so this process's reads show it. A refused
+        request raises what ``check`` raises on the run as it is now, the
+        error a log written directly gives (no ``check``: a refusal is fine).
+        """
+        sent = await self.log.send_command(command)
         self.worker.wake.set()  # this process's worker may own the run
+        if not wait or not waits_for_outcome():
+            return
+        if await self.log.command_outcome(sent) is False and check is not None:
+            state = await load_state(self.log, command.run_id)
+            check(state)
+            raise refused(command, state.status)
 
     async def _start(
         self,
@@ -193,7 +212,9 @@ class RunControl(RunDriving):
             reducers=dict(wf.reducers),
         )
         if not self.log.direct_writes:  # the run's owning worker records it
-            await self._send(Command(run_id, "start", started))
+            # A submit returns once the start is queued; the log's reads of the
+            # run wait for it (Kafka). Refused: another start went first.
+            await self._send(Command(run_id, "start", started), wait=False)
             return
         # LeaseHeldError here: another writer is starting this run right now
         # and has recorded nothing yet (or died doing so, until its lease ends)
@@ -237,7 +258,7 @@ class RunControl(RunDriving):
 
         self._ensure_worker()
         if not self.log.direct_writes:
-            await self._send(Command(state.run_id, kind, data))
+            await self._send(Command(state.run_id, kind, data), check=check)
             return
         try:
             await self._take_over(wf, state.run_id, events, here=self.config.execute)
@@ -291,7 +312,7 @@ class RunControl(RunDriving):
             return state
         if not self.log.direct_writes:
             # The owning worker applies it; give it a moment, then say how it stands.
-            await self._send(Command(run_id, "cancel", RunCancelled(reason)))
+            await self._send(Command(run_id, "cancel", RunCancelled(reason)), wait=False)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.config.orphan_grace_seconds):
                     while not (state := await load_state(self.log, run_id)).is_terminal:  # noqa: ASYNC110 - polls the log
@@ -359,7 +380,8 @@ class RunControl(RunDriving):
                     "and nothing changed; run shred again once a worker owns the run"
                 )
             at = await asyncio.to_thread(cipher.shred, run_id)
-            await self._send(Command(run_id, "shred", RunShredded(at=at, by=self.config.owner)))
+            shredded = RunShredded(at=at, by=self.config.owner)
+            await self._send(Command(run_id, "shred", shredded), wait=False)
             return ShredReport(run_id, at, store.description, cancelled=state.is_terminal)
         return await record_shred(
             self.log, cipher, run_id, self.config.owner, self.config.lease_seconds

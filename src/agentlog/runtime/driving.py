@@ -305,7 +305,15 @@ class RunDriving:
         task = asyncio.create_task(self._drive(executor), name=f"agentlog run {run_id}")
         self._active[run_id] = (executor, task)
         self._claiming.discard(run_id)
-        task.add_done_callback(lambda _: self._active.pop(run_id, None))
+        task.add_done_callback(lambda done: self._ended(run_id, done))
+
+    def _ended(self, run_id: str, task: asyncio.Task[RunState]) -> None:
+        """The run's task ended: forget it, and read how it ended. A caller of
+        ``wait`` may read it too; a run a worker drives has no other reader,
+        and asyncio would log its error as "never retrieved"."""
+        self._active.pop(run_id, None)
+        if not task.cancelled() and (error := task.exception()) is not None:
+            log.info("run stopped in this process", run_id=run_id, error=repr(error))
 
     async def _drive(self, executor: RunExecutor) -> RunState:
         writer = executor.writer

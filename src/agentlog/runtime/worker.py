@@ -43,6 +43,7 @@ from agentlog.errors import (
 from agentlog.eventlog.base import Command, RunInfo
 from agentlog.eventlog.events import RunStatus, utcnow
 from agentlog.runtime.cancelling import task_cancelling
+from agentlog.runtime.commands import worker_loop
 
 if TYPE_CHECKING:
     from agentlog.runtime.runtime import Runtime
@@ -119,7 +120,8 @@ class Worker:
         backoff = 0.0
         while not self._stopping.is_set() and not task_cancelling():
             try:
-                await self.run_once()
+                with worker_loop():  # its own requests (ticks) never wait on itself
+                    await self.run_once()
                 backoff = 0.0
             except Exception as exc:  # the log is unreachable: say so, back off, go on
                 backoff = min(max(backoff * 2, self.config.poll_seconds), _MAX_BACKOFF_S)

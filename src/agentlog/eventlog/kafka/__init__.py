@@ -16,9 +16,11 @@ Modules, by role (each imports the others directly, never this package):
   them together;
 * the partitioned layout, for a worker fleet: :mod:`~agentlog.eventlog.kafka.group`
   (membership of a consumer group), :mod:`~agentlog.eventlog.kafka.ownership`
-  (one transactional producer per owned partition, group commit, command
-  offsets), :mod:`~agentlog.eventlog.kafka.commands` (the commands topic's
-  records) and :mod:`~agentlog.eventlog.kafka.grouplog`
+  (one transactional producer per owned partition, group commit),
+  :mod:`~agentlog.eventlog.kafka.offsets` (the commands an owner finished),
+  :mod:`~agentlog.eventlog.kafka.commands` (the commands topic's records and
+  the owners' replies), :mod:`~agentlog.eventlog.kafka.replies` (a client
+  waits for its reply) and :mod:`~agentlog.eventlog.kafka.grouplog`
   (``PartitionedKafkaEventLog``, which ``KafkaEventLog.connect`` returns for
   partitioned topics).
 

@@ -203,16 +203,25 @@ def _close_connections(client: Any) -> None:
 
 
 def _retrieve_fatal_error(client: Any) -> None:
-    """Mark a fenced producer's last transaction error as seen.
+    """Mark the errors a fenced producer left on its own futures as seen.
 
-    When a fenced producer goes from an abortable to a fatal error, aiokafka
-    0.14 puts the error on a fresh future that nobody awaits; garbage
-    collected, it is logged as "Future exception was never retrieved", from
-    inside whatever code runs then. The producer is discarded here, and the
-    error was already raised to the caller as FencedError. (Read-only use of
-    a private attribute, looked up defensively.)
+    When a producer is fenced, aiokafka 0.14 fails futures that nobody
+    awaits: the transaction waiter (a fresh one when the error goes from
+    abortable to fatal), the futures of offsets added to the transaction, and
+    each unsent batch's drain waiter. Garbage collected, each is logged as
+    "Future exception was never retrieved", from inside whatever code runs
+    then. The producer is discarded here, and the error was already raised
+    to the caller (as FencedError or NotOwnerError). (Read-only use of
+    private attributes, looked up defensively.)
     """
     manager = getattr(client, "_txn_manager", None)
-    waiter = getattr(manager, "_transaction_waiter", None)
-    if isinstance(waiter, asyncio.Future) and waiter.done() and not waiter.cancelled():
-        waiter.exception()
+    futures: list[Any] = [getattr(manager, "_transaction_waiter", None)]
+    futures += [entry[-1] for entry in getattr(manager, "_pending_txn_offsets", ())]
+    accumulator = getattr(client, "_message_accumulator", None)
+    batches = [b for queue in getattr(accumulator, "_batches", {}).values() for b in queue]
+    batches += list(getattr(accumulator, "_pending_batches", ()))
+    for batch in batches:
+        futures += [getattr(batch, "future", None), getattr(batch, "_drain_waiter", None)]
+    for future in futures:
+        if isinstance(future, asyncio.Future) and future.done() and not future.cancelled():
+            future.exception()

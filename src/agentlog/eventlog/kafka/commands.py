@@ -9,6 +9,14 @@ encoded exactly like an event's payload (so upcasters apply to it too; its
 content sealed with the run's data key when the log has a cipher).
 The owner hands it out as a :class:`~agentlog.eventlog.base.Command` whose
 ``ref`` is ``(partition, offset)``.
+
+The owner answers each command on the same partition, after it: a *reply*
+record, key = the run id, value = a msgpack map ``{reply_to, applied}``
+(``reply_to``: the command's offset; ``applied``: False when it was refused).
+A reply goes in the transaction that records the command's effect (or, for a
+refused command, that commits its offset), so a client that reads the reply
+(``read_committed``) then reads the effect too. The owners' own consumer
+skips replies.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from agentlog.eventlog.base import COMMAND_KINDS, Command, check_run_id
 from agentlog.eventlog.codec import decode_stored_payload, pack, store_fields, unpack
 from agentlog.eventlog.events import SCHEMA_V
 
-__all__ = ["decode_command", "encode_command"]
+__all__ = ["command_ref", "decode_command", "decode_reply", "encode_command", "encode_reply"]
 
 
 def encode_command(command: Command, cipher: PayloadCipher | None = None) -> bytes:
@@ -88,3 +96,34 @@ def decode_command(
     if unreadable is not None:
         raise unreadable
     return Command(run_id, str(kind), data, ref)
+
+
+def encode_reply(offset: int, applied: bool) -> bytes:
+    """The commands-topic value of the owner's answer to the command at ``offset``."""
+    return pack({"reply_to": offset, "applied": applied}, path="reply")
+
+
+def decode_reply(raw: bytes | None) -> tuple[int, bool] | None:
+    """``(offset of the command, applied)`` if ``raw`` is a reply, else None (a command)."""
+    try:
+        value = unpack(raw or b"")
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or "reply_to" not in value:
+        return None
+    offset, applied = value.get("reply_to"), value.get("applied")
+    if not isinstance(offset, int) or not isinstance(applied, bool):
+        return None
+    return offset, applied
+
+
+def command_ref(command: Command) -> tuple[int, int]:
+    """The ``(partition, offset)`` of a command this log sent or handed out.
+
+    Raises:
+        ConfigError: the command did not come from this Kafka log.
+    """
+    ref = command.ref
+    if not (isinstance(ref, tuple) and len(ref) == 2 and all(isinstance(x, int) for x in ref)):
+        raise ConfigError(f"command {command!r} was not sent or taken by a Kafka log")
+    return ref[0], ref[1]

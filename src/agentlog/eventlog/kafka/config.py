@@ -126,6 +126,13 @@ class KafkaConfig:
     ``transaction_timeout_s``). A healthy transaction lasts milliseconds; a
     live writer whose transaction is aborted only retries it."""
 
+    command_timeout_s: float = 60.0
+    """How long a client's answer or retry to a worker fleet (a command), or
+    its first read of a run it submitted, waits for the run's owning worker
+    to apply or refuse it before it raises BackendUnavailableError. Long
+    enough for a partition to move to another worker when one dies (a
+    session timeout and a rebalance)."""
+
     index_every: int = 1000
     """Rewrite a run's index entry at least every this many events, which
     bounds how far ``find_run`` reads past it."""
@@ -137,6 +144,8 @@ class KafkaConfig:
             raise ConfigError("partitions, keep_snapshots and index_every must be >= 1")
         if self.stalled_transaction_s <= 0:
             raise ConfigError("stalled_transaction_s must be > 0")
+        if not self.command_timeout_s > 0:
+            raise ConfigError(f"command_timeout_s must be > 0, got {self.command_timeout_s}")
         if self.layout not in ("auto", "standalone", "partitioned"):
             raise ConfigError(
                 f"layout must be 'auto', 'standalone' or 'partitioned', not {self.layout!r}"

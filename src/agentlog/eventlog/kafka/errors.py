@@ -8,10 +8,12 @@ was being done and what to do about a failure::
 
 The mapping, most specific first (always ``raise ... from exc``):
 
-* ``ProducerFenced``, ``InvalidProducerEpoch`` -> :class:`FencedError`:
-  another producer opened the run's transactional id (a newer writer, or a
-  reader aborting a stalled transaction); the caller looks at the run's tail
-  to tell which.
+* ``ProducerFenced``, ``InvalidProducerEpoch`` -> the block's ``fenced()``
+  error, a :class:`FencedError` that names what was fenced: another producer
+  opened the transactional id (a newer writer of the run, a reader aborting
+  a stalled transaction, a newer owner of the partition); the caller looks
+  at the tail to tell which. A block that gives no ``fenced`` uses no
+  transactional producer: a fence there is an :class:`EventLogError`.
 * ``MessageSizeTooLargeError``, ``RecordListTooLargeError``,
   ``InvalidTopicError`` -> :class:`EventLogError`: Kafka refused the records;
   no retry can fix that.
@@ -53,8 +55,7 @@ def kafka_errors(
     doing: str | Callable[[], str],
     fix: str | Callable[[], str] = RETRY,
     *,
-    run_id: str = "",
-    epoch: int = 0,
+    fenced: Callable[[], FencedError] | None = None,
 ) -> Iterator[None]:
     """Map the aiokafka errors raised inside the block to agentlog's.
 
@@ -64,19 +65,24 @@ def kafka_errors(
             for a message that depends on how far the block got.
         fix: what the caller can do about it, ending the message (a
             callable too, asked only on failure).
-        run_id: the run whose transactional producer the block uses, for a
-            FencedError; with ``epoch``, the writer epoch it wrote at.
+        fenced: the error for a fence of the block's transactional
+            producer, naming the run (and its epochs) or the partition it writes.
 
     Raises:
-        FencedError: the run's transactional producer was fenced. Its
-            ``current`` is ``epoch``: the block cannot know the newer one.
+        FencedError: what ``fenced()`` returns: the block's transactional
+            producer was fenced.
         EventLogError: Kafka refused the records (too large, bad topic).
         BackendUnavailableError: any other driver error; see :func:`is_transient`.
     """
     try:
         yield
     except _FENCED as exc:
-        raise FencedError(run_id, epoch, epoch) from exc
+        if fenced is None:
+            raise EventLogError(
+                f"{_text(doing)}: another producer with the same transactional id fenced "
+                f"this one ({_cause(exc)}); {_text(fix)}"
+            ) from exc
+        raise fenced() from exc
     except _REFUSED as exc:
         raise EventLogError(
             f"{_text(doing)}: Kafka refused it ({_cause(exc)}); no retry can fix this. "

@@ -39,11 +39,11 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from agentlog._logging import get_logger
 from agentlog.crypto import PayloadCipher
-from agentlog.errors import AgentlogError, ConfigError, CorruptEventError, EncryptionError
+from agentlog.errors import AgentlogError, CorruptEventError, EncryptionError
 from agentlog.eventlog.base import Command
 from agentlog.eventlog.kafka.admin import TopicLayout
 from agentlog.eventlog.kafka.clients import start_client, stop_quietly
-from agentlog.eventlog.kafka.commands import decode_command
+from agentlog.eventlog.kafka.commands import command_ref, decode_command, decode_reply
 from agentlog.eventlog.kafka.config import KafkaConfig
 from agentlog.eventlog.kafka.errors import kafka_errors
 from agentlog.eventlog.kafka.ownership import Change, PartitionOwner
@@ -192,13 +192,13 @@ class GroupMember:
         out: list[Command] = []
         while self._buffer and len(out) < limit:
             command = self._buffer.popleft()
-            if self.owner(_ref(command)[0]) is not None:
+            if self.owner(command_ref(command)[0]) is not None:
                 out.append(command)
         return out
 
     async def ack(self, command: Command) -> None:
         """The command is done with (see :mod:`~agentlog.eventlog.kafka.ownership`)."""
-        partition, offset = _ref(command)
+        partition, offset = command_ref(command)
         owner = self.owner(partition)
         if owner is None:
             return  # the partition's next owner takes the command again: nothing lost
@@ -245,6 +245,9 @@ class GroupMember:
             taken = owner.commands
             if taken.skip(record.offset):
                 continue  # handed out or done already (fetched again after a rebalance)
+            if decode_reply(record.value) is not None:
+                taken.taken(record.offset)  # an owner's answer to a command, for its client
+                continue
             where = f"topic {tp.topic} partition {tp.partition} offset {record.offset}"
             try:
                 command = decode_command(
@@ -258,14 +261,6 @@ class GroupMember:
             taken.taken(record.offset, command.run_id, command.data.type)
             self._buffer.append(command)
         return False
-
-
-def _ref(command: Command) -> tuple[int, int]:
-    """The ``(partition, offset)`` of a command this log handed out."""
-    ref = command.ref
-    if not (isinstance(ref, tuple) and len(ref) == 2 and all(isinstance(x, int) for x in ref)):
-        raise ConfigError(f"command {command!r} was not taken from this Kafka log")
-    return ref[0], ref[1]
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]

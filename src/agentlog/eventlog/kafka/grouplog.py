@@ -12,7 +12,10 @@ it touches. It writes only runs of partitions it owns:
   :mod:`~agentlog.eventlog.kafka.ownership`); :meth:`runnable`,
   :meth:`next_wake` and :meth:`take_commands` see the owned partitions only;
 * without, it is a client: every write raises NotOwnerError, and
-  :meth:`send_command` asks the owner instead.
+  :meth:`send_command` asks the owner instead; :meth:`command_outcome`
+  waits for the owner's reply (:mod:`~agentlog.eventlog.kafka.replies`), and
+  the client's reads of a run it submitted wait for the start's reply
+  (read-your-writes).
 
 ``direct_writes`` is False either way: a run's only writer is its
 partition's owner.
@@ -21,17 +24,19 @@ partition's owner.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
+from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
-from agentlog.errors import NotOwnerError
+from agentlog.errors import BackendUnavailableError, NotOwnerError
 from agentlog.eventlog.base import (
     Capabilities,
     Command,
     RunInfo,
+    Snapshot,
     check_batch,
     check_next,
     check_run_id,
@@ -41,7 +46,7 @@ from agentlog.eventlog.base import (
 )
 from agentlog.eventlog.codec import encode_event
 from agentlog.eventlog.events import Event, RunStatus, utcnow
-from agentlog.eventlog.kafka.commands import encode_command
+from agentlog.eventlog.kafka.commands import command_ref, encode_command
 from agentlog.eventlog.kafka.config import KafkaConfig
 from agentlog.eventlog.kafka.errors import kafka_errors
 from agentlog.eventlog.kafka.group import GroupMember
@@ -49,6 +54,7 @@ from agentlog.eventlog.kafka.log import KafkaEventLog
 from agentlog.eventlog.kafka.ownership import Change, PartitionOwner, RunTail
 from agentlog.eventlog.kafka.reader import KafkaReader
 from agentlog.eventlog.kafka.records import snapshot_key
+from agentlog.eventlog.kafka.replies import ReplyWatch
 from agentlog.eventlog.kafka.writer import WriterPool
 
 __all__ = ["PartitionedKafkaEventLog"]
@@ -68,10 +74,15 @@ class PartitionedKafkaEventLog(KafkaEventLog):
         plain: AIOKafkaProducer,
         partitions: int,
         member: GroupMember | None,
+        common: dict[str, Any],
     ) -> None:
         super().__init__(config, admin, reader, pool, plain, partitions)
         self.member = member
         self.layout = reader.layout
+        self._common = common
+        self._replies: ReplyWatch | None = None
+        #: Starts this log sent whose outcome it has not seen: reads of the run wait for it.
+        self._unsettled: dict[str, list[Command]] = {}
 
     # -- ownership -----------------------------------------------------------------------
 
@@ -128,8 +139,22 @@ class PartitionedKafkaEventLog(KafkaEventLog):
 
     # -- the run index -------------------------------------------------------------------
 
+    async def read(
+        self, run_id: str, *, after_seq: int = 0, upto_seq: int | None = None
+    ) -> AsyncIterator[Event]:
+        await self._read_your_writes(run_id)
+        async for event in super().read(run_id, after_seq=after_seq, upto_seq=upto_seq):
+            yield event
+
+    async def load_snapshot(
+        self, run_id: str, *, at_or_before: int | None = None
+    ) -> Snapshot | None:
+        await self._read_your_writes(run_id)
+        return await super().load_snapshot(run_id, at_or_before=at_or_before)
+
     async def find_run(self, run_id: str) -> RunInfo | None:
         check_run_id(run_id)
+        await self._read_your_writes(run_id)
         owner = self.member.owner(self.layout.partition_of(run_id)) if self.member else None
         if owner is not None:
             tail = owner.tails.get(run_id)
@@ -227,18 +252,65 @@ class PartitionedKafkaEventLog(KafkaEventLog):
 
     # -- commands ---------------------------------------------------------------------------
 
-    async def send_command(self, command: Command) -> None:
-        """Produce the command to its run's commands partition (idempotent, acks=all)."""
+    async def send_command(self, command: Command) -> Command:
+        """Produce the command to its run's commands partition (idempotent, acks=all).
+
+        Returns:
+            The command with ``ref`` = ``(partition, offset)``, for :meth:`command_outcome`.
+        """
         value = encode_command(command, self.cipher)
         partition = self.layout.partition_of(command.run_id)
         doing = f"cannot send the {command.kind} command of run {command.run_id!r}"
         with kafka_errors(doing, "nothing was recorded; send it again once the broker answers"):
-            await self._plain.send_and_wait(
+            sent = await self._plain.send_and_wait(
                 self.layout.commands,
                 value,
                 key=command.run_id.encode("utf-8"),
                 partition=partition,
             )
+        recorded = dataclasses.replace(command, ref=(partition, int(sent.offset)))
+        if command.kind == "start" and self.member is None:
+            # A client's submit returns at once; its reads of the run wait for
+            # the start. (A member never waits on itself: its worker applies it.)
+            self._unsettled.setdefault(command.run_id, []).append(recorded)
+        return recorded
+
+    async def command_outcome(self, command: Command) -> bool:
+        """Wait for the owner's reply to ``command`` (see :mod:`~agentlog.eventlog.kafka.replies`).
+
+        Once it says applied, this log's reads show the command's effect.
+
+        Raises:
+            BackendUnavailableError: no reply within ``KafkaConfig.command_timeout_s``.
+            ConfigError: ``command`` was not returned by :meth:`send_command`.
+        """
+        partition, offset = command_ref(command)
+        if self._replies is None:
+            self._replies = ReplyWatch(self.layout, self._common, self.config.command_timeout_s)
+        try:
+            applied = await self._replies.outcome(command.run_id, command.kind, partition, offset)
+        except BackendUnavailableError:
+            self._settle(command)  # its caller hears why; later reads answer as they can
+            raise
+        self._settle(command)
+        return applied
+
+    def _settle(self, command: Command) -> None:
+        unsettled = self._unsettled.get(command.run_id, [])
+        if command in unsettled:
+            unsettled.remove(command)
+        if not unsettled:
+            self._unsettled.pop(command.run_id, None)
+
+    async def _read_your_writes(self, run_id: str) -> None:
+        """Wait until the starts this log sent for ``run_id`` are applied or refused,
+        so that a read right after a submit sees the run.
+
+        Raises:
+            BackendUnavailableError: no worker answered a start in ``command_timeout_s``.
+        """
+        while self._unsettled.get(run_id):
+            await self.command_outcome(self._unsettled[run_id][0])
 
     async def take_commands(self, *, limit: int = 100) -> list[Command]:
         """Commands of the owned partitions, each handed out once per ownership."""
@@ -253,6 +325,8 @@ class PartitionedKafkaEventLog(KafkaEventLog):
 
     async def close(self) -> None:
         try:
+            if self._replies is not None:
+                await self._replies.stop()
             if self.member is not None:
                 await self.member.stop()
         finally:

@@ -211,7 +211,7 @@ class KafkaEventLog(EventLog):
             from agentlog.eventlog.kafka.grouplog import PartitionedKafkaEventLog
 
             opened: KafkaEventLog = PartitionedKafkaEventLog(
-                config, admin, reader, pool, plain, layout.events_partitions, member
+                config, admin, reader, pool, plain, layout.events_partitions, member, common
             )
         else:
             opened = cls(config, admin, reader, pool, plain, layout.events_partitions)

@@ -23,14 +23,17 @@ is that ownership in one process:
 * **Commands exactly once**: a command taken from commands partition p is
   *outstanding* until its effect is committed. The transaction whose events
   include the command's event (its RunStarted, ResumeReceived, RunRetried or
-  RunCancelled for that run) also commits the command offset
+  RunCancelled for that run; each event the effect of one command, the
+  oldest outstanding of its run and type) also commits the command offset
   (``send_offsets_to_transaction``), so the effect and the consumption are
   atomic. The committed offset is the lowest outstanding command (Kafka
   keeps one position per partition), so a command is never skipped because a
   later one finished first. ``ack`` of a command whose effect did not happen
   (refused: the run was not waiting, say) commits the offset in the
   partition's next transaction, which starts at once if nothing else is
-  queued (a transaction of its own).
+  queued (a transaction of its own). Either transaction carries the owner's
+  reply to the command, applied or refused, on the commands partition, for
+  the client that waits on it (:mod:`~agentlog.eventlog.kafka.replies`).
 
 A commit that fails with anything but a fence leaves it in doubt: its callers
 get BackendUnavailableError ("may or may not be recorded"), and the next
@@ -58,18 +61,18 @@ from agentlog.eventlog.base import RunInfo
 from agentlog.eventlog.events import Event
 from agentlog.eventlog.kafka.admin import MAX_RECORD_BYTES, TopicLayout
 from agentlog.eventlog.kafka.clients import start_client, stop_quietly, transactional_producer
+from agentlog.eventlog.kafka.commands import encode_reply
 from agentlog.eventlog.kafka.config import KafkaConfig
 from agentlog.eventlog.kafka.errors import kafka_errors
+from agentlog.eventlog.kafka.offsets import CommandOffsets
 from agentlog.eventlog.kafka.reader import KafkaReader
 from agentlog.eventlog.kafka.records import IndexEntry, encode_index, index_key
 
-__all__ = ["Change", "CommandOffsets", "PartitionOwner", "RunTail"]
+__all__ = ["Change", "PartitionOwner", "RunTail"]
 
 log = get_logger(__name__)
 
 _STOP_S = 5.0
-#: The broker keeps commit metadata up to offset.metadata.max.bytes (4096 by default).
-_METADATA_BYTES = 3000
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,85 +138,6 @@ class Change:
             self.done.set_result(None)
         else:
             self.done.set_exception(error)
-
-
-class CommandOffsets:
-    """The commands taken from one commands partition and the offset to commit.
-
-    Kafka keeps one committed position per partition, so the position is the
-    lowest command still outstanding; the commands done above it are listed
-    in the commit's metadata (``done:<offset>,...``), committed in the same
-    transactions, so that the partition's next owner skips them too. Past
-    :data:`_METADATA_BYTES` the highest are left out of the list: those are
-    handed out again (the runtime then finds their effect recorded and
-    refuses them), never lost.
-    """
-
-    def __init__(self) -> None:
-        #: offset -> (run id, the event type that records its effect)
-        self.outstanding: dict[int, tuple[str, str]] = {}
-        self.next: int | None = None
-        self.committed = -1
-        self.done_above: set[int] = set()
-        #: Outstanding commands acked without an effect (refused): done at the next commit.
-        self.acked: set[int] = set()
-
-    def seed(self, committed: int, metadata: str) -> None:
-        """Start from the group's committed offset and metadata (a new owner)."""
-        self.committed = max(committed, -1)
-        if committed >= 0:
-            self.next = committed
-        head, _, listed = metadata.partition(":")
-        if head == "done" and listed:
-            self.done_above = {int(o) for o in listed.split(",") if o.isdigit()}
-
-    def skip(self, offset: int) -> bool:
-        """Whether the record at ``offset`` was handed out or done already."""
-        return (self.next is not None and offset < self.next) or offset in self.done_above
-
-    def taken(self, offset: int, run_id: str = "", event_type: str = "") -> None:
-        """A record was handed out (or skipped, with no run: an unreadable command)."""
-        if run_id:
-            self.outstanding[offset] = (run_id, event_type)
-        self.next = offset + 1
-
-    def matched(self, changes: list[Change]) -> set[int]:
-        """The outstanding commands whose effect is one of these changes' events."""
-        types: dict[str, set[str]] = {}
-        for change in changes:
-            types.setdefault(change.run_id, set()).update(e.type for e, _ in change.events)
-        return {
-            offset
-            for offset, (run_id, event_type) in self.outstanding.items()
-            if event_type in types.get(run_id, ()) or offset in self.acked
-        }
-
-    def position(self, done: set[int]) -> int | None:
-        """The offset to commit once ``done`` are: the lowest one still outstanding."""
-        rest = [offset for offset in self.outstanding if offset not in done]
-        return min(rest) if rest else self.next
-
-    def due(self, position: int | None, done: set[int]) -> bool:
-        """Whether a commit of ``done`` at ``position`` changes what the group has."""
-        return position is not None and (position > self.committed or bool(done))
-
-    def metadata(self, position: int, done: set[int]) -> str:
-        """The commit metadata: the commands done at or above ``position``."""
-        listed, size = [], len("done:")
-        for offset in sorted(o for o in self.done_above | done if o >= position):
-            size += len(str(offset)) + 1
-            if size > _METADATA_BYTES:
-                break
-            listed.append(str(offset))
-        return "done:" + ",".join(listed)
-
-    def commit(self, position: int | None, done: set[int]) -> None:
-        for offset in done:
-            self.outstanding.pop(offset, None)
-        self.acked -= done
-        if position is not None:
-            self.committed = max(self.committed, position)
-        self.done_above = {o for o in self.done_above | done if o >= self.committed}
 
 
 class PartitionOwner:
@@ -302,7 +226,7 @@ class PartitionOwner:
         """Stop writing: later and queued writes raise NotOwnerError; close the producer."""
         if self.error is None:
             self._why = why
-            self.error = NotOwnerError("*", self.partition, why)
+            self.error = NotOwnerError("", self.partition, why)
         for change in self._queue:
             change.settle(self._not_owner(change.run_id))
         self._queue.clear()
@@ -347,7 +271,12 @@ class PartitionOwner:
             raise self._not_owner(change.run_id)
         self._queue.append(change)
         self._wake.set()
-        await asyncio.shield(change.done)
+        try:
+            await asyncio.shield(change.done)
+        except asyncio.CancelledError:
+            # The commit goes on without this caller: nobody reads its outcome.
+            change.done.add_done_callback(_consume)
+            raise
 
     async def _commit_loop(self) -> None:
         while self.error is None:
@@ -367,7 +296,12 @@ class PartitionOwner:
 
     async def _commit(self, batch: list[Change]) -> None:
         if self._in_doubt:
-            await self._reopen()
+            try:
+                await self._reopen()
+            except NotOwnerError:
+                for change in batch:
+                    change.settle(self._not_owner(change.run_id))
+                return
         work: dict[str, RunTail] = {}
         before: dict[str, RunTail] = {}
         taken: list[Change] = []
@@ -384,12 +318,13 @@ class PartitionOwner:
             taken.append(change)
         if not taken:
             return
-        done = self.commands.matched(taken)
+        replies = self.commands.matched(taken)
+        done = set(replies)
         position = self.commands.position(done)
         try:
-            final = await self._transact(taken, work, before, position, done)
-        except FencedError as exc:
-            await self.close(f"fenced by a newer owner of partition {self.partition}: {exc}")
+            final = await self._transact(taken, work, before, position, replies)
+        except FencedError:
+            await self.close("a newer owner opened its producer (it fenced this one)")
             for change in taken:
                 change.settle(self._not_owner(change.run_id))
             return
@@ -420,16 +355,18 @@ class PartitionOwner:
         work: dict[str, RunTail],
         before: dict[str, RunTail],
         position: int | None,
-        done: set[int],
+        replies: dict[int, bool],
     ) -> dict[str, RunTail]:
-        """One transaction: events, then index entries, extra records and the command offset."""
+        """One transaction: events, then index entries, extra records, the replies to
+        the commands it finishes and the command offset."""
         producer = self.producer
         assert producer is not None
         layout, p = self._layout, self.partition
+        done = set(replies)
         sent: list[asyncio.Future[Any]] = []
         doing = f"partition {p}: cannot commit {len(taken)} writes"
         try:
-            with kafka_errors(doing, epoch=0):
+            with kafka_errors(doing, fenced=lambda: NotOwnerError("", p, "fenced")):
                 async with asyncio.timeout(self._config.request_timeout_s):
                     await producer.begin_transaction()
                     spans: dict[str, list[tuple[asyncio.Future[Any], int]]] = {}
@@ -456,6 +393,16 @@ class PartitionOwner:
                             sent.append(
                                 await producer.send(layout.runs, extra, key=key, partition=p)
                             )
+                    for offset, applied in sorted(replies.items()):
+                        run_id = self.commands.outstanding[offset][0]
+                        sent.append(
+                            await producer.send(
+                                layout.commands,
+                                encode_reply(offset, applied),
+                                key=run_id.encode(),
+                                partition=p,
+                            )
+                        )
                     if position is not None and self.commands.due(position, done):
                         meta = self.commands.metadata(position, done)
                         await producer.send_offsets_to_transaction(
@@ -520,7 +467,7 @@ class PartitionOwner:
         """Settle an in-doubt transaction and read the tails again, if still the owner."""
         if not self._still_owned(self.partition):
             await self.close("the group no longer assigns it here")
-            raise self._not_owner("*")
+            raise self._not_owner("")
         if self.producer is not None:
             await stop_quietly(self.producer, _STOP_S)
             self.producer = None

@@ -266,7 +266,7 @@ class Transactions:
         sent: list[asyncio.Future[Any]] = []
         doing = f"run {writer.run_id!r}: cannot commit {commit.describe()}"
         try:
-            with kafka_errors(doing, run_id=writer.run_id, epoch=writer.committed.writer_epoch):
+            with kafka_errors(doing, fenced=lambda: commit.fenced(writer.committed)):
                 await producer.begin_transaction()
                 applied = await commit.send(writer, sent)
                 await producer.commit_transaction()
