@@ -72,6 +72,17 @@ def _extends(new: list[Any], base: list[Any]) -> bool:
         return False
 
 
+def _may_extend(model: ThreadModel, ns: str, channel: str, version: Any, base: Any) -> bool:
+    """True if ``version`` may be stored as a delta on ``base``.
+
+    Only a version new to the thread may: LangGraph lists unchanged
+    versions too (re-saving a checkpoint, as its migration tests do), and a
+    delta that replaced the blob of a version its base's chain holds (its
+    own, at the least) would make that chain loop.
+    """
+    return base is not None and base != version and (ns, channel, version) not in model.blobs
+
+
 def checkpoint_event(
     serde: SerializerProtocol,
     model: ThreadModel,
@@ -95,7 +106,7 @@ def checkpoint_event(
             continue
         value = values[channel]
         base_version = parent_versions.get(channel)
-        if isinstance(value, list) and base_version is not None:
+        if isinstance(value, list) and _may_extend(model, ns, channel, version, base_version):
             base = resolve(serde, model, heads, ns, channel, base_version, private=True)
             if isinstance(base, list) and base and _extends(value, base):
                 kind, raw = _dump(serde, tid, channel, value[len(base) :])
