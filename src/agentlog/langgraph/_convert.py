@@ -31,7 +31,10 @@ from agentlog.langgraph._thread import ThreadModel
 __all__ = ["Heads", "build_tuple", "checkpoint_event", "copy_events", "writes_event"]
 
 #: (ns, channel) -> (version, private list value): the newest list value
-#: decoded or written per channel, the base for the next delta.
+#: decoded or written per channel, the base for the next delta. Private to
+#: its items: a copy of what LangGraph put and never what a reader got, so an
+#: item edited in place (a message's tool call, before ``update_state``)
+#: differs from its head and the next checkpoint stores it.
 Heads = dict[tuple[str, str], tuple[object, list[Any]]]
 
 _MISSING = object()
@@ -109,14 +112,15 @@ def checkpoint_event(
         if isinstance(value, list) and _may_extend(model, ns, channel, version, base_version):
             base = resolve(serde, model, heads, ns, channel, base_version, private=True)
             if isinstance(base, list) and base and _extends(value, base):
-                kind, raw = _dump(serde, tid, channel, value[len(base) :])
+                added = value[len(base) :]
+                kind, raw = _dump(serde, tid, channel, added)
                 entries.append([channel, version, kind, raw, base_version])
-                new_heads[(ns, channel)] = (version, list(value))
+                new_heads[(ns, channel)] = (version, [*base, *copy.deepcopy(added)])
                 continue
         kind, raw = _dump(serde, tid, channel, value)
         entries.append([channel, version, kind, raw, None])
         if isinstance(value, list):
-            new_heads[(ns, channel)] = (version, list(value))
+            new_heads[(ns, channel)] = (version, copy.deepcopy(value))
     skeleton: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     for key, item in checkpoint.items():
@@ -170,12 +174,13 @@ def resolve(
 ) -> Any:
     """A channel's value at ``version`` (``_MISSING`` if empty or unknown).
 
-    List values come back as a fresh list (the private head itself when
-    ``private``); the head cache makes the newest one cost a copy, not a decode.
+    List values come back as a deep copy (the private head itself when
+    ``private``): the head cache makes the newest one cost a copy, not a
+    decode, and the reader's edits must not reach the head.
     """
     head = heads.get((ns, channel))
     if head is not None and head[0] == version:
-        return head[1] if private else list(head[1])
+        return head[1] if private else copy.deepcopy(head[1])
     chain = model.chain(ns, channel, version)
     if not chain or chain[-1][0] == "empty":
         return _MISSING
@@ -187,7 +192,7 @@ def resolve(
     for kind, raw, _base in chain[1:]:
         value.extend(_load(serde, kind, raw, where))
     heads[(ns, channel)] = (version, value)
-    return value if private else list(value)
+    return value if private else copy.deepcopy(value)
 
 
 def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
