@@ -30,13 +30,16 @@ Serialization. Values go through LangGraph's serde protocol; the default is
 :class:`~agentlog.errors.ForbiddenTypeError`) stored bytes that name any
 class not on its allow-list, before importing anything (CVE-2026-28277).
 Allowed by default: builtin values (None, bool, int, float, str, bytes,
-list, tuple, dict), and LangGraph's own safe list
+list, tuple, dict), LangGraph's own safe list and LangChain's agent steps
 (:data:`~agentlog.langgraph.serde.DEFAULT_ALLOWED`): datetime, date, time,
 timedelta, timezone, UUID, Decimal, set, frozenset, deque, IP addresses,
-paths, ZoneInfo, compiled regexes, LangChain messages and documents, and
-LangGraph's Send, Interrupt, Command and friends. The classes of a graph's
-own state schema are added when the graph compiles. To allow another type::
+paths, ZoneInfo, compiled regexes, LangChain messages, documents and
+AgentAction/AgentFinish/AgentStep, and LangGraph's Send, Interrupt, Command
+and friends. A state class of your own (pydantic or a dataclass) is allowed
+by naming it, which allows the classes its fields name too (LangGraph hands
+them over itself only under ``LANGGRAPH_STRICT_MSGPACK=true``)::
 
+    AgentlogSaver.from_url(url, allowed=[MyState])
     AgentlogSaver.from_url(url, serde=StrictSerializer(allowed=[MyType]))
 
 A value the serializer cannot store is refused when it is saved, with

@@ -23,12 +23,25 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from agentlog.errors import ChannelNotSerializableError, ForbiddenTypeError, NotSerializableError
+from agentlog.errors import (
+    ChannelNotSerializableError,
+    ForbiddenTypeError,
+    MissingThreadIdError,
+    NotSerializableError,
+)
 from agentlog.eventlog.codec import pack
 from agentlog.eventlog.events import CheckpointSaved, EventData, WritesSaved
 from agentlog.langgraph._thread import ThreadModel
 
-__all__ = ["Heads", "build_tuple", "checkpoint_event", "copy_events", "writes_event"]
+__all__ = [
+    "Heads",
+    "build_tuple",
+    "checkpoint_config",
+    "checkpoint_event",
+    "copy_events",
+    "where",
+    "writes_event",
+]
 
 #: (ns, channel) -> (version, private list value): the newest list value
 #: decoded or written per channel, the base for the next delta. Private to
@@ -195,7 +208,21 @@ def resolve(
     return value if private else copy.deepcopy(value)
 
 
-def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
+def where(config: RunnableConfig | None, method: str) -> tuple[str, str, str | None]:
+    """(thread id, namespace, checkpoint id) of a config."""
+    configurable = (config or {}).get("configurable") or {}
+    thread_id = configurable.get("thread_id")
+    if thread_id is None or thread_id == "":
+        raise MissingThreadIdError(method)
+    return (
+        str(thread_id),
+        configurable.get("checkpoint_ns") or "",
+        configurable.get("checkpoint_id"),
+    )
+
+
+def checkpoint_config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
+    """The config that names one checkpoint of a thread."""
     return {
         "configurable": {
             "thread_id": thread_id,
@@ -232,10 +259,10 @@ def build_tuple(
         for task_id, channel, kind, raw, _path in model.ordered_writes(ns, cid)
     ]
     return CheckpointTuple(
-        config=_config(tid, ns, cid),
+        config=checkpoint_config(tid, ns, cid),
         checkpoint=checkpoint,
         metadata=metadata,
-        parent_config=_config(tid, ns, data.parent_id) if data.parent_id else None,
+        parent_config=checkpoint_config(tid, ns, data.parent_id) if data.parent_id else None,
         pending_writes=pending,
     )
 
