@@ -18,8 +18,10 @@ appending stores only the new items, so bytes grow with the delta, not with
 the state. Pending writes are ``WritesSaved`` events. ``agentlog show``,
 ``state`` and ``diff`` read a thread like any run.
 
-One writer per thread. The first write of a process to a thread reads it and
-claims the run's writer epoch; every append names the seq it expects. A
+One writer per thread. The first write of a process to a thread goes in
+conditional on the seq it read, and then claims the run's writer epoch (a
+new thread's first write, at epoch 0, claims nothing); every append names
+the seq it expects. A
 second process that writes the same thread makes the other one's next write
 fail with :class:`~agentlog.errors.ThreadConflictError` (nothing written,
 nothing forked). A process that resumes a thread whose writer was killed
