@@ -488,8 +488,8 @@ class ChannelNotSerializableError(NotSerializableError):
             self,
             f"thread {thread_id!r}: cannot store channel {channel!r}: a {value_type} "
             f"({why}). Nothing of this checkpoint was written. Store builtin values, or "
-            "allow the type: AgentlogSaver(log, serde=StrictSerializer(allowed=[YourType])); "
-            "see docs/langgraph.md.",
+            "allow its class: AgentlogSaver.from_url(url, allowed=[YourStateClass]) allows "
+            "your graph's state class and the classes its fields name; see docs/langgraph.md.",
         )
         self.thread_id, self.path, self.value_type = thread_id, channel, value_type
 
@@ -507,8 +507,8 @@ class ForbiddenTypeError(EventLogError):
         super().__init__(
             f"refused to decode stored bytes{at}: they name {what}, which is not on the "
             "serializer's allow-list, so nothing was imported. If you stored that type "
-            "yourself, allow it: StrictSerializer(allowed=[(module, name)]); see "
-            "docs/langgraph.md."
+            "yourself, allow it: AgentlogSaver.from_url(url, allowed=[YourStateClass]) "
+            "or StrictSerializer(allowed=[(module, name)]); see docs/langgraph.md."
         )
         self.what, self.where = what, where
 

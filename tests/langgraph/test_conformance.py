@@ -1,4 +1,4 @@
-"""LangGraph's published conformance suite against AgentlogSaver, on SQLite and Kafka.
+"""LangGraph's published conformance suite against AgentlogSaver, on SQLite, PostgreSQL and Kafka.
 
 ``langgraph-checkpoint-conformance`` runs every base capability (put,
 put_writes, get_tuple, list, delete_thread) and the extended ones the saver
@@ -16,6 +16,7 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.initializer import RegisteredCheckpointer
 
 from agentlog.langgraph import AgentlogSaver
+from tests.services.postgres_server import PostgresServer, fresh_database_url
 
 EXTENDED = {"delete_for_runs", "copy_thread", "prune"}
 
@@ -52,6 +53,10 @@ async def test_conformance_on_sqlite_with_a_snapshot_every_two_events(tmp_path: 
     await check_conformance(
         registered(lambda: f"sqlite:///{tmp_path}/log{next(count)}.db", snapshot_every=2)
     )
+
+
+async def test_conformance_on_postgresql(postgres_server: PostgresServer) -> None:
+    await check_conformance(registered(lambda: fresh_database_url(postgres_server)))
 
 
 @pytest.mark.kafka

@@ -30,3 +30,12 @@ def test_table_bytes_counts_only_the_named_tables(postgres_server: PostgresServe
     )
     assert bench.table_bytes(url, bench.PEER_TABLES) > 100_000
     assert bench.table_bytes(url, bench.AGENTLOG_TABLES) == 0
+
+
+def test_the_first_save_rows_time_both_savers(postgres_server: PostgresServer) -> None:
+    rows = bench.first_save_rows(lambda: fresh_database_url(postgres_server), 3)
+    by_name = {row.name: row for row in rows}
+    ours = by_name[f"first put of a new thread: {bench.OURS}"]
+    peer = by_name[f"first put of a new thread: {bench.PEER}"]
+    assert ours.median > 0 and peer.median > 0 and ours.extra["x_peer"] > 0
+    assert "x_peer" not in peer.extra  # the ratio is ours against the peer

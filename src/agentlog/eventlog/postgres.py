@@ -18,7 +18,9 @@ How the contract is kept:
   update happened. The update holds the row's lock until the commit, so a
   claim (which bumps the epoch under the same lock) is ordered before or
   after it, never in between. The new index values come from the run's row
-  as this instance last saw it; when it has not seen it, or the condition
+  as this instance last saw it. A run with no row yet takes its first batch
+  at epoch 0 in one statement too (``APPEND_NEW``: the row and the events,
+  or nothing if a row exists). When the row is not as seen, or the condition
   fails, the slow path locks the row ``FOR UPDATE``, says which error the
   append deserves (conflict, fenced, unclaimed epoch), or appends.
 * **Sync durability** is a committed transaction on a connection with
@@ -67,7 +69,7 @@ from agentlog.eventlog.base import (
     snapshots_kept_from,
 )
 from agentlog.eventlog.events import Event, RunStatus, status_after, utcnow
-from agentlog.eventlog.postgres_append import append_fast, append_locked, event_arrays
+from agentlog.eventlog.postgres_append import append_locked, append_unlocked, event_arrays
 from agentlog.eventlog.postgres_schema import (
     CHANNEL,
     CLAIM,
@@ -224,7 +226,7 @@ class PostgresEventLog(EventLog):
     # -- events -----------------------------------------------------------------------
 
     async def append(self, events: Sequence[Event], *, durable: bool = True) -> None:
-        run_id, first_seq, epoch = check_batch(events)
+        run_id, _first, epoch = check_batch(events)
         # Encode before any round trip: a bad payload fails with nothing written.
         rows = [event_row(event, epoch, self.cipher) for event in events]
         attempts = 0
@@ -232,11 +234,9 @@ class PostgresEventLog(EventLog):
         async def body(conn: _Conn) -> RunInfo:
             nonlocal attempts
             attempts += 1
-            known = self._known.get(run_id)
-            if known is not None and known.last_seq == first_seq - 1:
-                new = known.after(events)
-                if await append_fast(conn, new, first_seq, epoch, rows, durable):
-                    return new
+            new = await append_unlocked(conn, self._known.get(run_id), events, rows, durable)
+            if new is not None:
+                return new
             arrays = event_arrays(rows)
             return await append_locked(conn, events, arrays, durable, retried=attempts > 1)
 

@@ -1,13 +1,16 @@
 """The append of the PostgreSQL backend: one statement when it can, the run row's lock when not.
 
-:func:`append_fast` is the common case, one round trip: the conditional
-update of the run's index row and the insert of the events in ONE statement
-(:data:`~agentlog.eventlog.postgres_schema.APPEND_FAST`), which is its own
-transaction. :func:`append_locked` is the rest: the run's row unknown to
-this process, or not as expected (a conflict, a fence, another writer's
-append): it locks the row ``FOR UPDATE``, raises the error the append
-deserves, or appends; after a commit lost with its connection it finds the
-batch already stored and returns.
+:func:`append_unlocked` is the common case, one round trip, in ONE statement
+that is its own transaction: the conditional update of the run's index row
+and the insert of the events
+(:data:`~agentlog.eventlog.postgres_schema.APPEND_FAST`), or, for the first
+batch of a run with no row yet at epoch 0 (a LangGraph thread's first save,
+which claims nothing), the insert of the row and of the events
+(:data:`~agentlog.eventlog.postgres_schema.APPEND_NEW`). :func:`append_locked`
+is the rest: the run's row unknown to this process, or not as expected (a
+conflict, a fence, another writer's append): it locks the row ``FOR
+UPDATE``, raises the error the append deserves, or appends; after a commit
+lost with its connection it finds the batch already stored and returns.
 
 Where a sync append's time goes (one event, ~500 bytes, measured with
 ``benchmarks/bench_postgres.py``): the server's commit (WAL flush) first,
@@ -30,6 +33,7 @@ from agentlog.eventlog.base import RunInfo, check_next
 from agentlog.eventlog.events import Event
 from agentlog.eventlog.postgres_schema import (
     APPEND_FAST,
+    APPEND_NEW,
     APPEND_ONE,
     COPY_EVENTS,
     COPY_FROM,
@@ -42,7 +46,7 @@ from agentlog.eventlog.postgres_schema import (
 )
 from agentlog.eventlog.sqlite_schema import info_from_row, info_to_row
 
-__all__ = ["after_values", "append_fast", "append_locked", "event_arrays"]
+__all__ = ["after_values", "append_locked", "append_unlocked", "event_arrays"]
 
 _Conn = psycopg.AsyncConnection[tuple[Any, ...]]
 _ROW_COLUMNS = ("run_id", "seq", "type", "ts", "schema_v", "epoch", "payload", "checksum")
@@ -54,7 +58,31 @@ def event_arrays(rows: Sequence[tuple[Any, ...]]) -> dict[str, list[Any]]:
     return {name: [row[i] for row in rows] for i, name in enumerate(_ROW_COLUMNS)}
 
 
-async def append_fast(
+async def append_unlocked(
+    conn: _Conn,
+    known: RunInfo | None,
+    events: Sequence[Event],
+    rows: Sequence[tuple[Any, ...]],
+    durable: bool,
+) -> RunInfo | None:
+    """The one-statement append, if the run's row is as this process knows it
+    (``known``, at the seq before the batch) or absent (a new run's first batch
+    at epoch 0); None if it is not (nothing was written then)."""
+    first_seq, epoch = events[0].seq, events[0].writer_epoch
+    if known is not None and known.last_seq == first_seq - 1:
+        new = known.after(events)
+        if await _append_fast(conn, new, first_seq, epoch, rows, durable):
+            return new
+    elif known is None and first_seq == 1 and epoch == 0 and len(rows) < COPY_FROM:
+        new = RunInfo(events[0].run_id).after(events)
+        row = zip(RUN_FIELDS, info_to_row(new), strict=True)
+        params = {f"r_{name}": value for name, value in row}
+        if await _execute_counted(conn, APPEND_NEW, params | event_arrays(rows), rows, durable):
+            return new
+    return None
+
+
+async def _append_fast(
     conn: _Conn,
     new: RunInfo,
     first_seq: int,
@@ -62,20 +90,23 @@ async def append_fast(
     rows: Sequence[tuple[Any, ...]],
     durable: bool,
 ) -> bool:
-    """The one-statement append; False if the run's row was not as expected
-    (nothing was written then)."""
+    """The one-statement append of a known run; False if the run's row was not
+    as expected (nothing was written then)."""
     params = dict(zip(("run", *_INFO_AFTER), after_values(new), strict=True))
     params |= {"expect_seq": first_seq - 1, "expect_epoch": epoch}
-    count = len(rows)
+    if len(rows) >= COPY_FROM:
+        return await _append_copy(conn, params, rows, durable)
+    if len(rows) == 1:
+        params |= dict(zip(_ROW_COLUMNS, rows[0], strict=True))
+        return await _execute_counted(conn, APPEND_ONE, params, rows, durable)
+    return await _execute_counted(conn, APPEND_FAST, params | event_arrays(rows), rows, durable)
+
+
+async def _execute_counted(
+    conn: _Conn, sql: str, params: dict[str, Any], rows: Sequence[tuple[Any, ...]], durable: bool
+) -> bool:
+    """Run a one-statement append; True if it inserted every row."""
     try:
-        if count >= COPY_FROM:
-            return await _append_copy(conn, params, rows, durable)
-        sql = APPEND_FAST
-        if count == 1:
-            sql = APPEND_ONE
-            params |= dict(zip(_ROW_COLUMNS, rows[0], strict=True))
-        else:
-            params |= event_arrays(rows)
         if durable:
             # Prepared at once (not after psycopg's default five runs): one parse per connection.
             cur = await conn.execute(sql, params, prepare=True)
@@ -85,7 +116,7 @@ async def append_fast(
                 cur = await conn.execute(sql, params, prepare=True)
     except psycopg.errors.UniqueViolation:
         return False  # rolled back whole; the locked path says which seq conflicts
-    return cur.rowcount == count
+    return cur.rowcount == len(rows)
 
 
 class _NotAsExpected(Exception):

@@ -35,6 +35,7 @@ from agentlog.eventlog.events import LANGGRAPH_WORKFLOW
 
 __all__ = [
     "APPEND_FAST",
+    "APPEND_NEW",
     "APPEND_ONE",
     "CHANNEL",
     "CLAIM",
@@ -149,6 +150,16 @@ APPEND_ONE = (
     f"INSERT INTO agentlog_events ({_EVENT_COLUMNS}) SELECT %(run_id)s::text, "
     "%(seq)s::bigint, %(type)s::text, %(ts)s::bigint, %(schema_v)s::int, %(epoch)s::bigint, "
     "%(payload)b::bytea, %(checksum)s::bigint FROM run"
+)
+#: The first batch of a run that has no row yet, in ONE statement: the row is
+#: inserted (its fields as ``r_<name>``) unless one exists, and the events only
+#: if it was. A row that exists, or a concurrent claim or append that made
+#: one first, leaves nothing written; the slow path then says why.
+APPEND_NEW = (
+    f"WITH run AS (INSERT INTO agentlog_runs ({RUN_COLUMNS}) "
+    f"VALUES ({', '.join(f'%(r_{name})s' for name in RUN_FIELDS)}) "
+    "ON CONFLICT (run_id) DO NOTHING RETURNING 1) "
+    f"INSERT INTO agentlog_events ({_EVENT_COLUMNS}) SELECT e.* FROM {_UNNEST} AS e, run"
 )
 #: The conditional update alone (big batches: the rows follow by COPY, same transaction).
 UPDATE_RUN_IF = _UPDATE_RUN_IF

@@ -23,15 +23,31 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from agentlog.errors import ChannelNotSerializableError, ForbiddenTypeError, NotSerializableError
+from agentlog.errors import (
+    ChannelNotSerializableError,
+    ForbiddenTypeError,
+    MissingThreadIdError,
+    NotSerializableError,
+)
 from agentlog.eventlog.codec import pack
 from agentlog.eventlog.events import CheckpointSaved, EventData, WritesSaved
 from agentlog.langgraph._thread import ThreadModel
 
-__all__ = ["Heads", "build_tuple", "checkpoint_event", "copy_events", "writes_event"]
+__all__ = [
+    "Heads",
+    "build_tuple",
+    "checkpoint_config",
+    "checkpoint_event",
+    "copy_events",
+    "where",
+    "writes_event",
+]
 
 #: (ns, channel) -> (version, private list value): the newest list value
-#: decoded or written per channel, the base for the next delta.
+#: decoded or written per channel, the base for the next delta. Private to
+#: its items: a copy of what LangGraph put and never what a reader got, so an
+#: item edited in place (a message's tool call, before ``update_state``)
+#: differs from its head and the next checkpoint stores it.
 Heads = dict[tuple[str, str], tuple[object, list[Any]]]
 
 _MISSING = object()
@@ -72,6 +88,17 @@ def _extends(new: list[Any], base: list[Any]) -> bool:
         return False
 
 
+def _may_extend(model: ThreadModel, ns: str, channel: str, version: Any, base: Any) -> bool:
+    """True if ``version`` may be stored as a delta on ``base``.
+
+    Only a version new to the thread may: LangGraph lists unchanged
+    versions too (re-saving a checkpoint, as its migration tests do), and a
+    delta that replaced the blob of a version its base's chain holds (its
+    own, at the least) would make that chain loop.
+    """
+    return base is not None and base != version and (ns, channel, version) not in model.blobs
+
+
 def checkpoint_event(
     serde: SerializerProtocol,
     model: ThreadModel,
@@ -95,17 +122,18 @@ def checkpoint_event(
             continue
         value = values[channel]
         base_version = parent_versions.get(channel)
-        if isinstance(value, list) and base_version is not None:
+        if isinstance(value, list) and _may_extend(model, ns, channel, version, base_version):
             base = resolve(serde, model, heads, ns, channel, base_version, private=True)
             if isinstance(base, list) and base and _extends(value, base):
-                kind, raw = _dump(serde, tid, channel, value[len(base) :])
+                added = value[len(base) :]
+                kind, raw = _dump(serde, tid, channel, added)
                 entries.append([channel, version, kind, raw, base_version])
-                new_heads[(ns, channel)] = (version, list(value))
+                new_heads[(ns, channel)] = (version, [*base, *copy.deepcopy(added)])
                 continue
         kind, raw = _dump(serde, tid, channel, value)
         entries.append([channel, version, kind, raw, None])
         if isinstance(value, list):
-            new_heads[(ns, channel)] = (version, list(value))
+            new_heads[(ns, channel)] = (version, copy.deepcopy(value))
     skeleton: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     for key, item in checkpoint.items():
@@ -159,12 +187,13 @@ def resolve(
 ) -> Any:
     """A channel's value at ``version`` (``_MISSING`` if empty or unknown).
 
-    List values come back as a fresh list (the private head itself when
-    ``private``); the head cache makes the newest one cost a copy, not a decode.
+    List values come back as a deep copy (the private head itself when
+    ``private``): the head cache makes the newest one cost a copy, not a
+    decode, and the reader's edits must not reach the head.
     """
     head = heads.get((ns, channel))
     if head is not None and head[0] == version:
-        return head[1] if private else list(head[1])
+        return head[1] if private else copy.deepcopy(head[1])
     chain = model.chain(ns, channel, version)
     if not chain or chain[-1][0] == "empty":
         return _MISSING
@@ -176,10 +205,24 @@ def resolve(
     for kind, raw, _base in chain[1:]:
         value.extend(_load(serde, kind, raw, where))
     heads[(ns, channel)] = (version, value)
-    return value if private else list(value)
+    return value if private else copy.deepcopy(value)
 
 
-def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
+def where(config: RunnableConfig | None, method: str) -> tuple[str, str, str | None]:
+    """(thread id, namespace, checkpoint id) of a config."""
+    configurable = (config or {}).get("configurable") or {}
+    thread_id = configurable.get("thread_id")
+    if thread_id is None or thread_id == "":
+        raise MissingThreadIdError(method)
+    return (
+        str(thread_id),
+        configurable.get("checkpoint_ns") or "",
+        configurable.get("checkpoint_id"),
+    )
+
+
+def checkpoint_config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
+    """The config that names one checkpoint of a thread."""
     return {
         "configurable": {
             "thread_id": thread_id,
@@ -216,10 +259,10 @@ def build_tuple(
         for task_id, channel, kind, raw, _path in model.ordered_writes(ns, cid)
     ]
     return CheckpointTuple(
-        config=_config(tid, ns, cid),
+        config=checkpoint_config(tid, ns, cid),
         checkpoint=checkpoint,
         metadata=metadata,
-        parent_config=_config(tid, ns, data.parent_id) if data.parent_id else None,
+        parent_config=checkpoint_config(tid, ns, data.parent_id) if data.parent_id else None,
         pending_writes=pending,
     )
 

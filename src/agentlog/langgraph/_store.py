@@ -23,7 +23,10 @@ the run's writer epoch, which fences every older writer at once, with no
 lease to wait out after a crash. It claims after that write, not before: the
 first batch is appended under the epoch in force, conditional on its seq, so
 of two processes that read the same checkpoint exactly one wins, and a late
-claim never fences a writer that is ahead of it.
+claim never fences a writer that is ahead of it. A thread that had no run
+when it was read has no writer to fence: its first batch goes in under epoch
+0, conditional on seq 1, and nothing is claimed, so a new thread's first
+save is one commit (a later writer's claim fences this process).
 """
 
 from __future__ import annotations
@@ -77,6 +80,9 @@ class _Thread:
     #: The newest seq that this store did not append itself (another writer's
     #: event, or the head when a write failed): a namespace served before it is stale.
     foreign_seq: int = 0
+    #: The log had no run for the thread when it was last read: no writer
+    #: holds it, so its first write needs no claim (see :meth:`ThreadStore.append`).
+    absent: bool = False
 
     def serve(self, namespaces: Sequence[str] | None = None) -> None:
         """Record that LangGraph was given the thread as it stands (``None``: every namespace)."""
@@ -95,6 +101,7 @@ class _Thread:
         self.served.clear()
         self.read_seq = -1
         self.epoch = None  # fenced or beaten: claim again after the next read
+        self.absent = False  # whoever beat us wrote or claimed it
         self.chain = None  # another writer's snapshots may follow ours
         self.heads.clear()  # they may hold values of the checkpoint that was not stored
 
@@ -167,7 +174,9 @@ class ThreadStore:
         except UnknownRunError:
             if model.seq:
                 raise
-            # Never written: an empty thread.
+            state.absent = True  # never written: an empty thread
+        else:
+            state.absent = False
         await self._settle(state)
 
     async def _settle(self, state: _Thread) -> None:
@@ -213,7 +222,14 @@ class ThreadStore:
             state.refuse()
             raise ThreadConflictError(thread_id, _STALE)
         claim_after = False
-        if state.epoch is None:
+        if state.epoch is None and state.absent and served_ns is not None:
+            # A new thread, as LangGraph was served it: its first batch goes in
+            # under epoch 0, which no run has claimed, conditional on seq 1, so
+            # of two processes that create it exactly one wins. No claim: one
+            # commit, not two, and any process that writes the thread later
+            # claims a newer epoch, which fences this one.
+            state.epoch = 0
+        elif state.epoch is None:
             await self._catch_up(state)
             if served_ns is not None and state.stale(served_ns):
                 state.refuse()
@@ -249,6 +265,7 @@ class ThreadStore:
         except (ConflictError, FencedError) as exc:
             state.refuse()
             raise ThreadConflictError(model.thread_id, _why(exc)) from exc
+        state.absent = False
         for event in events:
             model.apply(event)
             if isinstance(event.data, CheckpointsRemoved) and event.data.everything:

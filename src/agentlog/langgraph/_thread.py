@@ -20,9 +20,11 @@ bounded by the snapshot interval.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentlog.errors import CorruptEventError
 from agentlog.eventlog.events import CheckpointSaved, CheckpointsRemoved, Event, WritesSaved
 
 __all__ = ["ABSENT", "Blob", "NeedsHistory", "StoredWrite", "ThreadModel"]
@@ -136,11 +138,10 @@ class ThreadModel:
 
         Raises:
             NeedsHistory: the model is not complete and does not hold the blob.
+            CorruptEventError: the chain loops back on itself.
         """
         out: list[Blob] = []
-        key: Any = version
-        while key is not None:
-            blob = self.blobs.get((ns, channel, key))
+        for key, blob in self._links(ns, channel, version):
             if blob is None:
                 if not self.complete:
                     raise NeedsHistory(f"blob {ns!r} {channel!r} {key!r}")
@@ -148,9 +149,43 @@ class ThreadModel:
             if blob[0] == ABSENT:
                 return []
             out.append(blob)
-            key = blob[2]
         out.reverse()
         return out
+
+    def _links(self, ns: str, channel: str, version: Any) -> Iterator[tuple[Any, Blob | None]]:
+        """(version, blob) from ``version`` down its bases; the blob is None where
+        the chain stops at a version with no stored blob.
+
+        A version met twice is a chain that loops (a delta naming itself or a
+        later delta as its base): reading on would never end, so it is corrupt.
+        """
+        seen: set[Any] = set()
+        key: Any = version
+        while key is not None:
+            if key in seen:
+                raise CorruptEventError(
+                    self.thread_id,
+                    self._stored_at(ns, channel, key),
+                    f"the value of channel {channel!r} at version {version!r} is a chain of "
+                    f"deltas that loops back to version {key!r}",
+                    f"langgraph thread, namespace {ns!r}",
+                )
+            seen.add(key)
+            blob = self.blobs.get((ns, channel, key))
+            yield key, blob
+            if blob is None:
+                return
+            key = blob[2]
+
+    def _stored_at(self, ns: str, channel: str, version: Any) -> int | None:
+        """The seq of the live checkpoint that stored the blob (None if unknown),
+        for an error message."""
+        found = [
+            self.saved_at[(ns, data.checkpoint_id)]
+            for data in self.checkpoints.get(ns, {}).values()
+            if any(v[0] == channel and v[1] == version for v in data.values)
+        ]
+        return max(found) if found else None
 
     def heads(self) -> list[CheckpointSaved]:
         """The latest live checkpoint of each namespace."""
@@ -161,21 +196,19 @@ class ThreadModel:
 
         Raises:
             NeedsHistory: the model is not complete and lacks one of them.
+            CorruptEventError: a chain loops back on itself.
         """
         needed: dict[tuple[str, str, Any], Blob] = {}
         for data in self.heads():
             for channel, version in data.checkpoint.get("channel_versions", {}).items():
-                key: Any = version
-                while key is not None:
-                    blob = self.blobs.get((data.ns, channel, key))
+                for key, blob in self._links(data.ns, channel, version):
                     if blob is None and not self.complete:
                         raise NeedsHistory(f"blob {data.ns!r} {channel!r} {key!r}")
                     if blob is None or (blob[0] == ABSENT and key != version):
                         # A broken chain reads as empty (as ``chain`` does).
-                        blob = (ABSENT, b"", None)
-                        key = version
+                        needed[(data.ns, channel, version)] = (ABSENT, b"", None)
+                        break
                     needed[(data.ns, channel, key)] = blob
-                    key = blob[2]
         return needed
 
     def kept_writes(self) -> dict[tuple[str, str], dict[tuple[str, int], StoredWrite]]:

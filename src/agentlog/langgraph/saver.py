@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -19,36 +19,25 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from agentlog.crypto import KeyStore
-from agentlog.errors import ConfigError, MissingThreadIdError, UnknownCheckpointError
+from agentlog.errors import ConfigError, UnknownCheckpointError
 from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.events import CheckpointSaved, CheckpointsRemoved
 from agentlog.eventlog.urls import open_log
 from agentlog.langgraph._convert import (
     Heads,
     build_tuple,
+    checkpoint_config,
     checkpoint_event,
     copy_events,
+    where,
     writes_event,
 )
 from agentlog.langgraph._loop import LoopThread
 from agentlog.langgraph._store import ThreadStore
 from agentlog.langgraph._thread import NeedsHistory, ThreadModel
-from agentlog.langgraph.serde import StrictSerializer
+from agentlog.langgraph.serde import serializer
 
 __all__ = ["AgentlogSaver"]
-
-
-def _where(config: RunnableConfig | None, method: str) -> tuple[str, str, str | None]:
-    """(thread id, namespace, checkpoint id) of a config."""
-    configurable = (config or {}).get("configurable") or {}
-    thread_id = configurable.get("thread_id")
-    if thread_id is None or thread_id == "":
-        raise MissingThreadIdError(method)
-    return (
-        str(thread_id),
-        configurable.get("checkpoint_ns") or "",
-        configurable.get("checkpoint_id"),
-    )
 
 
 def _matches(metadata: Any, wanted: dict[str, Any] | None) -> bool:
@@ -67,6 +56,11 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
             memory), or open Kafka through :meth:`from_url`.
         serde: the serializer; default :class:`StrictSerializer`, which
             never constructs a class that is not on its allow-list.
+        allowed: classes (or ``(module, name)`` pairs) the default
+            serializer also loads: the graph's state schema, say, which
+            brings the pydantic models, dataclasses and enums its fields
+            name. LangGraph hands the saver its schema's classes only when
+            ``LANGGRAPH_STRICT_MSGPACK`` is set, so name them here.
         snapshot_every: save a snapshot of a thread after this many events,
             so a new process reads the snapshot and a bounded tail.
     """
@@ -77,18 +71,19 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
         *,
         serde: SerializerProtocol | None = None,
         snapshot_every: int = 200,
+        allowed: Iterable[type | tuple[str, ...]] = (),
     ) -> None:
-        self._setup(LoopThread(), event_log, False, serde, snapshot_every)
+        self._setup(LoopThread(), event_log, False, serializer(serde, allowed), snapshot_every)
 
     def _setup(
         self,
         loop: LoopThread,
         event_log: EventLog,
         owns_log: bool,
-        serde: SerializerProtocol | None,
+        serde: SerializerProtocol,
         snapshot_every: int,
     ) -> None:
-        BaseCheckpointSaver.__init__(self, serde=serde or StrictSerializer())
+        BaseCheckpointSaver.__init__(self, serde=serde)
         if snapshot_every < 1:
             raise ConfigError(f"snapshot_every must be 1 or more, not {snapshot_every!r}")
         self._loop, self._log, self._owns_log = loop, event_log, owns_log
@@ -102,13 +97,16 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
         serde: SerializerProtocol | None = None,
         snapshot_every: int = 200,
         keys: KeyStore | None = None,
+        allowed: Iterable[type | tuple[str, ...]] = (),
     ) -> AgentlogSaver:
         """Open the log at ``url`` (``sqlite:///...``, ``kafka://...``) on the saver's loop.
 
         ``keys``: encrypt checkpoints and writes at rest with per-thread data
         keys from this key store (see :func:`~agentlog.eventlog.urls.open_log`
-        and docs/security.md).
+        and docs/security.md). ``serde``, ``snapshot_every`` and ``allowed``:
+        as for the constructor.
         """
+        serde = serializer(serde, allowed)
         if snapshot_every < 1:
             raise ConfigError(f"snapshot_every must be 1 or more, not {snapshot_every!r}")
         loop = LoopThread()
@@ -159,7 +157,7 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
     # -- the operations, as coroutines on the saver's loop --------------------------------
 
     async def _get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        thread_id, ns, checkpoint_id = _where(config, "get_tuple")
+        thread_id, ns, checkpoint_id = where(config, "get_tuple")
         async with self._store.lock(thread_id):
             return await self._get_tuple_locked(thread_id, ns, checkpoint_id)
 
@@ -191,7 +189,7 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
         if config is None:
             thread_ids, ns, checkpoint_id = await self._store.thread_ids(), None, None
         else:
-            thread_id, _ns, checkpoint_id = _where(config, "list")
+            thread_id, _ns, checkpoint_id = where(config, "list")
             thread_ids = [thread_id]
             ns = (config.get("configurable") or {}).get("checkpoint_ns")
         before_id = (before or {}).get("configurable", {}).get("checkpoint_id")
@@ -241,7 +239,7 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        thread_id, ns, parent_id = _where(config, "put")
+        thread_id, ns, parent_id = where(config, "put")
         async with self._store.lock(thread_id):
             return await self._put_locked(
                 thread_id, ns, parent_id, config, checkpoint, metadata, new_versions
@@ -276,13 +274,7 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
                 model, state.heads, ns, parent_id, config, checkpoint, metadata, new_versions
             )
         await self._store.append(thread_id, [event], served_ns=ns)
-        return {
-            "configurable": {
-                "thread_id": thread_id,
-                "checkpoint_ns": ns,
-                "checkpoint_id": checkpoint["id"],
-            }
-        }
+        return checkpoint_config(thread_id, ns, checkpoint["id"])
 
     def _checkpoint_event(
         self,
@@ -309,7 +301,7 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
     async def _put_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, path: str
     ) -> None:
-        thread_id, ns, checkpoint_id = _where(config, "put_writes")
+        thread_id, ns, checkpoint_id = where(config, "put_writes")
         if not checkpoint_id:
             raise UnknownCheckpointError(thread_id, ns, "", "put_writes needs a checkpoint_id")
         if not writes:

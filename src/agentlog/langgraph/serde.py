@@ -22,9 +22,12 @@ from collections.abc import Iterable
 from typing import Any
 
 import ormsgpack
+from langchain_core import agents
+from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from agentlog.errors import ForbiddenTypeError
+from agentlog.errors import ConfigError, ForbiddenTypeError
+from agentlog.langgraph._schema import schema_classes
 
 try:  # langgraph-checkpoint >= 3
     from langgraph.checkpoint.serde._msgpack import SAFE_MSGPACK_METHODS, SAFE_MSGPACK_TYPES
@@ -32,12 +35,23 @@ except ImportError:  # pragma: no cover - older releases had no shared list
     SAFE_MSGPACK_TYPES = frozenset()
     SAFE_MSGPACK_METHODS = frozenset()
 
-__all__ = ["DEFAULT_ALLOWED", "StrictSerializer"]
+__all__ = ["DEFAULT_ALLOWED", "StrictSerializer", "serializer"]
+
+#: LangChain's agent steps, which agent graphs keep in their state; data
+#: classes like its messages, which LangGraph's safe list has.
+_LANGCHAIN_AGENT_TYPES = (
+    agents.AgentAction,
+    agents.AgentActionMessageLog,
+    agents.AgentFinish,
+    agents.AgentStep,
+)
 
 #: What loads by default: LangGraph's own safe list (datetime, UUID, Decimal,
 #: set, deque, paths, LangChain messages and documents, LangGraph's Send,
-#: Interrupt, Command, ...).
-DEFAULT_ALLOWED: frozenset[tuple[str, ...]] = frozenset(SAFE_MSGPACK_TYPES)
+#: Interrupt, Command, ...) and LangChain's agent steps (AgentAction, ...).
+DEFAULT_ALLOWED: frozenset[tuple[str, ...]] = frozenset(SAFE_MSGPACK_TYPES) | frozenset(
+    (cls.__module__, cls.__name__) for cls in _LANGCHAIN_AGENT_TYPES
+)
 
 # LangGraph's extension codes (langgraph.checkpoint.serde.jsonplus).
 _CONSTRUCTORS = (0, 1, 2)  # single arg, positional args, keyword args
@@ -51,10 +65,11 @@ _PLAIN_TAGS = frozenset({"null", "bytes", "bytearray", "empty"})
 
 
 def _names(allowed: Iterable[tuple[str, ...] | type]) -> frozenset[tuple[str, ...]]:
-    return frozenset(
-        (item.__module__, item.__name__) if isinstance(item, type) else tuple(item)
-        for item in allowed
-    )
+    """The allow-list entries for ``allowed``: a pair as it is, a class with
+    every class its fields reach (:func:`~agentlog.langgraph._schema.schema_classes`)."""
+    items = list(allowed)
+    pairs = {tuple(item) for item in items if not isinstance(item, type)}
+    return frozenset(pairs | schema_classes(item for item in items if isinstance(item, type)))
 
 
 class StrictSerializer(JsonPlusSerializer):
@@ -62,7 +77,9 @@ class StrictSerializer(JsonPlusSerializer):
 
     Args:
         allowed: extra classes to allow, as classes or ``(module, name)``
-            pairs, on top of :data:`DEFAULT_ALLOWED`.
+            pairs, on top of :data:`DEFAULT_ALLOWED`. A class brings the
+            pydantic models, dataclasses and enums its fields name, at any
+            depth: pass a graph's state schema and its nested types load too.
     """
 
     def __init__(self, allowed: Iterable[tuple[str, ...] | type] = ()) -> None:
@@ -136,3 +153,18 @@ class StrictSerializer(JsonPlusSerializer):
         elif code != _DELTA_SNAPSHOT:
             raise ForbiddenTypeError(f"msgpack extension type {code}")
         return None
+
+
+def serializer(
+    serde: SerializerProtocol | None, allowed: Iterable[type | tuple[str, ...]]
+) -> SerializerProtocol:
+    """The saver's serializer: ``serde``, or the default one, allowing ``allowed`` too."""
+    allowed = list(allowed)
+    if serde is None:
+        return StrictSerializer(allowed)
+    if allowed:
+        raise ConfigError(
+            "give allowed= or serde=, not both: allow the classes on your serializer "
+            "(StrictSerializer(allowed=[...]))"
+        )
+    return serde
