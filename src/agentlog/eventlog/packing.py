@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import threading
 import uuid
+import zlib
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -18,9 +19,9 @@ from typing import Any
 import msgpack
 import xxhash
 
-from agentlog.errors import NotSerializableError
+from agentlog.errors import CorruptEventError, NotSerializableError
 
-__all__ = ["MAX_DEPTH", "checksum", "jsonable", "pack", "unpack"]
+__all__ = ["MAX_DEPTH", "MAX_INFLATED", "checksum", "inflate", "jsonable", "pack", "unpack"]
 
 _EXT_UUID = 1
 _EXT_DECIMAL = 2
@@ -56,6 +57,31 @@ def _ext_hook(code: int, data: bytes) -> Any:
 
 #: msgpack's own nesting limit (its packer's default recursion limit).
 MAX_DEPTH = 511
+
+#: The most bytes one compressed part of a stored snapshot may expand to. A
+#: crafted part (a "zip bomb") could otherwise exhaust memory when it is read.
+MAX_INFLATED = 256 * 1024 * 1024
+
+
+def inflate(data: bytes, run_id: str, seq: int, limit: int = MAX_INFLATED) -> bytes:
+    """Decompress zlib ``data`` of ``run_id``'s snapshot at ``seq``, at most ``limit`` bytes.
+
+    Raises:
+        CorruptEventError: not zlib data, cut short, or larger than ``limit``
+            once decompressed (nothing past the limit is ever held in memory).
+    """
+    inflater = zlib.decompressobj()
+    try:
+        out = inflater.decompress(data, limit)
+    except zlib.error as exc:
+        raise CorruptEventError(run_id, seq, f"a compressed part does not inflate ({exc})") from exc
+    if inflater.unconsumed_tail:
+        raise CorruptEventError(
+            run_id, seq, f"a compressed part inflates past the limit of {limit:,} bytes"
+        )
+    if not inflater.eof:
+        raise CorruptEventError(run_id, seq, "a compressed part is cut short")
+    return out
 
 
 def _find_unserializable(value: Any, path: str) -> tuple[str, str] | None:

@@ -32,9 +32,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentlog._logging import get_logger
+from agentlog.errors import CorruptEventError
 from agentlog.eventlog.base import EventLog, Snapshot
 from agentlog.eventlog.codec import checksum, pack, unpack
 from agentlog.eventlog.events import CheckpointSaved, utcnow
+from agentlog.eventlog.packing import inflate
 from agentlog.langgraph._thread import Blob, ThreadModel
 
 __all__ = ["FORMAT", "Chain", "encode", "load"]
@@ -45,7 +47,7 @@ log = get_logger("agentlog.langgraph")
 FORMAT = "agentlog.langgraph/2"
 
 #: Errors that make a snapshot untrustworthy (the thread is then folded from its events).
-_UNUSABLE = (ValueError, TypeError, KeyError, IndexError, zlib.error)
+_UNUSABLE = (ValueError, TypeError, KeyError, IndexError, zlib.error, CorruptEventError)
 
 BlobKey = tuple[str, str, Any]
 
@@ -122,7 +124,8 @@ async def load(event_log: EventLog, snapshot: Snapshot) -> tuple[ThreadModel, Ch
         blobs: dict[BlobKey, Blob] = {}
         links, content, link = 1, top, snapshot
         while True:
-            for ns, channel, version, kind, raw, base in unpack(zlib.decompress(content["blobs"])):
+            blobs_of = unpack(inflate(content["blobs"], thread_id, link.seq))
+            for ns, channel, version, kind, raw, base in blobs_of:
                 blobs.setdefault((ns, channel, version), (kind, raw, base))
             parent = content["parent"]
             if parent is None:

@@ -42,6 +42,7 @@ from typing import Any
 from agentlog.eventlog.base import Snapshot
 from agentlog.eventlog.codec import checksum, pack, unpack
 from agentlog.eventlog.events import utcnow
+from agentlog.eventlog.packing import inflate
 from agentlog.projector.state import RunState
 
 __all__ = ["FORMAT", "Frame", "SnapshotChain", "build_state", "open_frame"]
@@ -114,7 +115,7 @@ def build_state(chain: list[Frame], run_id: str) -> RunState:
         for key, (start, segments) in frame.lists.items():
             items = []
             for segment in segments:
-                part = unpack(zlib.decompress(segment))
+                part = unpack(inflate(segment, run_id, frame.seq))
                 if not isinstance(part, list):
                     raise ValueError(f"list {key!r} of snapshot {frame.seq} is not a list")
                 items += part

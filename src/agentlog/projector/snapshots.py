@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agentlog._logging import get_logger
-from agentlog.errors import ConfigError, UnknownRunError
+from agentlog.errors import ConfigError, CorruptEventError, UnknownRunError
 from agentlog.eventlog.base import EventLog, EventReader, Snapshot
 from agentlog.eventlog.codec import unpack
 from agentlog.eventlog.events import RunStatus
@@ -61,7 +61,15 @@ log = get_logger("agentlog.projector")
 SNAPSHOT_FORMAT = FORMAT
 
 #: What a snapshot that cannot be trusted raises while it is checked.
-_UNUSABLE = (ValueError, TypeError, KeyError, AttributeError, IndexError, zlib.error)
+_UNUSABLE = (
+    ValueError,
+    TypeError,
+    KeyError,
+    AttributeError,
+    IndexError,
+    zlib.error,
+    CorruptEventError,  # a part that inflates past its bound (packing.inflate)
+)
 
 
 @dataclass(frozen=True, slots=True)
