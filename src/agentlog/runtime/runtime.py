@@ -49,7 +49,7 @@ from agentlog.projector.snapshots import load_state
 from agentlog.projector.state import RunState, input_interrupts, interrupt_id
 from agentlog.runtime.config import VERBS, RuntimeConfig
 from agentlog.runtime.control import RunControl
-from agentlog.runtime.executor import RunExecutor
+from agentlog.runtime.executor import RunExecutor, code_failure
 from agentlog.runtime.forking import ArchiveSource
 from agentlog.runtime.handles import PendingInterrupt, RecoveryReport, RunHandle
 from agentlog.runtime.shredding import ShredReport
@@ -73,6 +73,15 @@ def _settled(state: RunState) -> bool:
     if state.status == RunStatus.WAITING:
         return bool(input_interrupts(state))
     return state.status in RunStatus.TERMINAL
+
+
+def _outcome(state: RunState) -> RunState:
+    """What ``wait`` returns for a settled run: its state, unless a step's
+    code error failed it (then its RunFailedError, wherever it was driven)."""
+    failure = code_failure(state)
+    if failure is not None:
+        raise failure
+    return state
 
 
 def _orphan_message(run_id: str, info: RunInfo | None, grace: float) -> str:
@@ -330,8 +339,13 @@ class Runtime(RunControl):
                 timer is due) and no live worker took it within
                 ``RuntimeConfig.orphan_grace_seconds``: start a worker
                 (``agentlog worker``) or ``recover()`` it here.
+            RunFailedError: a step's code broke the workflow's contract (it
+                returned a tuple, wrote an undeclared key, gave an interrupt a
+                bad ``expects``...): the run is recorded failed, naming the
+                step and the error, whichever process drove it.
             TimeoutError: ``timeout`` passed first; the run is unharmed.
-            Whatever stopped this process's writer (FencedError, a contract error).
+            Whatever stopped this process's writer (FencedError, a value that
+            cannot be serialized).
         """
         self._ensure_worker()
         orphaned_at: float | None = None
@@ -342,12 +356,12 @@ class Runtime(RunControl):
                     # A snapshot: the live state is the executor's own.
                     state = (await asyncio.shield(active[1])).copy()
                     if _settled(state):
-                        return state
+                        return _outcome(state)
                     continue  # asleep on a timer, or handed over: a worker goes on
                 if active is not None:  # ended just now: its result says how
                     state = active[1].result().copy()
                     if _settled(state):
-                        return state
+                        return _outcome(state)
                 info = await self.log.find_run(run_id)
                 # None or empty: sent as a command its owner has not recorded yet.
                 queued = info is None or info.last_seq == 0
@@ -355,7 +369,7 @@ class Runtime(RunControl):
                     raise UnknownRunError(run_id, self.log.url)
                 if info is not None and not queued:
                     if info.status in RunStatus.TERMINAL:
-                        return await load_state(self.log, run_id)
+                        return _outcome(await load_state(self.log, run_id))
                     if info.status == RunStatus.WAITING:
                         state = await load_state(self.log, run_id)
                         if _settled(state):
