@@ -12,9 +12,10 @@ One trial, on a fresh SQLite log (``tests/crash`` machinery):
    dedup service, a separate process that stamps each delivery with the time
    it arrived) starts the run in one of the three durability modes, in turn;
 2. after a random delay inside the run's expected duration, it is SIGSTOPped;
-3. a *taker* process (the same worker, generation 2) waits out the zombie's
-   lease, takes the run over and finishes it: every effect's result is on
-   record when it exits;
+3. a *taker* process (the same worker, generation 2, with a longer lease)
+   waits out the zombie's lease, takes the run over and finishes it (a taker
+   that lost its own lease on the loaded machine is followed by the next):
+   every effect's result is on record when it exits;
 4. the zombie is SIGCONTed and given time to act.
 
 A trial counts when the taker took the run over and finished it (the
@@ -54,7 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.crash import dedup_server
-from tests.crash.worker import child_env
+from tests.crash.worker import LEASE_LOST, child_env
 
 from agentlog.eventlog.events import TaskCompleted, WriterClaimed
 from agentlog.eventlog.urls import open_log
@@ -66,6 +67,11 @@ REPO = Path(__file__).resolve().parents[1]
 MODES = ("sync", "async", "exit")
 #: The zombie's lease: short, so a stopped zombie loses the run quickly.
 LEASE_S = 0.5
+#: The takers' lease: long enough that a taker on the loaded machine keeps it.
+TAKER_LEASE_S = 3.0
+#: Takers started at most in one trial (one that lost its lease is followed
+#: by the next, as in the crash tests).
+TAKERS = 5
 #: The SIGSTOP lands this long at most after the zombie started the run; the
 #: crash workflow takes about this long on a loaded 2-core machine.
 STOP_WITHIN_S = 0.5
@@ -97,7 +103,7 @@ class Trial:
 
 
 def _worker(
-    url: str, run_id: str, mode: str, dedup: str, gen: int, logs: Path
+    url: str, run_id: str, mode: str, dedup: str, gen: int, logs: Path, lease_s: float
 ) -> subprocess.Popen[str]:
     with open(logs / f"{run_id}-gen{gen}.log", "w") as stderr:  # the child keeps its copy
         return subprocess.Popen(
@@ -113,7 +119,7 @@ def _worker(
                 "--resume-with",
                 "start",
                 "--lease-seconds",
-                str(LEASE_S),
+                str(lease_s),
             ],
             cwd=REPO,
             env=child_env(),
@@ -137,7 +143,7 @@ def _reap(proc: subprocess.Popen[str], timeout: float) -> None:
 
 
 async def _taken_over(url: str, run_id: str) -> tuple[bool, set[str]]:
-    """Whether generation 2 claimed the run, and the keys with a recorded result."""
+    """Whether a taker claimed the run, and the keys with a recorded result."""
     log = await open_log(url)
     try:
         events = [e async for e in log.read(run_id)]
@@ -145,7 +151,7 @@ async def _taken_over(url: str, run_id: str) -> tuple[bool, set[str]]:
         await log.close()
     owners = {e.data.owner for e in events if isinstance(e.data, WriterClaimed)}
     recorded = {e.data.key for e in events if isinstance(e.data, TaskCompleted)}
-    return any(owner.startswith("gen-2:") for owner in owners), recorded
+    return any(not owner.startswith("gen-1:") for owner in owners), recorded
 
 
 def _deliveries(db: Path, run_id: str, gen: int) -> list[tuple[str, float, float, bool]]:
@@ -161,11 +167,32 @@ def _deliveries(db: Path, run_id: str, gen: int) -> list[tuple[str, float, float
     return [(str(key), float(ts), float(began), bool(dup)) for key, ts, began, dup in rows]
 
 
+def _take_over(n: int, url: str, run_id: str, mode: str, dedup: str, folder: Path) -> bool:
+    """Run takers until one finishes the run; True if the zombie was stopped
+    holding SQLite's write lock (then no taker can write)."""
+    for gen in range(2, 2 + TAKERS):
+        taker = _worker(url, run_id, mode, dedup, gen, folder, TAKER_LEASE_S)
+        try:
+            taker.communicate(timeout=PROCESS_TIMEOUT_S)
+        finally:
+            if taker.poll() is None:
+                taker.kill()
+                taker.communicate()
+        if taker.returncode == 0:
+            return False
+        why = (folder / f"{run_id}-gen{gen}.log").read_text()[-4000:]
+        if "database is locked" in why:
+            return True
+        if taker.returncode != LEASE_LOST:
+            raise RuntimeError(f"trial {n}: taker {gen} failed ({taker.returncode}):\n{why}")
+    raise RuntimeError(f"trial {n}: {TAKERS} takers in a row lost their lease")
+
+
 def one_trial(n: int, rng: random.Random, folder: Path, dedup: str, dedup_db: Path) -> Trial:
     """Run trial ``n`` (see the module docstring)."""
     url = f"sqlite:///{folder / f'trial-{n}.db'}"
     run_id, mode = f"zombie-{n}", MODES[n % len(MODES)]
-    zombie = _worker(url, run_id, mode, dedup, 1, folder)
+    zombie = _worker(url, run_id, mode, dedup, 1, folder, LEASE_S)
     stop_after = rng.uniform(0.0, STOP_WITHIN_S)
     try:
         assert _line(zombie) == "READY", f"trial {n}: the zombie did not start"
@@ -173,17 +200,7 @@ def one_trial(n: int, rng: random.Random, folder: Path, dedup: str, dedup_db: Pa
         time.sleep(stop_after)  # the random pause point
         zombie.send_signal(signal.SIGSTOP)
         stopped_at = time.time()
-        taker = _worker(url, run_id, mode, dedup, 2, folder)
-        try:
-            taker.communicate(timeout=PROCESS_TIMEOUT_S)
-        finally:
-            if taker.poll() is None:
-                taker.kill()
-                taker.communicate()
-        why = (folder / f"{run_id}-gen2.log").read_text()[-4000:]
-        blocked = taker.returncode != 0 and "database is locked" in why
-        if taker.returncode != 0 and not blocked:
-            raise RuntimeError(f"trial {n}: the taker failed ({taker.returncode}):\n{why}")
+        blocked = _take_over(n, url, run_id, mode, dedup, folder)
         woke_at = time.time()
         zombie.send_signal(signal.SIGCONT)
         _reap(zombie, AFTER_WAKE_S)
