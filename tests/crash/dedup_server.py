@@ -6,10 +6,11 @@ records in its own SQLite file, so what it saw survives any worker crash.
 
 Endpoints (JSON bodies):
 
-* ``POST /effect {run, gen, key, kind, arg}``: one delivery of a side effect,
-  stored with the time it arrived (``ts``, seconds since the epoch). The
-  first delivery of a key is applied; later ones are duplicates that get
-  the same result back (what a real idempotent API does).
+* ``POST /effect {run, gen, key, kind, arg[, began]}``: one delivery of a side
+  effect, stored with the time it arrived (``ts``, seconds since the epoch)
+  and, if the caller sent it, the time its effect function began
+  (``began``). The first delivery of a key is applied; later ones are
+  duplicates that get the same result back (what a real idempotent API does).
 * ``POST /step {run, gen, step, superstep, branch, attempt}``: a step began.
 * ``GET /dump?run=ID``: every recorded delivery and step execution of a run.
 """
@@ -33,7 +34,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS deliveries (
     n INTEGER PRIMARY KEY AUTOINCREMENT, run TEXT, gen INTEGER, key TEXT, kind TEXT,
-    arg TEXT, duplicate INTEGER, result TEXT, ts REAL);
+    arg TEXT, duplicate INTEGER, result TEXT, ts REAL, began REAL);
 CREATE TABLE IF NOT EXISTS steps (
     n INTEGER PRIMARY KEY AUTOINCREMENT, run TEXT, gen INTEGER, step TEXT,
     superstep INTEGER, branch INTEGER, attempt INTEGER);
@@ -47,6 +48,9 @@ def effect_result(kind: str, arg: str) -> str:
 
 class Handler(BaseHTTPRequestHandler):
     db: sqlite3.Connection
+    #: A client stopped (SIGSTOP) mid-request must not hold this one-thread
+    #: server, and every other client, until it is continued.
+    timeout = 10
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
@@ -70,8 +74,9 @@ class Handler(BaseHTTPRequestHandler):
                 ).fetchone()
                 result = seen[0] if seen else effect_result(body["kind"], body["arg"])
                 db.execute(
-                    "INSERT INTO deliveries (run, gen, key, kind, arg, duplicate, result, ts) "
-                    "VALUES (?,?,?,?,?,?,?,?)",
+                    "INSERT INTO deliveries "
+                    "(run, gen, key, kind, arg, duplicate, result, ts, began) "
+                    "VALUES (?,?,?,?,?,?,?,?,?)",
                     (
                         body["run"],
                         body["gen"],
@@ -81,6 +86,7 @@ class Handler(BaseHTTPRequestHandler):
                         int(seen is not None),
                         result,
                         time.time(),  # when it arrived, by this machine's clock
+                        body.get("began"),
                     ),
                 )
                 self._reply({"result": result, "duplicate": seen is not None})

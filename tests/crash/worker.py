@@ -96,7 +96,9 @@ def crash_workflow(run_id: str, dedup: str, gen: int) -> Workflow:
     )
 
     def effect(kind: str, arg: str, idempotency_key: str) -> str:
+        began = time.time()  # the writer's last check passed just before this call
         body = {"run": run_id, "gen": gen, "key": idempotency_key, "kind": kind, "arg": arg}
+        body["began"] = began
         result = str(_post(f"{dedup}/effect", body)["result"])
         time.sleep(EFFECT_LATENCY)  # a model or an API takes a while to answer
         return result

@@ -14,6 +14,7 @@ from agentlog.errors import (
     InvalidResumeValueError,
     InvalidRouteError,
     NondeterminismError,
+    RunFailedError,
     WorkflowDefinitionError,
     WorkflowError,
 )
@@ -218,7 +219,7 @@ async def test_undeclared_route_is_refused(event_log: EventLog) -> None:
 
     async with Runtime(event_log, workflows=[wf], config=config()) as rt:
         await rt.start(wf, run_id="r", durability="sync")
-        with pytest.raises(InvalidRouteError, match="declared routes"):
+        with pytest.raises(RunFailedError, match=r"InvalidRouteError: .*declared routes"):
             await rt.wait("r", timeout=20)
 
 
@@ -301,7 +302,7 @@ async def test_expects_takes_python_types_and_refuses_typos(event_log: EventLog)
             "ticket": {"approved": True, "reviewers": ["ann"]},
         }
         await rt.start(typo, run_id="t", durability="sync")
-        with pytest.raises(WorkflowDefinitionError, match="'boolean' is not a type name"):
+        with pytest.raises(RunFailedError, match="'boolean' is not a type name"):
             await rt.wait("t", timeout=20)
     assert "InterruptRaised" not in await types_of(event_log, "t")  # never parked
 

@@ -1,4 +1,4 @@
-"""Bad input: a clear typed error at the call, nothing recorded is lost, the run stays resumable."""
+"""Bad input: a clear typed error, nothing recorded is lost, the run can be continued."""
 
 from __future__ import annotations
 
@@ -9,11 +9,10 @@ import pytest
 
 from agentlog.errors import (
     InvalidResumeValueError,
-    InvalidWriteError,
     NotSerializableError,
+    RunFailedError,
     RunNotWaitingError,
     UnknownRunError,
-    UnknownStepError,
     UnknownWorkflowError,
 )
 from agentlog.eventlog.base import EventLog
@@ -99,15 +98,18 @@ async def test_unknown_step_target_then_fixed_code_continues(event_log: EventLog
     broken = _routing_wf(calls, "finsh")  # a typo in a route
     async with Runtime(event_log, workflows=[broken], config=config("a")) as rt:
         await rt.start(broken, run_id="u", durability="sync")
-        with pytest.raises(UnknownStepError, match="'finsh'"):
+        with pytest.raises(
+            RunFailedError, match="UnknownStepError: step 'first' routed to 'finsh'"
+        ):
             await asyncio.wait_for(rt.wait("u"), 20)
     types = await types_of(event_log, "u")
-    assert "StepCompleted" not in types and "RunFailed" not in types
-    assert types[-1] == "TaskCompleted"  # the paid task's result is kept
-    assert (await event_log.get_run("u")).status == RunStatus.RUNNING
+    assert "StepCompleted" not in types
+    # the paid task's result is kept; the code error is on record
+    assert types[-3:] == ["TaskCompleted", "StepFailed", "RunFailed"]
+    assert (await event_log.get_run("u")).status == RunStatus.FAILED
     fixed = _routing_wf(calls, "finish")
     async with Runtime(event_log, workflows=[fixed], config=config("b")) as rt:
-        await rt.start(fixed, run_id="u")  # starting the same run id continues it
+        await rt.retry("u")  # retrying under fixed code continues it
         final = await run_to_rest(rt, "u")
     assert final.status == RunStatus.COMPLETED
     assert final.values == {"quote": 7, "done": True}
@@ -174,9 +176,9 @@ async def test_write_to_undeclared_key(event_log: EventLog) -> None:
 
     async with Runtime(event_log, workflows=[wf], config=config()) as rt:
         await rt.start(wf, run_id="k", durability="sync")
-        with pytest.raises(InvalidWriteError, match=r"'y'.*does not declare"):
+        with pytest.raises(RunFailedError, match=r"InvalidWriteError: .*'y'.*does not declare"):
             await asyncio.wait_for(rt.wait("k"), 20)
-    assert await types_of(event_log, "k") == ["RunStarted"]
+    assert await types_of(event_log, "k") == ["RunStarted", "StepFailed", "RunFailed"]
 
 
 async def test_step_returning_something_else_or_a_write_the_reducer_rejects(
@@ -191,6 +193,6 @@ async def test_step_returning_something_else_or_a_write_the_reducer_rejects(
     async with Runtime(event_log, workflows=[wf], config=config()) as rt:
         for run_id, match in (("int", "returned int"), ("merge", "rejected its write")):
             await rt.start(wf, run_id=run_id, durability="sync")
-            with pytest.raises(InvalidWriteError, match=match):
+            with pytest.raises(RunFailedError, match=f"InvalidWriteError: .*{match}"):
                 await asyncio.wait_for(rt.wait(run_id), 20)
-            assert await types_of(event_log, run_id) == ["RunStarted"]
+            assert await types_of(event_log, run_id) == ["RunStarted", "StepFailed", "RunFailed"]

@@ -12,9 +12,9 @@ from structlog.testing import capture_logs
 from agentlog.errors import (
     BackendUnavailableError,
     ConfigError,
-    InvalidRouteError,
     NoLiveWriterError,
     NotSerializableError,
+    RunFailedError,
     RunNotFailedError,
     RunNotWaitingError,
     UnknownWorkflowError,
@@ -353,7 +353,7 @@ async def test_routing_to_one_step_several_times_is_an_error(event_log: EventLog
 
     async with Runtime(event_log, workflows=[wf], config=config()) as rt:
         await rt.start(wf, run_id="g", durability="sync")
-        with pytest.raises(InvalidRouteError, match="only once per superstep"):
+        with pytest.raises(RunFailedError, match=r"InvalidRouteError: .*only once per superstep"):
             await rt.wait("g", timeout=20)
     with pytest.raises(WorkflowDefinitionError, match="name each step once"):
 

@@ -6,19 +6,27 @@ from before a crash or a failure) do not run again. When every branch has
 finished, the superstep commits: SuperstepCommitted names the next steps,
 and the branches' writes are reduced into the state.
 
-Errors fall in three groups:
+Errors fall in these groups:
 
 * a step raised: StepFailed is recorded, the step's retry policy decides,
   and when the tries are used up the run fails (RunFailed). An error a
   task's own retry policy gave up on is not retried by the step: the task
   would not run again (it raises ``TaskFailedError`` in this run attempt);
+* a step's code broke the workflow's contract (:data:`CODE_ERRORS`: it
+  returned something other than writes, ``goto`` or ``end``, wrote an
+  undeclared key or a value its reducer rejects, routed wrongly, or gave an
+  interrupt an ``expects`` that cannot be checked): StepFailed (not
+  retryable) and RunFailed, tagged :data:`CODE_ERROR`, are recorded, in
+  every durability mode and whoever drives the run, so a client waiting in
+  another process learns it (``Runtime.wait`` raises ``RunFailedError``);
+  retrying cannot fix code, so the step's retry policy is not asked, and
+  ``Runtime.retry`` continues the run once the code is fixed;
 * a reducer raised while the superstep commits: StepFailed (not retryable,
   naming the reducer and the key) and RunFailed are recorded; the pending
   writes stay, so ``Runtime.retry`` with fixed code commits them;
-* the run's contract was broken (a write to an undeclared key, a route to an
-  unknown step, a value that cannot be serialized): nothing wrong is
-  recorded, the error is raised to the caller, and the run stays resumable
-  once the code is fixed;
+* a value that cannot be serialized, or a re-executed step that asks for
+  another task than recorded: nothing wrong is recorded, the error is raised
+  to the caller, and the run stays resumable once the code is fixed;
 * the log said no (fenced by a newer writer, storage down): the executor
   stops at once and raises it.
 """
@@ -38,8 +46,10 @@ from agentlog.errors import (
     InvalidTimerError,
     InvalidWriteError,
     NotSerializableError,
+    RunFailedError,
     TaskFailedError,
     UnknownStepError,
+    WorkflowDefinitionError,
     WorkflowError,
 )
 from agentlog.eventlog.events import (
@@ -58,7 +68,7 @@ from agentlog.runtime.context import Interrupted, StepContext
 from agentlog.runtime.workflow import Next, Send, Step, Target, Workflow
 from agentlog.runtime.writer import RunWriter
 
-__all__ = ["RunExecutor"]
+__all__ = ["CODE_ERROR", "CODE_ERRORS", "RunExecutor", "code_failure"]
 
 log = get_logger("agentlog.runtime")
 
@@ -66,6 +76,29 @@ _DONE, _INTERRUPTED = "done", "interrupted"
 #: Errors of ours that fail the step like the step's own errors (recorded,
 #: never retried): the step can catch them and take another path.
 _FAIL_THE_STEP = (InterruptTimeoutError, InvalidTimerError, TaskFailedError)
+#: Errors that say a step's code breaks the workflow's contract. They fail
+#: the run at once (recorded, never retried: the same code fails the same way).
+CODE_ERRORS = (InvalidWriteError, InvalidRouteError, UnknownStepError, WorkflowDefinitionError)
+#: How the RunFailed of a code error begins; every other RunFailed this
+#: executor records begins with ``step '...' failed after``, ``ReducerError``
+#: or ``StepLimitExceeded``.
+CODE_ERROR = "CodeError"
+
+
+def code_failure(state: RunState) -> RunFailedError | None:
+    """The error to raise to a caller waiting on ``state``'s run, if the run
+    failed on a code error (:data:`CODE_ERRORS`) in one of its steps.
+
+    A waiter in another process never sees the exception the driver saw:
+    the recorded RunFailed is what it learns, so it is told the same way
+    whoever drove the run.
+    """
+    if state.status != RunStatus.FAILED or not state.error.startswith(f"{CODE_ERROR}: "):
+        return None
+    return RunFailedError(
+        f"run {state.run_id!r} failed: {state.error}. Fix the step's code, then continue "
+        f"the run with Runtime.retry or `agentlog retry {state.run_id}`."
+    )
 
 
 class RunExecutor:
@@ -201,14 +234,22 @@ class RunExecutor:
                 self._log.info("run parks on interrupt", step=name, branch=branch)
                 return await self._finish_branch(_INTERRUPTED, parallel)
             except Exception as exc:
-                if isinstance(exc, AgentlogError) and not isinstance(exc, _FAIL_THE_STEP):
-                    raise  # a contract error: the caller fixes the code; the run waits
+                code_error = isinstance(exc, CODE_ERRORS)
+                if isinstance(exc, AgentlogError) and not (
+                    code_error or isinstance(exc, _FAIL_THE_STEP)
+                ):
+                    raise  # the log said no, or the run waits for fixed code
                 error = f"{type(exc).__name__}: {exc}"
                 if isinstance(exc, TimeoutError) and step.timeout is not None:
                     error = f"TimeoutError: step {name!r} took longer than {step.timeout}s"
                 # A failure a task's own retry policy gave up on is final: a step
-                # retry would not run that task again, only raise it again.
-                retry = step.retry.retries(exc, attempt) and not ctx._task_gave_up(exc)
+                # retry would not run that task again, only raise it again. Code
+                # errors are never retried: the same code fails the same way.
+                retry = (
+                    not code_error
+                    and step.retry.retries(exc, attempt)
+                    and not ctx._task_gave_up(exc)
+                )
                 failed = self.writer.emit(
                     StepFailed(name, superstep, branch, attempt, error, retry)
                 )
@@ -218,6 +259,8 @@ class RunExecutor:
                 self._log.warning(
                     "step failed", step=name, attempt=attempt, error=error, retry=retry
                 )
+                if code_error:
+                    return f"{CODE_ERROR}: step {name!r} broke the workflow's contract: {error}"
                 if not retry:
                     return f"step {name!r} failed after {attempt} attempt(s): {error}"
                 await self.writer.backoff(step.retry.delay(attempt))

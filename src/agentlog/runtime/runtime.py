@@ -53,7 +53,7 @@ from agentlog.runtime.executor import RunExecutor
 from agentlog.runtime.handles import PendingInterrupt, RecoveryReport, RunHandle
 from agentlog.runtime.shredding import ShredReport
 from agentlog.runtime.stream import StreamMode, StreamUntil, StreamUpdate
-from agentlog.runtime.waiting import lease_live, orphan_message, settled
+from agentlog.runtime.waiting import lease_live, orphan_message, outcome, settled
 from agentlog.runtime.worker import Worker
 from agentlog.runtime.workflow import Workflow
 from agentlog.runtime.writer import Durability
@@ -341,10 +341,15 @@ class Runtime(RunControl):
                 timer is due) and no live worker took it within
                 ``RuntimeConfig.orphan_grace_seconds``: start a worker
                 (``agentlog worker``) or ``recover()`` it here.
+            RunFailedError: a step's code broke the workflow's contract (it
+                returned a tuple, wrote an undeclared key, gave an interrupt a
+                bad ``expects``...): the run is recorded failed, naming the
+                step and the error, whichever process drove it.
             TimeoutError: ``timeout`` passed first; the run is unharmed.
             RunArchivedError: the run was archived and pruned, and this
                 runtime has no ``archive`` that holds it.
-            Whatever stopped this process's writer (FencedError, a contract error).
+            Whatever stopped this process's writer (FencedError, a value that
+            cannot be serialized).
         """
         self._ensure_worker()
         orphaned_at: float | None = None
@@ -355,12 +360,12 @@ class Runtime(RunControl):
                     # A snapshot: the live state is the executor's own.
                     state = (await asyncio.shield(active[1])).copy()
                     if settled(state):
-                        return state
+                        return outcome(state)
                     continue  # asleep on a timer, or handed over: a worker goes on
                 if active is not None:  # ended just now: its result says how
                     state = active[1].result().copy()
                     if settled(state):
-                        return state
+                        return outcome(state)
                 info = await self.log.find_run(run_id)
                 # None or empty: sent as a command its owner has not recorded yet.
                 queued = info is None or info.last_seq == 0
@@ -368,7 +373,7 @@ class Runtime(RunControl):
                     raise UnknownRunError(run_id, self.log.url)
                 if info is not None and not queued:
                     if info.status in RunStatus.TERMINAL:
-                        return await self._read_state(run_id)
+                        return outcome(await self._read_state(run_id))
                     if info.status == RunStatus.WAITING:
                         state = await self._read_state(run_id)
                         if settled(state):

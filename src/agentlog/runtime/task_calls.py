@@ -213,7 +213,7 @@ class TaskCalls:
         writer = self._writer
         writer.emit(TaskStarted(key, name, self.step, self.superstep, self.branch, index, attempt))
         await writer.sync_point()  # the intent is durable before the effect runs
-        writer.check_live()  # and this writer still owns the run
+        writer.check_live()  # and this writer still owns the run (again at the call)
         await writer.confirm_epoch()  # exit mode: no append above would have been fenced
         if "idempotency_key" in _parameters(fn):
             kwargs = {**kwargs, "idempotency_key": key}
@@ -221,7 +221,8 @@ class TaskCalls:
         token = _TASK_KEY.set(key)
         try:
             async with asyncio.timeout(time_limit):
-                result = await writer.run_effect(key, functools.partial(_call, fn, args, kwargs))
+                call = functools.partial(writer.call_effect, fn, args, kwargs)
+                result = await writer.run_effect(key, call)
         except Exception as exc:
             if not isinstance(exc, AgentlogError):
                 elapsed = (time.perf_counter() - started) * 1000
@@ -256,13 +257,6 @@ def is_async_callable(fn: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
         getattr(fn, "__call__", None)  # noqa: B004 - the method itself, not callable()
     )
-
-
-async def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Call a task's function: an async one awaited, a sync one in a worker thread."""
-    if is_async_callable(fn):
-        return await fn(*args, **kwargs)
-    return await asyncio.to_thread(fn, *args, **kwargs)  # the thread sees the key too
 
 
 def _parameters(fn: Callable[..., Any]) -> Mapping[str, inspect.Parameter]:

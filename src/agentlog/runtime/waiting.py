@@ -10,8 +10,9 @@ from __future__ import annotations
 from agentlog.eventlog.base import RunInfo
 from agentlog.eventlog.events import RunStatus, utcnow
 from agentlog.projector.state import RunState, input_interrupts
+from agentlog.runtime.executor import code_failure
 
-__all__ = ["lease_live", "orphan_message", "settled"]
+__all__ = ["lease_live", "orphan_message", "outcome", "settled"]
 
 
 def lease_live(info: RunInfo) -> bool:
@@ -24,6 +25,15 @@ def settled(state: RunState) -> bool:
     if state.status == RunStatus.WAITING:
         return bool(input_interrupts(state))
     return state.status in RunStatus.TERMINAL
+
+
+def outcome(state: RunState) -> RunState:
+    """What ``wait`` returns for a settled run: its state, unless a step's
+    code error failed it (then its RunFailedError, wherever it was driven)."""
+    failure = code_failure(state)
+    if failure is not None:
+        raise failure
+    return state
 
 
 def orphan_message(run_id: str, info: RunInfo | None, grace: float) -> str:

@@ -19,7 +19,8 @@ Several workers share one log: whichever claims a run first drives it and
 the others get ``LeaseHeldError`` and move on. Nothing here depends on
 wall-clock luck for safety: a paused worker that wakes after its lease ended
 is fenced by the newer claim, and checks its own lease clock before each
-side effect (see :class:`~agentlog.runtime.writer.RunWriter`).
+side effect, last where the effect is called (see
+:meth:`~agentlog.runtime.writer.RunWriter.call_effect`).
 """
 
 from __future__ import annotations

@@ -25,7 +25,11 @@ Before a side effect, :meth:`check_live` also refuses to go on when this
 writer was fenced (the heartbeat saw a newer epoch) or when its lease ran
 out by its own monotonic clock (the process was paused): another process may
 own the run by then. In ``exit`` mode, which appends no intent first,
-:meth:`confirm_epoch` also asks the log for the run's current epoch.
+:meth:`confirm_epoch` also asks the log for the run's current epoch. The
+last :meth:`check_live` runs in :meth:`call_effect`, in the thread or task
+that calls the effect, with nothing awaited in between, so a pause before
+it (SIGSTOP, a wait for a free thread) is seen. A pause between that check
+and the call itself is covered only by the task's idempotency key.
 
 Snapshots follow the :class:`SnapshotPolicy`; a snapshot is saved only after
 the events it covers are in the log. Snapshots are a cache: a failed save is
@@ -53,6 +57,7 @@ from agentlog.projector.reducers import Reducer
 from agentlog.projector.snapshots import SnapshotChain, SnapshotPolicy
 from agentlog.projector.state import RunState
 from agentlog.runtime.cancelling import task_cancelling
+from agentlog.runtime.task_calls import is_async_callable
 
 __all__ = ["DURABILITY_MODES", "Durability", "RunWriter", "check_durability"]
 
@@ -189,6 +194,32 @@ class RunWriter:
         (:mod:`agentlog.replay`) returns the recorded outcome instead.
         """
         return await call()
+
+    async def call_effect(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """Call a task's function, an async one awaited, a sync one in a worker
+        thread, checking :meth:`check_live` last where the call happens.
+
+        The check before it (in :class:`StepContext`) is not enough: a
+        process paused between that check and the call (or an effect queued
+        for a free thread) would begin the effect after another writer took
+        the run over and recorded its result.
+
+        Raises:
+            FencedError, LeaseExpiredError: as :meth:`check_live`; ``fn`` was
+                not called.
+        """
+        if is_async_callable(fn):
+            self.check_live()
+            return await fn(*args, **kwargs)
+        return await asyncio.to_thread(self._checked_call, fn, args, kwargs)  # sees the key too
+
+    def _checked_call(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        self.check_live()  # in the effect's own thread, just before the call
+        return fn(*args, **kwargs)
 
     async def backoff(self, seconds: float) -> None:
         """Wait ``seconds`` before a retry (a replay's writer does not wait)."""
