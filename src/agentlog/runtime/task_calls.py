@@ -44,7 +44,7 @@ from agentlog.runtime.retry import RetryPolicy
 if TYPE_CHECKING:
     from agentlog.runtime.writer import RunWriter
 
-__all__ = ["TaskCalls", "current_idempotency_key", "idempotency_key", "is_async_callable"]
+__all__ = ["TaskCalls", "current_idempotency_key", "idempotency_key"]
 
 _TASK_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "agentlog_task_key", default=None
@@ -250,13 +250,6 @@ class TaskCalls:
         await writer.flush()
         # What a replay will return (a tuple comes back a list), as the step's own copy.
         return copy.deepcopy(event.data.result)  # type: ignore[attr-defined]
-
-
-def is_async_callable(fn: Callable[..., Any]) -> bool:
-    """An async function, a partial of one, or an object with an async ``__call__``."""
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)  # noqa: B004 - the method itself, not callable()
-    )
 
 
 def _parameters(fn: Callable[..., Any]) -> Mapping[str, inspect.Parameter]:

@@ -46,9 +46,9 @@ from typing_extensions import TypeVar
 
 from agentlog.errors import InvalidRouteError, WorkflowDefinitionError
 from agentlog.projector.reducers import REDUCERS, Reducer, function_name
+from agentlog.runtime.callables import is_async_callable
 from agentlog.runtime.retry import RetryPolicy
 from agentlog.runtime.schedules import Schedule, TickInput
-from agentlog.runtime.task_calls import is_async_callable
 
 if TYPE_CHECKING:
     from agentlog.runtime.context import StepContext

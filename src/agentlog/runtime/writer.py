@@ -56,8 +56,8 @@ from agentlog.projector.fold import apply
 from agentlog.projector.reducers import Reducer
 from agentlog.projector.snapshots import SnapshotChain, SnapshotPolicy
 from agentlog.projector.state import RunState
+from agentlog.runtime.callables import is_async_callable
 from agentlog.runtime.cancelling import task_cancelling
-from agentlog.runtime.task_calls import is_async_callable
 
 __all__ = ["DURABILITY_MODES", "Durability", "RunWriter", "check_durability"]
 
