@@ -30,7 +30,7 @@ from tests.kafka.group_support import PARTITIONS, open_log, settle
 pytestmark = [pytest.mark.kafka, pytest.mark.crash]
 
 REPO = Path(__file__).resolve().parents[2]
-TRIALS = 20
+TRIALS = 12  # 3 waves of 4; each stop point (1-5 appends in) is hit at least twice
 AT_ONCE = 4
 GUARD_S = 240.0
 
