@@ -1,8 +1,8 @@
-"""compose.yaml and README's "Run on Kafka and S3" section say the same thing.
+"""compose.yaml and the "Run on Kafka and S3" section of docs/servers.md say the same thing.
 
 No Docker engine runs here, so the file is checked, not started: the
 services, images, ports, credentials and bucket must match the URLs that the
-README tells users to export.
+guide tells users to export.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ def _compose() -> dict[str, Any]:
 
 
 def _section() -> str:
-    text = (REPO / "README.md").read_text()
-    assert SECTION in text, f"README.md has no section {SECTION!r}"
+    text = (REPO / "docs" / "servers.md").read_text()
+    assert SECTION in text, f"docs/servers.md has no section {SECTION!r}"
     body = text.split(SECTION, 1)[1]
     return body.split("\n## ", 1)[0]
 
@@ -84,4 +84,4 @@ def test_readme_urls_match_compose() -> None:
     assert f"AWS_ACCESS_KEY_ID={env['MINIO_ROOT_USER']}" in section
     assert f"AWS_SECRET_ACCESS_KEY={env['MINIO_ROOT_PASSWORD']}" in section
     for port in (*kafka_ports.values(), *minio_ports.values()):
-        assert port in section, f"README does not mention {port}"
+        assert port in section, f"docs/servers.md does not mention {port}"

@@ -1,4 +1,4 @@
-"""compose.yaml's postgres service and README's PostgreSQL URL say the same thing."""
+"""compose.yaml's postgres service and the PostgreSQL URL of docs/servers.md say the same thing."""
 
 from __future__ import annotations
 
@@ -18,4 +18,4 @@ def test_readme_url_matches_the_compose_postgres_service() -> None:
         f"postgresql://{env['POSTGRES_USER']}:{env['POSTGRES_PASSWORD']}"
         f"@{host}:{host_port}/{env['POSTGRES_DB']}"
     )
-    assert url in (REPO / "README.md").read_text()
+    assert url in (REPO / "docs" / "servers.md").read_text()

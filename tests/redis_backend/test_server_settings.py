@@ -150,7 +150,7 @@ async def test_bad_urls_are_config_errors_without_the_password(url: str) -> None
     assert "redis://" in str(caught.value)
 
 
-def test_compose_redis_is_one_agentlog_opens_and_the_readme_says_so() -> None:
+def test_compose_redis_is_one_agentlog_opens_and_the_guide_says_so() -> None:
     import yaml
 
     repo = Path(__file__).resolve().parents[2]
@@ -159,6 +159,6 @@ def test_compose_redis_is_one_agentlog_opens_and_the_readme_says_so() -> None:
     for setting in ("--appendonly yes", "--appendfsync always", "--maxmemory-policy noeviction"):
         assert setting in flags
     assert redis["ports"] == ["127.0.0.1:6379:6379"]
-    readme = (repo / "README.md").read_text()
-    assert "AGENTLOG_LOG=redis://127.0.0.1:6379/0" in readme
-    assert "allow_volatile=true" in readme and "noeviction" in readme
+    guide = (repo / "docs" / "servers.md").read_text()
+    assert "AGENTLOG_LOG=redis://127.0.0.1:6379/0" in guide
+    assert "allow_volatile=true" in guide and "noeviction" in guide

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import abc
 import base64
+import builtins
 import hashlib
 import os
 import uuid
@@ -79,7 +80,7 @@ class ArchiveStore(abc.ABC):
         """The object's bytes, or None if there is no such key."""
 
     @abc.abstractmethod
-    def list(self, prefix: str = "") -> list[str]:
+    def list(self, prefix: str = "") -> builtins.list[str]:
         """Every key that starts with ``prefix``, sorted."""
 
     @abc.abstractmethod
@@ -141,7 +142,7 @@ class LocalArchiveStore(ArchiveStore):
         except OSError as exc:
             raise ArchiveUnavailableError(f"cannot read archive file {key}: {exc}") from exc
 
-    def list(self, prefix: str = "") -> list[str]:
+    def list(self, prefix: str = "") -> builtins.list[str]:
         if not self.root.exists():
             return []
         keys = []
@@ -357,7 +358,7 @@ class S3ArchiveStore(ArchiveStore):
                 return None
             raise self._translate(exc, f"read {key}") from exc
 
-    def list(self, prefix: str = "") -> list[str]:
+    def list(self, prefix: str = "") -> builtins.list[str]:
         full = self._key(prefix)
         strip = len(self.prefix) + 1 if self.prefix else 0
         keys: list[str] = []

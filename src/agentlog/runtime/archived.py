@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias, Union
 
 from agentlog.errors import RunArchivedError
 from agentlog.eventlog.base import EventLog, EventReader
@@ -26,10 +26,14 @@ from agentlog.projector.snapshots import load_state
 from agentlog.projector.state import RunState
 
 if TYPE_CHECKING:  # only named in annotations: the archive is imported when it is read
+    import agentlog.archive.store
     from agentlog.archive.store import ArchiveStore
 
-#: Where archived runs are read from: an archive URL or an open store.
-ArchiveSource: TypeAlias = "str | ArchiveStore"
+#: Where archived runs are read from: an archive URL or an open store. A
+#: ``Union`` naming the store by its full path, not one string, so that
+#: ``ArchiveSource | None`` is a type at run time too and resolves in any
+#: module that uses it (the API reference evaluates Runtime's signatures).
+ArchiveSource: TypeAlias = Union[str, "agentlog.archive.store.ArchiveStore"]
 
 __all__ = ["ArchiveSource", "archive_history", "open_archive_source", "read_state"]
 
