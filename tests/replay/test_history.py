@@ -130,7 +130,7 @@ async def test_a_sealed_event_without_its_keys_shows_as_unreadable(tmp_path: Pat
         started = next(row for row in rows if row["type"] == "RunStarted")
         assert started["unreadable"] and started["payload"]["input"] == started["unreadable"]
         model = await run.timeline()  # metadata only: it still draws
-        assert model["counts"]["steps"] == 3 and model["counts"]["bars"] == 2
+        assert model["counts"]["supersteps"] == 3 and model["counts"]["bars"] == 2
         with pytest.raises(EncryptionError):
             await run.state_at(2)
 

@@ -82,7 +82,8 @@ async def test_timeline_of_parallel_tasks_a_retry_and_an_interrupt() -> None:
     assert interrupt["answered_by"] == "resume" and interrupt["waited_ms"] >= 0
     assert interrupt["answered_seq"] > interrupt["seq"]
     assert model["counts"] == {
-        "steps": 3,
+        "steps": 4,  # fan, fetch, ask, finish: as the run index counts them
+        "supersteps": 3,
         "lanes": 4,
         "bars": 2,
         "marks": 3,
@@ -155,13 +156,13 @@ async def test_windows_are_the_full_model_cut_to_their_supersteps() -> None:
     for chunk in (1, 5, 64, CHUNK):
         for steps in (1, 3, 7, total + 2):
             windows = TimelineWindows(log, "rounds", chunk=chunk)
-            latest = await windows.latest(steps, last_seq)
+            latest = await windows.latest(steps, last_seq, full.steps_done)
             first = max(0, total - steps)
             assert latest == restricted(full, first, steps, latest), (chunk, steps)
             assert [s["superstep"] for s in latest["steps"]] == list(range(first, total))
             # paging back a window at a time, then jumping about (past the end too)
             for start in [*range(first - steps, 0, -steps), 0, 2, total - 1, total + 5, 1]:
-                window = await windows.window(start, steps, last_seq)
+                window = await windows.window(start, steps, last_seq, full.steps_done)
                 assert window == restricted(full, start, steps, window), (chunk, steps, start)
 
 
@@ -173,7 +174,7 @@ async def test_the_latest_window_reads_only_its_own_events() -> None:
     log.read_events = 0
     latest = await windows.latest(3, events[-1].seq)
     assert [s["superstep"] for s in latest["steps"]] == list(range(total - 3, total))
-    assert latest["counts"]["steps"] == total and latest["counts_scope"] == "window"
+    assert latest["counts"]["supersteps"] == total and latest["counts_scope"] == "window"
     # the last three supersteps' events, one chunk before them, and seq 1 (the run's start)
     opened = next(
         e.seq
@@ -200,7 +201,11 @@ async def test_a_kept_window_follows_a_live_run() -> None:
         full = build_timeline(live[:upto])
         for steps in (2, 4):
             first = max(0, len(full.steps) - steps)
-            kept = await windows.latest(steps, upto)  # extended with the new events
+            kept = await windows.latest(
+                steps, upto, full.steps_done
+            )  # extended with the new events
             assert kept == restricted(full, first, steps, kept), (upto, steps)
-            fresh = await TimelineWindows(log, "rounds", chunk=4).latest(steps, upto)
+            fresh = await TimelineWindows(log, "rounds", chunk=4).latest(
+                steps, upto, full.steps_done
+            )
             assert fresh == restricted(full, first, steps, fresh), (upto, steps)

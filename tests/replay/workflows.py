@@ -142,5 +142,5 @@ def restricted(full: Timeline, first: int, steps: int, answer: dict[str, Any]) -
     counts that window ships (the run's if it holds the run, else its own)."""
     expected = full.to_json(first_step=first, max_steps=steps)
     if answer["counts_scope"] == "window":
-        expected["counts"] = window_counts(expected, len(full.steps))
+        expected["counts"] = window_counts(expected, len(full.steps), full.steps_done)
     return {**expected, "counts_scope": answer["counts_scope"]}

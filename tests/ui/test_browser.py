@@ -174,6 +174,8 @@ def test_with_actions_the_page_resumes_a_waiting_run(serve: Serve, browser: WebD
         browser,
         serve("--allow-actions", "--app", "tests.ui.ui_workflows:workflows") + "runs/wait-act",
     )
+    answer = _until(browser, lambda d: d.find_elements(By.ID, "resume-value"))[0]
+    answer.send_keys('"yes"')  # the box starts empty: no answer is ready to send by accident
     browser.find_element(By.ID, "resume").click()
     _until(browser, lambda d: "completed" in d.find_element(By.ID, "run-info").text)
 

@@ -57,4 +57,18 @@ def approval_workflow() -> Workflow:
     return wf
 
 
-workflows = [fanout_workflow(), approval_workflow()]
+def review_workflow() -> Workflow:
+    """Parks on a question whose answer must be ``{"approved": bool, "note": str}``."""
+    wf = Workflow("ui-review", state={"verdict": "replace"})
+
+    @wf.step
+    async def review(ctx: StepContext) -> Next:
+        verdict = ctx.interrupt(
+            {"question": "ship the summary?"}, expects={"approved": "bool", "note": "str"}
+        )
+        return end(verdict=verdict)
+
+    return wf
+
+
+workflows = [fanout_workflow(), approval_workflow(), review_workflow()]

@@ -51,7 +51,7 @@ from agentlog.archive.store import ArchiveStore
 from agentlog.crypto import PayloadCipher
 from agentlog.errors import AgentlogError
 from agentlog.eventlog.codec import decode_stored_payload, jsonable, pack, store_fields
-from agentlog.eventlog.events import SCHEMA_V, Event, RunStarted, status_after_event
+from agentlog.eventlog.events import SCHEMA_V, Event, RunStarted, status_after_event, steps_after
 from agentlog.eventlog.sealing import SEALED_KEY
 
 __all__ = [
@@ -266,7 +266,7 @@ class Segment:
         """The segment that ``events`` (one run, consecutive) form."""
         for event in events:
             status = status_after_event(status, event.data)
-            steps += event.type == "StepCompleted"
+            steps = steps_after(steps, event.type)
         return cls(
             events[0].run_id,
             events[0].seq,

@@ -48,6 +48,7 @@ __all__ = [
     "WritesSaved",
     "status_after",
     "status_after_event",
+    "steps_after",
     "utcnow",
 ]
 
@@ -529,3 +530,16 @@ def status_after(status: str, event_type: str) -> str:
     ``agentlog runs`` shows the same thing whatever the backend.
     """
     return _STATUS_BY_TYPE.get(event_type, status)
+
+
+def steps_after(steps: int, event_type: str) -> int:
+    """The run's step count once an event of ``event_type`` is recorded.
+
+    A step is one step of one branch that finished (``StepCompleted``): a
+    superstep that ran three branches in parallel counts three, and a step
+    that failed and ran again counts once, when it finished. The run index,
+    the archive's manifest and the timeline all count with this one
+    function, so every place that says "N steps" means the same N; it is
+    also what a run's step limit counts (``RunState.steps``).
+    """
+    return steps + 1 if event_type == StepCompleted.type else steps

@@ -17,8 +17,8 @@ from agentlog.eventlog.events import (
     InterruptRaised,
     RunStarted,
     RunStatus,
-    StepCompleted,
     status_after_event,
+    steps_after,
     utcnow,
 )
 
@@ -101,9 +101,8 @@ class RunInfo:
                     wake = due
             elif status != RunStatus.WAITING:
                 wake = None
-            if isinstance(event.data, StepCompleted):
-                steps += 1
-            elif isinstance(event.data, RunStarted):
+            steps = steps_after(steps, event.type)
+            if isinstance(event.data, RunStarted):
                 workflow, version = event.data.workflow, event.data.version
                 started = started or event.ts
         return dataclasses.replace(

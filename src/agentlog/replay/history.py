@@ -26,33 +26,41 @@ from typing import Any
 from agentlog.archive import ArchivedEventLog, ArchiveReader, ArchiveStore
 from agentlog.archive.run_index import ArchiveRunIndex
 from agentlog.crypto import KeyStore, PayloadCipher
-from agentlog.errors import ConfigError, SeqOutOfRangeError, UnknownRunError
+from agentlog.errors import (
+    ConfigError,
+    EncryptionError,
+    SeqOutOfRangeError,
+    ShreddedError,
+    TamperedPayloadError,
+    UnknownRunError,
+)
 from agentlog.eventlog.base import EventReader, RunInfo
 from agentlog.eventlog.codec import jsonable
 from agentlog.eventlog.events import (
     Event,
-    RunForked,
+    RunShredded,
+    RunStatus,
     TaskCompleted,
     TaskFailed,
     TaskStarted,
-    WriterClaimed,
 )
 from agentlog.eventlog.memory import MemoryEventLog
 from agentlog.projector import diff_states, load_state
 from agentlog.projector.fold import apply
-from agentlog.projector.state import RunState
+from agentlog.projector.state import RunState, input_interrupts, interrupt_id
 from agentlog.replay.catalog import RunRow, run_row
+from agentlog.replay.forks import fork_origin
 from agentlog.replay.rows import event_row, short
 from agentlog.replay.timeline import TimelineBuilder
-from agentlog.replay.timeline_window import CHUNK, TimelineWindows
+from agentlog.replay.timeline_window import TimelineWindows
 
 __all__ = ["RunHistory", "history_reader"]
 
 #: How far back a page looks for the TaskStarted that names a task it completes.
 _NAME_LOOKBACK = 500
-#: How many events from seq 1 :meth:`RunHistory.forked_from` reads first: a
-#: run a writer started records ``WriterClaimed`` among its first few events.
-_FIRST_LOOK = 64
+#: How many of a shredded run's last events are read for its RunShredded
+#: (recorded last; a few more in case an append raced the shred).
+_SHRED_LOOK = 16
 #: How many events past the last state folded a state is folded on from it
 #: rather than loaded from the newest snapshot.
 _FOLD_ON = 2_000
@@ -178,8 +186,9 @@ class RunHistory:
         if unnamed and after > 0:
             self._learn(await self._read(max(0, after - _NAME_LOOKBACK), after))
         rows = []
+        shredded = self._row.status == RunStatus.SHREDDED
         for event in events:
-            row = event_row(event)
+            row = event_row(event, shredded=shredded)
             key = _task_key(event)
             row["task"] = self._names.get(key, "") if key else ""
             row["summary"] = row.get("unreadable") or short(row["payload"], SUMMARY_WIDTH)
@@ -224,6 +233,56 @@ class RunHistory:
         self._kept = (before, after)
         return self._kept
 
+    async def _opened_states(self, seq: int) -> tuple[RunState, RunState]:
+        """:meth:`_states`, where a shredded run's sealed content says it was
+        shredded (a reader without keys cannot tell that from a missing key)."""
+        try:
+            return await self._states(seq)
+        except EncryptionError as exc:
+            shred = await self.shredded()
+            if shred is None or isinstance(exc, ShreddedError | TamperedPayloadError):
+                raise
+            raise ShreddedError(self.run_id, shred["at"], self.where) from None
+
+    async def shredded(self) -> dict[str, Any] | None:
+        """``{"at", "by", "seq"}`` of the run's ``RunShredded`` (its data key
+        was destroyed then, by that owner), or None if it was not shredded."""
+        if self._row.status != RunStatus.SHREDDED:
+            return None
+        last = self.last_seq
+        for event in reversed(await self._read(max(0, last - _SHRED_LOOK), last)):
+            if isinstance(event.data, RunShredded):
+                return {"at": event.data.at, "by": event.data.by, "seq": event.seq}
+        return {"at": None, "by": "", "seq": None}  # listed shredded; its record not read here
+
+    async def pending(self) -> list[dict[str, Any]]:
+        """The questions a waiting run asks, oldest first (empty unless it waits).
+
+        Each is ``{"id", "step", "payload", "expects", "due_at"}``: ``expects``
+        is the shape ``Runtime.resume`` checks its answer against (a type
+        name, a dict of them, or None for any value), as the workflow
+        declared it in ``ctx.interrupt(..., expects=...)``.
+
+        Raises:
+            EncryptionError: the run is sealed and the keys are withheld.
+        """
+        row = await self.refresh()
+        if row.status != RunStatus.WAITING:
+            return []
+        state = await load_state(self._reader, self.run_id, at_seq=row.last_seq)
+        return jsonable(  # type: ignore[no-any-return]
+            [
+                {
+                    "id": interrupt_id(i),
+                    "step": i["step"],
+                    "payload": i["payload"],
+                    "expects": i.get("expects"),
+                    "due_at": i.get("due_at"),
+                }
+                for i in input_interrupts(state)
+            ]
+        )
+
     async def state_at(self, seq: int) -> dict[str, Any]:
         """The run's state folded through ``seq``, JSON-ready.
 
@@ -232,7 +291,7 @@ class RunHistory:
             EncryptionError: an event up to ``seq`` is sealed and the keys are withheld.
         """
         await self._check_seq(seq)
-        return jsonable((await self._states(seq))[1].to_dict())  # type: ignore[no-any-return]
+        return jsonable((await self._opened_states(seq))[1].to_dict())  # type: ignore[no-any-return]
 
     async def diff_at(self, seq: int) -> list[dict[str, Any]]:
         """What event ``seq`` changed: ``path``, ``op``, ``before``, ``after`` per change.
@@ -241,7 +300,7 @@ class RunHistory:
             SeqOutOfRangeError: ``seq`` is below 1 or past the run's last event.
         """
         await self._check_seq(seq)
-        before, after = await self._states(seq)
+        before, after = await self._opened_states(seq)
         return jsonable([c.to_dict() for c in diff_states(before, after)])  # type: ignore[no-any-return]
 
     async def timeline(
@@ -251,9 +310,10 @@ class RunHistory:
 
         With ``max_steps``, a window of supersteps built from only the events
         it needs (:mod:`~agentlog.replay.timeline_window`): its ``counts``
-        hold the run's ``steps`` and the window's lanes, bars and marks
-        (``counts_scope`` is ``"window"``, or ``"run"`` when the window holds
-        the whole run). Without, the whole run, folded once and then extended
+        hold the run's ``supersteps`` and ``steps`` (finished, from the run's
+        index row) and the window's lanes, bars and marks (``counts_scope``
+        is ``"window"``, or ``"run"`` when the window holds the whole run).
+        Without, the whole run, folded once and then extended
         with the events recorded since the last call.
 
         Args:
@@ -271,10 +331,10 @@ class RunHistory:
             return builder.timeline.to_json(first_step=first_step or 0)
         if max_steps < 1:
             raise ConfigError(f"a window of the timeline needs 1 step or more; got {max_steps}")
-        last_seq = (await self.refresh()).last_seq
+        row = await self.refresh()  # its steps: counted as the window's events are
         if first_step is None:
-            return await self._windows.latest(max_steps, last_seq)
-        return await self._windows.window(max(0, first_step), max_steps, last_seq)
+            return await self._windows.latest(max_steps, row.last_seq, row.steps)
+        return await self._windows.window(max(0, first_step), max_steps, row.last_seq, row.steps)
 
     async def forked_from(self) -> dict[str, Any] | None:
         """``{"run_id", "seq"}`` of the run this one was forked from
@@ -287,7 +347,7 @@ class RunHistory:
         after a fork's ``RunForked``) decides for a long copied history.
         """
         if self._fork is None:
-            self._fork = (await _fork_origin(self._reader, self.run_id),)
+            self._fork = (await fork_origin(self._reader, self.run_id),)
         return self._fork[0]
 
     async def close(self) -> None:
@@ -305,24 +365,3 @@ class RunHistory:
 def _task_key(event: Event) -> str:
     data = event.data
     return data.key if isinstance(data, TaskStarted | TaskCompleted | TaskFailed) else ""
-
-
-async def _fork_origin(reader: EventReader, run_id: str) -> dict[str, Any] | None:
-    """See :meth:`RunHistory.forked_from`."""
-    after, size, checked_snapshot = 0, _FIRST_LOOK, False
-    while True:
-        chunk = [e async for e in reader.read(run_id, after_seq=after, upto_seq=after + size)]
-        for event in chunk:
-            if isinstance(event.data, RunForked):
-                return {"run_id": event.data.origin_run_id, "seq": event.data.origin_seq}
-            if isinstance(event.data, WriterClaimed):
-                return None
-        if not chunk:
-            return None
-        after, size = chunk[-1].seq, CHUNK
-        if not checked_snapshot:
-            checked_snapshot = True
-            snapshot = await reader.load_snapshot(run_id)
-            if snapshot is not None and snapshot.seq > after:
-                state = await load_state(reader, run_id, at_seq=snapshot.seq)
-                return None if state.forked_from is None else dict(state.forked_from)

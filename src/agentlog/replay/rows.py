@@ -34,22 +34,28 @@ def short(value: Any, width: int = 70) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def unreadable_mark(event: Event) -> str | None:
+def unreadable_mark(event: Event, *, shredded: bool = False) -> str | None:
     """:data:`SHREDDED` or :data:`NO_KEY` for an event whose content could not
-    be opened here, else None."""
+    be opened here, else None.
+
+    ``shredded``: the caller knows the run was shredded (its index row says
+    so), so content not opened is gone for good even where no key store
+    could tell that apart from a key that is only missing here.
+    """
     if event.unreadable is None:
         return None
-    return SHREDDED if isinstance(event.unreadable, ShreddedError) else NO_KEY
+    gone = shredded or isinstance(event.unreadable, ShreddedError)
+    return SHREDDED if gone else NO_KEY
 
 
-def event_row(event: Event) -> dict[str, Any]:
+def event_row(event: Event, *, shredded: bool = False) -> dict[str, Any]:
     """The event as a row: seq, time, type, step, and the rest of the payload.
 
     An event whose content could not be opened (shredded, or encrypted with
     no key here) shows its metadata, each content field as the mark, and
-    ``"unreadable"``: the mark.
+    ``"unreadable"``: the mark (``shredded``: as :func:`unreadable_mark`).
     """
-    mark = unreadable_mark(event)
+    mark = unreadable_mark(event, shredded=shredded)
     if mark is None:
         payload = display_payload(event.data)
     else:

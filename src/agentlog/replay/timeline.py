@@ -51,6 +51,7 @@ from agentlog.eventlog.events import (
     TaskStarted,
     TimerFired,
     status_after_event,
+    steps_after,
 )
 from agentlog.projector.state import branch_step, interrupt_key
 from agentlog.replay.rows import short, unreadable_mark
@@ -214,13 +215,19 @@ class Timeline:
     end: datetime | None = None
     last_seq: int = 0
     steps: dict[int, StepBlock] = field(default_factory=dict)
+    """The supersteps, by number (a superstep runs its branches' steps side by side)."""
     marks: list[Mark] = field(default_factory=list)
+    steps_done: int = 0
+    """Steps finished in the events folded in, counted by
+    :func:`~agentlog.eventlog.events.steps_after` (as the run index counts them)."""
 
     def counts(self) -> dict[str, int]:
-        """How many steps, lanes, bars and marks of each kind."""
+        """How many steps (finished, as the run index counts them), supersteps,
+        lanes, bars and marks of each kind."""
         lanes = [lane for block in self.steps.values() for lane in block.lanes.values()]
         found = {
-            "steps": len(self.steps),
+            "steps": self.steps_done,
+            "supersteps": len(self.steps),
             "lanes": len(lanes),
             "bars": sum(len(lane.bars) for lane in lanes),
             "marks": len(self.marks),
@@ -283,6 +290,7 @@ class TimelineBuilder:
         tl.start = tl.start or event.ts
         tl.end = event.ts
         tl.status = status_after_event(tl.status, data)
+        tl.steps_done = steps_after(tl.steps_done, event.type)
         error = unreadable_mark(event) or str(getattr(data, "error", "") or "")
         if isinstance(data, RunStarted):
             self._open_block(0, event.ts, data.start)

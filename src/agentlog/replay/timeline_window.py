@@ -24,10 +24,13 @@ run:
   jump deep into the run a few chunks more.
 
 What a window cannot know without reading everything is the whole run's
-``counts`` other than ``steps`` (the number of supersteps, exact: they are
-numbered without gaps). A window's ``counts`` therefore hold the run's
-``steps`` and the window's lanes, bars and marks, and ``counts_scope`` says
-so (``"window"``; ``"run"`` when the window holds the run from its start).
+``counts`` other than ``supersteps`` (exact: they are numbered without gaps)
+and ``steps`` (the steps finished, which the caller passes from the run's
+index row, counted there by the same
+:func:`~agentlog.eventlog.events.steps_after`). A window's ``counts``
+therefore hold the run's ``supersteps`` and ``steps`` and the window's lanes,
+bars and marks, and ``counts_scope`` says so (``"window"``; ``"run"`` when
+the window holds the run from its start).
 """
 
 from __future__ import annotations
@@ -59,26 +62,34 @@ class TimelineWindows:
         self._tail: TimelineBuilder | None = None  # the latest supersteps, kept
         self._tail_first = 0  # the first superstep the tail holds
 
-    async def latest(self, steps: int, last_seq: int) -> dict[str, Any]:
-        """The run's latest ``steps`` supersteps, JSON-ready."""
+    async def latest(self, steps: int, last_seq: int, run_steps: int = 0) -> dict[str, Any]:
+        """The run's latest ``steps`` supersteps, JSON-ready (``run_steps``:
+        the steps the run finished, as its index row counts them)."""
         tail = await self._current_tail(steps, last_seq)
         first = max(0, _top(tail) + 1 - steps)
         if first < self._tail_first:  # a wider window than the kept tail: read it afresh
             self._tail = None
             tail = await self._current_tail(steps, last_seq)
-        return self._shown(tail, first, steps, tail)
+        return self._shown(tail, first, steps, tail, run_steps)
 
-    async def window(self, first_step: int, steps: int, last_seq: int) -> dict[str, Any]:
+    async def window(
+        self, first_step: int, steps: int, last_seq: int, run_steps: int = 0
+    ) -> dict[str, Any]:
         """At most ``steps`` supersteps from ``first_step``, JSON-ready."""
         tail = await self._current_tail(steps, last_seq)
         if first_step >= self._tail_first:
-            return self._shown(tail, first_step, steps, tail)
+            return self._shown(tail, first_step, steps, tail, run_steps)
         opened, start = await self._find_open(first_step)
         events = await self._read_until(start, first_step + steps, tail.timeline.last_seq)
-        return self._shown(self._built(opened, events), first_step, steps, tail)
+        return self._shown(self._built(opened, events), first_step, steps, tail, run_steps)
 
     def _shown(
-        self, built: TimelineBuilder, first: int, steps: int, tail: TimelineBuilder
+        self,
+        built: TimelineBuilder,
+        first: int,
+        steps: int,
+        tail: TimelineBuilder,
+        run_steps: int,
     ) -> dict[str, Any]:
         """``built``'s window, with the run's header (from the kept tail) and counts."""
         answer = built.timeline.to_json(first_step=first, max_steps=steps)
@@ -86,7 +97,8 @@ class TimelineWindows:
         if built is tail and self._tail_first == 0:
             answer["counts_scope"] = "run"  # the tail holds the run from its start
         else:
-            answer["counts"] = window_counts(answer, _top(tail) + 1 if tail.timeline.steps else 0)
+            supersteps = _top(tail) + 1 if tail.timeline.steps else 0
+            answer["counts"] = window_counts(answer, supersteps, run_steps)
             answer["counts_scope"] = "window"
         return answer
 
@@ -187,12 +199,14 @@ class TimelineWindows:
         return events
 
 
-def window_counts(answer: dict[str, Any], steps: int) -> dict[str, int]:
-    """The ``counts`` of a window's JSON: the run's ``steps``, and the lanes,
-    bars and marks (of each kind) of the supersteps it holds."""
+def window_counts(answer: dict[str, Any], supersteps: int, steps: int) -> dict[str, int]:
+    """The ``counts`` of a window's JSON: the run's ``supersteps`` and
+    ``steps`` (finished), and the lanes, bars and marks (of each kind) of
+    the supersteps it holds."""
     lanes = [lane for block in answer["steps"] for lane in block["lanes"]]
     found = {
         "steps": steps,
+        "supersteps": supersteps,
         "lanes": len(lanes),
         "bars": sum(len(lane["bars"]) for lane in lanes),
         "marks": len(answer["marks"]),

@@ -1,5 +1,9 @@
 """The write endpoints: resume a waiting run, cancel a run, fork a run.
 
+A resume body is ``{"value": ANSWER}`` (the one open interrupt) or
+``{"answers": {ID: ANSWER}}`` (by interrupt id); ``Runtime.resume`` checks
+each answer against what its interrupt expects.
+
 Each is a POST and is served only when the UI was started with
 ``--allow-actions``; otherwise it answers 403 and the pages show no buttons.
 With actions, a request must pass :func:`agentlog.ui.guard.refusal`: the
@@ -52,7 +56,13 @@ async def resume_api(request: Request) -> Response:
     if isinstance(acted, Response):
         return acted
     runtime, run_id, body = acted
-    await runtime.resume(run_id, body.get("value"))
+    answers = body.get("answers")
+    if answers is not None and not isinstance(answers, dict):
+        raise ConfigError(
+            'answers must be a JSON object of interrupt ids to answers: {"answers": {"ID": ...}} '
+            "(the ids are in /api/runs/RUN/pending)"
+        )
+    await runtime.resume(run_id, body.get("value"), answers=answers)
     return JSONBody({"run_id": run_id, "resumed": True})
 
 

@@ -8,7 +8,11 @@
   from :meth:`EventReader.tail` (as ``agentlog show --follow`` follows a run);
   the page fetches the new events and the timeline when told;
 * ``/api/runs/{id}/origin``: the run it was forked from (``Runtime.fork``), if any;
-* ``/api/runs/{id}``: the run's index row and where it lives (hot or archive).
+* ``/api/runs/{id}/forks``: the runs forked from it (:func:`agentlog.replay.forks.forks_of`);
+* ``/api/runs/{id}/pending``: the questions a waiting run asks, each with the
+  shape its answer must have (``expects``);
+* ``/api/runs/{id}``: the run's index row, where it lives (hot or archive),
+  and for a shredded run when and by whom (``shredded``).
 
 ``{id}`` is the run id as :func:`agentlog.ui.params.encode_run_id` writes it
 (one path segment whatever the id holds: ``/``, ``.``, ``..``); every number
@@ -26,6 +30,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from agentlog.eventlog.events import RunStatus
+from agentlog.replay.forks import forks_of
 from agentlog.ui.api_runs import MAX_LIMIT
 from agentlog.ui.context import ui_context
 from agentlog.ui.params import int_param, run_id_param, whole_number
@@ -52,8 +57,25 @@ async def info_api(request: Request) -> Response:
             "where": history.where,
             "info": info.to_json(),
             "last_seq": info.last_seq,
+            "shredded": await history.shredded(),
         }
     )
+
+
+async def pending_api(request: Request) -> Response:
+    """``{"interrupts": [{"id", "step", "payload", "expects", "due_at"}]}``:
+    what a waiting run asks, and the shape each answer must have."""
+    history = await ui_context(request).history(run_id_param(request))
+    return JSONBody({"interrupts": await history.pending()})
+
+
+async def forks_api(request: Request) -> Response:
+    """``{"forks": [{"run_id", "seq", "status"}], "complete": bool}``."""
+    context = ui_context(request)
+    history = await context.history(run_id_param(request))
+    async with context.catalog_lock:
+        forks = await forks_of(context.catalog, context.reader, await history.refresh())
+    return JSONBody(forks.to_json())
 
 
 async def events_api(request: Request) -> Response:
@@ -126,5 +148,7 @@ routes = [
     Route("/api/runs/{run}/timeline", timeline_api),
     Route("/api/runs/{run}/live", live_api),
     Route("/api/runs/{run}/origin", origin_api),
+    Route("/api/runs/{run}/forks", forks_api),
+    Route("/api/runs/{run}/pending", pending_api),
     Route("/api/runs/{run}", info_api),
 ]

@@ -35,7 +35,10 @@ _RUNS_BODY = """
 
 _RUN_BODY = """
 <p id=run-info class=info></p>
+<div id=shredded class="notice shredded" hidden></div>
 <p id=origin class=info hidden></p>
+<p id=forks class=info hidden></p>
+<section id=pending class=pending hidden></section>
 <div id=actions class=actions hidden></div>
 <p id=live class=live></p>
 <section><h2>Timeline</h2><div id=timeline class=timeline></div></section>

@@ -85,6 +85,13 @@ const AL = (() => {
     );
   }
 
+  // "1 step", "7 steps": a number and its noun, plural unless it is one (the
+  // plural is the noun + "s" unless given). Every count on the pages goes
+  // through here, so none reads "1 steps".
+  function count(n, noun, plural) {
+    return n + " " + (Number(n) === 1 ? noun : plural || noun + "s");
+  }
+
   function time(iso) {
     if (!iso) return "";
     const at = new Date(iso);
@@ -122,5 +129,7 @@ const AL = (() => {
     main.dataset.ready = "1";
   }
 
-  return { main, el, svg, getJSON, post, json, fold, time, runPath, apiRun, showError, ready };
+  return {
+    main, el, svg, getJSON, post, json, fold, count, time, runPath, apiRun, showError, ready,
+  };
 })();

@@ -3,7 +3,7 @@
 "use strict";
 
 (() => {
-  const { el, getJSON, post, fold, time, apiRun, showError, main } = AL;
+  const { el, getJSON, post, fold, count, time, apiRun, showError, main } = AL;
   const runId = main.dataset.run;
   const tbody = document.querySelector("#events tbody");
   const more = document.getElementById("more");
@@ -21,12 +21,99 @@
     lastSeq = Math.max(lastSeq, data.last_seq || 0);
     const parts = [
       info.workflow ? info.workflow + (info.version ? " v" + info.version : "") : "",
-      info.status, (info.steps ?? "?") + " steps", lastSeq + " events",
+      // The run index's count (StepCompleted events), as the timeline's legend says it.
+      info.status, count(info.steps ?? 0, "step completed", "steps completed"),
+      count(lastSeq, "event"),
       data.where === "archived" ? "archived" : data.where ? "in the " + data.where + " log" : "",
       info.started_at ? "started " + time(info.started_at) : "",
     ];
     document.getElementById("run-info").textContent = parts.filter(Boolean).join(" · ");
+    renderShredded(data.shredded);
     renderActions();
+    renderPending();
+  }
+
+  // A shredded run says so, when, and that its content is gone for good:
+  // its data key was destroyed, so no key store anywhere opens it again.
+  function renderShredded(shred) {
+    const box = document.getElementById("shredded");
+    if (!shred) { box.hidden = true; return; }
+    const when = shred.at ? " on " + time(shred.at) : "";
+    const by = shred.by ? " by " + shred.by : "";
+    const seq = shred.seq ? " (seq " + shred.seq + ")" : "";
+    box.replaceChildren(
+      el("strong", { text: "Shredded" + when + by + seq + "." }),
+      " This run's data key was destroyed, so its payloads (input, state, task " +
+      "results, answers, output) are gone for good, in every copy: no key store can " +
+      "open them again. Only its metadata is left: event types, times, steps and task names.");
+    box.hidden = false;
+  }
+
+  // What the answer to an interrupt must look like: the schema it declared
+  // (ctx.interrupt(..., expects=...)), which Runtime.resume checks.
+  const HINTS = {
+    bool: "true or false", str: '"text in double quotes"', int: "a whole number",
+    float: "a number", list: "a JSON list: [...]", dict: "a JSON object: {...}",
+  };
+
+  // A template of the expected shape: an object's keys, each to fill in
+  // (null fits no type, so an unfilled template is refused, never sent as an answer).
+  function template(expects) {
+    if (!expects || typeof expects !== "object" || Array.isArray(expects)) return null;
+    return Object.fromEntries(Object.entries(expects).map(([k, v]) => [k, template(v)]));
+  }
+
+  function answerBox(question, i, note) {
+    const plain = !question.expects || typeof question.expects !== "object";
+    const value = el("textarea", {
+      id: i ? "resume-value-" + i : "resume-value", class: "answer", rows: plain ? 1 : 3,
+      spellcheck: "false",
+      placeholder: "answer as JSON: " + (HINTS[question.expects] || "any JSON value"),
+    });
+    value.value = plain ? "" : AL.json(template(question.expects));
+    const button = el("button", { id: i ? "resume-" + i : "resume", type: "button", text: "Resume",
+      onclick: () => {
+        let answer;
+        try { answer = JSON.parse(value.value); } catch (err) {
+          note.textContent = "not JSON: " + err.message; return;
+        }
+        act(post(apiRun(runId, "/resume"), { answers: { [question.id]: answer } }), note);
+      } });
+    return el("div", { class: "answer-row" }, value, button);
+  }
+
+  function questionBox(question, i, note) {
+    const expects = question.expects === null || question.expects === undefined
+      ? "any JSON value" : AL.json(question.expects);
+    return el("div", { class: "question", "data-id": question.id },
+      el("p", {}, el("strong", { text: question.step }), " asks (interrupt " + question.id + "):"),
+      el("pre", { class: "json payload", text: AL.json(question.payload, 2) }),
+      el("p", { class: "expects" }, "the answer must be: ", el("code", { text: expects })),
+      main.dataset.actions === "1" ? answerBox(question, i, note) : "");
+  }
+
+  // A waiting run shows what it asks, read-only too; with actions, each
+  // question gets an answer box that starts from the expected shape.
+  async function renderPending() {
+    const box = document.getElementById("pending");
+    if (box.dataset.built === info.status + lastSeq) return;
+    box.dataset.built = info.status + lastSeq;
+    if (info.status !== "waiting") { box.hidden = true; box.replaceChildren(); return; }
+    const note = el("span", { class: "action-note", id: "resume-note" });
+    try {
+      const questions = (await getJSON(apiRun(runId, "/pending"))).interrupts || [];
+      box.replaceChildren(el("h2", { text: "Waiting for " + count(questions.length, "answer") }),
+        ...questions.map((q, i) => questionBox(q, i, note)), note);
+    } catch (err) {
+      showError(box, err);
+    }
+    box.hidden = false;
+  }
+
+  function act(promise, note) {
+    return promise
+      .then((r) => { note.textContent = "done: " + AL.json(r); refresh(); return r; })
+      .catch((err) => { note.textContent = "refused: " + err.message; });
   }
 
   function eventRow(event) {
@@ -152,19 +239,8 @@
     box.dataset.built = info.status;
     box.hidden = false;
     const note = el("span", { class: "action-note" });
-    const run = (promise) => promise
-      .then((r) => { note.textContent = "done: " + AL.json(r); refresh(); return r; })
-      .catch((err) => { note.textContent = "refused: " + err.message; });
+    const run = (promise) => act(promise, note);
     const items = [];
-    if (info.status === "waiting") {
-      const value = el("input", { id: "resume-value", placeholder: "answer as JSON", value: "true" });
-      items.push(value, el("button", { id: "resume", type: "button", text: "Resume",
-        onclick: () => {
-          let answer;
-          try { answer = JSON.parse(value.value); } catch (err) { note.textContent = "not JSON: " + err.message; return; }
-          run(post(apiRun(runId, "/resume"), { value: answer }));
-        } }));
-    }
     if (!TERMINAL.includes(info.status)) {
       items.push(el("button", { id: "cancel", type: "button", text: "Cancel",
         onclick: () => run(post(apiRun(runId, "/cancel"), {})) }));
@@ -189,6 +265,22 @@
     box.hidden = false;
   }
 
+  // An origin lists its forks (each fork links back through loadOrigin).
+  async function loadForks() {
+    const found = await getJSON(apiRun(runId, "/forks"));
+    if (!found.forks.length && found.complete) return;
+    const box = document.getElementById("forks");
+    const links = [];
+    found.forks.forEach((fork, i) => {
+      if (i) links.push(", ");
+      links.push(el("a", { href: AL.runPath(fork.run_id), class: "fork-link", text: fork.run_id }),
+        " at seq " + fork.seq + " (" + fork.status + ")");
+    });
+    box.replaceChildren("forked into " + count(found.forks.length, "run") + ": ", ...links,
+      found.complete ? "" : " (and maybe more: only the first runs that could be forks were read)");
+    box.hidden = false;
+  }
+
   more.addEventListener("click", () => loadEvents().catch((err) => showError(eventsInfo, err)));
 
   (async () => {
@@ -202,6 +294,7 @@
       follow();
       await timeline;
       await loadOrigin().catch(() => {}); // only a link: the page works without it
+      await loadForks().catch((err) => showError(document.getElementById("forks"), err));
     } catch (err) {
       showError(document.getElementById("run-info"), err);
       AL.ready();

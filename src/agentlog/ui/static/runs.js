@@ -2,7 +2,7 @@
 "use strict";
 
 (() => {
-  const { el, getJSON, time, runPath } = AL;
+  const { el, getJSON, count, time, runPath } = AL;
   const form = document.getElementById("filters");
   const body = document.querySelector("#runs tbody");
   const counts = document.getElementById("counts");
@@ -61,7 +61,7 @@
       body.append(el("tr", {}, el("td", { colspan: 8, class: "muted", text: "no runs match" })));
     }
     const parts = Object.entries(page.counts || {}).map(([k, n]) => k + " " + n);
-    counts.textContent = page.total + " runs" + (parts.length ? " · " + parts.join(" · ") : "");
+    counts.textContent = count(page.total, "run") + (parts.length ? " · " + parts.join(" · ") : "");
     const last = Math.min(page.offset + page.rows.length, page.total);
     info.textContent = page.total ? page.offset + 1 + "–" + last + " of " + page.total : "";
     prev.disabled = page.offset === 0;

@@ -18,7 +18,7 @@
     table.tBodies[0].replaceChildren(...rows);
     info.textContent = result.truncated
       ? "the first " + result.shown.toLocaleString("en") + " rows (the query has more)"
-      : result.shown + " rows";
+      : AL.count(result.shown, "row");
   }
 
   // x: the first time column (else the first text column, as categories);

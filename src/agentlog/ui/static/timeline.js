@@ -1,14 +1,16 @@
 // The run's timeline as SVG. Steps (supersteps) in order, left to right, each
 // a column; its parallel branches side by side as lanes stacked in the
 // column; each task a bar whose length is its duration (tasks that overlap
-// sit on separate tracks); diamonds mark failures, retries and interrupts.
+// sit on separate tracks, each labelled with its task's name); diamonds mark
+// failures, retries and interrupts.
 // A column's width grows with its duration, but never below a readable
 // minimum, so a run that waited days on an interrupt still shows its steps.
 "use strict";
 
 const Timeline = (() => {
-  const { svg, el } = AL;
-  const TRACK = 9; // height of one task track
+  const { svg, el, count } = AL;
+  const TRACK = 14; // height of one task track (a bar and its label)
+  const CHAR = 6; // about how wide one character of a bar's label is
   const LANE_PAD = 18; // the lane's label row
   const HEAD = 20; // the step labels
   const MARKS = 16; // the mark row at the bottom
@@ -19,13 +21,21 @@ const Timeline = (() => {
     return isNaN(t) ? null : t;
   }
 
+  // ``text`` cut to about ``width`` pixels ("" when not even two characters fit).
+  function fit(text, width) {
+    const room = Math.floor(width / CHAR);
+    if (room < 2) return "";
+    return text.length <= room ? text : text.slice(0, room - 1) + "…";
+  }
+
   function laneHeight(lane) {
     return LANE_PAD + Math.max(lane.tracks || 1, 1) * TRACK + 6;
   }
 
   function render(box, data) {
     const steps = data.steps || [];
-    const total = (data.counts && data.counts.steps) ?? steps.length;
+    const counts = data.counts || {};
+    const supersteps = counts.supersteps ?? steps.length;
     const marks = data.marks || [];
     const runEnd = ms(data.end) ?? Date.now();
     const spans = steps.map((s) => {
@@ -56,7 +66,8 @@ const Timeline = (() => {
     const height = y + MARKS + 4;
     const chart = svg("svg", { class: "tl", width, height, viewBox: "0 0 " + width + " " + height });
     const laneCount = steps.reduce((n, s) => n + (s.lanes || []).length, 0);
-    chart.append(svg("title", {}, "Timeline: " + steps.length + " steps, " + laneCount + " lanes"));
+    chart.append(svg("title", {}, "Timeline: " + count(steps.length, "superstep") + ", " +
+      count(laneCount, "lane")));
     const xAt = (col, t) => col.x + 2 + ((Math.min(Math.max(t, col.t0), col.t1) - col.t0) / (col.t1 - col.t0)) * (col.w - 6);
     steps.forEach((step, i) => {
       const col = cols[i];
@@ -75,18 +86,33 @@ const Timeline = (() => {
           (lane.duration_ms !== null ? ", " + lane.duration_ms + " ms" : ", still running") +
           (lane.attempts > 1 ? ", " + lane.attempts + " attempts" : "")));
         lg.append(span, svg("text", { x: lx + 3, y: ly + 14, class: "tl-lane-label" }, lane.step));
-        for (const bar of lane.bars || []) {
+        const placed = (lane.bars || []).map((bar) => {
           const bx = xAt(col, ms(bar.start) ?? col.t0);
-          const bw = Math.max(xAt(col, ms(bar.end) ?? runEnd) - bx, 2);
+          return { bar, bx, bw: Math.max(xAt(col, ms(bar.end) ?? runEnd) - bx, 2) };
+        });
+        for (const { bar, bx, bw } of placed) {
+          const by = ly + LANE_PAD + (bar.track || 0) * TRACK;
           const rect = svg("rect", {
-            x: bx, y: ly + LANE_PAD + (bar.track || 0) * TRACK, width: bw, height: TRACK - 2,
+            x: bx, y: by, width: bw, height: TRACK - 2,
             class: "tl-bar status-" + bar.status, "data-seq": bar.seq,
           });
-          rect.append(svg("title", {}, bar.task + ": " + bar.status +
+          const about = bar.task + ": " + bar.status +
             (bar.duration_ms !== null ? ", " + bar.duration_ms + " ms" : ", running") +
             (bar.attempts > 1 ? ", " + bar.attempts + " attempts" : "") +
-            (bar.error ? ", " + bar.error : "")));
+            (bar.error ? ", " + bar.error : "");
+          rect.append(svg("title", {}, about));
           lg.append(rect);
+          // The label runs from the bar's start to the next bar on its track
+          // (or the column's edge): a short task's name still reads.
+          const next = placed.filter((p) => (p.bar.track || 0) === (bar.track || 0) && p.bx > bx)
+            .reduce((m, p) => Math.min(m, p.bx), col.x + col.w - 2);
+          const text = fit(bar.task + (bar.attempts > 1 ? " ×" + bar.attempts : ""), next - bx - 4);
+          if (text) {
+            const label = svg("text", { x: bx + 2, y: by + TRACK - 5, class: "tl-bar-label",
+              "data-seq": bar.seq }, text);
+            label.append(svg("title", {}, about));
+            lg.append(label);
+          }
         }
         g.append(lg);
       });
@@ -105,9 +131,13 @@ const Timeline = (() => {
       chart.append(g);
     }
     const bars = steps.reduce((n, s) => n + (s.lanes || []).reduce((m, l) => m + (l.bars || []).length, 0), 0);
+    // "steps completed" is the run index's count (the run's header says the
+    // same); a superstep is a column: the steps that ran side by side in it.
     const legend = el("p", { class: "tl-legend muted",
-      text: total + " steps · " + laneCount + " lanes · " + bars + " tasks · " + marks.length + " marks" +
-        (total > steps.length ? " (the last " + steps.length + " steps drawn)" : "") });
+      text: count(counts.steps ?? 0, "step completed", "steps completed") + " in " +
+        count(supersteps, "superstep") + " · " + count(laneCount, "lane") + " · " +
+        count(bars, "task") + " · " + count(marks.length, "mark") +
+        (supersteps > steps.length ? " (the last " + count(steps.length, "superstep") + " drawn)" : "") });
     box.replaceChildren(chart, legend);
   }
 
