@@ -50,7 +50,7 @@ def test_state_time_travel_and_diff(log_url: str) -> None:
     now = _json(["state", "r1", "--log", log_url, "--json"])
     assert isinstance(now, dict)
     assert now["values"] == {"notes": ["one"]} and now["status"] == "waiting"
-    before = _json(["state", "r1", "--at", "2", "--log", log_url, "--json"])
+    before = _json(["state", "r1", "--at", "2", "--log", log_url, "--json", "--internal"])
     assert isinstance(before, dict)
     assert before["values"] == {} and before["pending"] == {
         "0": {"step": "first", "writes": {"notes": ["one"]}, "goto": ["second"]}
