@@ -66,6 +66,7 @@ AppOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--app",
+        metavar="MODULE:ATTR",
         help="Where your workflows are: module:attribute or path/to/file.py:attribute, "
         "naming a Workflow or a list of them (repeatable). The demo's workflow is always known.",
     ),

@@ -90,6 +90,7 @@ def ui(
         list[str] | None,
         typer.Option(
             "--public-host",
+            metavar="HOST",
             help="With a --host other than this machine: a host name clients use to reach "
             "it (repeatable); no other Host name is answered (DNS rebinding).",
         ),
