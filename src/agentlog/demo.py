@@ -37,7 +37,7 @@ from agentlog.crypto import LocalKeyring
 from agentlog.errors import ConfigError
 from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.codec import jsonable
-from agentlog.eventlog.events import Event, StepCompleted, utcnow
+from agentlog.eventlog.events import Event, StepCompleted, TaskStarted, utcnow
 from agentlog.eventlog.urls import open_log, redact_url
 from agentlog.runtime import (
     RetryPolicy,
@@ -192,19 +192,26 @@ def demo_workflow() -> Workflow[Any]:
     return wf
 
 
-def describe(event: Event) -> str:
-    """One human line (rich markup) for a recorded event."""
+def describe(event: Event, tasks: dict[str, str] | None = None) -> str:
+    """One human line (rich markup) for a recorded event.
+
+    ``tasks`` maps idempotency keys to task names: a task's result and failure
+    record only its key, and a line must still say which task it was.
+    """
     data = jsonable(event.data.to_dict())
     kind = event.type
+    task = escape((tasks or {}).get(str(data.get("key")), "?"))
     if kind == "StepCompleted":
         return f"[green]✓ {data['step']}[/green] wrote {', '.join(data['writes']) or 'nothing'}"
     if kind == "StepFailed":
         error = escape(data["error"])
         return f"[yellow]✗ {data['step']} attempt {data['attempt']}[/yellow]: {error}"
     if kind == "TaskCompleted":
-        return f"  task done in {data['duration_ms']:.0f} ms"
+        return f"  task {task} done in {data['duration_ms']:.0f} ms"
+    if kind == "TaskFailed":
+        return f"  task {task} failed: {escape(data['error'])}"
     if kind == "TaskStarted":
-        return f"  task {data['name']} (key {data['key'][:8]}…)"
+        return f"  task {escape(data['name'])} (key {data['key'][:8]}…)"
     if kind == "SuperstepCommitted":
         return f"[blue]⏭ superstep {data['superstep']} committed[/blue] → {data['next'] or 'end'}"
     if kind == "InterruptRaised":
@@ -218,6 +225,8 @@ class Follower:
 
     def __init__(self, event_log: EventLog, run_id: str, console: Console) -> None:
         self.log, self.run_id, self.console, self.seq = event_log, run_id, console, 0
+        #: Task names by idempotency key, from the TaskStarted events seen so far.
+        self.tasks: dict[str, str] = {}
 
     async def poll(self) -> list[Event]:
         """Print and return the events recorded since the last poll."""
@@ -225,7 +234,10 @@ class Follower:
             return []
         events = [e async for e in self.log.read(self.run_id, after_seq=self.seq)]
         for event in events:
-            self.console.print(f"  seq {event.seq:>3}  {describe(event)}", highlight=False)
+            if isinstance(event.data, TaskStarted):
+                self.tasks[event.data.key] = event.data.name
+            line = describe(event, self.tasks)
+            self.console.print(f"  seq {event.seq:>3}  {line}", highlight=False)
             self.seq = event.seq
         return events
 

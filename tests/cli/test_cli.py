@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -49,7 +50,7 @@ def test_state_time_travel_and_diff(log_url: str) -> None:
     now = _json(["state", "r1", "--log", log_url, "--json"])
     assert isinstance(now, dict)
     assert now["values"] == {"notes": ["one"]} and now["status"] == "waiting"
-    before = _json(["state", "r1", "--at", "2", "--log", log_url, "--json"])
+    before = _json(["state", "r1", "--at", "2", "--log", log_url, "--json", "--internal"])
     assert isinstance(before, dict)
     assert before["values"] == {} and before["pending"] == {
         "0": {"step": "first", "writes": {"notes": ["one"]}, "goto": ["second"]}
@@ -132,6 +133,11 @@ def test_demo_crashes_resumes_and_sends_one_email(tmp_path: Path) -> None:
     result = runner.invoke(app, ["demo", "--log", url, "--run-id", "demo-test"])
     assert result.exit_code == 0, result.output
     assert "SIGKILL" in result.stdout and "completed" in result.stdout
+    # The narration names the task of every result (issue 21 item 16).
+    assert "task done" not in result.stdout
+    for name in ("llm.plan", "search.web", "search.papers", "search.news", "email.send"):
+        assert re.search(rf"task {re.escape(name)} done in \d+ ms", result.stdout), name
+    assert re.search(r"task search\.papers failed: ToolTimeout", result.stdout), result.stdout
     emails = Outbox(tmp_path / "outbox.db").sent()
     assert len(emails) == 1 and emails[0][2] == 1  # one email, delivered once
     with sqlite3.connect(tmp_path / "demo.db") as db:

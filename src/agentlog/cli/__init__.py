@@ -14,6 +14,8 @@ bad URL) prints one line on stderr and exits with code 2.
 * :mod:`agentlog.cli.archive`: ``archive`` and ``sql``;
 * :mod:`agentlog.cli.ui`: ``ui``, the web debugger (:mod:`agentlog.ui`);
 * :mod:`agentlog.cli.render`: the one set of renderers (JSON, tables, lines);
+* :mod:`agentlog.cli.help`: ``--help`` in Click's conventions, the hint for a
+  global option given after the command;
 * :mod:`agentlog.cli.workflows`: ``--app`` loading; :mod:`agentlog.cli.logs`:
   ``-v`` and ``--log-format``.
 """

@@ -16,6 +16,7 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 import typer
 
 from agentlog import __version__
+from agentlog.cli.help import HelpCommand, HelpGroup, help_text
 from agentlog.cli.logs import LogFormat, configure_logging
 from agentlog.cli.render import print_error
 from agentlog.errors import AgentlogError
@@ -27,6 +28,7 @@ T = TypeVar("T")
 
 app = typer.Typer(
     name="agentlog",
+    cls=HelpGroup,
     help="Durable, event-sourced runs for long-running AI agents.",
     no_args_is_help=True,
     add_completion=False,
@@ -42,7 +44,8 @@ def run_async(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
 
 
 def command(name: str | None = None) -> Callable[[Callable[P, None]], Callable[P, None]]:
-    """Register a command on :data:`app` behind the error boundary."""
+    """Register a command on :data:`app` behind the error boundary, with its
+    help in Click's conventions (:mod:`agentlog.cli.help`)."""
 
     def register(fn: Callable[P, None]) -> Callable[P, None]:
         @functools.wraps(fn)
@@ -64,7 +67,7 @@ def command(name: str | None = None) -> Callable[[Callable[P, None]], Callable[P
                 )
                 raise typer.Exit(1) from None
 
-        app.command(name)(guarded)
+        app.command(name, cls=HelpCommand, help=help_text(fn.__doc__))(guarded)
         return fn
 
     return register

@@ -229,7 +229,11 @@ def graph(
     apps: AppOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Print a workflow's step graph as a Mermaid flowchart (then-edges and declared routes)."""
+    """Print a workflow's step graph as a Mermaid flowchart: every edge each step can take.
+
+    Solid edges are where a returned dict leads (then=, or the end); dotted ones
+    are the goto and end its code returns, bounded by its declared routes=.
+    """
     workflows = {wf.name: wf for wf in load_workflows(apps)}
     if name is not None and name not in workflows:
         raise ConfigError(

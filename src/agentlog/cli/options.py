@@ -21,6 +21,7 @@ __all__ = [
     "AppOpt",
     "ArchiveOpt",
     "EndpointOpt",
+    "InternalOpt",
     "JsonOpt",
     "LogOpt",
     "existing_archive",
@@ -53,10 +54,19 @@ EndpointOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+InternalOpt = Annotated[
+    bool,
+    typer.Option(
+        "--internal",
+        help="Also show the runtime's bookkeeping (tasks, pending writes, attempts, "
+        "writer_epoch...), which is hidden by default.",
+    ),
+]
 AppOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--app",
+        metavar="MODULE:ATTR",
         help="Where your workflows are: module:attribute or path/to/file.py:attribute, "
         "naming a Workflow or a list of them (repeatable). The demo's workflow is always known.",
     ),

@@ -30,6 +30,7 @@ __all__ = [
     "age",
     "cell",
     "err",
+    "event_text",
     "out",
     "print_error",
     "print_json",
@@ -116,25 +117,49 @@ def timeline_note(rows: Iterable[dict[str, Any]]) -> str:
     return ""
 
 
+#: How much of a key the timeline shows (``--json`` has it whole).
+KEY_SHOWN = 12
+#: How much of one payload value the timeline shows before folding it with "…".
+VALUE_SHOWN = 60
+
+
 def print_timeline(rows: list[dict[str, Any]], title: str, console: Console | None = None) -> None:
-    """The timeline as a table: seq, time, type, step, payload."""
+    """The timeline as a table: seq, time, type, and what happened.
+
+    The last column starts with what identifies the event (its step, its
+    task's name, its key), then the rest of the payload as ``field=value``,
+    each value cut at :data:`VALUE_SHOWN` characters; it wraps instead of
+    being cut, so that at 80 columns (the width when piped) a row still names
+    its step and task.
+    """
     console = console or out
     grid = Table(title=Text(title), title_justify="left")
-    for column in ("seq", "time", "type", "step"):
-        grid.add_column(column, justify="right" if column == "seq" else "left", no_wrap=True)
-    grid.add_column("payload", no_wrap=True, overflow="ellipsis")
-    room = max(20, console.width - 64)  # what the first four columns leave over
+    grid.add_column("seq", justify="right", no_wrap=True)
+    grid.add_column("time", no_wrap=True)
+    grid.add_column("type", no_wrap=True)
+    grid.add_column("what", overflow="fold", ratio=1)
     for row in rows:
-        grid.add_row(
-            *(
-                cell(v)
-                for v in (
-                    row["seq"],
-                    row["ts"][11:23],
-                    row["type"],
-                    row["step"],
-                    short(row["payload"], room),
-                )
-            )
-        )
+        grid.add_row(cell(row["seq"]), cell(row["ts"][11:23]), cell(row["type"]), event_text(row))
     console.print(grid)
+
+
+def event_text(row: dict[str, Any]) -> Text:
+    """What a timeline row says happened: its identity first, then its payload."""
+    payload = dict(row["payload"])
+    task = row.get("task") or ""
+    if task and payload.get("name") == task:
+        del payload["name"]  # TaskStarted's own copy of the name, shown once
+    key = payload.pop("key", None)
+    text = Text()
+    for part, style in (
+        (row["step"], "bold"),
+        (task, "cyan"),
+        (f"key={key[:KEY_SHOWN]}…" if isinstance(key, str) else "", ""),
+    ):
+        if part:
+            text.append(Text(part, style) + " ")
+    for field, value in payload.items():
+        shown = f"{value:g}" if isinstance(value, float) else short(value, VALUE_SHOWN)
+        text.append(Text(f"{field}=", "dim") + shown + " ")
+    text.rstrip()
+    return text

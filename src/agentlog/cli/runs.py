@@ -17,7 +17,7 @@ from rich.text import Text
 
 from agentlog.archive.store import DEFAULT_ARCHIVE_URL
 from agentlog.cli.app import command, run_async
-from agentlog.cli.options import ArchiveOpt, JsonOpt, LogOpt, read_history
+from agentlog.cli.options import ArchiveOpt, InternalOpt, JsonOpt, LogOpt, read_history
 from agentlog.cli.render import (
     age,
     out,
@@ -36,6 +36,7 @@ from agentlog.eventlog.codec import jsonable
 from agentlog.eventlog.events import LANGGRAPH_WORKFLOW, RunStatus, utcnow
 from agentlog.eventlog.urls import DEFAULT_LOG_URL, redact_url
 from agentlog.projector import diff_states, load_state
+from agentlog.projector.state import INTERNAL_FIELDS
 from agentlog.replay.rows import event_row, event_rows
 from agentlog.runtime.stream import StreamUpdate, stream
 
@@ -212,6 +213,7 @@ def state(
     log: LogOpt = DEFAULT_LOG_URL,
     archive: ArchiveOpt = DEFAULT_ARCHIVE_URL,
     as_json: JsonOpt = False,
+    internal: InternalOpt = False,
 ) -> None:
     """The run's state now, or at any seq (time travel)."""
 
@@ -220,8 +222,9 @@ def state(
             return (await load_state(event_log, run_id, at_seq=at)).to_dict()
 
     data = jsonable(run_async(go))
+    bookkeeping = {k: data.pop(k) for k in sorted(INTERNAL_FIELDS)}
     if as_json:
-        print_json(data)
+        print_json({**data, **bookkeeping} if internal else data)
         return
     print_line(
         (run_id, "bold"),
@@ -233,6 +236,9 @@ def state(
     if data["error"]:
         print_line(("error:", "red"), f" {data['error']}")
     out.print(Text(to_json(data["values"])))
+    if internal:
+        print_line(("internal:", "dim"))
+        out.print(Text(to_json(bookkeeping)))
 
 
 @command()
@@ -243,6 +249,7 @@ def diff(
     log: LogOpt = DEFAULT_LOG_URL,
     archive: ArchiveOpt = DEFAULT_ARCHIVE_URL,
     as_json: JsonOpt = False,
+    internal: InternalOpt = False,
 ) -> None:
     """What changed in the run's state between two seqs."""
 
@@ -250,7 +257,8 @@ def diff(
         async with read_history(log, archive) as event_log:
             before = await load_state(event_log, run_id, at_seq=seq_a)
             after = await load_state(event_log, run_id, at_seq=seq_b)
-            return [c.to_dict() for c in diff_states(before, after)]
+            changes = diff_states(before, after, internal=internal)
+            return [c.to_dict() for c in changes]
 
     changes = jsonable(run_async(go))
     if as_json:

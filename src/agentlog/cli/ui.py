@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import socket
 import threading
 import time
@@ -22,11 +23,31 @@ from agentlog.eventlog.urls import DEFAULT_LOG_URL, open_log
 __all__: list[str] = []
 
 
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
-        probe.bind((host, 0))
-        port: int = probe.getsockname()[1]
-        return port
+def _listen(host: str, port: int) -> socket.socket:
+    """The server's socket, bound now (uvicorn listens on it), so that the URL
+    printed is one that answers, and ``--port 0`` prints the port it got.
+
+    Raises:
+        ConfigError: the address cannot be bound; the message names it and,
+            for a port in use, says to pick a free one with ``--port 0``.
+    """
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(
+                f"cannot listen on {where}: the port is already in use (another agentlog "
+                "ui?); stop that server, or pick another port: --port 0 picks a free one"
+            ) from None
+        raise ConfigError(
+            f"cannot listen on {where}: {exc.strerror or exc}; check --host (an address of "
+            "this machine), or pick another port: --port 0 picks a free one"
+        ) from None
+    return sock
 
 
 def _open_when_up(server: object, url: str) -> None:
@@ -69,6 +90,7 @@ def ui(
         list[str] | None,
         typer.Option(
             "--public-host",
+            metavar="HOST",
             help="With a --host other than this machine: a host name clients use to reach "
             "it (repeatable); no other Host name is answered (DNS rebinding).",
         ),
@@ -117,10 +139,6 @@ def ui(
 
     workflows = load_workflows(apps) if allow_actions else []
     run_async(lambda: _check_log(log))
-    try:
-        chosen = port or _free_port(host)
-    except OSError as exc:
-        raise ConfigError(f"--host {host}: cannot listen there: {exc}") from None
     size_bytes("--sql-memory-limit", sql_memory_limit)
     limits = SqlLimits(
         timeout=sql_timeout,
@@ -145,42 +163,48 @@ def ui(
         sql_limits=limits,
         access_token=token,
     )
-    # The URL names the server as a client does: 0.0.0.0 is no address to visit.
-    named = host if host in hosts else (public_host or [host])[0]
-    shown = f"[{named}]" if ":" in named else named
-    url = f"http://{shown}:{chosen}/"
-    if token is not None:
-        url += "?" + urlencode({TOKEN_PARAM: token})
-    warning = (
-        f"warning: listening on {host} (host names "
-        f"{', '.join(h for h in hosts if not is_loopback(h))}): every request needs the "
-        "token in the URL above; anyone who has it can read every run"
-        + (" and act on them" if allow_actions else "")
-        + ". The connection is plain HTTP, so use a network you trust or a TLS proxy"
-    )
-    if as_json:  # one line a script can read the URL from
-        print_json_line({"url": url, "actions": allow_actions, "loopback": loopback})
-        if not loopback:
-            typer.echo(warning, err=True)
-    else:
-        print_line(f"agentlog ui: {url}" + (" (actions allowed)" if allow_actions else ""))
-        if not loopback:
-            print_line(warning)
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=chosen,
-        log_level="warning",
-        lifespan="on",
-        # Open live feeds (server-sent events) must not hold Ctrl-C up.
-        timeout_graceful_shutdown=1,
-    )
-    server = uvicorn.Server(config)
-    if not no_browser:
-        threading.Thread(target=_open_when_up, args=(server, url), daemon=True).start()
-    server.run()
+    with _listen(host, port) as sock:
+        chosen: int = sock.getsockname()[1]
+        url = _url(host, public_host or [], hosts, chosen, token, TOKEN_PARAM)
+        warning = (
+            f"warning: listening on {host} (host names "
+            f"{', '.join(h for h in hosts if not is_loopback(h))}): every request needs the "
+            "token in the URL above; anyone who has it can read every run"
+            + (" and act on them" if allow_actions else "")
+            + ". The connection is plain HTTP, so use a network you trust or a TLS proxy"
+        )
+        if as_json:  # one line a script can read the URL from
+            print_json_line({"url": url, "actions": allow_actions, "loopback": loopback})
+            if not loopback:
+                typer.echo(warning, err=True)
+        else:
+            print_line(f"agentlog ui: {url}" + (" (actions allowed)" if allow_actions else ""))
+            if not loopback:
+                print_line(warning)
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=chosen,
+            log_level="warning",
+            lifespan="on",
+            # Open live feeds (server-sent events) must not hold Ctrl-C up.
+            timeout_graceful_shutdown=1,
+        )
+        server = uvicorn.Server(config)
+        if not no_browser:
+            threading.Thread(target=_open_when_up, args=(server, url), daemon=True).start()
+        server.run(sockets=[sock])
     if not server.started:
         raise ConfigError(
-            f"the UI did not start on {host}:{chosen} (see the message above); "
-            "is the port in use? pick another with --port, or check --log"
+            f"the UI did not start on {host}:{chosen} (see the message above); check --log"
         )
+
+
+def _url(
+    host: str, public_host: list[str], hosts: list[str], port: int, token: str | None, param: str
+) -> str:
+    """The URL as a client names the server (0.0.0.0 is no address to visit)."""
+    named = host if host in hosts else (public_host or [host])[0]
+    shown = f"[{named}]" if ":" in named else named
+    url = f"http://{shown}:{port}/"
+    return url + "?" + urlencode({param: token}) if token is not None else url

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agentlog.projector.state import RunState
+from agentlog.projector.state import INTERNAL_FIELDS, RunState
 
 __all__ = ["Change", "diff_states"]
 
@@ -40,9 +40,16 @@ def _compare(path: str, before: dict[str, Any], after: dict[str, Any]) -> list[C
     return sorted(changes, key=lambda c: c.path)
 
 
-def diff_states(before: RunState, after: RunState) -> list[Change]:
-    """Changes from ``before`` to ``after``: state values first, then run fields."""
-    fields_before = {k: v for k, v in before.to_dict().items() if k not in _SKIPPED}
-    fields_after = {k: v for k, v in after.to_dict().items() if k not in _SKIPPED}
+def diff_states(before: RunState, after: RunState, *, internal: bool = True) -> list[Change]:
+    """Changes from ``before`` to ``after``: state values first, then run fields.
+
+    Args:
+        internal: also compare the runtime's bookkeeping
+            (:data:`~agentlog.projector.state.INTERNAL_FIELDS`); a person
+            debugging their state asks for it only when they need it.
+    """
+    skipped = _SKIPPED if internal else _SKIPPED | INTERNAL_FIELDS
+    fields_before = {k: v for k, v in before.to_dict().items() if k not in skipped}
+    fields_after = {k: v for k, v in after.to_dict().items() if k not in skipped}
     values = _compare("values.", fields_before.pop("values"), fields_after.pop("values"))
     return values + _compare("", fields_before, fields_after)

@@ -17,6 +17,7 @@ from agentlog.eventlog.events import Branch, RunStatus
 
 __all__ = [
     "ATTEMPTS_BEFORE_RETRY",
+    "INTERNAL_FIELDS",
     "TIMER_FIRED",
     "RunState",
     "due_timers",
@@ -89,6 +90,26 @@ def interrupt_id(interrupt: dict[str, Any]) -> str:
     if isinstance(found, str):
         return found
     return interrupt_key(interrupt["superstep"], interrupt["branch"], interrupt["index"])
+
+
+#: The :class:`RunState` fields the runtime keeps for its own bookkeeping (the
+#: schema's fingerprint, limits and reducers, pending writes, attempts, task
+#: records and their order, answers not yet consumed, the writer epoch), as
+#: opposed to what the run is: ``agentlog state`` and ``diff`` show them only
+#: with ``--internal``, so they never read as the user's values.
+INTERNAL_FIELDS = frozenset(
+    {
+        "fingerprint",
+        "limits",
+        "reducers",
+        "pending",
+        "attempts",
+        "branch_tasks",
+        "tasks",
+        "resume_values",
+        "writer_epoch",
+    }
+)
 
 
 @dataclass(slots=True)

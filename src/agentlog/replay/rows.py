@@ -16,7 +16,7 @@ import orjson
 
 from agentlog.errors import ShreddedError
 from agentlog.eventlog.codec import jsonable
-from agentlog.eventlog.events import Event, RunShredded
+from agentlog.eventlog.events import Event, RunShredded, TaskCompleted, TaskFailed, TaskStarted
 from agentlog.eventlog.sealing import CONTENT_FIELDS
 from agentlog.projector.checkpoints import display_payload
 
@@ -26,6 +26,8 @@ __all__ = ["NO_KEY", "SHREDDED", "event_row", "event_rows", "short", "unreadable
 SHREDDED = "«shredded»"
 #: What stands for content encrypted with a key this process does not hold.
 NO_KEY = "«encrypted: no key»"
+#: The events of one task call, tied together by its idempotency key.
+TASK_EVENTS = (TaskStarted, TaskCompleted, TaskFailed)
 
 
 def short(value: Any, width: int = 70) -> str:
@@ -77,5 +79,23 @@ def event_row(event: Event, *, shredded: bool = False) -> dict[str, Any]:
 
 
 def event_rows(events: Iterable[Event]) -> list[dict[str, Any]]:
-    """:func:`event_row` of each event, in order."""
-    return [event_row(event) for event in events]
+    """:func:`event_row` of each event, in order, each with ``task``: the task's
+    name for task events ("" for others).
+
+    A task's result and failure record only its key; the name and the step
+    come from its ``TaskStarted`` among ``events``, so that every row of a
+    task says which task and step it belongs to.
+    """
+    started: dict[str, tuple[str, str]] = {}
+    rows = []
+    for event in events:
+        row = event_row(event)
+        data = event.data
+        key = getattr(data, "key", None) if isinstance(data, TASK_EVENTS) else None
+        if isinstance(data, TaskStarted):
+            started[data.key] = (data.step, data.name)
+        step, name = started.get(key, ("", "")) if isinstance(key, str) else ("", "")
+        row["step"] = row["step"] or step
+        row["task"] = name
+        rows.append(row)
+    return rows

@@ -385,16 +385,14 @@ class Workflow(Generic[S]):
         return name
 
     def mermaid(self) -> str:
-        """The step graph as a Mermaid flowchart (``then`` edges and declared routes)."""
+        """The step graph as a Mermaid flowchart: every edge a step can take
+        (``then`` edges, and the ``goto`` and ``end`` its code returns, bounded
+        by its declared ``routes``), including to the end, and no other; see
+        :mod:`agentlog.runtime.graph`."""
+        from agentlog.runtime.graph import to_mermaid
+
         self.validate()
-        lines = ["flowchart TD", "    __start__([start])", "    __end__([end])"]
-        lines += [f"    __start__ --> {name}" for name in self.start]
-        for step in self.steps.values():
-            lines += [f"    {step.name} --> {target}" for target in step.then]
-            lines += [f"    {step.name} -.-> {target}" for target in step.routes]
-            if not step.then and not step.routes:  # returns end(...) (or routes undeclared)
-                lines.append(f"    {step.name} -.-> __end__")
-        return "\n".join(lines) + "\n"
+        return to_mermaid(self)
 
     def validate(self) -> None:
         """Check that every edge, route and start names a step.
