@@ -43,7 +43,7 @@ from agentlog.errors import (
     WorkflowError,
 )
 from agentlog.eventlog.base import EventLog
-from agentlog.eventlog.events import RunStatus, utcnow
+from agentlog.eventlog.events import LANGGRAPH_WORKFLOW, RunStatus, utcnow
 from agentlog.eventlog.urls import DEFAULT_LOG_URL, open_log
 from agentlog.projector.state import RunState, input_interrupts, interrupt_id
 from agentlog.runtime.archived import ArchiveSource, open_archive_source
@@ -439,14 +439,22 @@ class Runtime(RunControl):
 
         One bad run never blocks the others: each run that cannot be taken
         over (an unregistered workflow, a version mismatch, a corrupt event)
-        is reported with its typed error, and the rest are recovered.
+        is reported with its typed error, and the rest are recovered. A run
+        whose lease is still live is left alone and listed in ``held``: its
+        writer may be alive, or dead with its lease not yet run out (then a
+        later ``recover`` takes it). A LangGraph thread is never taken: the
+        application that invokes its graph drives it.
 
         Returns:
-            The runs now continuing in this process, and those that could not.
+            The runs now continuing in this process, those that could not
+            be, and those a live lease still holds.
         """
         report = RecoveryReport()
         for info in await self.log.list_runs(status=RunStatus.RUNNING):
-            if info.run_id in self._active or lease_live(info):
+            if info.run_id in self._active or info.workflow == LANGGRAPH_WORKFLOW:
+                continue
+            if lease_live(info):
+                report.held.append(info)
                 continue
             try:
                 wf = self._workflow(info.workflow)
