@@ -36,7 +36,6 @@ from agentlog.errors import (
     AgentlogError,
     ConfigError,
     LeaseHeldError,
-    NoLiveWriterError,
     RunFailedError,
     RunNotWaitingError,
     UnknownRunError,
@@ -53,7 +52,7 @@ from agentlog.runtime.executor import RunExecutor
 from agentlog.runtime.handles import PendingInterrupt, RecoveryReport, RunHandle
 from agentlog.runtime.shredding import ShredReport
 from agentlog.runtime.stream import StreamMode, StreamUntil, StreamUpdate
-from agentlog.runtime.waiting import lease_live, orphan_message, outcome, settled
+from agentlog.runtime.waiting import lease_live, orphaned, outcome, settled
 from agentlog.runtime.worker import Worker
 from agentlog.runtime.workflow import Workflow
 from agentlog.runtime.writer import Durability
@@ -386,8 +385,7 @@ class Runtime(RunControl):
                 elif orphaned_at is None:
                     orphaned_at = time.monotonic()
                 elif time.monotonic() - orphaned_at > self.config.orphan_grace_seconds:
-                    grace = self.config.orphan_grace_seconds
-                    raise NoLiveWriterError(orphan_message(run_id, info, grace))
+                    raise await orphaned(self.log, run_id, info, self.config.orphan_grace_seconds)
                 await asyncio.sleep(self.config.poll_seconds)
 
     def stream(
@@ -438,16 +436,9 @@ class Runtime(RunControl):
         """Take over every running run whose writer's lease expired.
 
         One bad run never blocks the others: each run that cannot be taken
-        over (an unregistered workflow, a version mismatch, a corrupt event)
-        is reported with its typed error, and the rest are recovered. A run
-        whose lease is still live is left alone and listed in ``held``: its
-        writer may be alive, or dead with its lease not yet run out (then a
-        later ``recover`` takes it). A LangGraph thread is never taken: the
-        application that invokes its graph drives it.
-
-        Returns:
-            The runs now continuing in this process, those that could not
-            be, and those a live lease still holds.
+        over (an unregistered workflow, changed code, a corrupt event) is
+        reported with its typed error, and the rest are recovered. Runs a live
+        lease holds are listed (``held``); a LangGraph thread's app drives it.
         """
         report = RecoveryReport()
         for info in await self.log.list_runs(status=RunStatus.RUNNING):
