@@ -68,6 +68,8 @@ later without anyone changing anything (a broker that is restarting).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 __all__ = [
     "AgentlogError",
     "ArchiveError",
@@ -526,7 +528,19 @@ class WorkflowDefinitionError(WorkflowError):
 
 
 class UnknownWorkflowError(WorkflowError):
-    """A run's workflow is not registered with this runtime."""
+    """A run's workflow is not registered with this runtime.
+
+    Attributes:
+        workflow: the name the run was recorded under.
+        registered: the names this runtime knows, sorted.
+    """
+
+    def __init__(self, workflow: str, registered: Iterable[str], fix: str) -> None:
+        self.workflow, self.registered = workflow, sorted(registered)
+        super().__init__(
+            f"workflow {workflow!r} is not registered with this runtime (registered: "
+            f"{self.registered}); {fix}"
+        )
 
 
 class RunExistsError(WorkflowError):

@@ -110,6 +110,6 @@ def test_control_commands_print_json(log_url: str, args: list[str]) -> None:
     assert result.exit_code == 0, result.output
     data = _strict_json(result.stdout)
     if args[0] == "recover":
-        assert data == {"recovered": [], "failed": {}}
+        assert data == {"recovered": [], "failed": {}, "held": []}
     else:
         assert data["run_id"] == "r1" and data["status"] in ("completed", "cancelled")

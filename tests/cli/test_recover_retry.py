@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from agentlog.cli import app
 from agentlog.eventlog.sqlite import SqliteEventLog
-from agentlog.runtime import Runtime, StepContext, Workflow, end
+from agentlog.runtime import Runtime, RuntimeConfig, StepContext, Workflow, end
 from tests.cli import cli_workflows
 
 runner = CliRunner()
@@ -81,3 +81,67 @@ def test_graph_prints_mermaid_for_the_loaded_workflows() -> None:
     assert "    __start__ --> first" in lines
     missing = runner.invoke(app, ["graph", "nope", *APP])
     assert missing.exit_code == 2 and "no workflow 'nope'" in missing.output
+
+
+def _failed_flaky_run(db: Path) -> None:
+    async def fail_it() -> str:
+        wf = cli_workflows.flaky_workflow()
+        async with Runtime(SqliteEventLog(db), workflows=[wf]) as rt:
+            await rt.start(wf, run_id="f", durability="sync")
+            return (await rt.wait("f", timeout=30)).status
+
+    assert asyncio.run(fail_it()) == "failed"
+
+
+def test_retry_exits_1_when_the_run_fails_again(tmp_path: Path, broken: dict[str, bool]) -> None:
+    db = tmp_path / "log.db"
+    _failed_flaky_run(db)
+    url = f"sqlite:///{db}"
+    again = runner.invoke(app, ["retry", "f", "--log", url, *APP])  # still broken
+    assert again.exit_code == 1, again.output
+    assert "run f: failed at seq" in again.stdout
+    said = " ".join(again.stderr.split())
+    assert "run f failed after the retry: step 'work' failed after 1 attempt(s): " in said
+    assert said.endswith("RuntimeError: the model is down"), said
+    as_json = runner.invoke(app, ["retry", "f", "--log", url, "--json", *APP])
+    assert as_json.exit_code == 1, as_json.output
+    assert '"status":"failed"' in as_json.stdout.replace(" ", "")
+    helped = runner.invoke(app, ["retry", "--help"])
+    assert "Exit codes" in helped.stdout and "failed again" in helped.stdout
+
+
+def test_a_workflow_not_loaded_says_pass_app_in_every_command(
+    tmp_path: Path, log_url: str, broken: dict[str, bool]
+) -> None:
+    """resume, retry, fork and recover name the CLI's way to load a workflow
+    (``--app``), not the library's ``Runtime(workflows=[...])``."""
+    db = tmp_path / "flaky.db"
+    _failed_flaky_run(db)
+    calls = [
+        ["resume", "r1", "--value", "true", "--log", log_url],
+        ["fork", "r1", "--at", "2", "--as", "r2", "--log", log_url],
+        ["retry", "f", "--log", f"sqlite:///{db}"],
+    ]
+    for args in calls:
+        result = runner.invoke(app, args)
+        said = " ".join(result.output.split())
+        assert result.exit_code == 2, said
+        assert "is not registered" in said and "--app module:attr" in said, said
+        assert "Runtime(workflows" not in said, said
+
+
+def test_recover_says_pass_app_for_a_run_it_cannot_take(tmp_path: Path) -> None:
+    db = tmp_path / "log.db"
+
+    async def orphan() -> None:  # a run of cli-flaky whose writer is gone, lease ended
+        wf = cli_workflows.flaky_workflow()
+        client = RuntimeConfig(owner="client", execute=False, worker=False)
+        async with Runtime(SqliteEventLog(db), workflows=[wf], config=client) as rt:
+            await rt.submit(wf, run_id="o", durability="sync")
+
+    asyncio.run(orphan())
+    result = runner.invoke(app, ["recover", "--log", f"sqlite:///{db}"])  # no --app
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1, said
+    assert "run o not recovered: UnknownWorkflowError" in said and "--app module:attr" in said
+    assert "Runtime(workflows" not in said, said

@@ -157,6 +157,29 @@ async def test_wait_says_when_no_worker_takes_a_submitted_run(event_log: EventLo
     assert (await event_log.get_run("lonely")).status == RunStatus.RUNNING  # nothing lost
 
 
+async def test_no_live_writer_names_the_last_writer_not_the_submitting_client(
+    event_log: EventLog,
+) -> None:
+    """The index names the last writer that *claimed* a run: the client that
+    submitted it, until a worker takes it. ``wait`` must not call that client
+    the run's last writer."""
+    wf = gated(Calls(), asyncio.Event())
+    cfg = config("client", execute=False, orphan_grace_seconds=0.2)
+    async with Runtime(event_log, workflows=[wf], config=cfg) as rt:
+        await rt.submit(wf, run_id="lonely")
+        with pytest.raises(NoLiveWriterError) as untaken:
+            await rt.wait("lonely", timeout=30)
+        said = str(untaken.value)
+        assert "it was started by 'client' and no worker has taken it yet" in said, said
+        assert "last writer" not in said
+        # A worker takes it, then dies: its lease ends with nothing recorded.
+        epoch = await event_log.claim_writer("lonely", owner="w-dead", force=False)
+        await event_log.release_lease("lonely", epoch)
+        with pytest.raises(NoLiveWriterError) as gone:
+            await rt.wait("lonely", timeout=30)
+        assert "its last writer 'w-dead' is gone" in str(gone.value), str(gone.value)
+
+
 async def test_commands_reach_the_owning_worker_and_apply_once() -> None:
     log = MemoryEventLog(commands=True)
     calls = Calls()

@@ -26,7 +26,26 @@ from agentlog.archive.writer import MANIFEST_PREFIX, Manifest, Segment
 from agentlog.eventlog.base import RunInfo, RunQuery, RunsPage
 from agentlog.eventlog.run_pages import order_key, page_from_counts, page_sql
 
-__all__ = ["ArchiveRunIndex", "RunTable", "segment_info"]
+__all__ = ["ArchiveRunIndex", "RunTable", "run_location", "segment_info"]
+
+
+def run_location(hot: RunInfo | None, in_archive: bool) -> str:
+    """Where a run's events are, as the run lists (``agentlog runs``, the UI) show it.
+
+    Args:
+        hot: the run's hot index row (None: the hot log has none; a row of
+            the archive's own, flagged ``archived``, counts as none).
+        in_archive: the archive holds events of the run.
+
+    Returns:
+        ``"archived"`` when the hot log keeps none of its events (pruned to a
+        tombstone, or never there); ``"both"`` when it is partly archived: the
+        archive holds events and the hot log still holds its own (a run
+        archived while idle, or not pruned yet); else ``"hot"``.
+    """
+    if hot is None or hot.archived:
+        return "archived"
+    return "both" if in_archive else "hot"
 
 
 def segment_info(seg: Segment, *, archived: bool = True) -> RunInfo:

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from agentlog.archive.store import DEFAULT_ARCHIVE_URL
 from agentlog.cli.app import command, run_async
+from agentlog.cli.leases import held_json, held_line, wait_for_leases
 from agentlog.cli.options import (
     AppOpt,
     ArchiveOpt,
@@ -23,8 +24,8 @@ from agentlog.cli.options import (
 )
 from agentlog.cli.render import print_error, print_json, print_line
 from agentlog.cli.workflows import load_workflows
-from agentlog.errors import ConfigError
-from agentlog.eventlog.events import utcnow
+from agentlog.errors import ConfigError, RunFailedError
+from agentlog.eventlog.events import RunStatus, utcnow
 from agentlog.eventlog.urls import DEFAULT_LOG_URL
 from agentlog.runtime import RuntimeConfig, ShredReport
 from agentlog.runtime.shredding import check_shreddable
@@ -33,9 +34,12 @@ __all__: list[str] = []
 
 RunIdArg = Annotated[str, typer.Argument(help="The run id.")]
 
+#: Where a command's workflows come from, in every "workflow not registered" error.
+APP_HINT = "load its code with --app module:attr (or --app path/to/file.py:attr)"
+
 #: A one-shot command drives the run it touches, and only that one: no
 #: background worker (``agentlog worker`` is the long-running one).
-ONE_SHOT = RuntimeConfig(worker=False)
+ONE_SHOT = RuntimeConfig(worker=False, workflow_hint=APP_HINT)
 
 
 @command()
@@ -147,18 +151,40 @@ def shred(
 
 
 @command()
-def recover(log: LogOpt = DEFAULT_LOG_URL, apps: AppOpt = None, as_json: JsonOpt = False) -> None:
+def recover(
+    log: LogOpt = DEFAULT_LOG_URL,
+    apps: AppOpt = None,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait",
+            help="Also wait for the leases that still hold runs to end (a dead writer's "
+            "lives on until it runs out), showing progress, then recover those runs; "
+            "a writer that renews its lease meanwhile is alive and keeps its run.",
+        ),
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
     """Continue every running run whose writer died (its lease expired).
 
-    Every run that can be recovered is; each one that cannot (a workflow not
-    loaded with --app, changed code, a corrupt event) is reported with the
-    reason, and only then does the command exit non-zero (1).
+    A run whose writer's lease is still live is named, with its writer and
+    when the lease ends: right after a crash the dead writer's lease lives on
+    until it runs out; --wait waits for it. LangGraph threads are left to the
+    application that invokes their graph. Every run that can be recovered is;
+    each one that cannot (a workflow not loaded with --app, changed code, a
+    corrupt event) is reported with the reason, and only then does the
+    command exit non-zero (1).
     """
     workflows = load_workflows(apps)
 
-    async def go() -> tuple[list[dict[str, Any]], dict[str, str]]:
+    async def go() -> tuple[list[dict[str, Any]], dict[str, str], list[dict[str, Any]]]:
         async with await open_runtime(log, workflows=workflows, config=ONE_SHOT) as runtime:
             report = await runtime.recover()
+            if not as_json:
+                for info in report.held:
+                    print_line(held_line(info))
+            if wait and report.held:
+                report = await wait_for_leases(runtime, report, progress=not as_json)
             done = []
             for run_id in report.recovered:
                 final = await runtime.wait(run_id)
@@ -166,13 +192,14 @@ def recover(log: LogOpt = DEFAULT_LOG_URL, apps: AppOpt = None, as_json: JsonOpt
                 if not as_json:
                     print_line(f"run {run_id}: {final.status} at seq {final.seq}")
             failed = {run_id: f"{type(e).__name__}: {e}" for run_id, e in report.failed.items()}
-            return done, failed
+            return done, failed, [held_json(info) for info in report.held]
 
-    done, failed = run_async(go)
+    done, failed, held = run_async(go)
     if as_json:
-        print_json({"recovered": done, "failed": failed})
+        print_json({"recovered": done, "failed": failed, "held": held})
     else:
-        print_line(f"recovered {len(done)} run(s)")
+        alive = f"; {len(held)} held by a live writer" if wait and held else ""
+        print_line(f"recovered {len(done)} run(s){alive}")
         for run_id, reason in failed.items():
             print_error(f"run {run_id} not recovered: {reason}")
     if failed:
@@ -186,20 +213,37 @@ def retry(
     apps: AppOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Continue a failed run under the same id, from its last committed superstep."""
+    """Continue a failed run under the same id, from its last committed superstep.
+
+    Exit codes: 0 when the run completed or parked on an interrupt; 1 when it
+    failed again (or was cancelled meanwhile), with its error on stderr; 2
+    when nothing was retried (an unknown run, a run that has not failed, a
+    workflow not loaded with --app).
+    """
     workflows = load_workflows(apps)
 
     async def go() -> dict[str, Any]:
         async with await open_runtime(log, workflows=workflows, config=ONE_SHOT) as runtime:
             await runtime.retry(run_id)
-            final = await runtime.wait(run_id)
-            return {"run_id": run_id, "status": final.status, "seq": final.seq}
+            try:
+                final = await runtime.wait(run_id)
+            except RunFailedError:  # a step's code error failed it again, on record
+                final = await runtime.get_state(run_id)
+            return {
+                "run_id": run_id,
+                "status": final.status,
+                "seq": final.seq,
+                "error": final.error,
+            }
 
     result = run_async(go)
     if as_json:
         print_json(result)
     else:
         print_line(f"run {run_id}: {result['status']} at seq {result['seq']}")
+    if result["status"] in (RunStatus.FAILED, RunStatus.CANCELLED):
+        print_error(f"run {run_id} {result['status']} after the retry: {result['error']}")
+        raise typer.Exit(1)
 
 
 @command()

@@ -20,7 +20,7 @@ from agentlog.cli.options import (
 )
 from agentlog.cli.render import print_json, print_line
 from agentlog.cli.workflows import load_workflows
-from agentlog.errors import ConfigError, UnknownWorkflowError
+from agentlog.errors import ConfigError
 from agentlog.eventlog.urls import DEFAULT_LOG_URL
 
 __all__: list[str] = []
@@ -67,18 +67,10 @@ def fork(
 
     async def go() -> dict[str, Any]:
         async with await open_runtime(log, workflows=workflows, config=ONE_SHOT) as runtime:
-            try:
-                await runtime.fork(
-                    run_id,
-                    at,
-                    new_run_id=new_run_id,
-                    updates=updates,
-                    archive=existing_archive(archive),
-                )
-            except UnknownWorkflowError as exc:
-                raise UnknownWorkflowError(
-                    f"{exc}; load the code the new run goes on with: --app module:attr"
-                ) from None
+            origin_archive = existing_archive(archive)
+            await runtime.fork(
+                run_id, at, new_run_id=new_run_id, updates=updates, archive=origin_archive
+            )
             final = await runtime.wait(new_run_id)
             return {
                 "run_id": new_run_id,

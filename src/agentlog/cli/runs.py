@@ -15,6 +15,8 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
+from agentlog.archive import ArchivedEventLog
+from agentlog.archive.run_index import run_location
 from agentlog.archive.store import DEFAULT_ARCHIVE_URL
 from agentlog.cli.app import command, run_async
 from agentlog.cli.options import ArchiveOpt, InternalOpt, JsonOpt, LogOpt, read_history
@@ -31,7 +33,7 @@ from agentlog.cli.render import (
     timeline_note,
     to_json,
 )
-from agentlog.eventlog.base import RunInfo
+from agentlog.eventlog.base import EventReader, RunInfo
 from agentlog.eventlog.codec import jsonable
 from agentlog.eventlog.events import LANGGRAPH_WORKFLOW, RunStatus, utcnow
 from agentlog.eventlog.urls import DEFAULT_LOG_URL, redact_url
@@ -102,6 +104,18 @@ def driver(info: RunInfo, now: datetime | None = None) -> str:
     return ""
 
 
+async def _locations(reader: EventReader, infos: list[RunInfo]) -> dict[str, str]:
+    """Where each run's events are (hot, archived, both), by the run lists' one rule."""
+    if not isinstance(reader, ArchivedEventLog):
+        return {i.run_id: run_location(i, False) for i in infos}
+    hot = {i.run_id: i for i in await reader.hot.list_runs()}
+    manifest = reader.archive.manifest
+    return {
+        i.run_id: run_location(hot.get(i.run_id), manifest.latest(i.run_id) is not None)
+        for i in infos
+    }
+
+
 @command()
 def runs(
     log: LogOpt = DEFAULT_LOG_URL,
@@ -109,15 +123,17 @@ def runs(
     status: Annotated[Status | None, typer.Option(help="Only runs in this status.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """List runs: workflow, status, steps, last event, age."""
+    """List runs: workflow, status, steps, last event, age, where its events are
+    (hot log, archive, or both when partly archived), and what moves it on."""
 
-    async def go() -> list[RunInfo]:
+    async def go() -> tuple[list[RunInfo], dict[str, str]]:
         async with read_history(log, archive) as event_log:
-            return await event_log.list_runs(status=status.value if status else None)
+            infos = await event_log.list_runs(status=status.value if status else None)
+            return infos, await _locations(event_log, infos)
 
-    infos = run_async(go)
+    infos, where = run_async(go)
     if as_json:
-        print_json([info_json(i) for i in infos])
+        print_json([{**info_json(i), "where": where[i.run_id]} for i in infos])
         return
     rows = [
         (
@@ -127,11 +143,12 @@ def runs(
             i.steps,
             i.last_seq,
             age(i.updated_at),
+            where[i.run_id],
             driver(i),
         )
         for i in infos
     ]
-    columns = ("run", "workflow", "status", "steps", "last event", "age", "moved on by")
+    columns = ("run", "workflow", "status", "steps", "last event", "age", "where", "moved on by")
     print_table(table(f"runs in {redact_url(log)}", columns, rows))
 
 

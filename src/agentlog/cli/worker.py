@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import os
 import signal
 from typing import Annotated
 
 import typer
 
 from agentlog.cli.app import command, run_async
+from agentlog.cli.control import ONE_SHOT
 from agentlog.cli.options import AppOpt, JsonOpt, LogOpt, open_runtime
 from agentlog.cli.render import print_json_line, print_line
 from agentlog.cli.workflows import load_workflows
 from agentlog.errors import ConfigError
-from agentlog.eventlog.urls import DEFAULT_LOG_URL
-from agentlog.runtime import RuntimeConfig, WorkerConfig
+from agentlog.eventlog.urls import DEFAULT_LOG_URL, log_location, redact_url, sqlite_file
+from agentlog.runtime import WorkerConfig
 
 __all__: list[str] = []
 
@@ -29,6 +32,22 @@ def _limits(values: list[str] | None) -> dict[str, int]:
             )
         limits[name] = int(number)
     return limits
+
+
+def _served(url: str, create: bool) -> str:
+    """Where the log the worker serves is (:func:`log_location`).
+
+    Raises:
+        ConfigError: a SQLite log that does not exist, and no ``--create``.
+    """
+    path = sqlite_file(url)
+    if path is not None and not create and not os.path.exists(path):
+        raise ConfigError(
+            f"no log at {path} (--log {redact_url(url)}, read from {os.getcwd()}): run the "
+            "worker in the folder your runs were started from, point --log (or AGENTLOG_LOG) "
+            "at the log file, or pass --create to start a new, empty log there"
+        )
+    return log_location(url)
 
 
 @command()
@@ -52,6 +71,14 @@ def worker(
     poll: Annotated[
         float, typer.Option(help="Seconds between looks for due work when nothing wakes it.")
     ] = 0.2,
+    create: Annotated[
+        bool,
+        typer.Option(
+            "--create",
+            help="Create the SQLite log if there is none at --log. Without it a worker "
+            "refuses, so one started in the wrong folder does not serve a new, empty log.",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Drive runs until stopped: new and resumed runs, due timers, schedules, and
@@ -61,7 +88,8 @@ def worker(
     handed over, and the worker exits 0. SIGKILL loses nothing: another
     worker takes its runs over when their leases end.
     """
-    workflows = load_workflows(apps)
+    workflows = load_workflows(apps)  # a bad --app first: it is the usual mistake
+    where = _served(log, create)
     settings = WorkerConfig(
         concurrency=concurrency, workflow_concurrency=_limits(workflow_limit), poll_seconds=poll
     )
@@ -69,16 +97,18 @@ def worker(
         raise ConfigError(f"--lease must be > 0 seconds, got {lease}")
 
     async def go() -> None:
-        config = RuntimeConfig(worker=False, worker_config=settings, lease_seconds=lease)
+        config = dataclasses.replace(ONE_SHOT, worker_config=settings, lease_seconds=lease)
         async with await open_runtime(log, workflows=workflows, config=config) as runtime:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, runtime.worker.stop)
             owner, names = runtime.config.owner, sorted(runtime.workflows)
             if as_json:
-                print_json_line({"worker": owner, "status": "ready", "workflows": names})
+                print_json_line(
+                    {"worker": owner, "status": "ready", "workflows": names, "log": where}
+                )
             else:
-                print_line(f"worker {owner} drives {', '.join(names)} on {runtime.log.url}")
+                print_line(f"worker {owner} drives {', '.join(names)} on {where}")
             await runtime.serve()
             if as_json:
                 print_json_line({"worker": owner, "status": "stopped"})

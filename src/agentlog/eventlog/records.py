@@ -15,6 +15,7 @@ from agentlog.eventlog.events import (
     Event,
     EventData,
     InterruptRaised,
+    RunForked,
     RunStarted,
     RunStatus,
     status_after_event,
@@ -105,6 +106,9 @@ class RunInfo:
             if isinstance(event.data, RunStarted):
                 workflow, version = event.data.workflow, event.data.version
                 started = started or event.ts
+            elif isinstance(event.data, RunForked):
+                # A fork's copies keep the origin's times: it started at its marker.
+                started = event.ts
         return dataclasses.replace(
             self,
             workflow=workflow,

@@ -75,8 +75,10 @@ __all__ = [
     "file_mode_option",
     "is_secret_name",
     "kafka_config",
+    "log_location",
     "open_log",
     "redact_url",
+    "sqlite_file",
     "shown_param",
 ]
 
@@ -125,13 +127,7 @@ async def open_log(
     if parts.scheme == "sqlite":
         from agentlog.eventlog.sqlite import SqliteEventLog
 
-        path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
-        path, _, query = path.partition("?")
-        if not path:
-            raise ConfigError(
-                f"bad log URL {redact_url(url)!r}: write sqlite:///relative/file.db or "
-                "sqlite:////absolute/file.db"
-            )
+        path, query = _sqlite_parts(url)
         return SqliteEventLog(
             path,
             keep_snapshots=keep_snapshots,
@@ -159,6 +155,41 @@ async def open_log(
         f"bad log URL {redact_url(url)!r}: the scheme must be sqlite://, kafka://, "
         f"postgresql://, redis:// or memory://, for example {DEFAULT_LOG_URL}"
     )
+
+
+def _sqlite_parts(url: str) -> tuple[str, str]:
+    """The file path and the query of a ``sqlite:///`` URL.
+
+    Raises:
+        ConfigError: no path after ``sqlite:///``.
+    """
+    path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
+    path, _, query = path.partition("?")
+    if not path:
+        raise ConfigError(
+            f"bad log URL {redact_url(url)!r}: write sqlite:///relative/file.db or "
+            "sqlite:////absolute/file.db"
+        )
+    return path, query
+
+
+def sqlite_file(url: str) -> str | None:
+    """The absolute path of the file a ``sqlite://`` log URL names (a relative
+    one is read from the current directory); None for any other backend.
+
+    Raises:
+        ConfigError: a ``sqlite://`` URL with no path.
+    """
+    if urlsplit(url).scheme != "sqlite":
+        return None
+    return os.path.abspath(_sqlite_parts(url)[0])
+
+
+def log_location(url: str) -> str:
+    """Where the log at ``url`` is, as a person should be shown it: a SQLite
+    log's absolute file path (so a relative URL cannot hide which folder it
+    was read from), any other backend's URL with its secrets masked."""
+    return sqlite_file(url) or redact_url(url)
 
 
 #: Query parameter names (or ``_``/``-``/``.``-separated parts of them) that

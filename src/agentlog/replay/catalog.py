@@ -9,7 +9,8 @@ paged by DuckDB (:class:`~agentlog.archive.run_index.RunTable`).
 
 A run is listed once. A run the archiver pruned keeps its hot index row (a
 tombstone with ``archived`` set), which the hot log lists: it shows as
-``where="archived"``, as does any hot run the archive holds events of. Only
+``where="archived"``; a hot run the archive holds events of shows as
+``where="both"`` (:func:`~agentlog.archive.run_index.run_location`). Only
 archived runs with no hot row at all (an archive read without its hot log,
 or with another one) are listed from the archive itself; which those are is
 worked out once per change of the manifest.
@@ -30,7 +31,7 @@ from datetime import datetime
 from typing import Any
 
 from agentlog.archive import ArchiveStore
-from agentlog.archive.run_index import ArchiveRunIndex, RunTable
+from agentlog.archive.run_index import ArchiveRunIndex, RunTable, run_location
 from agentlog.crypto import KeyStore, PayloadCipher
 from agentlog.eventlog.base import EventReader, RunInfo, RunQuery, RunsPage
 from agentlog.eventlog.run_pages import order_key
@@ -54,7 +55,8 @@ class RunRow:
     last_seq: int
     steps: int
     where: str
-    """``"hot"``: its events are in the hot log; ``"archived"``: the archive holds them."""
+    """``"hot"``, ``"archived"`` or ``"both"`` (partly archived); see
+    :func:`~agentlog.archive.run_index.run_location`."""
 
     def to_json(self) -> dict[str, Any]:
         """The row as plain values (times as ISO 8601 text)."""
@@ -151,9 +153,7 @@ class RunCatalog:
 
     def _where(self, info: RunInfo) -> str:
         index = self.archive_index
-        return (
-            "archived" if info.archived or (index is not None and info.run_id in index) else "hot"
-        )
+        return run_location(info, index is not None and info.run_id in index)
 
     async def page(
         self,

@@ -65,6 +65,11 @@ class RuntimeConfig:
     """How long :meth:`Runtime.wait` lets a run that needs a driver go
     without one (no live worker took it) before it raises NoLiveWriterError."""
 
+    workflow_hint: str = "pass it in Runtime(workflows=[...])"
+    """What an UnknownWorkflowError (and a worker's warning about a run of a
+    workflow it does not know) tells the caller to do: where this process's
+    workflows come from. The ``agentlog`` command says ``--app`` instead."""
+
 
 def verb_hint(status: str) -> str:
     """Which verb fits a run in ``status`` (the verb table, in an error)."""

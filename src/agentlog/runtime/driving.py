@@ -167,10 +167,7 @@ class RunDriving:
     def _workflow(self, name: str) -> Workflow[Any]:
         wf = self.workflows.get(name)
         if wf is None:
-            raise UnknownWorkflowError(
-                f"workflow {name!r} is not registered with this runtime (registered: "
-                f"{sorted(self.workflows)}); pass it in Runtime(workflows=[...])"
-            )
+            raise UnknownWorkflowError(name, self.workflows, self.config.workflow_hint)
         return wf
 
     def _migration(self, wf: Workflow[Any], state: RunState) -> Migration | None:

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from agentlog.errors import AgentlogError
+from agentlog.eventlog.base import RunInfo
 from agentlog.projector.reducers import Reducer
 from agentlog.projector.state import RunState
 from agentlog.runtime.stream import StreamMode, StreamUntil, StreamUpdate, stream
@@ -112,6 +113,11 @@ class RecoveryReport:
 
     failed: dict[str, AgentlogError] = field(default_factory=dict)
     """Run ids it could not recover, each with the typed reason."""
+
+    held: list[RunInfo] = field(default_factory=list)
+    """Running runs it left alone because a writer's lease on them is live
+    (each index row names the writer and when its lease ends): a live
+    writer, or a dead one whose lease has not run out yet."""
 
     @property
     def ok(self) -> bool:

@@ -36,14 +36,13 @@ from agentlog.errors import (
     AgentlogError,
     ConfigError,
     LeaseHeldError,
-    NoLiveWriterError,
     RunFailedError,
     RunNotWaitingError,
     UnknownRunError,
     WorkflowError,
 )
 from agentlog.eventlog.base import EventLog
-from agentlog.eventlog.events import RunStatus, utcnow
+from agentlog.eventlog.events import LANGGRAPH_WORKFLOW, RunStatus, utcnow
 from agentlog.eventlog.urls import DEFAULT_LOG_URL, open_log
 from agentlog.projector.state import RunState, input_interrupts, interrupt_id
 from agentlog.runtime.archived import ArchiveSource, open_archive_source
@@ -53,7 +52,7 @@ from agentlog.runtime.executor import RunExecutor
 from agentlog.runtime.handles import PendingInterrupt, RecoveryReport, RunHandle
 from agentlog.runtime.shredding import ShredReport
 from agentlog.runtime.stream import StreamMode, StreamUntil, StreamUpdate
-from agentlog.runtime.waiting import lease_live, orphan_message, outcome, settled
+from agentlog.runtime.waiting import lease_live, orphaned, outcome, settled
 from agentlog.runtime.worker import Worker
 from agentlog.runtime.workflow import Workflow
 from agentlog.runtime.writer import Durability
@@ -386,8 +385,7 @@ class Runtime(RunControl):
                 elif orphaned_at is None:
                     orphaned_at = time.monotonic()
                 elif time.monotonic() - orphaned_at > self.config.orphan_grace_seconds:
-                    grace = self.config.orphan_grace_seconds
-                    raise NoLiveWriterError(orphan_message(run_id, info, grace))
+                    raise await orphaned(self.log, run_id, info, self.config.orphan_grace_seconds)
                 await asyncio.sleep(self.config.poll_seconds)
 
     def stream(
@@ -438,15 +436,16 @@ class Runtime(RunControl):
         """Take over every running run whose writer's lease expired.
 
         One bad run never blocks the others: each run that cannot be taken
-        over (an unregistered workflow, a version mismatch, a corrupt event)
-        is reported with its typed error, and the rest are recovered.
-
-        Returns:
-            The runs now continuing in this process, and those that could not.
+        over (an unregistered workflow, changed code, a corrupt event) is
+        reported with its typed error, and the rest are recovered. Runs a live
+        lease holds are listed (``held``); a LangGraph thread's app drives it.
         """
         report = RecoveryReport()
         for info in await self.log.list_runs(status=RunStatus.RUNNING):
-            if info.run_id in self._active or lease_live(info):
+            if info.run_id in self._active or info.workflow == LANGGRAPH_WORKFLOW:
+                continue
+            if lease_live(info):
+                report.held.append(info)
                 continue
             try:
                 wf = self._workflow(info.workflow)

@@ -227,6 +227,7 @@ class Worker:
                     run_id=info.run_id,
                     workflow=info.workflow,
                     known=sorted(runtime.workflows),
+                    fix=runtime.config.workflow_hint,
                 )
             return False
         limit = self.config.workflow_concurrency.get(wf.name)
