@@ -3,10 +3,10 @@
 A fork records where it came from in its own history (``RunForked``, after
 the events it copied); the origin is never written to. So the run a fork
 came from is read from the fork (:func:`fork_origin`), and the forks of a
-run are found among the other runs (:func:`forks_of`): a fork keeps the
-copied events' timestamps, so its run index row has the same workflow and
-the same ``started_at`` as its origin. Only the runs that share both are
-read, and only their first events.
+run are found among the other runs (:func:`forks_of`): a fork's run index
+row has its origin's workflow and starts (at its ``RunForked``) after its
+origin started. Only the runs that fit both are read, and only their first
+events; a shredded run is passed over, since its history is gone for good.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from agentlog.errors import AgentlogError
 from agentlog.eventlog.base import EventReader
-from agentlog.eventlog.events import RunForked, WriterClaimed
+from agentlog.eventlog.events import RunForked, RunStatus, WriterClaimed
 from agentlog.projector import load_state
 from agentlog.replay.catalog import RunCatalog, RunRow
 from agentlog.replay.timeline_window import CHUNK
@@ -39,7 +40,8 @@ class Forks:
     """``{"run_id", "seq", "status"}`` per fork (``seq``: the origin's seq it
     was forked at), newest update first."""
     complete: bool
-    """False when more than :data:`FORK_SCAN` candidate runs were left unread."""
+    """False when more than :data:`FORK_SCAN` candidate runs were left unread,
+    or a candidate could not be opened (sealed, and no key)."""
 
     def to_json(self) -> dict[str, Any]:
         """The forks as plain values."""
@@ -57,15 +59,17 @@ async def fork_origin(reader: EventReader, run_id: str) -> dict[str, Any] | None
     """
     after, size, checked_snapshot = 0, _FIRST_LOOK, False
     while True:
-        chunk = [e async for e in reader.read(run_id, after_seq=after, upto_seq=after + size)]
-        for event in chunk:
+        last = after
+        async for event in reader.read(run_id, after_seq=after, upto_seq=after + size):
+            # decided by the first marker: nothing past it is decoded
             if isinstance(event.data, RunForked):
                 return {"run_id": event.data.origin_run_id, "seq": event.data.origin_seq}
             if isinstance(event.data, WriterClaimed):
                 return None
-        if not chunk:
+            last = event.seq
+        if last == after:
             return None
-        after, size = chunk[-1].seq, CHUNK
+        after, size = last, CHUNK
         if not checked_snapshot:
             checked_snapshot = True
             snapshot = await reader.load_snapshot(run_id)
@@ -89,7 +93,7 @@ async def forks_of(
     found: list[dict[str, Any]] = []
     if origin.started_at is None:
         return Forks(found, True)
-    offset = 0
+    offset = unreadable = 0
     while offset < scan:
         page = await catalog.page(
             workflow=origin.workflow,
@@ -98,12 +102,20 @@ async def forks_of(
             limit=min(_PAGE, scan - offset),
         )
         for row in page.rows:
-            if row.run_id == origin.run_id or row.started_at != origin.started_at:
+            if row.run_id == origin.run_id or row.started_at is None:
                 continue
-            came_from = await fork_origin(reader, row.run_id)
+            if row.status == RunStatus.SHREDDED:  # no one can read where it came from
+                continue
+            if row.started_at < origin.started_at:
+                continue
+            try:
+                came_from = await fork_origin(reader, row.run_id)
+            except AgentlogError:  # a run this reader cannot open (no key): unknown
+                unreadable += 1
+                continue
             if came_from is not None and came_from["run_id"] == origin.run_id:
                 found.append({"run_id": row.run_id, "seq": came_from["seq"], "status": row.status})
         offset += len(page.rows)
         if not page.rows or offset >= page.total:
-            return Forks(found, True)
+            return Forks(found, unreadable == 0)
     return Forks(found, False)
