@@ -194,7 +194,7 @@ def httpfs_extension_path() -> str:
     except ImportError as exc:
         raise ArchiveConfigError(
             "reading S3 from DuckDB needs the httpfs extension: "
-            f"pip install 'duckdb-extension-httpfs=={version}' (or agentlog[archive])"
+            f"pip install 'duckdb-extension-httpfs=={version}' (agentlog's own install has it)"
         ) from exc
     base = Path(duckdb_extension_httpfs.__file__).parent / "extensions"
     path = base / f"v{version}" / "httpfs.duckdb_extension"
