@@ -113,6 +113,10 @@ async def test_an_archived_run_reads_like_a_hot_one(tmp_path: Path) -> None:
         await catalog.close()
     async with await RunHistory.open("r", None, store) as alone:  # the archive without its log
         assert alone.where == "archived" and await alone.events(limit=1000) == hot_rows
+    async with SqliteEventLog(tmp_path / "kept.db") as kept:  # archived, still whole in a hot log
+        await record(kept)
+        async with await RunHistory.open("r", kept, store) as both:
+            assert both.where == "both"  # the rule `agentlog runs` and the run list use
 
 
 async def test_a_sealed_event_without_its_keys_shows_as_unreadable(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentlog.archive import ArchivedEventLog, ArchiveReader, ArchiveStore
-from agentlog.archive.run_index import ArchiveRunIndex
+from agentlog.archive.run_index import ArchiveRunIndex, run_location
 from agentlog.crypto import KeyStore, PayloadCipher
 from agentlog.errors import (
     ConfigError,
@@ -140,8 +140,11 @@ class RunHistory:
             if reader is not log:
                 await reader.close()
             raise UnknownRunError(run_id, log.url if log is not None else "the archive")
-        archived = isinstance(reader, ArchivedEventLog) and reader.archive.manifest.latest(run_id)
-        where = "archived" if info.archived or archived else "hot"
+        in_archive = isinstance(reader, ArchivedEventLog) and bool(
+            reader.archive.manifest.latest(run_id)
+        )
+        hot = info if reader is log else await log.find_run(run_id) if log is not None else None
+        where = run_location(hot, in_archive)
         history = cls(run_id, reader, info, where)
         history._owned = reader is not log
         return history

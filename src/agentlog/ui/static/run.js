@@ -24,7 +24,7 @@
       // The run index's count (StepCompleted events), as the timeline's legend says it.
       info.status, count(info.steps ?? 0, "step completed", "steps completed"),
       count(lastSeq, "event"),
-      data.where === "archived" ? "archived" : data.where ? "in the " + data.where + " log" : "",
+      data.where === "both" ? "hot and archived" : data.where === "archived" ? "archived" : data.where ? "in the " + data.where + " log" : "",
       info.started_at ? "started " + time(info.started_at) : "",
     ];
     document.getElementById("run-info").textContent = parts.filter(Boolean).join(" · ");
