@@ -32,7 +32,7 @@ it is the metadata with ``"_sealed": true``, so ``payload_json ->> 'result'``
 is NULL while type, seq, ts and task_name stay (:mod:`agentlog.archive.sql_sealed`).
 
 The connection is read-only over these views: only ``SELECT`` (and
-``EXPLAIN``) statements run; DuckDB's external access is switched off after
+``EXPLAIN``) statements run, one per query; DuckDB's external access is switched off after
 the views are built, with only the manifest's files readable, and the
 configuration is locked, so a query cannot ``COPY``, ``ATTACH``, change
 settings, define or drop anything, or read any other file.
@@ -255,6 +255,15 @@ class ArchiveSQL:
                     "with --out FILE",
                     VIEWS,
                 )
+        if len(statements) > 1:
+            # DuckDB would run them all and return the last one's rows only.
+            raise ArchiveQueryError(
+                query,
+                f"the query holds {len(statements)} statements and runs one at a time: "
+                "send each SELECT on its own (a `;` ends a statement), or combine them "
+                "into one with UNION ALL or a JOIN",
+                VIEWS,
+            )
 
     def arrow(self, query: str, params: list[Any] | None = None) -> pa.Table:
         """Run ``query``; return its rows as an Arrow table."""
@@ -341,7 +350,8 @@ def _translate(query: str, exc: Exception) -> Exception:
         named = re.search(r"file '([^']+)'", message)
         where = named.group(1) if named else "(one of the archive files)"
         return ArchiveCorruptError(where, message.splitlines()[0])
-    return ArchiveQueryError(query, message.replace("\n", " "), VIEWS)
+    # DuckDB's message keeps its lines: a caret (^) under the query points at the error.
+    return ArchiveQueryError(query, message, VIEWS)
 
 
 async def open_sql(

@@ -21,6 +21,7 @@ from agentlog.archive.retention import (
     parse_policy,
 )
 from agentlog.archive.sql import VIEWS, python_rows
+from agentlog.archive.sql_values import csv_ready
 from agentlog.archive.store import DEFAULT_ARCHIVE_URL, open_archive
 from agentlog.cli.app import command, run_async
 from agentlog.cli.options import ArchiveOpt, EndpointOpt, JsonOpt, LogOpt, size_bytes
@@ -202,6 +203,10 @@ def sql_command(
         _emit(rows, fmt, out_path)
     except OSError as exc:
         raise ArchiveConfigError(f"cannot write {out_path}: {exc}") from exc
+    if out_path is not None:
+        # The rows went to the file: say so, or a success looks like nothing happened.
+        noun = "row" if rows.num_rows == 1 else "rows"
+        print_line(f"wrote {rows.num_rows:,} {noun} ({fmt.value}) to {out_path}")
 
 
 def _emit(rows: Any, fmt: OutputFormat, out_path: Path | None) -> None:
@@ -213,11 +218,13 @@ def _emit(rows: Any, fmt: OutputFormat, out_path: Path | None) -> None:
         pq.write_table(rows, out_path, compression="zstd")
         return
     if fmt is OutputFormat.CSV:
+        # Lists and structs (checkpoints.channels...) as JSON text: CSV has no nesting.
+        flat = csv_ready(rows)
         if out_path is not None:
-            pacsv.write_csv(rows, out_path)
+            pacsv.write_csv(flat, out_path)
         else:
             sink = sys.stdout.buffer
-            pacsv.write_csv(rows, sink)
+            pacsv.write_csv(flat, sink)
             sink.flush()
         return
     # Per value, with DuckDB's text for what Python cannot hold (infinity, year 10000).
