@@ -174,7 +174,8 @@ def sql_command(
     only with the keys (AGENTLOG_KEYRING); otherwise, and after a shred,
     payload_json holds just the metadata.
     """
-    from agentlog.archive.sql import open_sql
+    from agentlog.archive.sql import sql_cipher, sql_source
+    from agentlog.archive.sql_process import run_query
 
     if memory_limit:
         size_bytes("--memory-limit", memory_limit)
@@ -183,7 +184,7 @@ def sql_command(
     if fmt is OutputFormat.PARQUET and out_path is None:
         raise ArchiveConfigError("--format parquet needs --out FILE.parquet")
 
-    async def go() -> Any:
+    async def gather() -> Any:
         store = open_archive(archive, endpoint_url=endpoint)
         keys = LocalKeyring.from_env()
         try:
@@ -192,13 +193,13 @@ def sql_command(
             if log != DEFAULT_LOG_URL:
                 raise
             # No hot log where the default says: the archive alone is queried.
-            with await open_sql(store, None, keys=keys, memory_limit=memory_limit) as db:
-                return db.arrow(query)
+            return await sql_source(store, None), sql_cipher(keys, None)
         async with hot:
-            with await open_sql(store, hot, memory_limit=memory_limit) as db:
-                return db.arrow(query)
+            return await sql_source(store, hot), sql_cipher(None, hot)
 
-    rows = run_async(go)
+    source, cipher = run_async(gather)
+    # In a process of its own, whose memory --memory-limit bounds as a whole.
+    rows, _ = run_query(source, cipher, query, memory_limit=memory_limit)
     try:
         _emit(rows, fmt, out_path)
     except OSError as exc:
