@@ -20,6 +20,8 @@ from agentlog.archive import (
     open_archive,
     open_sql,
 )
+from agentlog.archive.sql import sql_source
+from agentlog.archive.sql_process import run_query
 from agentlog.archive.store import httpfs_extension_path
 from agentlog.eventlog.sqlite import SqliteEventLog
 from tests.archive.conftest import NOW
@@ -75,6 +77,11 @@ async def test_archive_to_s3_then_replay_and_sql_through_httpfs(
             "r2": "completed",
             "live": "running",
         }
+    # The same in a query process: the S3 secret reaches it over its socket.
+    source = await sql_source(store, hot)
+    query = "SELECT run_id, count(*) AS n FROM events GROUP BY run_id ORDER BY run_id"
+    table, _ = run_query(source, None, query)
+    assert dict(zip(*table.to_pydict().values(), strict=True)) == counts
     await history.close()
 
 

@@ -98,12 +98,19 @@ class RunNotArchivableError(ArchiveError):
 
 
 class ArchiveQueryError(ArchiveError):
-    """SQL that DuckDB rejected; the message carries DuckDB's own words."""
+    """SQL that DuckDB rejected; the message carries DuckDB's own words.
+
+    DuckDB's lines are kept as they are: the line under ``LINE 1: <query>``
+    holds a caret (``^``) at the column of the error, which only points right
+    if that line stands on its own.
+    """
 
     def __init__(self, sql: str, detail: str, views: Sequence[str]) -> None:
         self.sql, self.detail, self.views = sql, detail, list(views)
+        shown = detail.rstrip()
+        after = "\n" if "\n" in shown else ". "
         super().__init__(
-            f"SQL failed: {detail}. The views you can query are: {', '.join(self.views)} "
+            f"SQL failed: {shown}{after}The views you can query are: {', '.join(self.views)} "
             "(try `SELECT * FROM events LIMIT 5`)."
         )
 

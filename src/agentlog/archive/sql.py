@@ -32,7 +32,7 @@ it is the metadata with ``"_sealed": true``, so ``payload_json ->> 'result'``
 is NULL while type, seq, ts and task_name stay (:mod:`agentlog.archive.sql_sealed`).
 
 The connection is read-only over these views: only ``SELECT`` (and
-``EXPLAIN``) statements run; DuckDB's external access is switched off after
+``EXPLAIN``) statements run, one per query; DuckDB's external access is switched off after
 the views are built, with only the manifest's files readable, and the
 configuration is locked, so a query cannot ``COPY``, ``ATTACH``, change
 settings, define or drop anything, or read any other file.
@@ -47,6 +47,7 @@ intermediate rows, decrypted payloads included, to DuckDB's ``.tmp`` folder
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import duckdb
@@ -55,116 +56,24 @@ import pyarrow as pa
 from agentlog.archive.errors import ArchiveCorruptError, ArchiveQueryError, SqlLimitError
 from agentlog.archive.sql_sealed import SealedRowOpener, events_view
 from agentlog.archive.sql_values import python_rows
+from agentlog.archive.sql_views import VIEW_DDL, VIEWS
 from agentlog.archive.store import ArchiveStore
 from agentlog.archive.writer import EVENT_SCHEMA, Manifest, events_to_table
 from agentlog.crypto import KeyStore, PayloadCipher
 from agentlog.errors import RunArchivedError
 from agentlog.eventlog.base import EventReader
 
-__all__ = ["VIEWS", "ArchiveSQL", "open_sql", "python_rows"]
-
-#: The view names, in the order ``--help`` lists them.
-VIEWS = ("events", "runs", "tasks", "interrupts", "checkpoints", "checkpoint_writes")
-
-_STATUS_CASE = """CASE type
-    WHEN 'RunStarted' THEN 'running' WHEN 'InterruptRaised' THEN 'waiting'
-    WHEN 'ResumeReceived' THEN 'running' WHEN 'RunCompleted' THEN 'completed'
-    WHEN 'RunFailed' THEN 'failed' WHEN 'RunCancelled' THEN 'cancelled'
-    WHEN 'RunShredded' THEN 'shredded' END"""
-
-_RUNS = f"""
-CREATE VIEW runs AS
-SELECT run_id,
-       max(workflow) AS workflow,
-       max(version) AS version,
-       coalesce(arg_max({_STATUS_CASE}, seq) FILTER (WHERE type IN ('RunStarted',
-           'InterruptRaised', 'ResumeReceived', 'RunCompleted', 'RunFailed',
-           'RunCancelled', 'RunShredded')), 'running') AS status,
-       count(*) FILTER (WHERE type = 'StepCompleted') AS steps,
-       count(*) AS events,
-       min(ts) AS started,
-       max(ts) FILTER (WHERE type IN ('RunCompleted', 'RunFailed', 'RunCancelled')) AS ended,
-       date_diff('microsecond', min(ts), max(ts) FILTER (WHERE type IN ('RunCompleted',
-           'RunFailed', 'RunCancelled'))) / 1e6 AS duration,
-       arg_max(payload_json ->> 'error', seq) FILTER (WHERE type = 'RunFailed') AS error
-FROM events GROUP BY run_id
-"""
-
-_TASKS = """
-CREATE VIEW tasks AS
-WITH started AS (
-    SELECT run_id, task_key, any_value(task_name) AS name, any_value(step) AS step,
-           count(*) AS attempts, min(ts) AS started
-    FROM events WHERE type = 'TaskStarted' GROUP BY run_id, task_key
-), ended AS (
-    SELECT run_id, task_key, arg_max(type, seq) AS outcome, max(ts) AS ended,
-           arg_max(duration_ms, seq) AS duration_ms,
-           arg_max(payload_json ->> 'error', seq) FILTER (WHERE type = 'TaskFailed') AS error
-    FROM events WHERE type IN ('TaskCompleted', 'TaskFailed') GROUP BY run_id, task_key
-)
-SELECT s.run_id, s.task_key AS key, s.name, s.step, s.attempts,
-       CASE e.outcome WHEN 'TaskCompleted' THEN 'completed' WHEN 'TaskFailed' THEN 'failed'
-            ELSE 'pending' END AS status,
-       s.started, e.ended,
-       coalesce(nullif(e.duration_ms, 0),
-                date_diff('microsecond', s.started, e.ended) / 1000.0) AS duration_ms,
-       e.error
-FROM started s LEFT JOIN ended e USING (run_id, task_key)
-"""
-
-_INTERRUPTS = """
-CREATE VIEW interrupts AS
-WITH raised AS (
-    SELECT run_id, seq, ts, step, payload_json -> '$.payload' AS asked
-    FROM events WHERE type = 'InterruptRaised'
-), resumed AS (
-    SELECT run_id, seq, ts, payload_json -> '$.value' AS answer
-    FROM events WHERE type = 'ResumeReceived'
-)
-SELECT r.run_id, r.seq, r.step, r.asked, r.ts AS raised_at,
-       a.answer, a.ts AS answered_at, date_diff('microsecond', r.ts, a.ts) / 1e6 AS waited
-FROM raised r ASOF LEFT JOIN resumed a ON r.run_id = a.run_id AND r.seq < a.seq
-"""
-
-# A checkpoint counts as removed once a later CheckpointsRemoved names it, or
-# the whole thread. Values stay opaque here: they are the serializer's bytes.
-_CHECKPOINTS = """
-CREATE VIEW checkpoints AS
-WITH saved AS (
-    SELECT run_id AS thread_id, seq, ts, payload_json ->> 'ns' AS ns,
-           payload_json ->> 'checkpoint_id' AS checkpoint_id,
-           payload_json ->> 'parent_id' AS parent_id,
-           TRY_CAST(payload_json -> '$.metadata' ->> 'step' AS BIGINT) AS step,
-           payload_json -> '$.metadata' ->> 'source' AS source,
-           CAST(json_transform(payload_json -> '$.values', '["JSON"]') AS JSON[]) AS changed,
-           octet_length(payload) AS bytes
-    FROM events WHERE type = 'CheckpointSaved'
-), removals AS (
-    SELECT run_id AS thread_id, seq, payload_json -> '$.checkpoints' AS listed,
-           coalesce(TRY_CAST(payload_json ->> 'everything' AS BOOLEAN), false) AS everything
-    FROM events WHERE type = 'CheckpointsRemoved'
-)
-SELECT s.thread_id, s.ns, s.checkpoint_id, s.parent_id, s.seq, s.ts, s.step, s.source,
-       list_transform(s.changed, x -> json_extract_string(x, '$[0]')) AS channels, s.bytes,
-       EXISTS (SELECT 1 FROM removals r WHERE r.thread_id = s.thread_id AND r.seq > s.seq
-               AND (r.everything OR json_contains(r.listed, json_array(s.ns, s.checkpoint_id))))
-           AS removed
-FROM saved s
-"""
-
-_CHECKPOINT_WRITES = """
-CREATE VIEW checkpoint_writes AS
-WITH saved AS (
-    SELECT run_id AS thread_id, seq, ts, payload_json ->> 'ns' AS ns,
-           payload_json ->> 'checkpoint_id' AS checkpoint_id,
-           payload_json ->> 'task_id' AS task_id, payload_json ->> 'task_path' AS task_path,
-           unnest(CAST(json_transform(payload_json -> '$.writes', '["JSON"]') AS JSON[])) AS w
-    FROM events WHERE type = 'WritesSaved'
-)
-SELECT thread_id, ns, checkpoint_id, task_id, task_path, w ->> 0 AS channel,
-       TRY_CAST(w ->> 1 AS BIGINT) AS idx, w ->> 2 AS value_type, seq, ts
-FROM saved
-"""
+__all__ = [
+    "VIEWS",
+    "ArchiveSQL",
+    "SqlSource",
+    "connect",
+    "memory_error",
+    "open_sql",
+    "python_rows",
+    "sql_cipher",
+    "sql_source",
+]
 
 _READ_ONLY = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
 
@@ -201,6 +110,9 @@ class ArchiveSQL:
         self.opener = opener
         #: The memory limit of this connection, as given (or as DuckDB writes its default).
         self.memory_limit = memory_limit
+        #: The bytes the whole process may hold, when it runs in a query process of
+        #: its own (:mod:`agentlog.archive.sql_process`); None in the caller's process.
+        self.process_bound: int | None = None
 
     def sql(self, query: str, params: list[Any] | None = None) -> Any:
         """Run the read-only ``query``; return a DuckDB relation.
@@ -226,16 +138,7 @@ class ArchiveSQL:
         if self.opener is not None and self.opener.error is not None:
             return self.opener.error
         if isinstance(exc, duckdb.OutOfMemoryException):
-            return SqlLimitError(
-                query,
-                "memory",
-                f"the query needs more memory than its limit of {self.memory_limit}, and "
-                "agentlog's SQL never spills to disk (so no decrypted payload is written "
-                "there). Narrow the query (a WHERE, fewer or shorter columns, a LIMIT) or "
-                "raise the limit: `agentlog ui --sql-memory-limit`, `agentlog sql "
-                "--memory-limit`, open_sql(memory_limit=...)",
-                VIEWS,
-            )
+            return memory_error(query, self.memory_limit, self.process_bound)
         return _translate(query, exc)
 
     def _check_read_only(self, query: str) -> None:
@@ -255,6 +158,15 @@ class ArchiveSQL:
                     "with --out FILE",
                     VIEWS,
                 )
+        if len(statements) > 1:
+            # DuckDB would run them all and return the last one's rows only.
+            raise ArchiveQueryError(
+                query,
+                f"the query holds {len(statements)} statements and runs one at a time: "
+                "send each SELECT on its own (a `;` ends a statement), or combine them "
+                "into one with UNION ALL or a JOIN",
+                VIEWS,
+            )
 
     def arrow(self, query: str, params: list[Any] | None = None) -> pa.Table:
         """Run ``query``; return its rows as an Arrow table."""
@@ -320,6 +232,26 @@ class ArchiveSQL:
         self.close()
 
 
+def memory_error(query: str, memory_limit: str, bound: int | None = None) -> SqlLimitError:
+    """The query ran out of memory: its DuckDB limit, or its process's whole bound."""
+    process = (
+        ""
+        if bound is None
+        else f" (its query process may hold {bound:,} bytes in all: the limit plus a fixed "
+        "overhead for DuckDB, Python and the rows read)"
+    )
+    return SqlLimitError(
+        query,
+        "memory",
+        f"the query needs more memory than its limit of {memory_limit}{process}, and "
+        "agentlog's SQL never spills to disk (so no decrypted payload is written "
+        "there). Narrow the query (a WHERE, fewer or shorter columns, a LIMIT) or "
+        "raise the limit: `agentlog ui --sql-memory-limit`, `agentlog sql "
+        "--memory-limit`, open_sql(memory_limit=...)",
+        VIEWS,
+    )
+
+
 def _too_big(query: str, rows: int, held: int, max_bytes: int) -> SqlLimitError:
     return SqlLimitError(
         query,
@@ -341,7 +273,56 @@ def _translate(query: str, exc: Exception) -> Exception:
         named = re.search(r"file '([^']+)'", message)
         where = named.group(1) if named else "(one of the archive files)"
         return ArchiveCorruptError(where, message.splitlines()[0])
-    return ArchiveQueryError(query, message.replace("\n", " "), VIEWS)
+    # DuckDB's message keeps its lines: a caret (^) under the query points at the error.
+    return ArchiveQueryError(query, message, VIEWS)
+
+
+@dataclass(frozen=True)
+class SqlSource:
+    """What the views read, gathered where the hot log is open: the archive's
+    files, the hot events the archive does not hold yet, and the statements
+    that let DuckDB read the files (the S3 secret). Plain data, so a query
+    process of its own (:mod:`agentlog.archive.sql_process`) can build the
+    same views from it."""
+
+    setup: tuple[str, ...]
+    """Statements run on the connection first (:meth:`ArchiveStore.configure_duckdb`)."""
+    files: tuple[str, ...]
+    """The manifest's Parquet files, as DuckDB reads them (paths or s3:// URLs)."""
+    hot: pa.Table
+    """The hot events not archived yet, as rows of the ``events`` view."""
+
+
+class _Recorder:
+    """Stands in for a connection: keeps the statements a store would run on it."""
+
+    def __init__(self) -> None:
+        self.statements: list[str] = []
+
+    def execute(self, statement: str) -> None:
+        self.statements.append(statement)
+
+
+async def sql_source(store: ArchiveStore | None, log: EventReader | None) -> SqlSource:
+    """The archive's files and the hot events not archived yet (see :class:`SqlSource`)."""
+    recorder = _Recorder()
+    manifest = Manifest()
+    files: list[str] = []
+    if store is not None:
+        store.configure_duckdb(recorder)
+        manifest = Manifest.load(store)
+        files = [store.location(key) for key in sorted(manifest.entries)]
+    hot = await _hot_table(log, manifest) if log is not None else EVENT_SCHEMA.empty_table()
+    return SqlSource(tuple(recorder.statements), tuple(files), hot)
+
+
+def sql_cipher(
+    keys: KeyStore | PayloadCipher | None, log: EventReader | None
+) -> PayloadCipher | None:
+    """The cipher that opens sealed rows: ``keys``, else the hot log's, else None."""
+    if isinstance(keys, KeyStore):
+        return PayloadCipher(keys)
+    return keys if keys is not None else (log.cipher if log is not None else None)
 
 
 async def open_sql(
@@ -354,19 +335,32 @@ async def open_sql(
 ) -> ArchiveSQL:
     """A DuckDB connection whose views cover ``store``'s archive and ``log``'s hot events.
 
+    The connection lives in this process, so DuckDB's memory limit binds
+    DuckDB's own buffers only; :func:`agentlog.archive.sql_process.run_query`
+    runs a query in a process of its own whose whole memory is bounded.
+
     Args:
         store: the archive; None for the hot log only.
         log: the hot log; None for the archive only.
         memory_limit: a DuckDB memory limit such as ``"1GB"`` (default: DuckDB's, 80%
-            of the RAM). It is a hard limit: nothing spills to disk, so a query
-            that needs more fails with :class:`SqlLimitError`.
+            of the RAM). Nothing spills to disk, so a query whose DuckDB
+            buffers need more fails with :class:`SqlLimitError`.
         threads: the most threads a query uses (0: DuckDB's default, every core).
         keys: opens encrypted runs' content in ``payload_json``; None: the hot
             log's cipher, if any. Without keys, sealed rows show their metadata.
     """
-    if isinstance(keys, KeyStore):
-        keys = PayloadCipher(keys)
-    cipher = keys if keys is not None else (log.cipher if log is not None else None)
+    source = await sql_source(store, log)
+    return connect(source, sql_cipher(keys, log), memory_limit=memory_limit, threads=threads)
+
+
+def connect(
+    source: SqlSource,
+    cipher: PayloadCipher | None,
+    *,
+    memory_limit: str = "",
+    threads: int = 0,
+) -> ArchiveSQL:
+    """The locked-down connection with the views over ``source`` (see :func:`open_sql`)."""
     conn = duckdb.connect(config=_NO_SPILL)
     try:
         if memory_limit:
@@ -374,16 +368,11 @@ async def open_sql(
         if threads:
             conn.execute(f"SET threads = {int(threads)}")
         conn.execute("SET parquet_metadata_cache = true")
-        manifest = Manifest()
-        files: list[str] = []
-        if store is not None:
-            store.configure_duckdb(conn)
-            manifest = Manifest.load(store)
-            files = [store.location(key) for key in sorted(manifest.entries)]
-        hot = await _hot_table(log, manifest) if log is not None else EVENT_SCHEMA.empty_table()
-        conn.register("_hot_events", hot)
-        if files:
-            listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+        for statement in source.setup:
+            conn.execute(statement)
+        conn.register("_hot_events", source.hot)
+        if source.files:
+            listed = ", ".join("'" + f.replace("'", "''") + "'" for f in source.files)
             conn.execute(
                 "CREATE VIEW _archived_events AS SELECT * FROM "
                 f"read_parquet([{listed}], hive_partitioning=false)"
@@ -391,9 +380,9 @@ async def open_sql(
         else:
             conn.register("_archived_events", EVENT_SCHEMA.empty_table())
         opener = events_view(conn, cipher)
-        for ddl in (_RUNS, _TASKS, _INTERRUPTS, _CHECKPOINTS, _CHECKPOINT_WRITES):
+        for ddl in VIEW_DDL:
             conn.execute(ddl)
-        _lock_down(conn, files)
+        _lock_down(conn, source.files)
         limit = memory_limit or str(
             conn.sql("SELECT current_setting('memory_limit')").fetchall()[0][0]
         )
@@ -403,10 +392,10 @@ async def open_sql(
     except BaseException:
         conn.close()
         raise
-    return ArchiveSQL(conn, len(files), len(hot), opener, memory_limit=limit)
+    return ArchiveSQL(conn, len(source.files), len(source.hot), opener, memory_limit=limit)
 
 
-def _lock_down(conn: Any, files: list[str]) -> None:
+def _lock_down(conn: Any, files: tuple[str, ...]) -> None:
     """From here on the connection reads the archive's own files and nothing else.
 
     The S3 secret and the httpfs extension were set up before this; the

@@ -4,6 +4,9 @@ Arrow hands DuckDB's values to Python as they are, and some do not fit
 Python's types: ``infinity`` dates and timestamps, timestamps past the year
 9999, timestamps with nanoseconds. Those are shown as DuckDB's own text
 for them instead of failing the whole result.
+
+CSV has no nested values and Arrow's CSV writer refuses them (and a few
+other types): :func:`csv_ready` turns those columns into text first.
 """
 
 from __future__ import annotations
@@ -11,9 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 import duckdb
+import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
-__all__ = ["python_rows"]
+from agentlog.eventlog.packing import jsonable
+
+__all__ = ["csv_ready", "python_rows"]
 
 
 def python_rows(table: pa.Table | pa.RecordBatch) -> list[list[Any]]:
@@ -29,9 +36,39 @@ def python_rows(table: pa.Table | pa.RecordBatch) -> list[list[Any]]:
     return [list(row) for row in zip(*columns, strict=True)]
 
 
-def _python_column(column: pa.Array | pa.ChunkedArray) -> list[Any]:
+def csv_ready(table: pa.Table) -> pa.Table:
+    """``table`` with every column in a form Arrow's CSV writer can write.
+
+    A list, struct, map or union value becomes its JSON text (a map as a JSON
+    object), so ``SELECT * FROM checkpoints`` exports as CSV. A column Arrow
+    has no text for (an interval, bytes that are not UTF-8) becomes DuckDB's
+    text for it. Every other column is left as it is, so numbers stay unquoted.
+    """
+    columns = [_csv_column(column) for column in table.columns]
+    return pa.Table.from_arrays(columns, names=table.column_names)
+
+
+def _csv_column(column: pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    if pa.types.is_nested(column.type):
+        values = _python_column(column, maps_as_dicts=True)
+        return pa.array([_json_text(value) for value in values], pa.string())
     try:
-        values: list[Any] = column.to_pylist()
+        pc.cast(column, pa.string())  # what the CSV writer does with each column
+    except pa.ArrowException:
+        return pa.array(_duckdb_text(column), pa.string())
+    return column
+
+
+def _json_text(value: Any) -> str | None:
+    return None if value is None else orjson.dumps(jsonable(value)).decode()
+
+
+def _python_column(column: pa.Array | pa.ChunkedArray, *, maps_as_dicts: bool = False) -> list[Any]:
+    try:
+        # DuckDB's map keys are unique, so "lossy" never drops a key here.
+        values: list[Any] = (
+            column.to_pylist(maps_as_pydicts="lossy") if maps_as_dicts else column.to_pylist()
+        )
         return values
     except (OverflowError, ValueError, pa.ArrowException):
         pass

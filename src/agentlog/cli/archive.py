@@ -21,6 +21,7 @@ from agentlog.archive.retention import (
     parse_policy,
 )
 from agentlog.archive.sql import VIEWS, python_rows
+from agentlog.archive.sql_values import csv_ready
 from agentlog.archive.store import DEFAULT_ARCHIVE_URL, open_archive
 from agentlog.cli.app import command, run_async
 from agentlog.cli.options import ArchiveOpt, EndpointOpt, JsonOpt, LogOpt, size_bytes
@@ -173,7 +174,8 @@ def sql_command(
     only with the keys (AGENTLOG_KEYRING); otherwise, and after a shred,
     payload_json holds just the metadata.
     """
-    from agentlog.archive.sql import open_sql
+    from agentlog.archive.sql import sql_cipher, sql_source
+    from agentlog.archive.sql_process import run_query
 
     if memory_limit:
         size_bytes("--memory-limit", memory_limit)
@@ -182,7 +184,7 @@ def sql_command(
     if fmt is OutputFormat.PARQUET and out_path is None:
         raise ArchiveConfigError("--format parquet needs --out FILE.parquet")
 
-    async def go() -> Any:
+    async def gather() -> Any:
         store = open_archive(archive, endpoint_url=endpoint)
         keys = LocalKeyring.from_env()
         try:
@@ -191,17 +193,21 @@ def sql_command(
             if log != DEFAULT_LOG_URL:
                 raise
             # No hot log where the default says: the archive alone is queried.
-            with await open_sql(store, None, keys=keys, memory_limit=memory_limit) as db:
-                return db.arrow(query)
+            return await sql_source(store, None), sql_cipher(keys, None)
         async with hot:
-            with await open_sql(store, hot, memory_limit=memory_limit) as db:
-                return db.arrow(query)
+            return await sql_source(store, hot), sql_cipher(None, hot)
 
-    rows = run_async(go)
+    source, cipher = run_async(gather)
+    # In a process of its own, whose memory --memory-limit bounds as a whole.
+    rows, _ = run_query(source, cipher, query, memory_limit=memory_limit)
     try:
         _emit(rows, fmt, out_path)
     except OSError as exc:
         raise ArchiveConfigError(f"cannot write {out_path}: {exc}") from exc
+    if out_path is not None:
+        # The rows went to the file: say so, or a success looks like nothing happened.
+        noun = "row" if rows.num_rows == 1 else "rows"
+        print_line(f"wrote {rows.num_rows:,} {noun} ({fmt.value}) to {out_path}")
 
 
 def _emit(rows: Any, fmt: OutputFormat, out_path: Path | None) -> None:
@@ -213,11 +219,13 @@ def _emit(rows: Any, fmt: OutputFormat, out_path: Path | None) -> None:
         pq.write_table(rows, out_path, compression="zstd")
         return
     if fmt is OutputFormat.CSV:
+        # Lists and structs (checkpoints.channels...) as JSON text: CSV has no nesting.
+        flat = csv_ready(rows)
         if out_path is not None:
-            pacsv.write_csv(rows, out_path)
+            pacsv.write_csv(flat, out_path)
         else:
             sink = sys.stdout.buffer
-            pacsv.write_csv(rows, sink)
+            pacsv.write_csv(flat, sink)
             sink.flush()
         return
     # Per value, with DuckDB's text for what Python cannot hold (infinity, year 10000).

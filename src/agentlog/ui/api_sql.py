@@ -1,13 +1,14 @@
 """``/api/sql?q=``: read-only SQL over the DuckDB views, as columns and rows.
 
-The query runs through :func:`agentlog.archive.open_sql`, the same sandbox as
-``agentlog sql``: only SELECT and EXPLAIN, external access off, the
-configuration locked. A refused or failing query is a 400 with DuckDB's
-reason; nothing is ever written.
+The query runs in a query process of its own (:mod:`agentlog.archive.sql_process`,
+kept ready between queries), in the same sandbox as ``agentlog sql``: one
+SELECT or EXPLAIN, external access off, the configuration locked. A refused
+or failing query is a 400 with DuckDB's reason; nothing is ever written.
 
 What one query may cost is bounded (:class:`SqlLimits`): a memory limit and
-a thread cap on its DuckDB connection (nothing spills to disk), a time limit
-after which it is interrupted (as it is when the client goes away), at most
+a thread cap on its DuckDB connection (nothing spills to disk) and a hard
+bound on its whole process's memory derived from that limit, a time limit
+after which its process is killed (as it is when the client goes away), at most
 :data:`MAX_ROWS` rows read from the result and at most
 :attr:`SqlLimits.max_result_bytes` bytes in them, and no cell longer than
 :data:`MAX_CELL` characters in the answer. At most
@@ -20,8 +21,9 @@ another site's page cannot make it run queries.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import orjson
 import pyarrow as pa
@@ -30,9 +32,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from agentlog.archive import ArchiveQueryError, open_sql
+from agentlog.archive import ArchiveQueryError
 from agentlog.archive.errors import SqlLimitError
-from agentlog.archive.sql import VIEWS, ArchiveSQL, python_rows
+from agentlog.archive.sql import VIEWS, SqlSource, python_rows, sql_cipher, sql_source
+from agentlog.archive.sql_process import QueryProcess, QueryProcesses
+from agentlog.crypto import PayloadCipher
 from agentlog.errors import ConfigError
 from agentlog.eventlog.codec import jsonable
 from agentlog.ui.context import ui_context
@@ -51,6 +55,9 @@ MAX_CELL = 10_000
 #: How often a running query looks whether its client went away.
 _CLIENT_POLL_SECONDS = 0.25
 
+#: What a query reads (gathered here, where the hot log is open), and the keys.
+_Plan: TypeAlias = tuple[SqlSource, PayloadCipher | None]
+
 
 @dataclass(frozen=True)
 class SqlLimits:
@@ -59,7 +66,8 @@ class SqlLimits:
     timeout: float = 30.0
     """Seconds a query may run before it is interrupted (``agentlog ui --sql-timeout``)."""
     memory_limit: str = "1GB"
-    """DuckDB's memory limit for the query's connection."""
+    """DuckDB's memory limit for the query's connection; its query process may hold
+    this plus a fixed overhead (:func:`agentlog.archive.sql_worker.query_bound`)."""
     threads: int = 2
     """The most threads one query uses (the UI serves pages meanwhile)."""
     max_result_bytes: int = 64_000_000
@@ -103,21 +111,31 @@ def _result(table: pa.Table, more: bool) -> dict[str, Any]:
 
 
 async def _run(
-    request: Request, db: ArchiveSQL, query: str, limits: SqlLimits
+    request: Request, process: QueryProcess, plan: _Plan, query: str, limits: SqlLimits
 ) -> tuple[pa.Table, bool]:
-    """The query's first rows, off the event loop (so live pages keep updating);
-    interrupted when it runs past its time limit or its client goes away."""
-    loop = asyncio.get_running_loop()
+    """The query's first rows, from its query process (so live pages keep updating);
+    the process is killed when the query runs past its time limit or its client
+    goes away. The time counts from when the query starts, once its process
+    has loaded and built the views."""
+    source, cipher = plan
     work = asyncio.ensure_future(
-        run_in_threadpool(db.head, query, MAX_ROWS, max_bytes=limits.max_result_bytes)
+        run_in_threadpool(
+            process.run,
+            source,
+            cipher,
+            query,
+            memory_limit=limits.memory_limit,
+            threads=limits.threads,
+            limit=MAX_ROWS,
+            max_bytes=limits.max_result_bytes,
+        )
     )
     seconds = limits.timeout
-    deadline = loop.time() + seconds
     stopped: ArchiveQueryError | None = None
     try:
         while not work.done():
-            left = deadline - loop.time()
-            if left <= 0:
+            started = process.started_at
+            if started is not None and time.monotonic() - started >= seconds:
                 why = (
                     f"the query ran longer than {seconds:g} s, this UI's limit, and was "
                     "stopped; narrow it (a WHERE, a LIMIT) or start the UI with a larger "
@@ -125,20 +143,19 @@ async def _run(
                 )
                 stopped = SqlLimitError(query, "time", why, VIEWS)
                 break
-            await asyncio.wait({work}, timeout=min(left, _CLIENT_POLL_SECONDS))
+            left = seconds if started is None else started + seconds - time.monotonic()
+            await asyncio.wait({work}, timeout=max(0.0, min(left, _CLIENT_POLL_SECONDS)))
             if not work.done() and await request.is_disconnected():
                 why = "the query was stopped: its client went away"
                 stopped = ArchiveQueryError(query, why, VIEWS)
                 break
     finally:
-        # The thread must finish before the connection closes; an interrupt that
-        # lands before DuckDB starts is lost, so it is sent until the work ends.
-        while not work.done():
-            db.interrupt()
-            await asyncio.wait({work}, timeout=_CLIENT_POLL_SECONDS)
+        if not work.done():
+            process.kill()  # its thread returns as soon as the socket closes
+            await asyncio.wait({work})
     if stopped is not None:
         if not work.cancelled():
-            work.exception()  # retrieved: DuckDB's "Interrupted!" is not the news
+            work.exception()  # retrieved: "the query was stopped" is not the news
         raise stopped
     return work.result()
 
@@ -154,18 +171,17 @@ async def sql_api(request: Request) -> Response:
     limits: SqlLimits = request.app.state.sql_limits
     if context.sql_running >= limits.max_running:
         raise SqlBusyError(query, context.sql_running)
-    # Counted from here: building the views reads the hot log, and costs memory too.
+    # Counted from here: gathering the hot events reads the hot log, and costs memory too.
     context.sql_running += 1
     try:
-        db = await open_sql(
-            context.store,
-            context.hot,
-            keys=context.keys,
-            memory_limit=limits.memory_limit,
-            threads=limits.threads,
-        )
-        with db:
-            table, more = await _run(request, db, query, limits)
+        source = await sql_source(context.store, context.hot)
+        plan = (source, sql_cipher(context.keys, context.hot))
+        processes: QueryProcesses = request.app.state.sql_processes
+        process = await run_in_threadpool(processes.take)
+        try:
+            table, more = await _run(request, process, plan, query, limits)
+        finally:
+            await run_in_threadpool(processes.give_back, process)
     finally:
         context.sql_running -= 1
     return JSONBody(_result(table, more))

@@ -27,6 +27,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentlog._logging import get_logger
+from agentlog.archive.sql_process import QueryProcesses
 from agentlog.crypto import KeyStore
 from agentlog.errors import (
     AgentlogError,
@@ -223,7 +224,9 @@ def create_app(
             log_url, archive_url, allow_actions=allow_actions, keys=keys, workflows=chosen
         ) as context:
             app.state.ui = context
-            yield
+            with QueryProcesses() as processes:  # the SQL page's query processes
+                app.state.sql_processes = processes
+                yield
 
     routes = [
         *pages.routes,
