@@ -41,6 +41,7 @@ from agentlog.errors import CorruptEventError, TamperedPayloadError, WrongKeyErr
 
 __all__ = [
     "ALGORITHM_AES256_GCM",
+    "BatchSealer",
     "ENVELOPE_VERSION",
     "MAGIC",
     "PayloadBinding",
@@ -109,12 +110,13 @@ class PayloadBinding:
 def encode_binding(run_id: str, seq: int, kind: str, extra: bytes, metadata: bytes) -> bytes:
     """:meth:`PayloadBinding.encode` of the current version, without the object
     (the per-event path of :class:`~agentlog.crypto.PayloadCipher`)."""
-    return (
-        _binding_head(kind, run_id)
-        + _SEQ_AND_LENGTH.pack(seq, len(extra))
-        + extra
-        + _LENGTH.pack(len(metadata))
-        + metadata
+    return _binding_head(kind, run_id) + _binding_tail(seq, extra, metadata)
+
+
+def _binding_tail(seq: int, extra: bytes, metadata: bytes) -> bytes:
+    """What follows the run's head in a version-2 binding: seq, extra, metadata."""
+    return b"".join(
+        (_SEQ_AND_LENGTH.pack(seq, len(extra)), extra, _LENGTH.pack(len(metadata)), metadata)
     )
 
 
@@ -203,6 +205,42 @@ def seal_bound(key: DataKey, plaintext: bytes, binding: bytes) -> bytes:
     header = _header(key.data_key_id)
     nonce = os.urandom(_NONCE)
     return header + nonce + key.aead.encrypt(nonce, plaintext, header + binding)
+
+
+class BatchSealer:
+    """Seals the payloads of one append of one run, of one kind, under its data key.
+
+    Why: a backend's append seals every event of a batch under the same key,
+    so what they share is worked out once per batch, not once per payload:
+    the envelope header, the run's part of the binding, and the nonces, drawn
+    from the OS in one call. Each payload still gets 96 random bits of its
+    own, used once (a payload past ``count`` draws its own), and binds its
+    own seq, extra and metadata exactly as :func:`seal_bound` does. Not
+    thread-safe: one append uses it, then drops it (nothing outlives the
+    batch, so a fork can never reuse its nonces).
+    """
+
+    __slots__ = ("_aead", "_header", "_next", "_nonces", "_prefix", "run_id")
+
+    def __init__(self, key: DataKey, kind: PayloadKind, count: int) -> None:
+        """Seal up to ``count`` payloads of ``kind`` of ``key``'s run with nonces drawn now."""
+        self.run_id = key.run_id
+        self._aead = key.aead
+        self._header = _header(key.data_key_id)
+        self._prefix = self._header + _binding_head(kind, key.run_id)
+        self._nonces = os.urandom(_NONCE * max(count, 1))
+        self._next = 0
+
+    def seal(self, seq: int, plaintext: bytes, extra: bytes = b"", metadata: bytes = b"") -> bytes:
+        """``plaintext`` sealed as :func:`seal` seals it, bound to this run, ``seq``,
+        ``extra`` and ``metadata``."""
+        at = self._next
+        self._next = at + _NONCE
+        nonce = self._nonces[at : at + _NONCE]
+        if len(nonce) < _NONCE:  # more payloads than announced: never reuse one
+            nonce = os.urandom(_NONCE)
+        aad = self._prefix + _binding_tail(seq, extra, metadata)
+        return b"".join((self._header, nonce, self._aead.encrypt(nonce, plaintext, aad)))
 
 
 def open_(key: DataKey, blob: bytes, binding: PayloadBinding, *, where: str = "") -> bytes:

@@ -16,13 +16,12 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from agentlog.crypto.aead import (
+    BatchSealer,
     PayloadBinding,
     PayloadKind,
-    encode_binding,
     is_sealed,
     open_,
     read_header,
-    seal_bound,
 )
 from agentlog.crypto.keystore import DataKey, KeyStore
 from agentlog.errors import KeyStoreMissingError, TamperedPayloadError
@@ -168,8 +167,12 @@ class PayloadCipher:
         metadata: bytes = b"",
     ) -> bytes:
         """Encrypt one payload of ``run_id`` at ``seq`` (``extra``, ``metadata``: more to bind)."""
-        binding = encode_binding(run_id, seq, kind, extra, metadata)
-        return seal_bound(self.keys.for_seal(run_id, seq), plaintext, binding)
+        return self.sealer(run_id, seq, kind, 1).seal(seq, plaintext, extra, metadata)
+
+    def sealer(self, run_id: str, seq: int, kind: PayloadKind, count: int) -> BatchSealer:
+        """A sealer for ``count`` payloads of ``run_id`` from ``seq`` on (one append):
+        the run's key is looked up, or made at ``seq``, once for all of them."""
+        return BatchSealer(self.keys.for_seal(run_id, seq), kind, count)
 
     def open(
         self,
