@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from agentlog.crypto.aead import (
+    ENVELOPE_VERSION,
     BatchSealer,
     PayloadBinding,
     PayloadKind,
@@ -165,9 +166,11 @@ class PayloadCipher:
         plaintext: bytes,
         extra: bytes = b"",
         metadata: bytes = b"",
+        version: int = ENVELOPE_VERSION,
     ) -> bytes:
-        """Encrypt one payload of ``run_id`` at ``seq`` (``extra``, ``metadata``: more to bind)."""
-        return self.sealer(run_id, seq, kind, 1).seal(seq, plaintext, extra, metadata)
+        """Encrypt one payload of ``run_id`` at ``seq`` (``extra``, ``metadata``: more to
+        bind; ``version``: see :data:`~agentlog.crypto.aead.SEND_INPUTS_VERSION`)."""
+        return self.sealer(run_id, seq, kind, 1).seal(seq, plaintext, extra, metadata, version)
 
     def sealer(self, run_id: str, seq: int, kind: PayloadKind, count: int) -> BatchSealer:
         """A sealer for ``count`` payloads of ``run_id`` from ``seq`` on (one append):
