@@ -118,13 +118,14 @@ class PayloadBinding:
 def encode_binding(run_id: str, seq: int, kind: str, extra: bytes, metadata: bytes) -> bytes:
     """:meth:`PayloadBinding.encode` of the current version, without the object
     (the per-event path of :class:`~agentlog.crypto.PayloadCipher`)."""
-    return _binding_head(kind, run_id) + _binding_tail(seq, extra, metadata)
+    return _binding(_binding_head(kind, run_id), seq, extra, metadata)
 
 
-def _binding_tail(seq: int, extra: bytes, metadata: bytes) -> bytes:
-    """What follows the run's head in a version-2 binding: seq, extra, metadata."""
+def _binding(head: bytes, seq: int, extra: bytes, metadata: bytes) -> bytes:
+    """``head`` (what precedes the seq: the run's head, after the envelope header
+    in the associated data) and a version-2 binding's seq, extra and metadata."""
     return b"".join(
-        (_SEQ_AND_LENGTH.pack(seq, len(extra)), extra, _LENGTH.pack(len(metadata)), metadata)
+        (head, _SEQ_AND_LENGTH.pack(seq, len(extra)), extra, _LENGTH.pack(len(metadata)), metadata)
     )
 
 
@@ -260,6 +261,18 @@ class BatchSealer:
         """``plaintext`` sealed as :func:`seal` seals it, bound to this run, ``seq``,
         ``extra`` and ``metadata``, under envelope ``version`` (2, or
         :data:`SEND_INPUTS_VERSION`)."""
+        return b"".join(self.seal_parts(seq, plaintext, extra, metadata, version))
+
+    def seal_parts(
+        self,
+        seq: int,
+        plaintext: bytes,
+        extra: bytes = b"",
+        metadata: bytes = b"",
+        version: int = ENVELOPE_VERSION,
+    ) -> tuple[bytes, bytes, bytes]:
+        """:meth:`seal`'s blob in its three parts, ``(header, nonce, ciphertext + tag)``,
+        for a caller that copies them into a bigger buffer once."""
         at = self._next
         self._next = at + _NONCE
         nonce = self._nonces[at : at + _NONCE]
@@ -269,8 +282,8 @@ class BatchSealer:
         if version != ENVELOPE_VERSION:
             header = _header(self._key_id, version)
             prefix = header + self._head
-        aad = prefix + _binding_tail(seq, extra, metadata)
-        return b"".join((header, nonce, self._aead.encrypt(nonce, plaintext, aad)))
+        aad = _binding(prefix, seq, extra, metadata)
+        return header, nonce, self._aead.encrypt(nonce, plaintext, aad)
 
 
 def open_(key: DataKey, blob: bytes, binding: PayloadBinding, *, where: str = "") -> bytes:

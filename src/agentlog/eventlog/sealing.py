@@ -116,6 +116,8 @@ SEALED_KEY = "_sealed"
 
 _PACKED_SEALED_KEY = pack(SEALED_KEY)
 _BIN8, _BIN16, _BIN32 = struct.Struct(">BB"), struct.Struct(">BH"), struct.Struct(">BI")
+#: The first byte of a fixmap of n + 1 entries, by n.
+_GROWN_FIXMAP = [bytes((0x80 | (n + 1),)) for n in range(15)]
 
 #: What a reader may lack without the read failing (see the module docstring).
 CANNOT_HAVE = (KeyStoreMissingError, ShreddedError, MissingDataKeyError, WrongKeyError)
@@ -217,7 +219,7 @@ def stored_payload(
     if parts is None:
         return pack(fields, path=event_type)
     clear, metadata, blob = parts
-    return _with_sealed(clear, metadata, blob, event_type)
+    return _with_sealed(clear, metadata, (blob,), event_type)
 
 
 def stored_payloads(cipher: PayloadCipher | None, events: Sequence[Event]) -> list[bytes]:
@@ -251,7 +253,9 @@ def stored_payloads(cipher: PayloadCipher | None, events: Sequence[Event]) -> li
             continue
         clear = {name: getattr(data, name) for name in clear_names}
         content = {name: getattr(data, name) for name in content_names}
-        version = _seal_send_inputs(clear, content, branch_names)
+        version = ENVELOPE_VERSION
+        if branch_names:
+            version = _seal_send_inputs(clear, content, branch_names)
         metadata = pack(clear, path=data.type)
         if not content:  # branches without a Send input, and nothing else to seal
             out.append(metadata)
@@ -259,7 +263,7 @@ def stored_payloads(cipher: PayloadCipher | None, events: Sequence[Event]) -> li
         raw = pack(content, path=data.type)
         if sealer is None or sealer.run_id != event.run_id:
             sealer = cipher.sealer(event.run_id, event.seq, "event", len(events))
-        blob = sealer.seal(event.seq, raw, extra, metadata, version)
+        blob = sealer.seal_parts(event.seq, raw, extra, metadata, version)
         out.append(_with_sealed(clear, metadata, blob, data.type))
     return out
 
@@ -313,20 +317,24 @@ def _split(
     return split
 
 
-def _with_sealed(clear: dict[str, Any], metadata: bytes, blob: bytes, event_type: str) -> bytes:
-    """``pack({**clear, "_sealed": blob})``, reusing ``metadata`` (``pack(clear)``)."""
+def _with_sealed(
+    clear: dict[str, Any], metadata: bytes, blob: tuple[bytes, ...], event_type: str
+) -> bytes:
+    """``pack({**clear, "_sealed": b"".join(blob)})``, reusing ``metadata``
+    (``pack(clear)``) and copying the blob's parts once."""
     if len(clear) >= 15:  # not a fixmap before and after: let msgpack write the header
-        return pack({**clear, SEALED_KEY: blob}, path=event_type)
+        return pack({**clear, SEALED_KEY: b"".join(blob)}, path=event_type)
     # A fixmap's first byte is 0x80 | its size: one more entry, appended at the end,
     # its value a msgpack bin (0xc4, 0xc5, 0xc6: 1, 2 or 4 length bytes).
-    size = len(blob)
+    size = sum(map(len, blob))
     if size < 0x100:
         head = _BIN8.pack(0xC4, size)
     elif size < 0x10000:
         head = _BIN16.pack(0xC5, size)
     else:
         head = _BIN32.pack(0xC6, size)
-    return b"".join((bytes((metadata[0] + 1,)), metadata[1:], _PACKED_SEALED_KEY, head, blob))
+    grown = _GROWN_FIXMAP[metadata[0] & 0x0F]
+    return b"".join((grown, metadata[1:], _PACKED_SEALED_KEY, head, *blob))
 
 
 def load_fields(
