@@ -133,3 +133,14 @@ def test_a_sealer_past_its_count_draws_fresh_nonces(tmp_path: Path) -> None:
         header = read_header(blob, binding)
         nonces.add(blob[header.length : header.length + _NONCE])
     assert len(nonces) == 5
+
+
+def test_an_unserializable_content_in_a_sealed_batch_names_its_path(tmp_path: Path) -> None:
+    from agentlog.errors import NotSerializableError
+    from agentlog.eventlog.codec import encode_stored_payloads
+
+    cipher = PayloadCipher(LocalKeyring(tmp_path / "keyring.json"))
+    events = [*_events("run", 1, 2), Event("run", 3, TaskCompleted("k", {"bad": object()}))]
+    with pytest.raises(NotSerializableError) as caught:
+        encode_stored_payloads(events, cipher)
+    assert "bad" in str(caught.value) and "object" in str(caught.value)

@@ -55,7 +55,7 @@ from agentlog.errors import (
     WrongKeyError,
 )
 from agentlog.eventlog.events import EVENT_TYPES, Event, EventData
-from agentlog.eventlog.packing import pack, unpack
+from agentlog.eventlog.packing import pack, pack_pair, unpack
 
 __all__ = [
     "CANNOT_HAVE",
@@ -256,11 +256,10 @@ def stored_payloads(cipher: PayloadCipher | None, events: Sequence[Event]) -> li
         version = ENVELOPE_VERSION
         if branch_names:
             version = _seal_send_inputs(clear, content, branch_names)
-        metadata = pack(clear, path=data.type)
         if not content:  # branches without a Send input, and nothing else to seal
-            out.append(metadata)
+            out.append(pack(clear, path=data.type))
             continue
-        raw = pack(content, path=data.type)
+        metadata, raw = pack_pair(clear, content, path=data.type)
         if sealer is None or sealer.run_id != event.run_id:
             sealer = cipher.sealer(event.run_id, event.seq, "event", len(events))
         blob = sealer.seal_parts(event.seq, raw, extra, metadata, version)
