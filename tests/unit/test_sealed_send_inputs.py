@@ -130,3 +130,16 @@ def test_an_event_sealed_with_its_send_inputs_in_clear_still_reads_and_copies(
     assert unreadable is None and data == StepCompleted("plan", 1, 0, {}, goto_)
     assert encode_stored_payload(Event("r", 3, data, sealed=sealed), None) == stored
     assert unpack(stored)["goto"] == goto_
+
+
+def test_the_kafka_record_of_a_send_seals_its_input(tmp_path: Path) -> None:
+    from agentlog.eventlog.codec import decode_event, encode_event
+
+    cipher = PayloadCipher(LocalKeyring(tmp_path / "keyring.json"))
+    next_ = ["ask", {"step": "work", "input": {"item": ITEMS[0]}}]
+    record = encode_event(Event("r", 4, SuperstepCommitted(1, next_)), cipher)
+    assert ITEMS[0].encode() not in record and b"work" in record
+    assert decode_event(record, cipher=cipher).data == SuperstepCommitted(1, next_)
+    blind = decode_event(record)  # no key: the step names, no input
+    assert blind.unreadable is not None
+    assert blind.data == SuperstepCommitted(1, ["ask", {"step": "work"}])
