@@ -217,9 +217,12 @@ def seal(key: DataKey, plaintext: bytes, binding: PayloadBinding) -> bytes:
     return seal_bound(key, plaintext, binding.encode(ENVELOPE_VERSION))
 
 
-def seal_bound(key: DataKey, plaintext: bytes, binding: bytes) -> bytes:
-    """:func:`seal` with the binding already encoded (:func:`encode_binding`)."""
-    header = _header(key.data_key_id)
+def seal_bound(
+    key: DataKey, plaintext: bytes, binding: bytes, version: int = ENVELOPE_VERSION
+) -> bytes:
+    """:func:`seal` with the binding already encoded (:func:`encode_binding`), under
+    envelope ``version`` (2, or :data:`SEND_INPUTS_VERSION`)."""
+    header = _header(key.data_key_id, version)
     nonce = os.urandom(_NONCE)
     return header + nonce + key.aead.encrypt(nonce, plaintext, header + binding)
 

@@ -20,9 +20,11 @@ from agentlog.crypto.aead import (
     BatchSealer,
     PayloadBinding,
     PayloadKind,
+    encode_binding,
     is_sealed,
     open_,
     read_header,
+    seal_bound,
 )
 from agentlog.crypto.keystore import DataKey, KeyStore
 from agentlog.errors import KeyStoreMissingError, TamperedPayloadError
@@ -170,7 +172,8 @@ class PayloadCipher:
     ) -> bytes:
         """Encrypt one payload of ``run_id`` at ``seq`` (``extra``, ``metadata``: more to
         bind; ``version``: see :data:`~agentlog.crypto.aead.SEND_INPUTS_VERSION`)."""
-        return self.sealer(run_id, seq, kind, 1).seal(seq, plaintext, extra, metadata, version)
+        binding = encode_binding(run_id, seq, kind, extra, metadata)
+        return seal_bound(self.keys.for_seal(run_id, seq), plaintext, binding, version)
 
     def sealer(self, run_id: str, seq: int, kind: PayloadKind, count: int) -> BatchSealer:
         """A sealer for ``count`` payloads of ``run_id`` from ``seq`` on (one append):
