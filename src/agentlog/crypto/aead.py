@@ -20,10 +20,14 @@ A sealed payload is::
   another algorithm or version, or (version 2) a step name, task key or
   attempt edited next to it, fails the tag
   (:class:`~agentlog.errors.TamperedPayloadError`).
-- **Versions.** :func:`seal` writes version 2. Version 1 (no metadata in the
+- **Versions.** :func:`seal` writes version 2. Version 3 binds what
+  version 2 binds, and says one more thing a copy must know without the
+  key: the payload's ``Send`` inputs are in the sealed content, left out of
+  the clear metadata (see :mod:`agentlog.eventlog.sealing`), so a copy
+  stores the metadata as it was bound. Version 1 (no metadata in the
   associated data) still opens, with the associated data it was sealed
-  with; the version byte is itself authenticated, so a version-2 payload
-  cannot be passed off as a version-1 one.
+  with; the version byte is itself authenticated, so no version can be
+  passed off as another.
 """
 
 from __future__ import annotations
@@ -41,13 +45,16 @@ from agentlog.errors import CorruptEventError, TamperedPayloadError, WrongKeyErr
 
 __all__ = [
     "ALGORITHM_AES256_GCM",
+    "BatchSealer",
     "ENVELOPE_VERSION",
     "MAGIC",
     "PayloadBinding",
     "PayloadKind",
     "READABLE_VERSIONS",
+    "SEND_INPUTS_VERSION",
     "SealedHeader",
     "encode_binding",
+    "envelope_version",
     "is_sealed",
     "open_",
     "read_header",
@@ -58,7 +65,9 @@ __all__ = [
 MAGIC = b"\xc1AL"
 #: The version :func:`seal` writes; :data:`READABLE_VERSIONS` still open.
 ENVELOPE_VERSION = 2
-READABLE_VERSIONS = frozenset({1, 2})
+#: Version 2's binding, with the payload's Send inputs sealed (see the module docstring).
+SEND_INPUTS_VERSION = 3
+READABLE_VERSIONS = frozenset({1, 2, 3})
 ALGORITHM_AES256_GCM = 1
 _NONCE = 12
 _TAG = 16
@@ -109,12 +118,14 @@ class PayloadBinding:
 def encode_binding(run_id: str, seq: int, kind: str, extra: bytes, metadata: bytes) -> bytes:
     """:meth:`PayloadBinding.encode` of the current version, without the object
     (the per-event path of :class:`~agentlog.crypto.PayloadCipher`)."""
-    return (
-        _binding_head(kind, run_id)
-        + _SEQ_AND_LENGTH.pack(seq, len(extra))
-        + extra
-        + _LENGTH.pack(len(metadata))
-        + metadata
+    return _binding(_binding_head(kind, run_id), seq, extra, metadata)
+
+
+def _binding(head: bytes, seq: int, extra: bytes, metadata: bytes) -> bytes:
+    """``head`` (what precedes the seq: the run's head, after the envelope header
+    in the associated data) and a version-2 binding's seq, extra and metadata."""
+    return b"".join(
+        (head, _SEQ_AND_LENGTH.pack(seq, len(extra)), extra, _LENGTH.pack(len(metadata)), metadata)
     )
 
 
@@ -156,12 +167,20 @@ def is_sealed(blob: bytes) -> bool:
     return blob[: len(MAGIC)] == MAGIC
 
 
+def envelope_version(blob: bytes) -> int:
+    """The envelope version a sealed payload's header names (0: not a sealed payload).
+
+    Read without the key, and not checked here: opening it checks it.
+    """
+    return blob[len(MAGIC)] if is_sealed(blob) and len(blob) > len(MAGIC) else 0
+
+
 @functools.lru_cache(maxsize=4096)  # a key id is not a secret; its header never changes
-def _header(key_id: str) -> bytes:
+def _header(key_id: str, version: int = ENVELOPE_VERSION) -> bytes:
     kid = key_id.encode("utf-8")
     if not 0 < len(kid) < 256:
         raise ValueError(f"a data key id is 1 to 255 bytes, not {len(kid)}")
-    return MAGIC + bytes((ENVELOPE_VERSION, ALGORITHM_AES256_GCM, len(kid))) + kid
+    return MAGIC + bytes((version, ALGORITHM_AES256_GCM, len(kid))) + kid
 
 
 def read_header(blob: bytes, binding: PayloadBinding) -> SealedHeader:
@@ -198,11 +217,76 @@ def seal(key: DataKey, plaintext: bytes, binding: PayloadBinding) -> bytes:
     return seal_bound(key, plaintext, binding.encode(ENVELOPE_VERSION))
 
 
-def seal_bound(key: DataKey, plaintext: bytes, binding: bytes) -> bytes:
-    """:func:`seal` with the binding already encoded (:func:`encode_binding`)."""
-    header = _header(key.data_key_id)
+def seal_bound(
+    key: DataKey, plaintext: bytes, binding: bytes, version: int = ENVELOPE_VERSION
+) -> bytes:
+    """:func:`seal` with the binding already encoded (:func:`encode_binding`), under
+    envelope ``version`` (2, or :data:`SEND_INPUTS_VERSION`)."""
+    header = _header(key.data_key_id, version)
     nonce = os.urandom(_NONCE)
     return header + nonce + key.aead.encrypt(nonce, plaintext, header + binding)
+
+
+class BatchSealer:
+    """Seals the payloads of one append of one run, of one kind, under its data key.
+
+    Why: a backend's append seals every event of a batch under the same key,
+    so what they share is worked out once per batch, not once per payload:
+    the envelope header, the run's part of the binding, and the nonces, drawn
+    from the OS in one call. Each payload still gets 96 random bits of its
+    own, used once (a payload past ``count`` draws its own), and binds its
+    own seq, extra and metadata exactly as :func:`seal_bound` does. Not
+    thread-safe: one append uses it, then drops it (nothing outlives the
+    batch, so a fork can never reuse its nonces).
+    """
+
+    __slots__ = ("_aead", "_head", "_header", "_key_id", "_next", "_nonces", "_prefix", "run_id")
+
+    def __init__(self, key: DataKey, kind: PayloadKind, count: int) -> None:
+        """Seal up to ``count`` payloads of ``kind`` of ``key``'s run with nonces drawn now."""
+        self.run_id = key.run_id
+        self._aead = key.aead
+        self._key_id = key.data_key_id
+        self._head = _binding_head(kind, key.run_id)
+        self._header = _header(key.data_key_id)
+        self._prefix = self._header + self._head
+        self._nonces = os.urandom(_NONCE * max(count, 1))
+        self._next = 0
+
+    def seal(
+        self,
+        seq: int,
+        plaintext: bytes,
+        extra: bytes = b"",
+        metadata: bytes = b"",
+        version: int = ENVELOPE_VERSION,
+    ) -> bytes:
+        """``plaintext`` sealed as :func:`seal` seals it, bound to this run, ``seq``,
+        ``extra`` and ``metadata``, under envelope ``version`` (2, or
+        :data:`SEND_INPUTS_VERSION`)."""
+        return b"".join(self.seal_parts(seq, plaintext, extra, metadata, version))
+
+    def seal_parts(
+        self,
+        seq: int,
+        plaintext: bytes,
+        extra: bytes = b"",
+        metadata: bytes = b"",
+        version: int = ENVELOPE_VERSION,
+    ) -> tuple[bytes, bytes, bytes]:
+        """:meth:`seal`'s blob in its three parts, ``(header, nonce, ciphertext + tag)``,
+        for a caller that copies them into a bigger buffer once."""
+        at = self._next
+        self._next = at + _NONCE
+        nonce = self._nonces[at : at + _NONCE]
+        if len(nonce) < _NONCE:  # more payloads than announced: never reuse one
+            nonce = os.urandom(_NONCE)
+        header, prefix = self._header, self._prefix
+        if version != ENVELOPE_VERSION:
+            header = _header(self._key_id, version)
+            prefix = header + self._head
+        aad = _binding(prefix, seq, extra, metadata)
+        return header, nonce, self._aead.encrypt(nonce, plaintext, aad)
 
 
 def open_(key: DataKey, blob: bytes, binding: PayloadBinding, *, where: str = "") -> bytes:

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from agentlog.crypto.aead import (
+    ENVELOPE_VERSION,
+    BatchSealer,
     PayloadBinding,
     PayloadKind,
     encode_binding,
@@ -166,10 +168,17 @@ class PayloadCipher:
         plaintext: bytes,
         extra: bytes = b"",
         metadata: bytes = b"",
+        version: int = ENVELOPE_VERSION,
     ) -> bytes:
-        """Encrypt one payload of ``run_id`` at ``seq`` (``extra``, ``metadata``: more to bind)."""
+        """Encrypt one payload of ``run_id`` at ``seq`` (``extra``, ``metadata``: more to
+        bind; ``version``: see :data:`~agentlog.crypto.aead.SEND_INPUTS_VERSION`)."""
         binding = encode_binding(run_id, seq, kind, extra, metadata)
-        return seal_bound(self.keys.for_seal(run_id, seq), plaintext, binding)
+        return seal_bound(self.keys.for_seal(run_id, seq), plaintext, binding, version)
+
+    def sealer(self, run_id: str, seq: int, kind: PayloadKind, count: int) -> BatchSealer:
+        """A sealer for ``count`` payloads of ``run_id`` from ``seq`` on (one append):
+        the run's key is looked up, or made at ``seq``, once for all of them."""
+        return BatchSealer(self.keys.for_seal(run_id, seq), kind, count)
 
     def open(
         self,

@@ -39,7 +39,7 @@ golden v1 log) still decode, unverified: there is no checksum to check.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -49,7 +49,7 @@ from agentlog.crypto import PayloadCipher, PayloadKind
 from agentlog.errors import CorruptEventError, UnknownEventTypeError
 from agentlog.eventlog.events import EVENT_TYPES, SCHEMA_V, Event, EventData
 from agentlog.eventlog.packing import MAX_DEPTH, checksum, jsonable, pack, unpack
-from agentlog.eventlog.sealing import load_fields, store_fields, stored_payload
+from agentlog.eventlog.sealing import load_fields, store_fields, stored_payloads
 
 __all__ = [
     "MAX_DEPTH",
@@ -62,6 +62,7 @@ __all__ = [
     "encode_event",
     "encode_payload",
     "encode_stored_payload",
+    "encode_stored_payloads",
     "load_fields",
     "jsonable",
     "pack",
@@ -122,8 +123,12 @@ def decode_payload(
 
 def encode_stored_payload(event: Event, cipher: PayloadCipher | None) -> bytes:
     """An event's payload as a backend stores it (content sealed with a cipher)."""
-    fields = event.data.to_dict()
-    return stored_payload(cipher, fields, event.run_id, event.seq, event.type, sealed=event.sealed)
+    return stored_payloads(cipher, [event])[0]
+
+
+def encode_stored_payloads(events: Sequence[Event], cipher: PayloadCipher | None) -> list[bytes]:
+    """:func:`encode_stored_payload` of each event of one append, sealed batch-wise."""
+    return stored_payloads(cipher, events)
 
 
 def decode_stored_payload(

@@ -21,7 +21,16 @@ import xxhash
 
 from agentlog.errors import CorruptEventError, NotSerializableError
 
-__all__ = ["MAX_DEPTH", "MAX_INFLATED", "checksum", "inflate", "jsonable", "pack", "unpack"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_INFLATED",
+    "checksum",
+    "inflate",
+    "jsonable",
+    "pack",
+    "pack_pair",
+    "unpack",
+]
 
 _EXT_UUID = 1
 _EXT_DECIMAL = 2
@@ -140,6 +149,20 @@ def pack(value: Any, *, path: str = "value") -> bytes:
         where, what = found if found else (path, str(exc))
         raise NotSerializableError(where, what) from exc
     if len(raw) > _KEEP_BUFFER:
+        _PACKERS.packer = None
+    return raw
+
+
+def pack_pair(first: Any, second: Any, *, path: str = "value") -> tuple[bytes, bytes]:
+    """:func:`pack` of two values with one look-up of the thread's Packer: an
+    event's metadata and its content, packed apart so the content can be sealed
+    (the per-event path of a sealed append, where each look-up shows)."""
+    packer = _packer()
+    try:
+        raw = (packer.pack(first), packer.pack(second))
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        return pack(first, path=path), pack(second, path=path)  # raises, naming the bad part
+    if len(raw[0]) > _KEEP_BUFFER or len(raw[1]) > _KEEP_BUFFER:
         _PACKERS.packer = None
     return raw
 

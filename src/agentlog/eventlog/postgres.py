@@ -84,7 +84,7 @@ from agentlog.eventlog.run_pages import RunQuery, RunsPage, page_from_counts, pa
 from agentlog.eventlog.sqlite_schema import (
     MAX_SEQ,
     event_from_row,
-    event_row,
+    event_rows,
     from_us,
     info_from_row,
     info_to_row,
@@ -228,7 +228,7 @@ class PostgresEventLog(EventLog):
     async def append(self, events: Sequence[Event], *, durable: bool = True) -> None:
         run_id, _first, epoch = check_batch(events)
         # Encode before any round trip: a bad payload fails with nothing written.
-        rows = [event_row(event, epoch, self.cipher) for event in events]
+        rows = event_rows(events, epoch, self.cipher)
         attempts = 0
 
         async def body(conn: _Conn) -> RunInfo:

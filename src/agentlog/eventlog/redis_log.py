@@ -83,7 +83,7 @@ from agentlog.eventlog.redis_scripts import (
     TRIM_SNAPSHOTS,
     Keys,
 )
-from agentlog.eventlog.sqlite_schema import MAX_SEQ, event_row, from_us, seq_param, to_us
+from agentlog.eventlog.sqlite_schema import MAX_SEQ, event_rows, from_us, seq_param, to_us
 
 __all__ = ["RedisEventLog"]
 
@@ -202,7 +202,7 @@ class RedisEventLog(EventLog):
     async def append(self, events: Sequence[Event], *, durable: bool = True) -> None:
         run_id, first_seq, epoch = check_batch(events)
         # Encode before anything is sent: a bad payload fails with nothing written.
-        rows = [event_row(event, epoch, self.cipher) for event in events]
+        rows = event_rows(events, epoch, self.cipher)
         per_event = [arg for row in rows for arg in event_args(row)]
         if durable:
             self._check_durable()

@@ -6,7 +6,11 @@ results, errors, interrupt payloads, answers, outputs, checkpoints) are
 packed together and sealed with the run's data key; the *metadata* fields
 (step names, seqs, task names and keys, attempts, durations, epochs, due
 times) stay in clear, so a shredded run can still be listed, counted and
-audited, and SQL can still group tasks by name. A stored payload is then
+audited, and SQL can still group tasks by name. A branch started by
+``Send`` carries its input in a metadata field (``StepCompleted.goto``,
+``SuperstepCommitted.next``): that input is content, so such a list is
+sealed whole, and stays in clear with each input left out (the step names
+of the branches remain visible). A stored payload is then
 ``{metadata..., "_sealed": <sealed content>}`` (:func:`store_fields` and
 :func:`load_fields`); the seal binds the run id, the seq, the kind
 (``event``, ``snapshot`` or ``command``), the event type and the metadata
@@ -32,9 +36,17 @@ state. A tampered blob, or a key store that does not answer, raises at once.
 from __future__ import annotations
 
 import dataclasses
+import struct
+from collections.abc import Sequence
 from typing import Any
 
 from agentlog.crypto import PayloadCipher, PayloadKind, is_sealed, open_payload
+from agentlog.crypto.aead import (
+    ENVELOPE_VERSION,
+    SEND_INPUTS_VERSION,
+    BatchSealer,
+    envelope_version,
+)
 from agentlog.errors import (
     CorruptEventError,
     KeyStoreMissingError,
@@ -42,8 +54,8 @@ from agentlog.errors import (
     ShreddedError,
     WrongKeyError,
 )
-from agentlog.eventlog.events import EVENT_TYPES
-from agentlog.eventlog.packing import pack, unpack
+from agentlog.eventlog.events import EVENT_TYPES, Event, EventData
+from agentlog.eventlog.packing import pack, pack_pair, unpack
 
 __all__ = [
     "CANNOT_HAVE",
@@ -55,6 +67,7 @@ __all__ = [
     "seal_blob",
     "store_fields",
     "stored_payload",
+    "stored_payloads",
 ]
 
 #: Payload fields that carry what a run computed or was given (sealed when
@@ -86,10 +99,25 @@ _HAS_CONTENT = {
     for name, cls in EVENT_TYPES.items()
 }
 
+#: Per event type: its fields that list branches (:data:`~agentlog.eventlog.events.Branch`),
+#: where a branch started by ``Send`` carries its input.
+_BRANCH_FIELDS = {
+    name: tuple(f.name for f in dataclasses.fields(cls) if str(f.type) == "list[Branch]")  # type: ignore[arg-type]
+    for name, cls in EVENT_TYPES.items()
+}
+
+#: Per payload class: its metadata field names, its content field names (each
+#: in field order, as ``to_dict`` lists them), its branch fields and its type
+#: name as bound.
+_SPLITS: dict[type[EventData], tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], bytes]] = {}
+
 #: The stored key of the sealed content (never a field name: fields are identifiers).
 SEALED_KEY = "_sealed"
 
 _PACKED_SEALED_KEY = pack(SEALED_KEY)
+_BIN8, _BIN16, _BIN32 = struct.Struct(">BB"), struct.Struct(">BH"), struct.Struct(">BI")
+#: The first byte of a fixmap of n + 1 entries, by n.
+_GROWN_FIXMAP = [bytes((0x80 | (n + 1),)) for n in range(15)]
 
 #: What a reader may lack without the read failing (see the module docstring).
 CANNOT_HAVE = (KeyStoreMissingError, ShreddedError, MissingDataKeyError, WrongKeyError)
@@ -135,13 +163,20 @@ def _sealed_parts(
             content[name] = value
         else:
             clear[name] = value
+    branches = _BRANCH_FIELDS.get(event_type, ())
+    version = ENVELOPE_VERSION
+    if sealed is None:
+        version = _seal_send_inputs(clear, content, branches)
+    elif envelope_version(sealed) == SEND_INPUTS_VERSION:  # stored as it was bound
+        _seal_send_inputs(clear, content, branches)
     metadata = pack(clear, path=event_type)
     if sealed is None:
         assert cipher is not None
         if not content:
             return None  # metadata only: nothing to seal
         raw = pack(content, path=event_type)
-        sealed = cipher.seal(run_id, seq, kind, raw, event_type.encode("utf-8"), metadata)
+        extra = event_type.encode("utf-8")
+        sealed = cipher.seal(run_id, seq, kind, raw, extra, metadata, version)
     return clear, metadata, sealed
 
 
@@ -184,10 +219,121 @@ def stored_payload(
     if parts is None:
         return pack(fields, path=event_type)
     clear, metadata, blob = parts
+    return _with_sealed(clear, metadata, (blob,), event_type)
+
+
+def stored_payloads(cipher: PayloadCipher | None, events: Sequence[Event]) -> list[bytes]:
+    """:func:`stored_payload` of each event of one append, in order.
+
+    Why a batch: sealing a payload costs little more than its AES-GCM, so
+    what events of a batch share is done once per run, not once per event
+    (the run's key, the envelope header, the nonces: see
+    :class:`~agentlog.crypto.aead.BatchSealer`), and the content and
+    metadata are packed straight from the payload object. The bytes are
+    those :func:`stored_payload` makes (a fresh nonce each).
+    """
+    if cipher is None:
+        return [
+            stored_payload(None, e.data.to_dict(), e.run_id, e.seq, e.type, sealed=e.sealed)
+            for e in events
+        ]
+    out: list[bytes] = []
+    sealer: BatchSealer | None = None
+    for event in events:
+        data = event.data
+        clear_names, content_names, branch_names, extra = _split(type(data))
+        if event.sealed is not None or not (content_names or branch_names):
+            # stored as read, or metadata only: the one-event path
+            fields = data.to_dict()
+            out.append(
+                stored_payload(
+                    cipher, fields, event.run_id, event.seq, data.type, sealed=event.sealed
+                )
+            )
+            continue
+        clear = {name: getattr(data, name) for name in clear_names}
+        content = {name: getattr(data, name) for name in content_names}
+        version = ENVELOPE_VERSION
+        if branch_names:
+            version = _seal_send_inputs(clear, content, branch_names)
+        if not content:  # branches without a Send input, and nothing else to seal
+            out.append(pack(clear, path=data.type))
+            continue
+        metadata, raw = pack_pair(clear, content, path=data.type)
+        if sealer is None or sealer.run_id != event.run_id:
+            sealer = cipher.sealer(event.run_id, event.seq, "event", len(events))
+        blob = sealer.seal_parts(event.seq, raw, extra, metadata, version)
+        out.append(_with_sealed(clear, metadata, blob, data.type))
+    return out
+
+
+def _seal_send_inputs(
+    clear: dict[str, Any], content: dict[str, Any], branch_fields: tuple[str, ...]
+) -> int:
+    """Move each branch list that holds a ``Send`` input from ``clear`` to ``content``;
+    return the envelope version to seal with (:data:`SEND_INPUTS_VERSION` if any moved).
+
+    Why: a Send input is what a run was given, like a step's writes, but it
+    rides in a list of branches that is otherwise metadata. The list is
+    sealed whole; ``clear`` keeps it with each input left out, so the step
+    names stay visible (and authenticated) to a reader without the key.
+    Reading merges the sealed list back over the clear one. The version
+    tells a copy, which has the blob but not the key, that the clear list
+    was stored without its inputs (events sealed before kept them in clear).
+    """
+    version = ENVELOPE_VERSION
+    for name in branch_fields:
+        branches = clear.get(name)
+        if not isinstance(branches, list) or not any(
+            isinstance(branch, dict) and "input" in branch for branch in branches
+        ):
+            continue
+        version = SEND_INPUTS_VERSION
+        content[name] = branches
+        clear[name] = [
+            {k: v for k, v in branch.items() if k != "input"}
+            if isinstance(branch, dict)
+            else branch
+            for branch in branches
+        ]
+    return version
+
+
+def _split(
+    cls: type[EventData],
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], bytes]:
+    """``cls``'s metadata field names, content field names, branch fields and
+    bound type name."""
+    split = _SPLITS.get(cls)
+    if split is None:
+        names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+        split = _SPLITS[cls] = (
+            tuple(n for n in names if n not in CONTENT_FIELDS),
+            tuple(n for n in names if n in CONTENT_FIELDS),
+            _BRANCH_FIELDS.get(cls.type, ()),
+            cls.type.encode("utf-8"),
+        )
+    return split
+
+
+def _with_sealed(
+    clear: dict[str, Any], metadata: bytes, blob: tuple[bytes, ...], event_type: str
+) -> bytes:
+    """``pack({**clear, "_sealed": b"".join(blob)})``, reusing ``metadata``
+    (``pack(clear)``) and copying the blob's parts once."""
     if len(clear) >= 15:  # not a fixmap before and after: let msgpack write the header
-        return pack({**clear, SEALED_KEY: blob}, path=event_type)
-    # A fixmap's first byte is 0x80 | its size: one more entry, appended at the end.
-    return bytes((metadata[0] + 1,)) + metadata[1:] + _PACKED_SEALED_KEY + pack(blob)
+        return pack({**clear, SEALED_KEY: b"".join(blob)}, path=event_type)
+    # A fixmap's first byte is 0x80 | its size: one more entry, appended at the end,
+    # its value a msgpack bin (0xc4, 0xc5, 0xc6: 1, 2 or 4 length bytes).
+    size = sum(map(len, blob))
+    if size < 0x100:
+        head = _BIN8.pack(0xC4, size)
+    elif size < 0x10000:
+        head = _BIN16.pack(0xC5, size)
+    else:
+        head = _BIN32.pack(0xC6, size)
+    grown = _GROWN_FIXMAP[metadata[0] & 0x0F]
+    return b"".join((grown, metadata[1:], _PACKED_SEALED_KEY, head, *blob))
 
 
 def load_fields(

@@ -62,7 +62,7 @@ from agentlog.eventlog.sqlite_schema import (
     SELECT_RUN,
     UPSERT_RUN,
     event_from_row,
-    event_row,
+    event_rows,
     from_us,
     info_from_row,
     info_to_row,
@@ -183,7 +183,7 @@ class SqliteEventLog(EventLog):
         """
         _run_id, first_seq, epoch = check_batch(events)
         # Encode before taking the write lock: a bad payload fails with nothing written.
-        rows = [event_row(event, epoch, self.cipher) for event in events]
+        rows = event_rows(events, epoch, self.cipher)
         self._check_open()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()

@@ -37,7 +37,7 @@ from typing import Any
 from agentlog.crypto import PayloadCipher
 from agentlog.errors import CorruptEventError, NotSerializableError
 from agentlog.eventlog.base import RunInfo
-from agentlog.eventlog.codec import decode_stored_payload, encode_stored_payload, row_checksum
+from agentlog.eventlog.codec import decode_stored_payload, encode_stored_payloads, row_checksum
 from agentlog.eventlog.events import LANGGRAPH_WORKFLOW, Event
 
 __all__ = [
@@ -52,6 +52,7 @@ __all__ = [
     "UPSERT_RUN",
     "event_from_row",
     "event_row",
+    "event_rows",
     "from_us",
     "info_from_row",
     "info_to_row",
@@ -180,13 +181,27 @@ def event_row(event: Event, epoch: int, cipher: PayloadCipher | None) -> tuple[A
     Raises:
         NotSerializableError: the payload cannot be encoded, or ``ts`` is naive.
     """
-    ts, data = event.ts, event.data
-    if ts.tzinfo is None:
-        raise NotSerializableError(f"{data.type} seq {event.seq} ts", "naive datetime")
-    us = (ts - _EPOCH) // _MICROSECOND
-    payload = encode_stored_payload(event, cipher)
-    row = (event.run_id, event.seq, data.type, us, event.schema_v, epoch, payload)
-    return (*row, row_checksum(*row))
+    return event_rows([event], epoch, cipher)[0]
+
+
+def event_rows(
+    events: Sequence[Event], epoch: int, cipher: PayloadCipher | None
+) -> list[tuple[Any, ...]]:
+    """:func:`event_row` of each event of one append (sealed batch-wise:
+    :func:`~agentlog.eventlog.codec.encode_stored_payloads`).
+
+    Raises:
+        NotSerializableError: a payload cannot be encoded, or a ``ts`` is naive.
+    """
+    for event in events:
+        if event.ts.tzinfo is None:
+            raise NotSerializableError(f"{event.type} seq {event.seq} ts", "naive datetime")
+    rows = []
+    for event, payload in zip(events, encode_stored_payloads(events, cipher), strict=True):
+        us = (event.ts - _EPOCH) // _MICROSECOND
+        row = (event.run_id, event.seq, event.type, us, event.schema_v, epoch, payload)
+        rows.append((*row, row_checksum(*row)))
+    return rows
 
 
 def event_from_row(
