@@ -13,6 +13,12 @@ backend; only the atomicity around it is the backend's own.
 * :func:`leased`: the row after a renewal or a release, or the
   :class:`~agentlog.errors.FencedError` of a writer that was taken over;
 * :func:`check_next`: the conflict or fencing error an append deserves.
+
+The claim and lease decisions are read from the table of cases in
+:mod:`~agentlog.eventlog.claim_cases`, the one the PostgreSQL SQL and the
+Redis Lua are generated from; :func:`check_epoch`, on every append's path,
+raises the same error as that table's "another epoch" case
+(:func:`~agentlog.eventlog.claim_cases.epoch_error`).
 """
 
 from __future__ import annotations
@@ -20,12 +26,15 @@ from __future__ import annotations
 import dataclasses
 from datetime import datetime, timedelta
 
-from agentlog.errors import (
-    ConflictError,
-    EventLogError,
-    FencedError,
-    LeaseHeldError,
-    UnknownRunError,
+from agentlog.errors import ConflictError
+from agentlog.eventlog.claim_cases import (
+    CLAIM_CASES,
+    LEASE_CASES,
+    Ask,
+    Case,
+    epoch_error,
+    grant,
+    refuse,
 )
 from agentlog.eventlog.events import utcnow
 from agentlog.eventlog.records import RunInfo
@@ -49,11 +58,7 @@ def lease_expiry(lease_seconds: float | None, now: datetime | None = None) -> da
 
 def check_lease(info: RunInfo, now: datetime | None = None) -> None:
     """Raise LeaseHeldError if another writer's lease on the run is still live."""
-    now = now or utcnow()
-    if info.lease_expires_at is not None and info.lease_expires_at > now:
-        raise LeaseHeldError(
-            info.run_id, info.lease_owner, (info.lease_expires_at - now).total_seconds()
-        )
+    refuse(CLAIM_CASES, Ask(info.run_id, info, now or utcnow(), force=False))
 
 
 def check_epoch(run_id: str, epoch: int, current: int) -> None:
@@ -63,13 +68,8 @@ def check_epoch(run_id: str, epoch: int, current: int) -> None:
         FencedError: a newer writer claimed the run.
         EventLogError: ``epoch`` was never claimed (a caller's bug).
     """
-    if epoch < current:
-        raise FencedError(run_id, epoch, current)
-    if epoch > current:
-        raise EventLogError(
-            f"run {run_id!r}: writer epoch {epoch} was never claimed (current is "
-            f"{current}); call claim_writer() before appending."
-        )
+    if epoch != current:
+        raise epoch_error(run_id, epoch, current)
 
 
 def check_next(run_id: str, last_seq: int, first_seq: int, epoch: int, current: int) -> None:
@@ -98,11 +98,8 @@ def claimed(
     Raises:
         LeaseHeldError: ``force`` is False and the run's lease is live.
     """
-    if not force:
-        check_lease(info, now)
-    return dataclasses.replace(
-        info, writer_epoch=info.writer_epoch + 1, lease_owner=owner, lease_expires_at=expires
-    )
+    refuse(CLAIM_CASES, Ask(info.run_id, info, now or utcnow(), force=force))
+    return _granted(CLAIM_CASES, info, owner, expires)
 
 
 def leased(
@@ -119,7 +116,19 @@ def leased(
         UnknownRunError: no row for the run.
         FencedError: a newer writer claimed the run.
     """
-    if info is None:
-        raise UnknownRunError(run_id, where)
-    check_epoch(run_id, epoch, info.writer_epoch)
-    return dataclasses.replace(info, lease_expires_at=expires)
+    refuse(LEASE_CASES, Ask(run_id, info, epoch=epoch), where)
+    assert info is not None  # the table refuses a run with no row
+    return _granted(LEASE_CASES, info, info.lease_owner, expires)
+
+
+def _granted(
+    cases: tuple[Case, ...], info: RunInfo, owner: str, expires: datetime | None
+) -> RunInfo:
+    """The row once the grant that ends ``cases`` applies, with the asked lease."""
+    step = grant(cases)
+    return dataclasses.replace(
+        info,
+        writer_epoch=info.writer_epoch + step.epoch_step,
+        lease_owner=owner if step.takes_owner else info.lease_owner,
+        lease_expires_at=expires,
+    )

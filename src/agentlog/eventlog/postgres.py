@@ -73,6 +73,7 @@ from agentlog.eventlog.postgres_append import append_locked, append_unlocked, ev
 from agentlog.eventlog.postgres_schema import (
     CHANNEL,
     CLAIM,
+    LEASE,
     NEXT_WAKE,
     READ_EVENTS,
     RUN_COLUMNS,
@@ -412,11 +413,8 @@ class PostgresEventLog(EventLog):
         check_run_id(run_id)
 
         async def body(conn: _Conn) -> None:
-            cur = await conn.execute(
-                "UPDATE agentlog_runs SET lease_expires_at = %s "
-                "WHERE run_id = %s AND writer_epoch = %s",
-                (None if expires is None else to_us(expires), run_id, epoch),
-            )
+            at = None if expires is None else to_us(expires)
+            cur = await conn.execute(LEASE, {"expires": at, "run": run_id, "epoch": epoch})
             if cur.rowcount == 1:
                 return
             row = await (

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 
 from agentlog.eventlog.base import RunInfo
+from agentlog.eventlog.claim_cases import CLAIM_CASES, LEASE_CASES, grant, sql_grant
 from agentlog.eventlog.events import LANGGRAPH_WORKFLOW
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "COPY_FROM",
     "COPY_TYPES",
     "INSERT_EVENTS",
+    "LEASE",
     "LOCK_RUN",
     "MIGRATIONS",
     "NEXT_WAKE",
@@ -105,17 +107,27 @@ UPSERT_RUN = (
 )
 
 #: A writer claim in one statement: a new row at epoch 1, or the next epoch of
-#: the row, unless ``force`` is false and the row's lease is still live (then
-#: no row comes back). The upsert waits for the row's lock, so it is ordered
-#: with the appends of the writer it fences.
+#: the row, unless a refusing case of the claim table applies (a polite claim
+#: of a live lease: then no row comes back). The condition and the epoch step
+#: are generated from :data:`~agentlog.eventlog.claim_cases.CLAIM_CASES`. The
+#: upsert waits for the row's lock, so it is ordered with the appends of the
+#: writer it fences.
 CLAIM = (
     f"INSERT INTO agentlog_runs ({RUN_COLUMNS}) "
     f"VALUES ({', '.join(f'%({name})s' for name in RUN_FIELDS)}) "
-    "ON CONFLICT (run_id) DO UPDATE SET writer_epoch = agentlog_runs.writer_epoch + 1, "
+    "ON CONFLICT (run_id) DO UPDATE SET writer_epoch = agentlog_runs.writer_epoch + "
+    f"{grant(CLAIM_CASES).epoch_step}, "
     "lease_owner = EXCLUDED.lease_owner, lease_expires_at = EXCLUDED.lease_expires_at "
-    "WHERE %(force)s OR agentlog_runs.lease_expires_at IS NULL "
-    "OR agentlog_runs.lease_expires_at <= %(now)s "
+    f"WHERE {sql_grant(CLAIM_CASES)} "
     f"RETURNING {RUN_COLUMNS}"
+)
+#: A renewal (``%(expires)s``) or release (NULL) of the lease of the writer of
+#: ``%(epoch)s``, by the lease table
+#: (:data:`~agentlog.eventlog.claim_cases.LEASE_CASES`): no row is updated for
+#: a refused call, and the caller reads the row to raise the case's error.
+LEASE = (
+    "UPDATE agentlog_runs SET lease_expires_at = %(expires)s "
+    f"WHERE run_id = %(run)s AND ({sql_grant(LEASE_CASES)})"
 )
 
 _EVENT_COLUMNS = "run_id, seq, type, ts, schema_v, writer_epoch, payload, checksum"

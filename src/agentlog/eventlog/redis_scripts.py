@@ -29,10 +29,15 @@ or a prune are one step that no other client interleaves. Redis does not roll
 a script back when it fails midway, so each script checks everything before
 its first write. The rules themselves (the next run index row, the retention
 floor, which error a refusal deserves) stay in Python, written once for every
-backend; the scripts only check and apply what Python computed.
+backend; the scripts only check and apply what Python computed. The checks of
+a claim and of a lease change are the one exception that must run in the
+script, so their branches are generated from the table of cases of
+:mod:`~agentlog.eventlog.claim_cases`, which Python reads too.
 """
 
 from __future__ import annotations
+
+from agentlog.eventlog.claim_cases import CLAIM_CASES, LEASE_CASES, grant, lua_refusals
 
 __all__ = [
     "APPEND",
@@ -113,29 +118,31 @@ return {'ok'}
 """
 
 # KEYS: run hash.  ARGV: run_id, owner, lease expiry ('' = none), force (1/0), now.
-# Returns {'ok', epoch} or {'held', owner, expiry}.
-CLAIM = """
+# Returns {'ok', epoch} or {'held', owner, expiry}. The refusals and the epoch
+# step come from CLAIM_CASES.
+CLAIM = f"""
 local h = redis.call('HMGET', KEYS[1], 'writer_epoch', 'lease_owner', 'lease_expires_at')
-if ARGV[4] == '0' and h[3] and tonumber(h[3]) > tonumber(ARGV[5]) then
-  return {'held', h[2] or '', h[3]}
-end
-local epoch = tonumber(h[1] or '0') + 1
+local row_epoch, row_owner, row_expiry = h[1], h[2], h[3]
+local force, now = ARGV[4] == '1', tonumber(ARGV[5])
+{lua_refusals(CLAIM_CASES)}
+local epoch = tonumber(row_epoch or '0') + {grant(CLAIM_CASES).epoch_step}
 redis.call('HSET', KEYS[1], 'run_id', ARGV[1], 'writer_epoch', tostring(epoch),
   'lease_owner', ARGV[2])
 if ARGV[3] == '' then redis.call('HDEL', KEYS[1], 'lease_expires_at')
 else redis.call('HSET', KEYS[1], 'lease_expires_at', ARGV[3]) end
-return {'ok', epoch}
+return {{'ok', epoch}}
 """
 
 # KEYS: run hash.  ARGV: epoch, lease expiry ('' = release).
-# Returns {'ok'}, {'unknown'} or {'refused', writer_epoch}.
-LEASE = """
-local current = redis.call('HGET', KEYS[1], 'writer_epoch')
-if not current then return {'unknown'} end
-if tonumber(current) ~= tonumber(ARGV[1]) then return {'refused', tonumber(current)} end
+# Returns {'ok'}, {'unknown'} or {'refused', writer_epoch}. The refusals come
+# from LEASE_CASES, whose grant keeps the epoch.
+LEASE = f"""
+local row_epoch = redis.call('HGET', KEYS[1], 'writer_epoch')
+local epoch = tonumber(ARGV[1])
+{lua_refusals(LEASE_CASES)}
 if ARGV[2] == '' then redis.call('HDEL', KEYS[1], 'lease_expires_at')
 else redis.call('HSET', KEYS[1], 'lease_expires_at', ARGV[2]) end
-return {'ok'}
+return {{'ok'}}
 """
 
 # Delete the snapshots below seq FLOOR of index KEYS[I] and hash KEYS[I + 1].

@@ -25,13 +25,14 @@ import pytest
 from agentlog.errors import ConfigError
 from agentlog.eventlog.base import Capabilities, Command, EventLog, EventReader
 from agentlog.eventlog.events import RunCancelled
+from agentlog.testing._contract_claims import ClaimsContract
 from agentlog.testing._contract_runs import RunsContract
 from agentlog.testing._contract_storage import StorageContract
 
 __all__ = ["EventLogContract"]
 
 
-class EventLogContract(RunsContract, StorageContract):
+class EventLogContract(RunsContract, ClaimsContract, StorageContract):
     """The behaviour every EventLog backend must have.
 
     Example::
