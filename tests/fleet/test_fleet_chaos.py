@@ -53,7 +53,7 @@ from agentlog.eventlog.events import (
 from agentlog.projector.state import interrupt_key
 from agentlog.runtime import Runtime
 from tests.fleet import app
-from tests.fleet.conftest import Dedup, Fleet, WorkerProc, history
+from tests.support.fleet import Dedup, Fleet, WorkerProc, history
 
 pytestmark = pytest.mark.fleet
 
@@ -89,10 +89,8 @@ def group(index: int) -> str:
     return {0: "ignored", 1: "racing"}.get(index % 5, "answered")
 
 
-@pytest.fixture(params=["sqlite", "kafka"])
+@pytest.fixture(params=["sqlite", pytest.param("kafka", marks=pytest.mark.kafka)])
 def backend(request: pytest.FixtureRequest) -> str:
-    if request.param == "kafka":
-        request.applymarker(pytest.mark.kafka)
     return str(request.param)
 
 
