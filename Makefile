@@ -48,9 +48,9 @@ test: $(STAMP) $(OLD_STAMP) kafka-jars
 test-langgraph-oldest: $(OLD_STAMP) kafka-jars
 	$(SUITE_OLDEST)
 
-## test-unit: memory and SQLite only: no service, no child process, nothing slow (tests/support/tiers.py)
+## test-unit: the unit, contract and golden suites on memory and SQLite: no service, no child process, nothing slow
 test-unit: $(STAMP)
-	$(BIN)/python -m pytest -p no:cacheprovider --tier unit
+	$(BIN)/python -m pytest -p no:cacheprovider --tier unit tests/unit tests/contract tests/golden
 
 ## test-fast: every test that needs no service and is not slow (child processes allowed)
 test-fast: $(STAMP)

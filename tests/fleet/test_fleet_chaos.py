@@ -55,7 +55,7 @@ from agentlog.runtime import Runtime
 from tests.fleet import app
 from tests.support.fleet import Dedup, Fleet, WorkerProc, history
 
-pytestmark = pytest.mark.fleet
+pytestmark = [pytest.mark.fleet, pytest.mark.slow]  # 52 s on SQLite, 110-126 s on Kafka
 
 WORKERS = 3
 BATCH = 15  # runs per batch
