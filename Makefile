@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-langgraph-oldest lint docs bench bench-quick kafka-jars clean
+.PHONY: demo test test-unit test-fast test-langgraph-oldest lint docs bench bench-quick kafka-jars clean
 
 # The oldest LangGraph the saver supports (pyproject's lower bounds), tested in a venv of its own.
 # The SIGKILL test is left out there: langgraph < 1.2.16 reruns saved subgraph tasks (docs/langgraph.md).
@@ -48,9 +48,13 @@ test: $(STAMP) $(OLD_STAMP) kafka-jars
 test-langgraph-oldest: $(OLD_STAMP) kafka-jars
 	$(SUITE_OLDEST)
 
-## test-fast: everything but the crash tests and the Kafka and S3 suites
+## test-unit: the unit, contract and golden suites on memory and SQLite: no service, no child process, nothing slow
+test-unit: $(STAMP)
+	$(BIN)/python -m pytest -p no:cacheprovider --tier unit tests/unit tests/contract tests/golden
+
+## test-fast: every test that needs no service and is not slow (child processes allowed)
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not crash and not kafka and not s3"
+	$(BIN)/python -m pytest -p no:cacheprovider --tier fast
 
 ## lint: ruff and mypy --strict
 lint: $(STAMP)

@@ -1,5 +1,6 @@
-"""Shared fixtures. Service fixtures (Kafka broker, S3 server, PostgreSQL) live in
-tests/services/ and are loaded as plugins here."""
+"""Shared fixtures. Service fixtures (Kafka broker, S3 server, PostgreSQL, Redis) live in
+tests/services/ and are loaded as plugins here, with the tiers' markers and ``--tier``
+(tests/support/tiers.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import pytest
 import structlog
 
 pytest_plugins: list[str] = [
+    "pytester",
+    "tests.support.tiers",
     "tests.services.s3_server",
     "tests.services.kafka_broker",
     "tests.services.postgres_server",

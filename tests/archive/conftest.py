@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from agentlog.archive import LocalArchiveStore
 from agentlog.eventlog.sqlite import SqliteEventLog
-
-#: A fixed "now", long after the helper runs started, for idleness and TTLs.
-NOW = datetime(2024, 3, 2, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture

@@ -22,8 +22,8 @@ from agentlog.errors import RunArchivedError
 from agentlog.eventlog import Event, ResumeReceived, RunCompleted, Snapshot
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.projector import decode_state, load_state
-from tests.archive.conftest import NOW
 from tests.archive.helpers import T0, read_all, record_run
+from tests.support.archive import NOW
 
 
 async def test_finished_runs_are_archived_and_replay_identically(

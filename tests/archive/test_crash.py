@@ -14,8 +14,8 @@ import pytest
 
 from agentlog.archive import ArchivedEventLog, Archiver, LocalArchiveStore, open_sql
 from agentlog.eventlog.sqlite import SqliteEventLog
-from tests.archive.conftest import NOW
 from tests.archive.helpers import T0, read_all, record_run
+from tests.support.archive import NOW
 
 pytestmark = pytest.mark.crash
 

@@ -50,9 +50,9 @@ from agentlog.eventlog import (
 from agentlog.eventlog.events import EventData
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.projector import load_state, save_state
-from tests.archive.conftest import NOW
 from tests.archive.helpers import as_events
 from tests.services.s3_server import S3Endpoint
+from tests.support.archive import NOW
 from tests.unit.tamper_support import ATTACKS, TASK_SEQ, sealed_run
 
 CANARY = "canary-5f0c1e-do-not-leak"
@@ -337,6 +337,7 @@ async def test_idle_encrypted_run_is_archived_without_keys_and_kept_hot(
     await history.close()
 
 
+@pytest.mark.process
 def test_sql_cli_with_and_without_agentlog_keyring(tmp_path: Path, keyring_path: Path) -> None:
     async def seed() -> None:
         cipher = PayloadCipher(LocalKeyring(keyring_path))

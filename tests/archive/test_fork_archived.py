@@ -22,9 +22,9 @@ from agentlog.eventlog.events import RunStatus
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.projector import fold, load_state
 from agentlog.runtime import Runtime
-from tests.fork_support import CALLS, chain_workflow, comparable, events_of, reset, seq_of
-from tests.runtime_support import config, run_to_rest
 from tests.services.s3_server import S3Endpoint
+from tests.support.fork import CALLS, chain_workflow, comparable, events_of, reset, seq_of
+from tests.support.runtime import config, run_to_rest
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,7 @@ from agentlog.archive.retention import RetentionPolicies, parse_policy
 from agentlog.eventlog.events import LANGGRAPH_WORKFLOW, utcnow
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.langgraph import AgentlogSaver
-from tests.lg_threads import approval_graph, run_thread
+from tests.support.lg_threads import approval_graph, run_thread
 
 
 async def test_every_checkpoint_and_write_of_a_thread_is_a_row(tmp_path: Path) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from agentlog.archive import ArchivedEventLog, Archiver, LocalArchiveStore
 from agentlog.eventlog import Capabilities, EventLog, MemoryEventLog
-from tests.archive.conftest import NOW
 from tests.archive.helpers import read_all, record_run
+from tests.support.archive import NOW
 
 
 class _KeepEverythingLog(MemoryEventLog):

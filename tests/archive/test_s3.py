@@ -24,9 +24,9 @@ from agentlog.archive.sql import sql_source
 from agentlog.archive.sql_process import run_query
 from agentlog.archive.store import httpfs_extension_path
 from agentlog.eventlog.sqlite import SqliteEventLog
-from tests.archive.conftest import NOW
 from tests.archive.helpers import read_all, record_run
 from tests.services.s3_server import S3Endpoint
+from tests.support.archive import NOW
 
 pytestmark = pytest.mark.s3
 

@@ -69,7 +69,7 @@ def _s3_store(request: pytest.FixtureRequest) -> S3ArchiveStore:
     )
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> ArchiveStore:
     """The archive: a local folder, or a bucket on the moto S3 server."""
     if request.param == "local":
@@ -308,6 +308,7 @@ def _json(args: list[str], env: dict[str, str | None]) -> Any:
     return json.loads(result.stdout)
 
 
+@pytest.mark.process
 def test_agentlog_shred_of_an_archived_run_uses_the_default_archive(
     tmp_path: Path, cli_env: dict[str, str | None]
 ) -> None:
@@ -338,6 +339,7 @@ def test_agentlog_shred_of_an_archived_run_uses_the_default_archive(
         assert client.get("/api/runs/r1").json()["info"]["status"] == "shredded"
 
 
+@pytest.mark.s3
 def test_agentlog_shred_reaches_an_s3_archive(
     tmp_path: Path, cli_env: dict[str, str | None], request: pytest.FixtureRequest
 ) -> None:

@@ -30,8 +30,8 @@ from agentlog.archive.writer import (
 from agentlog.errors import CorruptEventError
 from agentlog.eventlog import EventLog, EventReader, MemoryEventLog
 from agentlog.eventlog.sqlite import SqliteEventLog
-from tests.archive.conftest import NOW
 from tests.archive.helpers import T0, as_events, read_all, record_run, run_payloads
+from tests.support.archive import NOW
 
 
 def test_rows_round_trip_losslessly_and_render_json() -> None:

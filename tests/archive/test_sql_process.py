@@ -19,8 +19,8 @@ from agentlog.archive.sql_process import QueryProcess, QueryProcesses, run_query
 from agentlog.crypto import ENV_VAR, LocalKeyring, PayloadCipher
 from agentlog.errors import ShreddedError
 from agentlog.eventlog.sqlite import SqliteEventLog
-from tests.archive.conftest import NOW
 from tests.archive.test_encryption import CANARY, record
+from tests.support.archive import NOW
 from tests.ui.test_hardening import FOREVER
 
 BOUND = 60.0  # seconds; a bound for a hung process, not a speed requirement
@@ -35,6 +35,7 @@ def wait_until(check: object, what: str) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.process
 async def test_keys_reach_the_query_process_over_its_socket_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -73,6 +74,7 @@ async def test_keys_reach_the_query_process_over_its_socket_only(
     assert not (tmp_path / ".tmp").exists()
 
 
+@pytest.mark.process
 async def test_a_killed_query_ends_its_process_and_the_pool_starts_another(
     tmp_path: Path,
 ) -> None:

@@ -20,8 +20,8 @@ from agentlog.archive.errors import SqlLimitError
 from agentlog.cli import app
 from agentlog.crypto import LocalKeyring, PayloadCipher
 from agentlog.eventlog.sqlite import SqliteEventLog
-from tests.archive.conftest import NOW
 from tests.archive.test_encryption import CANARY, record
+from tests.support.archive import NOW
 
 #: Sorting 600,000 rows of decrypted payloads under 64 MB: DuckDB would spill
 #: them to its temporary directory (with one thread, it does on DuckDB 1.5.5).
@@ -118,6 +118,7 @@ async def test_a_result_whose_first_rows_hold_too_many_bytes_is_stopped(
         assert db.head("SELECT repeat('x', 100000) FROM range(20)", 1000)[0].num_rows == 20
 
 
+@pytest.mark.process
 def test_agentlog_sql_with_keys_past_its_memory_limit_fails_and_writes_nothing(
     in_tmp: Path,
 ) -> None:

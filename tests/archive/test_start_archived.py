@@ -29,7 +29,7 @@ from agentlog.errors import (
 from agentlog.eventlog.events import RunStatus, utcnow
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.runtime import RetryPolicy, Runtime, StepContext, Workflow
-from tests.runtime_support import Calls, config, research_workflow, run_to_rest
+from tests.support.runtime import Calls, config, research_workflow, run_to_rest
 
 
 async def _archived(hot: SqliteEventLog, store: LocalArchiveStore, wf: Workflow, **kw: Any) -> Any:

@@ -21,9 +21,9 @@ from agentlog.eventlog.memory import MemoryEventLog
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.projector import fold, load_state, save_state
 from agentlog.runtime import Runtime
-from tests.archive.conftest import NOW
 from tests.archive.helpers import read_all, record_run
-from tests.runtime_support import Calls, config, research_workflow, run_to_rest
+from tests.support.archive import NOW
+from tests.support.runtime import Calls, config, research_workflow, run_to_rest
 
 IDLE = ArchiverConfig(RetentionPolicies(RetentionPolicy(idle_after=timedelta(days=7))))
 

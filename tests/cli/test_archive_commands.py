@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 from typer.testing import CliRunner
 
 from agentlog.cli import app
@@ -24,6 +25,7 @@ def _seed(db: Path) -> None:
     asyncio.run(go())
 
 
+@pytest.mark.process
 def test_archive_then_sql(tmp_path: Path) -> None:
     db = tmp_path / "hot.db"
     _seed(db)
@@ -57,6 +59,7 @@ def test_archive_then_sql(tmp_path: Path) -> None:
     assert pq.read_table(out).num_rows == 38
 
 
+@pytest.mark.process
 def test_errors_are_one_line_and_exit_2(tmp_path: Path) -> None:
     db = tmp_path / "hot.db"
     _seed(db)

@@ -128,6 +128,7 @@ def test_bad_url_and_unreadable_file(tmp_path: Path) -> None:
     assert junk.read_bytes() == b"this is not a database" * 100  # nothing was changed
 
 
+@pytest.mark.process
 def test_demo_crashes_resumes_and_sends_one_email(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'demo.db'}"
     result = runner.invoke(app, ["demo", "--log", url, "--run-id", "demo-test"])

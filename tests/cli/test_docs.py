@@ -15,6 +15,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 DOCS = [README, *sorted((REPO / "docs").glob("*.md"))]
@@ -101,6 +103,7 @@ def test_docs_index_links_every_docs_page() -> None:
     assert not missing, f"docs/README.md does not link: {missing}"
 
 
+@pytest.mark.process
 def test_readme_example_runs(tmp_path: Path) -> None:
     """The README's example, run as written inside an async main, in an empty folder."""
     (code,) = _blocks(README.read_text(), "python")

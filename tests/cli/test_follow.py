@@ -13,6 +13,8 @@ import signal
 import sys
 from pathlib import Path
 
+import pytest
+
 from agentlog.eventlog.sqlite import SqliteEventLog
 from tests.crash.worker import child_env
 from tests.unit.stream_driver import BOUND_SECONDS
@@ -46,6 +48,7 @@ async def _lines(proc: asyncio.subprocess.Process) -> list[str]:
     return lines
 
 
+@pytest.mark.process
 async def test_follow_prints_each_event_live_until_the_run_ends(tmp_path: Path) -> None:
     db, release = tmp_path / "follow.db", tmp_path / "release"
     log_url = f"sqlite:///{db}"
@@ -83,6 +86,7 @@ async def test_follow_prints_each_event_live_until_the_run_ends(tmp_path: Path) 
     ]
 
 
+@pytest.mark.process
 async def test_ctrl_c_stops_following_a_parked_run_with_exit_code_130(
     log_url: str, tmp_path: Path
 ) -> None:

@@ -13,11 +13,11 @@ from agentlog.archive import Archiver, LocalArchiveStore
 from agentlog.cli import app
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.runtime import Runtime
-from tests.fork_support import CALLS, chain_workflow, events_of, reset, seq_of
-from tests.runtime_support import config
+from tests.support.fork import CALLS, chain_workflow, events_of, reset, seq_of
+from tests.support.runtime import config
 
 runner = CliRunner()
-APP = ["--app", "tests.fork_support:chain"]
+APP = ["--app", "tests.support.fork:chain"]
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from agentlog.cli import app
-from tests.lg_threads import run_thread
+from tests.support.lg_threads import run_thread
 
 runner = CliRunner()
 

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import agentlog
 
 SRC = Path(agentlog.__file__).resolve().parents[1]
@@ -48,6 +50,7 @@ def _python(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.process
 def test_library_use_prints_nothing(tmp_path: Path) -> None:
     script = tmp_path / "use.py"
     script.write_text(LIBRARY_USE)
@@ -60,6 +63,7 @@ def test_library_use_prints_nothing(tmp_path: Path) -> None:
     assert "step failed" in configured.stderr and configured.stdout == ""
 
 
+@pytest.mark.process
 def test_cli_verbose_json_logs_go_to_stderr(log_url: str) -> None:
     args = ["resume", "r1", "--value", "true", "--log", log_url]
     args += ["--app", "tests.cli.cli_workflows:workflows"]
@@ -72,6 +76,7 @@ def test_cli_verbose_json_logs_go_to_stderr(log_url: str) -> None:
     assert any(line["event"] == "run stopped" for line in lines)
 
 
+@pytest.mark.process
 def test_cli_without_v_logs_no_info(log_url: str) -> None:
     args = ["resume", "r1", "--value", "true", "--log", log_url]
     result = _python("-m", "agentlog", *args, "--app", "tests.cli.cli_workflows:workflows")
@@ -80,6 +85,7 @@ def test_cli_without_v_logs_no_info(log_url: str) -> None:
     assert "completed" in result.stdout
 
 
+@pytest.mark.process
 def test_version_and_python_dash_m() -> None:
     result = _python("-m", "agentlog", "--version")
     assert result.returncode == 0, result.stderr

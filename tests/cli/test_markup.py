@@ -58,6 +58,7 @@ def log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     ],
     ids=["runs", "show", "state", "state-at", "diff", "sql-id", "sql-note"],
 )
+@pytest.mark.process
 def test_data_is_not_markup(log: str, tmp_path: Path, args: list[str], shown: list[str]) -> None:
     result = runner.invoke(app, [*args, "--log", log, "--archive", f"file://{tmp_path}/a"])
     assert result.exit_code == 0, result.output

@@ -24,6 +24,7 @@ runner = CliRunner()
     ],
     ids=["runs", "show", "state", "diff", "sql", "archive"],
 )
+@pytest.mark.process
 def test_a_mistyped_log_is_exit_2_and_creates_nothing(tmp_path: Path, args: list[str]) -> None:
     missing = tmp_path / "no" / "such" / "dir" / "x.db"
     result = runner.invoke(

@@ -16,6 +16,7 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from agentlog.cli import app
@@ -24,7 +25,7 @@ from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.runtime import Runtime, RuntimeConfig, StepContext, Workflow, end
 from tests.cli.cli_workflows import parked_workflow
 from tests.crash.worker import child_env
-from tests.lg_threads import run_thread
+from tests.support.lg_threads import run_thread
 from tests.unit.stream_driver import BOUND_SECONDS
 
 runner = CliRunner()
@@ -104,6 +105,7 @@ def test_recover_names_a_run_a_dead_writers_lease_still_holds(tmp_path: Path) ->
     assert '"writer": "dead-worker"' in as_json.stdout and '"run_id": "g"' in as_json.stdout
 
 
+@pytest.mark.process
 async def test_recover_wait_shows_progress_then_recovers_when_the_lease_ends(
     tmp_path: Path,
 ) -> None:

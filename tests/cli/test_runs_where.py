@@ -14,7 +14,7 @@ from agentlog.archive import Archiver, LocalArchiveStore
 from agentlog.cli import app
 from agentlog.eventlog.events import utcnow
 from agentlog.eventlog.sqlite import SqliteEventLog
-from tests.lg_threads import run_thread
+from tests.support.lg_threads import run_thread
 
 runner = CliRunner()
 APP = ["--app", "tests.cli.cli_workflows:workflows"]

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from agentlog.archive import ArchiveQueryError, LocalArchiveStore, open_sql
 from agentlog.cli import app
-from tests.lg_threads import run_thread
+from tests.support.lg_threads import run_thread
 
 runner = CliRunner()
 
@@ -31,6 +31,7 @@ def csv_rows(text: str) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(text)))
 
 
+@pytest.mark.process
 def test_csv_writes_the_checkpoints_lists_as_json_text(lg_opts: list[str]) -> None:
     answer = runner.invoke(
         app, ["sql", "SELECT * FROM checkpoints ORDER BY seq", "-f", "csv", *lg_opts]
@@ -44,6 +45,7 @@ def test_csv_writes_the_checkpoints_lists_as_json_text(lg_opts: list[str]) -> No
     assert [r["removed"] for r in rows] == ["false"] * 4
 
 
+@pytest.mark.process
 def test_csv_writes_structs_maps_and_intervals_as_text(lg_opts: list[str], tmp_path: Path) -> None:
     query = (
         "SELECT [1, 2] AS l, {'a': 1, 'b': ['x']} AS s, MAP {'k': 3} AS m, "
@@ -62,6 +64,7 @@ def test_csv_writes_structs_maps_and_intervals_as_text(lg_opts: list[str], tmp_p
         assert text.splitlines()[1].endswith(",,7")  # numbers stay unquoted
 
 
+@pytest.mark.process
 def test_a_second_statement_is_refused_not_run(lg_opts: list[str], tmp_path: Path) -> None:
     answer = runner.invoke(app, ["sql", "SELECT 1 AS a; SELECT 2 AS b", "--json", *lg_opts])
     assert answer.exit_code == 2, answer.output
@@ -79,6 +82,7 @@ async def test_open_sql_refuses_a_second_statement(tmp_path: Path) -> None:
         assert db.arrow("SELECT 3 AS c").to_pylist() == [{"c": 3}]
 
 
+@pytest.mark.process
 def test_each_file_written_is_said_on_one_line(lg_opts: list[str], tmp_path: Path) -> None:
     query = "SELECT seq FROM events WHERE run_id = 't1' ORDER BY seq"
     events = runner.invoke(app, ["sql", "SELECT count(*) AS n FROM events", "--json", *lg_opts])
@@ -94,6 +98,7 @@ def test_each_file_written_is_said_on_one_line(lg_opts: list[str], tmp_path: Pat
     assert one.stdout == f"wrote 1 row (parquet) to {out}\n"
 
 
+@pytest.mark.process
 def test_duckdbs_caret_stays_under_the_error(lg_opts: list[str]) -> None:
     answer = runner.invoke(app, ["sql", "SELECT * FORM events", *lg_opts])
     assert answer.exit_code == 2, answer.output

@@ -40,6 +40,7 @@ def opts(tmp_path: Path) -> list[str]:
     return found
 
 
+@pytest.mark.process
 def test_durations_are_seconds_in_csv_json_and_parquet(opts: list[str], tmp_path: Path) -> None:
     query = (
         "SELECT r.run_id, r.duration, i.waited FROM runs r "
@@ -78,6 +79,7 @@ def test_durations_are_seconds_in_csv_json_and_parquet(opts: list[str], tmp_path
         ("  ;  ", "the statement is empty"),
     ],
 )
+@pytest.mark.process
 def test_sql_is_read_only(opts: list[str], tmp_path: Path, query: str, said: str) -> None:
     (tmp_path / "secret.csv").write_text("password\nhunter2\n")
     before = sorted(p.name for p in tmp_path.rglob("*"))

@@ -28,6 +28,7 @@ def opts(tmp_path: Path) -> list[str]:
     return ["--archive", f"file://{tmp_path / 'arch'}"]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(("query", "text"), UNREPRESENTABLE)
 def test_a_value_python_cannot_hold_is_shown_as_duckdbs_text(
     query: str, text: str, opts: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -41,6 +42,7 @@ def test_a_value_python_cannot_hold_is_shown_as_duckdbs_text(
     assert text in as_table.stdout
 
 
+@pytest.mark.process
 def test_a_column_mixing_plain_and_unrepresentable_values_keeps_the_plain_ones(
     opts: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

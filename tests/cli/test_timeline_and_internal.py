@@ -101,6 +101,7 @@ def test_show_json_names_the_task_and_step_of_a_result(task_log: str) -> None:
     ]
 
 
+@pytest.mark.process
 def test_state_hides_bookkeeping_unless_internal(task_log: str) -> None:
     plain = json.loads(runner.invoke(app, ["state", "t1", "--log", task_log, "--json"]).stdout)
     assert plain["values"] == {"user": "alice", "email": RESULT}

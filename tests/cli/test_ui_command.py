@@ -42,6 +42,7 @@ def test_a_taken_port_is_one_line_naming_it_and_exit_2(log_url: str, taken_port:
     assert "--port 0" in lines[0]
 
 
+@pytest.mark.process
 def test_port_0_prints_the_port_it_listens_on(log_url: str) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     command = [sys.executable, "-m", "agentlog", "ui", "--log", log_url]

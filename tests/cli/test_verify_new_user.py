@@ -149,6 +149,7 @@ def _verdicts(done: subprocess.CompletedProcess[str]) -> list[tuple[str, str]]:
     return [(r["run_id"], r["status"]) for r in json.loads(done.stdout)["runs"]]
 
 
+@pytest.mark.process
 def test_the_support_example_verifies_clean(tmp_path: Path) -> None:
     """The issue's steps: run the example, then verify it on its unchanged code."""
     ran = _python(str(SUPPORT_AGENT), str(tmp_path), cwd=tmp_path)
@@ -160,6 +161,7 @@ def test_the_support_example_verifies_clean(tmp_path: Path) -> None:
     assert done.stderr == ""
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("shape", ["gather", "sequential"])
 def test_a_users_agent_with_recorded_failures_verifies_clean_and_quietly(
     tmp_path: Path, shape: str
@@ -176,6 +178,7 @@ def test_a_users_agent_with_recorded_failures_verifies_clean_and_quietly(
     assert done.stderr == ""  # the replayed failures are the history's, not warnings
 
 
+@pytest.mark.process
 def test_the_demo_verifies_without_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """--help says the demo's workflow is always known: verify needs no --app for it."""
     monkeypatch.chdir(tmp_path)
@@ -189,6 +192,7 @@ def test_the_demo_verifies_without_app(tmp_path: Path, monkeypatch: pytest.Monke
     assert result.stderr == ""  # its flaky search failed once: replayed, not a warning
 
 
+@pytest.mark.process
 def test_an_archived_run_verifies_through_the_default_archive(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -214,6 +218,7 @@ def test_an_archived_run_verifies_through_the_default_archive(
     assert "agentlog show" not in divergence["message"]
 
 
+@pytest.mark.process
 def test_a_custom_non_retryable_error_verifies_clean_and_a_renamed_task_diverges(
     tmp_path: Path,
 ) -> None:

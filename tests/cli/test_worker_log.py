@@ -75,6 +75,7 @@ def test_worker_refuses_to_create_a_log_unless_asked(
     assert not (tmp_path / ".agentlog").exists()  # nothing was created
 
 
+@pytest.mark.process
 def test_worker_with_create_names_the_new_log_by_its_absolute_path(tmp_path: Path) -> None:
     proc = _start(
         *APP, "--create", "--log", "sqlite:///fresh/new.db", cwd=tmp_path, stderr=tmp_path / "e"
@@ -88,6 +89,7 @@ def test_worker_with_create_names_the_new_log_by_its_absolute_path(tmp_path: Pat
         assert _stop(proc) == 0, (tmp_path / "e").read_text()
 
 
+@pytest.mark.process
 def test_worker_names_its_log_and_says_app_for_a_workflow_it_does_not_know(
     tmp_path: Path,
 ) -> None:

@@ -29,6 +29,7 @@ def _modules_after(code: str, cwd: Path) -> list[str]:
     return list(json.loads(out.stdout.splitlines()[-1]))
 
 
+@pytest.mark.process
 def test_import_agentlog_never_imports_the_test_tools(tmp_path: Path) -> None:
     loaded = _modules_after(
         "import agentlog, agentlog.eventlog, agentlog.runtime, agentlog.archive, agentlog.cli",
@@ -39,6 +40,7 @@ def test_import_agentlog_never_imports_the_test_tools(tmp_path: Path) -> None:
         assert tool not in loaded, f"import agentlog loaded {tool}"
 
 
+@pytest.mark.process
 def test_the_suite_imports_from_the_package_alone(tmp_path: Path) -> None:
     loaded = _modules_after("import agentlog.testing", tmp_path)
     assert "agentlog.testing" in loaded and "hypothesis" in loaded
@@ -64,6 +66,7 @@ def test_testing_exports() -> None:
         assert hasattr(agentlog.testing, name)
 
 
+@pytest.mark.process
 def test_racing_processes_import_the_helper_from_the_package(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

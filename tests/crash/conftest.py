@@ -14,8 +14,13 @@ import pytest
 
 from tests.crash import dedup_server
 
-#: Backends the crash suite kills workers on.
-CRASH_BACKENDS = ("sqlite", "kafka", "postgresql", "redis")
+#: Backends the crash suite kills workers on, each with the marker of its service.
+CRASH_BACKENDS = (
+    "sqlite",
+    pytest.param("kafka", marks=pytest.mark.kafka),
+    pytest.param("postgresql", marks=pytest.mark.postgres),
+    pytest.param("redis", marks=pytest.mark.redis),
+)
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,7 @@ def test_there_are_examples() -> None:
     assert EXAMPLES
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_example_runs(example: Path, tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
@@ -29,6 +30,7 @@ def test_example_runs(example: Path, tmp_path: Path) -> None:
     assert result.stderr == "", "a library example must log nothing unless configured"
 
 
+@pytest.mark.process
 def test_examples_type_check(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path)]
     result = subprocess.run(

@@ -21,9 +21,9 @@ import pytest
 from agentlog.errors import RunFailedError
 from agentlog.eventlog.events import RunFailed, StepFailed
 from agentlog.runtime import Runtime, RuntimeConfig
-from tests.code_error_flows import MISTAKES, broken, workflows
 from tests.crash.worker import child_env
-from tests.fleet.conftest import REPO, Fleet, history
+from tests.support.code_error_flows import MISTAKES, broken, workflows
+from tests.support.fleet import REPO, Fleet, history
 
 pytestmark = pytest.mark.fleet
 
@@ -57,7 +57,7 @@ def _runs_json(log_url: str) -> list[dict[str, object]]:
 async def test_a_code_error_on_a_worker_process_fails_the_run_for_its_client(
     fleet: Fleet, broken_client: Runtime, log_url: str
 ) -> None:
-    worker = fleet.start(apps="tests.code_error_flows:workflows")
+    worker = fleet.start(apps="tests.support.code_error_flows:workflows")
     runs = {f"{m}-{mode}": (m, mode) for m in sorted(MISTAKES) for mode in MODES}
     for run_id, (mistake, mode) in runs.items():
         await broken_client.submit(

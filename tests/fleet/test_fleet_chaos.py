@@ -53,9 +53,9 @@ from agentlog.eventlog.events import (
 from agentlog.projector.state import interrupt_key
 from agentlog.runtime import Runtime
 from tests.fleet import app
-from tests.fleet.conftest import Dedup, Fleet, WorkerProc, history
+from tests.support.fleet import Dedup, Fleet, WorkerProc, history
 
-pytestmark = pytest.mark.fleet
+pytestmark = [pytest.mark.fleet, pytest.mark.slow]  # 52 s on SQLite, 110-126 s on Kafka
 
 WORKERS = 3
 BATCH = 15  # runs per batch
@@ -89,10 +89,8 @@ def group(index: int) -> str:
     return {0: "ignored", 1: "racing"}.get(index % 5, "answered")
 
 
-@pytest.fixture(params=["sqlite", "kafka"])
+@pytest.fixture(params=["sqlite", pytest.param("kafka", marks=pytest.mark.kafka)])
 def backend(request: pytest.FixtureRequest) -> str:
-    if request.param == "kafka":
-        request.applymarker(pytest.mark.kafka)
     return str(request.param)
 
 

@@ -26,7 +26,7 @@ from structlog.testing import capture_logs
 from agentlog.errors import InvalidScheduleError
 from agentlog.eventlog.events import RunStatus, utcnow
 from agentlog.runtime import Runtime, RuntimeConfig, StepContext, WorkerConfig, Workflow, end
-from tests.fleet.conftest import history, types, until
+from tests.support.fleet import history, types, until
 
 pytestmark = pytest.mark.fleet
 

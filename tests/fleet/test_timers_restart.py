@@ -24,7 +24,7 @@ from agentlog.eventlog.events import (
 )
 from agentlog.runtime import Runtime
 from tests.fleet import app
-from tests.fleet.conftest import Dedup, Fleet, history, types, until
+from tests.support.fleet import Dedup, Fleet, history, types, until
 
 pytestmark = pytest.mark.fleet
 

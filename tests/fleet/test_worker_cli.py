@@ -24,7 +24,7 @@ from agentlog.eventlog.events import RunStatus, StepCompleted, WriterClaimed, ut
 from agentlog.runtime import Runtime
 from tests.crash.worker import child_env
 from tests.fleet import app
-from tests.fleet.conftest import REPO, Dedup, Fleet, history, types, until
+from tests.support.fleet import REPO, Dedup, Fleet, history, types, until
 
 pytestmark = pytest.mark.fleet
 

@@ -18,7 +18,7 @@ import pytest
 from agentlog.eventlog.events import RunStatus, TaskCompleted, WriterClaimed
 from agentlog.runtime import Runtime
 from tests.fleet import app
-from tests.fleet.conftest import Dedup, Fleet, history, until
+from tests.support.fleet import Dedup, Fleet, history, until
 
 pytestmark = pytest.mark.fleet
 

@@ -34,6 +34,7 @@ print(repr(sorted(k for k in before if before[k] != after.get(k))))
 """
 
 
+@pytest.mark.process
 def test_importing_the_backend_patches_nothing_in_aiokafka() -> None:
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(_LOAD_THE_BACKEND)],

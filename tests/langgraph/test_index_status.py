@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any, TypedDict
 
+import pytest
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
@@ -48,6 +49,7 @@ def runs_waiting(url: str) -> list[str]:
     return [row["run_id"] for row in json.loads(out)]
 
 
+@pytest.mark.process
 async def test_a_thread_parked_on_an_interrupt_is_waiting(tmp_path: Path) -> None:
     path = tmp_path / "agentlog.db"
     url = f"sqlite:///{path}"

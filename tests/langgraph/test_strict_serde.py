@@ -53,6 +53,7 @@ def test_a_blob_naming_a_class_is_refused_and_never_imported(
     assert "tests.langgraph.sentinel_payload" not in sys.modules
 
 
+@pytest.mark.process
 def test_a_forged_checkpoint_in_the_log_is_refused_through_the_saver(tmp_path: Path) -> None:
     """End to end, in a fresh process: a saved checkpoint's blob is overwritten with a
     forged one in the SQLite file; reading the thread raises ForbiddenTypeError

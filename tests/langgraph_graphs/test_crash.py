@@ -43,7 +43,7 @@ from tests.langgraph_graphs.graphs import (
     plain,
 )
 
-pytestmark = pytest.mark.crash
+pytestmark = [pytest.mark.crash, pytest.mark.slow]  # 44-124 s
 
 REPO = Path(__file__).resolve().parents[2]
 SAVER: SaverKind = "agentlog"

@@ -90,6 +90,7 @@ def review_answers(saver: Any, thread_id: str) -> set[str]:
 
 
 # A hang guard only: two interpreters racing on 50 threads on a loaded machine.
+@pytest.mark.process
 @pytest.mark.timeout(600)
 def test_two_processes_race_on_one_thread(tmp_path: Path) -> None:
     from agentlog.errors import ThreadConflictError
@@ -114,6 +115,7 @@ def test_two_processes_race_on_one_thread(tmp_path: Path) -> None:
             assert not chain_problems(saver, f"race-{trial}")
 
 
+@pytest.mark.process
 @pytest.mark.timeout(300)
 def test_race_harness_sees_langgraph_sqlite_saver_fork(tmp_path: Path) -> None:
     trials = 5

@@ -26,7 +26,7 @@ import pytest
 
 import agentlog
 
-pytestmark = [pytest.mark.package, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.package, pytest.mark.slow, pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parents[2]
 STATIC = REPO / "src" / "agentlog" / "ui" / "static"

@@ -6,7 +6,7 @@ the same bounded race on a real server, through two connection pools.
 
 from __future__ import annotations
 
-from tests.cancel_race import race_cancel_and_resume
+from tests.support.cancel_race import race_cancel_and_resume
 
 
 async def test_cancel_and_resume_raced_from_two_runtimes_never_raise_fenced(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cancel_race import race_cancel_and_resume
+from tests.support.cancel_race import race_cancel_and_resume
 
 pytestmark = pytest.mark.redis
 

@@ -16,7 +16,7 @@ from agentlog.eventlog.postgres import PostgresEventLog
 from agentlog.eventlog.run_pages import RunQuery
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.replay import RunCatalog
-from tests.replay.conftest import T0, add_runs, run_events
+from tests.support.replay_runs import T0, add_runs, run_events
 
 N = 40
 

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -23,40 +22,13 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from agentlog.archive import Archiver, open_archive
-from agentlog.eventlog.sqlite import SqliteEventLog
-from agentlog.runtime import Runtime, RuntimeConfig
-from tests.ui.ui_workflows import HOSTILE, approval_workflow, fanout_workflow
+from tests.support.ui import Recorded, record
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 #: Generous bounds: the machine is shared; these only stop a hung test.
 START_SECONDS = 60.0
-
-
-@dataclass(frozen=True)
-class Recorded:
-    """The recorded log and archive, and the run ids in them."""
-
-    log_url: str
-    archive_url: str
-    db: Path
-
-
-async def _record(db: Path, archive_url: str) -> None:
-    fan, approve = fanout_workflow(), approval_workflow()
-    log = SqliteEventLog(str(db))
-    config = RuntimeConfig(worker=False)
-    async with Runtime(log, workflows=[fan, approve], config=config) as rt:
-        for run_id, topic in (("fan-1", "tides"), ("xss-1", HOSTILE), ("old-1", "archived")):
-            await rt.start(fan, run_id=run_id, input={"topic": topic}, durability="sync")
-            await rt.wait(run_id)
-        for run_id in ("wait-live", "wait-act"):
-            await rt.start(approve, run_id=run_id, input={"draft": run_id}, durability="sync")
-            await rt.wait(run_id)
-        async with SqliteEventLog(str(db)) as hot:
-            await Archiver(hot, open_archive(archive_url)).run(run_ids=["old-1"])
 
 
 @pytest.fixture
@@ -66,7 +38,7 @@ def recorded(tmp_path: Path) -> Recorded:
     (parked on a question) and ``old-1`` (completed, archived, pruned)."""
     db = tmp_path / "log.db"
     archive_url = f"file://{tmp_path / 'archive'}"
-    asyncio.run(_record(db, archive_url))
+    asyncio.run(record(db, archive_url))
     return Recorded(f"sqlite:///{db}", archive_url, db)
 
 

@@ -23,7 +23,7 @@ from agentlog.ui import create_app
 from agentlog.ui.access import check_token
 from agentlog.ui.actions import CSRF_HEADER
 from agentlog.ui.app import served_hosts
-from tests.ui.conftest import Recorded
+from tests.support.ui import Recorded
 from tests.ui.ui_workflows import workflows
 
 Serve = Callable[..., str]

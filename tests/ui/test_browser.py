@@ -19,7 +19,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.runtime import Runtime, RuntimeConfig
-from tests.ui.conftest import Recorded
+from tests.support.ui import Recorded
 from tests.ui.ui_workflows import HOSTILE, approval_workflow
 
 BOUND = 60.0  # seconds; a bound for a hung page, not a speed requirement

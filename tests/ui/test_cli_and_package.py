@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 import agentlog.ui
@@ -65,6 +66,7 @@ def test_the_web_stack_stays_at_the_top() -> None:
                     assert where.startswith(("ui/", "cli/")), f"{where} imports {name}"
 
 
+@pytest.mark.process
 def test_json_prints_the_url_as_one_line(tmp_path: Path) -> None:
     """``--json`` gives scripts the URL (the server then runs until stopped)."""
     log_path = tmp_path / "ui.db"

@@ -25,7 +25,7 @@ from agentlog.replay.rows import SHREDDED
 from agentlog.runtime import Runtime, RuntimeConfig
 from agentlog.ui import create_app
 from agentlog.ui.actions import CSRF_HEADER
-from tests.ui.conftest import Recorded
+from tests.support.ui import Recorded
 from tests.ui.ui_workflows import fanout_workflow, review_workflow, workflows
 
 BOUND = 60.0  # seconds; a bound for a hung page, not a speed requirement

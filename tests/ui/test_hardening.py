@@ -33,7 +33,7 @@ from agentlog.ui.api_sql import MAX_CELL, MAX_ROWS, SqlLimits
 from agentlog.ui.app import LOOPBACK_HOSTS, SECURITY_HEADERS, is_loopback, served_hosts
 from agentlog.ui.params import decode_run_id, encode_run_id
 from tests.cli.test_sql_values import UNREPRESENTABLE
-from tests.ui.conftest import Recorded
+from tests.support.ui import Recorded
 from tests.ui.ui_workflows import workflows
 
 Serve = Callable[..., str]
@@ -200,6 +200,7 @@ def sql(recorded: Recorded) -> Iterator[TestClient]:
         yield _with_token(http)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(("query", "text"), UNREPRESENTABLE)
 def test_a_sql_value_python_cannot_hold_is_shown_as_duckdbs_text(
     sql: TestClient, query: str, text: str
@@ -209,6 +210,7 @@ def test_a_sql_value_python_cannot_hold_is_shown_as_duckdbs_text(
     assert answer.json()["rows"] == [[text, 1]]
 
 
+@pytest.mark.process
 def test_sql_without_the_pages_token_or_from_another_site_is_refused(sql: TestClient) -> None:
     token = sql.headers.pop(CSRF_HEADER)
     for headers in (
@@ -223,6 +225,7 @@ def test_sql_without_the_pages_token_or_from_another_site_is_refused(sql: TestCl
     assert ok.status_code == 200
 
 
+@pytest.mark.process
 def test_a_query_past_the_time_limit_is_stopped_and_the_next_one_runs(sql: TestClient) -> None:
     answer = sql.get("/api/sql", params={"q": FOREVER})
     assert answer.status_code == 400
@@ -248,6 +251,7 @@ def test_a_query_whose_client_went_away_is_stopped(serve: Serve) -> None:
         assert ok.json()["rows"] == [[7]]
 
 
+@pytest.mark.process
 def test_a_huge_result_is_read_only_up_to_the_row_limit(recorded: Recorded) -> None:
     """A trillion rows: only the first batches are ever read (a full read would hit the limit)."""
     app = create_app(recorded.log_url, recorded.archive_url, sql_limits=SqlLimits(timeout=120))
@@ -261,11 +265,13 @@ def test_a_huge_result_is_read_only_up_to_the_row_limit(recorded: Recorded) -> N
     assert [row[0] for row in body["rows"]] == list(range(MAX_ROWS))
 
 
+@pytest.mark.process
 def test_a_result_within_the_limit_is_not_marked_cut(sql: TestClient) -> None:
     body = sql.get("/api/sql", params={"q": f"SELECT x FROM range({MAX_ROWS}) t(x)"}).json()
     assert body["shown"] == MAX_ROWS and body["truncated"] is False
 
 
+@pytest.mark.process
 def test_a_long_cell_is_cut_and_says_how_long_it_was(sql: TestClient) -> None:
     query = "SELECT repeat('a', 200000) AS s, [repeat('b', 20000)] AS l, 'short' AS t"
     answer = sql.get("/api/sql", params={"q": query})
@@ -296,6 +302,7 @@ def test_the_served_host_names_follow_the_listening_address() -> None:
         create_app("sqlite:///nowhere.db", "file:///nowhere", allowed_hosts=["*"])
 
 
+@pytest.mark.process
 def test_a_public_ui_answers_only_its_names_and_their_origin(recorded: Recorded) -> None:
     """Listening on every address: a rebinding page's Host, or its Origin, is refused."""
     hosts = served_hosts("0.0.0.0", ["myhost.lan"])

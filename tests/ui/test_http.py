@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.ui import create_app
 from agentlog.ui.actions import CSRF_HEADER
-from tests.ui.conftest import Recorded
+from tests.support.ui import Recorded
 from tests.ui.ui_workflows import workflows
 
 WRITES = (
@@ -53,6 +53,7 @@ def _statuses(recorded: Recorded) -> dict[str, tuple[str, int]]:
     return asyncio.run(read())
 
 
+@pytest.mark.process
 def test_every_response_carries_the_security_headers(client: TestClient) -> None:
     for path in ("/", "/runs/fan-1", "/sql", "/api/runs", "/static/run.js", "/runs/nope"):
         headers = client.get(path).headers
@@ -88,6 +89,7 @@ def test_seq_out_of_range_is_a_clear_400(client: TestClient) -> None:
     assert client.get(f"/api/runs/fan-1/state/{last}").status_code == 200
 
 
+@pytest.mark.process
 def test_sql_that_writes_or_reads_files_is_refused(client: TestClient, recorded: Recorded) -> None:
     before = _statuses(recorded)
     client.headers[CSRF_HEADER] = _token(client)

@@ -17,7 +17,7 @@ from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.ui import create_app
 from agentlog.ui.actions import CSRF_HEADER
 from agentlog.ui.bodies import MAX_BODY_BYTES, MAX_BODY_DEPTH
-from tests.ui.conftest import Recorded
+from tests.support.ui import Recorded
 from tests.ui.ui_workflows import workflows
 
 ACTIONS = ("/api/runs/wait-act/resume", "/api/runs/wait-act/cancel", "/api/runs/fan-1/fork")

@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 from agentlog.ui import create_app
 from agentlog.ui.actions import CSRF_HEADER
 from agentlog.ui.api_sql import SqlLimits
-from tests.ui.conftest import Recorded
+from tests.support.ui import Recorded
 from tests.ui.test_hardening import FOREVER
 
 Serve = Callable[..., str]
@@ -40,6 +40,7 @@ def wait_until(check: Callable[[], bool], what: str) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.process
 def test_a_result_past_its_byte_limit_is_a_400_that_says_how_to_raise_it(
     recorded: Recorded,
 ) -> None:
@@ -57,6 +58,7 @@ def test_a_result_past_its_byte_limit_is_a_400_that_says_how_to_raise_it(
         assert small.status_code == 200 and small.json()["shown"] == 10
 
 
+@pytest.mark.process
 def test_only_the_archives_files_are_readable_from_the_sql_page(
     recorded: Recorded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import httpx
 import psutil
+import pytest
 from starlette.testclient import TestClient
 
 from agentlog.ui import create_app
 from agentlog.ui.actions import CSRF_HEADER
 from agentlog.ui.api_sql import SqlLimits
-from tests.ui.conftest import Recorded
+from tests.support.ui import Recorded
 from tests.ui.test_hardening import FOREVER
 from tests.ui.test_sql_limits import BOUND, Serve, token_of, wait_until
 
@@ -64,6 +65,7 @@ def test_the_issues_query_stops_at_its_bound_and_the_server_stays_small(serve: S
     assert peak_rss(server.pid) < bound // 2
 
 
+@pytest.mark.process
 def test_agentlog_sql_stops_the_issues_query_at_its_bound(recorded: Recorded) -> None:
     """The CLI and its query process, each measured by its own peak RSS."""
     measure = (
@@ -86,6 +88,7 @@ def test_agentlog_sql_stops_the_issues_query_at_its_bound(recorded: Recorded) ->
     assert peak_kib * 1024 < bound, f"a process held {peak_kib * 1024:,} bytes, over {bound:,}"
 
 
+@pytest.mark.process
 def test_a_query_past_its_time_limit_has_its_process_killed(recorded: Recorded) -> None:
     from agentlog.archive.sql_process import QueryProcess, QueryProcesses
 

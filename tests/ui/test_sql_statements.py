@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
 from starlette.testclient import TestClient
 
 from agentlog.ui import create_app
 from agentlog.ui.actions import CSRF_HEADER
-from tests.ui.conftest import Recorded
+from tests.support.ui import Recorded
 from tests.ui.test_sql_limits import token_of
 
 
+@pytest.mark.process
 def test_the_api_refuses_a_second_statement_and_keeps_the_caret(recorded: Recorded) -> None:
     app = create_app(recorded.log_url, recorded.archive_url)
     with TestClient(app, base_url="http://127.0.0.1:8765") as http:

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import agentlog
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,6 +64,7 @@ def _reachable(root: Path) -> set[str]:
     return seen
 
 
+@pytest.mark.process
 def test_api_reference_builds_without_warnings_and_links_every_public_module(
     tmp_path: Path,
 ) -> None:

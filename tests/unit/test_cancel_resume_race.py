@@ -28,8 +28,8 @@ from agentlog.eventlog.events import Event, RunStatus
 from agentlog.eventlog.memory import MemoryEventLog
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.runtime import Runtime, StepContext, Workflow, end
-from tests.cancel_race import approval_workflow, parked, race_cancel_and_resume
-from tests.runtime_support import BACKENDS, Gate, config, event_log, types_of
+from tests.support.cancel_race import approval_workflow, parked, race_cancel_and_resume
+from tests.support.runtime import BACKENDS, Gate, config, event_log, types_of
 
 __all__ = ["event_log"]
 

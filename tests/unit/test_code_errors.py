@@ -25,8 +25,8 @@ from agentlog.errors import RunFailedError
 from agentlog.eventlog.events import RunFailed, RunStatus, StepFailed
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.runtime import Runtime, StepContext, Workflow, end
-from tests.code_error_flows import MISTAKES, broken
-from tests.runtime_support import config, events_of, run_to_rest
+from tests.support.code_error_flows import MISTAKES, broken
+from tests.support.runtime import config, events_of, run_to_rest
 
 MODES = ("sync", "async", "exit")
 

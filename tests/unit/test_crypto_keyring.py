@@ -74,6 +74,7 @@ def test_sealed_payload_round_trips_and_the_file_holds_no_plaintext_key(tmp_path
     assert key not in path.read_bytes() and key.hex().encode() not in path.read_bytes()
 
 
+@pytest.mark.process
 def test_shredded_run_is_unreadable_forever_in_new_instances_and_processes(tmp_path: Path) -> None:
     path = tmp_path / "keyring.json"
     keyring = LocalKeyring(path)
@@ -102,6 +103,7 @@ def test_shredded_run_is_unreadable_forever_in_new_instances_and_processes(tmp_p
     assert fresh.destroy("run-1") == when  # idempotent: the first time stands
 
 
+@pytest.mark.process
 def test_kek_rotation_keeps_old_payloads_readable(tmp_path: Path) -> None:
     path = tmp_path / "keyring.json"
     keyring = LocalKeyring(path)
@@ -117,6 +119,7 @@ def test_kek_rotation_keeps_old_payloads_readable(tmp_path: Path) -> None:
     assert _open_in_child(path, "new-run", new, 1) == "new"
 
 
+@pytest.mark.process
 def test_two_processes_adding_keys_at_once_lose_none(tmp_path: Path) -> None:
     path = tmp_path / "keyring.json"
     count = 40

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import agentlog.crypto
 
 ROOT = Path(agentlog.crypto.__file__).parent
@@ -27,6 +29,7 @@ def test_crypto_imports_only_errors_and_the_logger() -> None:
                     assert name.split(".")[1] in ("crypto", "errors", "_logging"), (path, name)
 
 
+@pytest.mark.process
 def test_importing_it_does_not_import_boto3() -> None:
     code = "import sys, agentlog.crypto; print('boto3' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

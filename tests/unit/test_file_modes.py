@@ -19,8 +19,8 @@ from agentlog.errors import ConfigError
 from agentlog.eventlog.events import Event, RunCompleted, RunStarted
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.eventlog.urls import open_log
-from tests.archive.conftest import NOW
 from tests.archive.helpers import as_events
+from tests.support.archive import NOW
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,6 @@
 """``Runtime.fork``: a new run from another run's state at a seq (memory and SQLite).
 
-Real executions are counted (tests/fork_support.py), so "did not run again"
+Real executions are counted (tests/support/fork.py), so "did not run again"
 is a count, not a belief.
 """
 
@@ -21,8 +21,8 @@ from agentlog.eventlog.codec import decode_event, encode_event
 from agentlog.eventlog.events import Event, RunForked, RunStatus, TaskStarted, WriterClaimed
 from agentlog.projector import fold, load_state
 from agentlog.runtime import Runtime
-from tests.fork_support import CALLS, chain_workflow, comparable, events_of, reset, seq_of
-from tests.runtime_support import config, event_log, run_to_rest
+from tests.support.fork import CALLS, chain_workflow, comparable, events_of, reset, seq_of
+from tests.support.runtime import config, event_log, run_to_rest
 
 __all__ = ["event_log"]
 
@@ -126,7 +126,7 @@ async def test_a_task_started_but_unfinished_at_the_fork_runs_again_under_the_fo
 async def test_a_fork_of_a_parked_run_is_parked_and_resumes_on_its_own(
     event_log: EventLog,
 ) -> None:
-    from tests.runtime_support import research_workflow
+    from tests.support.runtime import research_workflow
 
     calls = CALLS
     wf = research_workflow(calls)

@@ -10,8 +10,8 @@ from agentlog.errors import RunExistsError
 from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.events import RunStatus
 from agentlog.runtime import Runtime
-from tests.fork_support import chain_workflow, reset
-from tests.runtime_support import config, event_log, run_to_rest
+from tests.support.fork import chain_workflow, reset
+from tests.support.runtime import config, event_log, run_to_rest
 
 __all__ = ["event_log"]
 

@@ -16,7 +16,7 @@ from agentlog.errors import KeyStoreMissingError, ShreddedError
 from agentlog.eventlog.events import RunStatus
 from agentlog.eventlog.urls import open_log
 from agentlog.runtime import Runtime
-from tests.fork_support import events_of
+from tests.support.fork import events_of
 from tests.unit.shred_support import CANARY, ONE_SHOT, canary_workflow, raw_bytes, sqlite_files
 
 

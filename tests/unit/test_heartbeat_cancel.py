@@ -22,7 +22,7 @@ from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.memory import MemoryEventLog
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.runtime import Runtime, StepContext, Workflow, end
-from tests.runtime_support import config, run_to_rest
+from tests.support.runtime import config, run_to_rest
 
 
 def _swallowing(base: type[EventLog]) -> type[EventLog]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import agentlog
 import agentlog.cli
 import agentlog.eventlog
@@ -143,6 +145,7 @@ def test_kafka_modules_import_each_other_not_the_package() -> None:
                 )
 
 
+@pytest.mark.process
 def test_langgraph_exports_and_nothing_imports_it() -> None:
     """agentlog.langgraph is an optional extra: `import agentlog` (and every other
     layer, the CLI included) must work without LangGraph installed."""

@@ -32,7 +32,7 @@ from agentlog.runtime import (
     goto,
     task,
 )
-from tests.runtime_support import FAST_RETRY, Calls, config, event_log, run_to_rest, types_of
+from tests.support.runtime import FAST_RETRY, Calls, config, event_log, run_to_rest, types_of
 
 __all__ = ["event_log"]
 

@@ -18,7 +18,7 @@ from agentlog.errors import (
 from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.events import RunStatus
 from agentlog.runtime import Runtime, StepContext, Workflow, end, goto
-from tests.runtime_support import (
+from tests.support.runtime import (
     Calls,
     config,
     event_log,

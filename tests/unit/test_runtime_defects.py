@@ -27,7 +27,7 @@ from agentlog.eventlog.memory import MemoryEventLog
 from agentlog.projector.reducers import register_reducer
 from agentlog.projector.snapshots import SnapshotPolicy
 from agentlog.runtime import Runtime, StepContext, Workflow, end, goto
-from tests.runtime_support import (
+from tests.support.runtime import (
     FAST_RETRY,
     Calls,
     config,

@@ -25,7 +25,7 @@ from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.projector.snapshots import SnapshotPolicy
 from agentlog.projector.state import RunState
 from agentlog.runtime import Runtime, RunWriter, StepContext, Workflow, end, goto
-from tests.runtime_support import config, event_log, events_of, run_to_rest
+from tests.support.runtime import config, event_log, events_of, run_to_rest
 
 __all__ = ["event_log"]
 

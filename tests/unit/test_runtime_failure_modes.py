@@ -17,7 +17,7 @@ from agentlog.eventlog.events import RunStatus
 from agentlog.eventlog.memory import MemoryEventLog
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.runtime import Runtime, StepContext, Workflow, end, goto
-from tests.runtime_support import Calls, config, event_log, run_to_rest, types_of
+from tests.support.runtime import Calls, config, event_log, run_to_rest, types_of
 
 __all__ = ["event_log"]
 
@@ -172,6 +172,7 @@ def survivor() -> Workflow:
     return wf
 
 
+@pytest.mark.process
 async def test_sqlite_run_survives_process_death_memory_does_not(tmp_path: Path) -> None:
     path = tmp_path / "survive.db"
     env = {**os.environ, "PYTHONPATH": str(REPO)}

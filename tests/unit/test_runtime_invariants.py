@@ -26,7 +26,7 @@ from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.projector import SnapshotPolicy, fold, load_state
 from agentlog.runtime import RetryPolicy, Runtime, StepContext, Workflow, end, goto
 from agentlog.runtime.task_calls import idempotency_key
-from tests.runtime_support import (
+from tests.support.runtime import (
     Calls,
     Gate,
     config,

@@ -244,6 +244,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.process
 async def test_a_log_on_a_read_only_filesystem_is_still_readable(log_path: Path) -> None:
     """The folder is bind-mounted read-only in a private mount namespace of the child."""
 

@@ -40,7 +40,7 @@ from agentlog.runtime import (
     goto,
     stream,
 )
-from tests.runtime_support import config, event_log, events_of, run_to_rest
+from tests.support.runtime import config, event_log, events_of, run_to_rest
 from tests.unit.stream_driver import BOUND_SECONDS, streamed_workflow
 
 __all__ = ["event_log"]
@@ -327,6 +327,7 @@ async def test_progress_changes_neither_the_folded_state_nor_the_run_index(
     assert not any(isinstance(e.data, RunMigrated) for e in history)
 
 
+@pytest.mark.process
 async def test_a_run_driven_by_another_process_streams_live_on_sqlite(tmp_path: Path) -> None:
     db, release = tmp_path / "shared.db", tmp_path / "release"
     driver = await asyncio.create_subprocess_exec(

@@ -16,7 +16,7 @@ from agentlog.errors import NondeterminismError
 from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.events import RunStatus
 from agentlog.runtime import Runtime, StepContext, Workflow, end
-from tests.runtime_support import FAST_RETRY, config, event_log, run_to_rest
+from tests.support.runtime import FAST_RETRY, config, event_log, run_to_rest
 
 __all__ = ["event_log"]
 

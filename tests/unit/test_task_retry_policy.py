@@ -14,7 +14,7 @@ from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.events import RunStatus, StepFailed, TaskFailed, TaskStarted
 from agentlog.replay.verify import verify_runs
 from agentlog.runtime import RetryPolicy, Runtime, StepContext, Workflow, end, task
-from tests.runtime_support import FAST_RETRY, config, event_log, events_of, run_to_rest
+from tests.support.runtime import FAST_RETRY, config, event_log, events_of, run_to_rest
 
 __all__ = ["event_log"]
 

@@ -18,7 +18,7 @@ from agentlog.errors import InterruptTimeoutError, InvalidTimerError, RunNotWait
 from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.events import InterruptRaised, RunStatus, utcnow
 from agentlog.runtime import Runtime, StepContext, Workflow, end, goto
-from tests.runtime_support import Calls, config, event_log, events_of, run_to_rest, types_of
+from tests.support.runtime import Calls, config, event_log, events_of, run_to_rest, types_of
 
 __all__ = ["event_log"]
 

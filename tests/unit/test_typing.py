@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SEEDED = Path(__file__).parents[1] / "typing" / "seeded_mistakes.py"
 
 
+@pytest.mark.process
 def test_mypy_reports_every_seeded_mistake(tmp_path: Path) -> None:
     lines = SEEDED.read_text().splitlines()
     marker = "  # seeded: "  # after code, so the docstring's mention is not one

@@ -21,7 +21,7 @@ from agentlog.eventlog.events import Event, RunStatus
 from agentlog.replay import verify_history, verify_runs
 from agentlog.runtime import RetryPolicy, Runtime, StepContext, Workflow, end, goto, task
 from agentlog.runtime.workflow import Next
-from tests.runtime_support import FAST_RETRY, Gate, config, event_log, events_of, run_to_rest
+from tests.support.runtime import FAST_RETRY, Gate, config, event_log, events_of, run_to_rest
 
 __all__ = ["event_log"]
 

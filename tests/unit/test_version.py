@@ -14,6 +14,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 import agentlog
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,6 +41,7 @@ def test_changelog_latest_release_is_the_package_version() -> None:
     assert releases[0] == agentlog.__version__
 
 
+@pytest.mark.process
 def test_cli_prints_the_package_version() -> None:
     shown = subprocess.run(
         [sys.executable, "-m", "agentlog", "--version"],

@@ -12,7 +12,7 @@ from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.events import RunStatus
 from agentlog.eventlog.memory import MemoryEventLog
 from agentlog.runtime import Runtime, StepContext, Worker, WorkerConfig, Workflow, end, goto
-from tests.runtime_support import Calls, config, event_log, run_to_rest, types_of
+from tests.support.runtime import Calls, config, event_log, run_to_rest, types_of
 
 __all__ = ["event_log"]
 

@@ -3,7 +3,7 @@
 ``fetch -> think -> write``: each step runs one task; ``write`` uses the
 ``topic`` key, so an update of ``topic`` at a fork point shows in the
 forked run's result. Module-level counters (``CALLS``) so that ``--app
-tests.fork_support:chain`` in the CLI tests counts too; :func:`reset` them.
+tests.support.fork:chain`` in the CLI tests counts too; :func:`reset` them.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from agentlog.eventlog.events import Event
 from agentlog.projector.state import RunState
 from agentlog.runtime import StepContext, Workflow, end, goto
 from agentlog.runtime.workflow import Next
-from tests.runtime_support import Calls
+from tests.support.runtime import Calls
 
 #: Real executions of step bodies and task functions, by name.
 CALLS = Calls()
@@ -58,7 +58,7 @@ def chain_workflow(name: str = "fork-chain", version: str = "1") -> Workflow:
     return wf
 
 
-#: For ``--app tests.fork_support:chain``.
+#: For ``--app tests.support.fork:chain``.
 chain = chain_workflow()
 
 

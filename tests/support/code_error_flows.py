@@ -2,7 +2,7 @@
 its input, for the tests of code errors in steps (issue 19, item 4).
 
 Loaded by the unit tests and by ``agentlog worker --app
-tests.code_error_flows:workflows`` in the fleet test. With
+tests.support.code_error_flows:workflows`` in the fleet test. With
 ``input={"mistake": ...}`` its only step:
 
 * ``tuple``: returns a tuple instead of writes;
@@ -42,5 +42,5 @@ async def only(ctx: StepContext) -> Any:
     return end(done=True)
 
 
-#: What ``--app tests.code_error_flows:workflows`` loads.
+#: What ``--app tests.support.code_error_flows:workflows`` loads.
 workflows = [broken]
