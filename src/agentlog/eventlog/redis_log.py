@@ -58,6 +58,7 @@ from agentlog.eventlog.redis_connection import (
     durability_error,
     translating,
 )
+from agentlog.eventlog.redis_pages import RunOrder
 from agentlog.eventlog.redis_rows import (
     event_args,
     event_from_entry,
@@ -68,6 +69,7 @@ from agentlog.eventlog.redis_rows import (
 )
 from agentlog.eventlog.redis_scripts import (
     APPEND,
+    BUILD_ORDER,
     CLAIM,
     LEASE,
     LOAD_SNAPSHOT,
@@ -77,6 +79,7 @@ from agentlog.eventlog.redis_scripts import (
     Keys,
 )
 from agentlog.eventlog.row_format import MAX_SEQ, event_rows, from_us, seq_param, to_us
+from agentlog.eventlog.run_pages import RunQuery, RunsPage, page_from_counts, page_in_memory
 from agentlog.eventlog.tailing import TailWake
 
 __all__ = ["RedisEventLog"]
@@ -169,6 +172,7 @@ class RedisEventLog(IndexedEventLog):
         self._append, self._claim, self._lease = register(APPEND), register(CLAIM), register(LEASE)
         self._save_snap, self._trim_snaps = register(SAVE_SNAPSHOT), register(TRIM_SNAPSHOTS)
         self._load_snap, self._prune = register(LOAD_SNAPSHOT), register(PRUNE)
+        self._order = RunOrder(client, self._keys, register(BUILD_ORDER))
 
     @classmethod
     async def connect(
@@ -242,7 +246,8 @@ class RedisEventLog(IndexedEventLog):
                     base = await self._fetch_row(run_id) or RunInfo(run_id)
                 nxt = base.after(events)
                 keys = [k.run(run_id), k.events(run_id), k.runs, k.status(base.status)]
-                keys += [k.status(nxt.status), k.wake]
+                keys += [k.status(nxt.status), k.wake, k.order, k.order_in(base.status)]
+                keys += [k.order_in(nxt.status)]
                 args = [run_id, epoch, first_seq, len(events), base.last_seq, nxt.workflow]
                 args += [nxt.version, nxt.status, nxt.last_seq, nxt.steps]
                 args += [time_arg(nxt.started_at), time_arg(nxt.updated_at)]
@@ -311,6 +316,19 @@ class RedisEventLog(IndexedEventLog):
         with self._translating("listing runs failed"):
             rows = await self._rows_of(list(await self._client.smembers(key)))
         return select_runs(rows, status)
+
+    async def page_runs(self, query: RunQuery) -> RunsPage:
+        """One page of the run list, paged in the server (:mod:`~agentlog.eventlog.redis_pages`)."""
+        with self._translating("paging runs failed"):
+            await self._order.ensure()
+            if query.run_ids is not None:
+                ids = [run_id.encode() for run_id in query.run_ids]
+                return page_in_memory(await self._rows_of(ids), query)
+            if query.workflow is not None or query.text:
+                return page_in_memory(await self._rows_of(await self._order.in_range(query)), query)
+            ids, counts = await self._order.page(query)
+            rows = await self._rows_of(ids)
+        return page_from_counts(query, rows, counts.items())
 
     async def runnable(self, *, now: datetime | None = None, limit: int = 1000) -> list[RunInfo]:
         now = now or utcnow()
