@@ -47,8 +47,9 @@ from agentlog.eventlog import (
     TaskCompleted,
     TaskStarted,
 )
+from agentlog.eventlog.row_format import event_row, info_to_row
 from agentlog.eventlog.sqlite import SqliteEventLog
-from agentlog.eventlog.sqlite_schema import INSERT_EVENT, UPSERT_RUN, event_row, info_to_row
+from agentlog.eventlog.sqlite_schema import INSERT_EVENT, UPSERT_RUN
 from agentlog.projector import fold, save_state
 from agentlog.replay import RunCatalog, RunHistory
 from benchmarks.harness import Row, row_from_samples

@@ -29,7 +29,7 @@ import psycopg
 
 from agentlog.eventlog.events import Event, TaskCompleted
 from agentlog.eventlog.postgres import PostgresEventLog
-from agentlog.eventlog.sqlite_schema import event_row
+from agentlog.eventlog.row_format import event_row
 from benchmarks import payloads
 from benchmarks.harness import Row, row_from_samples
 

@@ -32,7 +32,7 @@ import redis.asyncio as aioredis
 
 from agentlog.eventlog.events import Event, TaskCompleted
 from agentlog.eventlog.redis_log import RedisEventLog
-from agentlog.eventlog.sqlite_schema import event_row
+from agentlog.eventlog.row_format import event_row
 from agentlog.eventlog.urls import open_log
 from benchmarks import payloads
 from benchmarks.harness import Row, row_from_samples

@@ -19,7 +19,7 @@ from agentlog.errors import BackendUnavailableError, ConflictError
 from agentlog.eventlog.events import Event, RunStatus, StepCompleted, TaskCompleted
 from agentlog.eventlog.postgres import PostgresEventLog
 from agentlog.eventlog.postgres_append import append_locked, event_arrays
-from agentlog.eventlog.sqlite_schema import event_row
+from agentlog.eventlog.row_format import event_row
 from agentlog.eventlog.urls import open_log
 from agentlog.runtime import Runtime, RuntimeConfig, StepContext, Workflow, end, goto
 from tests.services.postgres_server import PostgresServer

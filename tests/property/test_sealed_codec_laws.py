@@ -26,8 +26,8 @@ from agentlog.eventlog.codec import (
     unpack,
 )
 from agentlog.eventlog.events import Event
+from agentlog.eventlog.row_format import event_from_row, event_row
 from agentlog.eventlog.sealing import CONTENT_FIELDS, SEALED_KEY
-from agentlog.eventlog.sqlite_schema import event_from_row, event_row
 from tests.property.test_codec_laws import FAST, events
 
 

@@ -108,7 +108,7 @@ def test_a_batch_stores_what_one_event_at_a_time_stores(tmp_path: Path) -> None:
         Event("run", 3, WriterClaimed(2)),  # metadata only: stays in clear
         Event("run", 4, StepCompleted("s", 1, 0, {"n": 1})),
     ]
-    from agentlog.eventlog.sqlite_schema import event_rows
+    from agentlog.eventlog.row_format import event_rows
 
     batch = [row[6] for row in event_rows(events, 1, cipher)]
     for event, payload in zip(events, batch, strict=True):

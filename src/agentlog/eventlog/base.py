@@ -33,7 +33,6 @@ docs/backends.md says how to write one.
 from __future__ import annotations
 
 import abc
-import asyncio
 import dataclasses
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -42,14 +41,7 @@ from types import TracebackType
 from typing import Self
 
 from agentlog.crypto import PayloadCipher
-from agentlog.errors import (
-    AgentlogError,
-    ConfigError,
-    ConflictError,
-    CorruptEventError,
-    RunArchivedError,
-    UnknownRunError,
-)
+from agentlog.errors import ConfigError, ConflictError, RunArchivedError, UnknownRunError
 from agentlog.eventlog.events import Event, RunStatus, status_after, utcnow
 from agentlog.eventlog.fencing import (
     check_epoch,
@@ -69,9 +61,9 @@ from agentlog.eventlog.records import (
 )
 from agentlog.eventlog.run_pages import RunQuery, RunsPage, page_in_memory
 from agentlog.eventlog.sealing import open_blob, seal_blob
+from agentlog.eventlog.tailing import TailWake
 
 __all__ = [
-    "missing_seq_error",
     "COMMAND_KINDS",
     "Capabilities",
     "Command",
@@ -129,23 +121,6 @@ def check_batch(events: Sequence[Event]) -> tuple[str, int, int]:
         if event.seq != first.seq + offset:
             raise ConflictError(first.run_id, first.seq + offset, event.seq)
     return first.run_id, first.seq, first.writer_epoch
-
-
-def missing_seq_error(
-    info: RunInfo | None, run_id: str, missing: int, found: str, where: str
-) -> AgentlogError:
-    """What a read that finds seq ``missing`` absent raises (``found`` is what
-    came instead): RunArchivedError if the run was pruned meanwhile (``info``,
-    its index row read again), else CorruptEventError naming the seq."""
-    if info is not None and info.archived:
-        return RunArchivedError(run_id, where)  # pruned while we read
-    return CorruptEventError(
-        run_id,
-        missing,
-        f"seq {missing} is missing: {found} follows seq {missing - 1} (a deleted or "
-        "damaged record)",
-        where,
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,16 +210,35 @@ class EventReader(abc.ABC):
         """Follow the run: yield events as they are recorded.
 
         Ends after the run's terminal event (completed, failed or cancelled).
-        This default polls :meth:`read` every ``poll_seconds``; a backend with
-        change notification overrides it (``Capabilities.live_tail``).
+        Between reads it waits as the backend's :meth:`_tail_wake` says: this
+        default polls :meth:`read` every ``poll_seconds``; a backend with change
+        notification wakes at once (``Capabilities.live_tail``) and waits for
+        a run that has no event yet.
         """
-        while True:
-            async for event in self.read(run_id, after_seq=after_seq):
-                after_seq = event.seq
-                yield event
-                if status_after("", event.type) in RunStatus.TERMINAL:
-                    return
-            await asyncio.sleep(poll_seconds)
+        wake = await self._tail_wake(run_id, poll_seconds)
+        try:
+            while True:
+                armed = wake.arm()
+                try:
+                    async for event in self.read(run_id, after_seq=after_seq):
+                        after_seq = event.seq
+                        yield event
+                        if status_after("", event.type) in RunStatus.TERMINAL:
+                            return
+                except RunArchivedError:
+                    raise
+                except UnknownRunError:
+                    if not wake.waits_for_start:
+                        raise
+                await wake.wait(armed, after_seq)
+        finally:
+            await wake.close()
+
+    async def _tail_wake(self, run_id: str, poll_seconds: float) -> TailWake:
+        """How :meth:`tail` waits between reads of ``run_id`` (see
+        :mod:`agentlog.eventlog.tailing`); this default polls."""
+        del run_id
+        return TailWake(poll_seconds)
 
     # -- the run index ----------------------------------------------------------
 

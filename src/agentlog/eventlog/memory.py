@@ -7,16 +7,16 @@ is gone when the process ends (the pattern article's failure mode 2:
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from operator import attrgetter
 
-from agentlog.errors import NotSerializableError, RunArchivedError, UnknownRunError
+from agentlog.crypto import PayloadCipher
+from agentlog.errors import NotSerializableError
 from agentlog.eventlog.base import (
     Capabilities,
     Command,
-    EventLog,
     RunInfo,
     Snapshot,
     check_batch,
@@ -29,13 +29,24 @@ from agentlog.eventlog.base import (
     snapshots_kept_from,
 )
 from agentlog.eventlog.codec import encode_payload
-from agentlog.eventlog.events import Event, RunStatus, status_after
+from agentlog.eventlog.events import Event
+from agentlog.eventlog.indexed import IndexedEventLog, StoredRows
+from agentlog.eventlog.tailing import Changes, TailWake
 
 __all__ = ["MemoryEventLog"]
 
 
-class MemoryEventLog(EventLog):
+def _stored_event(run_id: str, event: Event, where: str, cipher: PayloadCipher | None) -> Event:
+    """A stored event as read: the very object appended (nothing was encoded)."""
+    del run_id, where, cipher
+    return event
+
+
+class MemoryEventLog(IndexedEventLog):
     """Events, index and snapshots in dicts of this process."""
+
+    #: Reads return the stored Event objects (the read path still checks their seqs).
+    _stored = StoredRows(seq=attrgetter("seq"), event=_stored_event, found=lambda e: f"seq {e.seq}")
 
     def __init__(self, *, keep_snapshots: int = 3, commands: bool = False) -> None:
         """Args:
@@ -54,7 +65,7 @@ class MemoryEventLog(EventLog):
         self._events: dict[str, list[Event]] = {}
         self._runs: dict[str, RunInfo] = {}
         self._snapshots: dict[str, list[Snapshot]] = {}
-        self._changed = asyncio.Event()
+        self._changes = Changes()
 
     async def append(self, events: Sequence[Event], *, durable: bool = True) -> None:
         run_id, first_seq, epoch = check_batch(events)
@@ -71,43 +82,20 @@ class MemoryEventLog(EventLog):
         ]
         self._events.setdefault(run_id, []).extend(events)
         self._runs[run_id] = info.after(events)
-        self._changed.set()
-        self._changed = asyncio.Event()
+        self._changes.notify()
 
-    def _range(self, run_id: str, after_seq: int, upto_seq: int | None) -> list[Event]:
-        check_run_id(run_id)
-        info = self._runs.get(run_id)
-        if info is None:
-            raise UnknownRunError(run_id, self.url)
+    async def _stored_seq(self, run_id: str, *, newest: bool) -> int | None:
+        events = self._events.get(run_id)
+        return (events[-1] if newest else events[0]).seq if events else None
+
+    async def _event_rows(self, run_id: str, after: int, last: int, limit: int) -> list[Event]:
         # Events stored from seq `offset + 1` on: after a prune, the archive holds the rest.
         events = self._events.get(run_id, [])
-        offset = events[0].seq - 1 if events else info.last_seq
-        first = max(after_seq, 0) + 1
-        last = info.last_seq if upto_seq is None else min(upto_seq, info.last_seq)
-        if first > last:
-            return []
-        if first <= offset:
-            raise RunArchivedError(run_id, self.url)
-        return events[first - 1 - offset : last - offset]
+        offset = events[0].seq - 1 if events else 0
+        return events[after - offset : min(last, after + limit) - offset]
 
-    async def read(
-        self, run_id: str, *, after_seq: int = 0, upto_seq: int | None = None
-    ) -> AsyncIterator[Event]:
-        for event in self._range(run_id, after_seq, upto_seq):
-            yield event
-
-    async def tail(
-        self, run_id: str, *, after_seq: int = 0, poll_seconds: float = 0.05
-    ) -> AsyncIterator[Event]:
-        while True:
-            changed = self._changed
-            events = self._range(run_id, after_seq, None) if run_id in self._runs else []
-            for event in events:
-                after_seq = event.seq
-                yield event
-                if status_after("", event.type) in RunStatus.TERMINAL:
-                    return
-            await changed.wait()
+    async def _tail_wake(self, run_id: str, poll_seconds: float) -> TailWake:
+        return self._changes.wake(None)  # nothing outside this process writes it
 
     async def find_run(self, run_id: str) -> RunInfo | None:
         check_run_id(run_id)
@@ -119,7 +107,7 @@ class MemoryEventLog(EventLog):
         check_run_id(command.run_id)
         encode_payload(command.data)  # what a real queue would store
         self._commands.append(command)
-        self._changed.set()
+        self._changes.notify()
         return command
 
     async def take_commands(self, *, limit: int = 100) -> list[Command]:

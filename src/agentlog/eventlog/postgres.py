@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -50,25 +50,19 @@ import psycopg_pool
 
 from agentlog._logging import get_logger
 from agentlog.crypto import PayloadCipher
-from agentlog.errors import (
-    BackendUnavailableError,
-    RunArchivedError,
-    UnknownRunError,
-)
+from agentlog.errors import BackendUnavailableError, UnknownRunError
 from agentlog.eventlog import postgres_connection as pgconn
 from agentlog.eventlog.base import (
     Capabilities,
-    EventLog,
     RunInfo,
     Snapshot,
     check_batch,
     check_lease,
     check_next,
     check_run_id,
-    missing_seq_error,
     snapshots_kept_from,
 )
-from agentlog.eventlog.events import Event, RunStatus, status_after, utcnow
+from agentlog.eventlog.events import Event, utcnow
 from agentlog.eventlog.postgres_append import append_locked, append_unlocked, event_arrays
 from agentlog.eventlog.postgres_schema import (
     CHANNEL,
@@ -76,15 +70,12 @@ from agentlog.eventlog.postgres_schema import (
     LEASE,
     NEXT_WAKE,
     READ_EVENTS,
-    RUN_COLUMNS,
     RUN_FIELDS,
     RUNNABLE,
     SELECT_RUN,
 )
-from agentlog.eventlog.run_pages import RunQuery, RunsPage, page_from_counts, page_sql
-from agentlog.eventlog.sqlite_schema import (
+from agentlog.eventlog.row_format import (
     MAX_SEQ,
-    event_from_row,
     event_rows,
     from_us,
     info_from_row,
@@ -92,6 +83,8 @@ from agentlog.eventlog.sqlite_schema import (
     seq_param,
     to_us,
 )
+from agentlog.eventlog.sql_index import SqlDialect, SqlIndexedEventLog, Statement
+from agentlog.eventlog.tailing import TailWake
 
 __all__ = ["PostgresEventLog"]
 
@@ -103,7 +96,35 @@ _GETCONN_WAIT = 2.0  # seconds a call waits for a pooled connection before it re
 _LISTEN_POLL = 5.0  # at least this long between reads of a tail that listens (a lost notify)
 
 
-class PostgresEventLog(EventLog):
+class _ListenWake(TailWake):
+    """A tail's wait on its own LISTEN connection (polling without one)."""
+
+    waits_for_start = True
+
+    def __init__(self, listener: _Conn | None, poll_seconds: float, where: str) -> None:
+        super().__init__(poll_seconds)
+        self._listener, self._where = listener, where
+
+    async def wait(self, armed: object, after_seq: int) -> None:
+        listener = self._listener
+        if listener is None or listener.closed:
+            await asyncio.sleep(self.poll_seconds)
+            return
+        try:
+            # Woken by any commit of events; the timeout only covers a lost notify.
+            wait = max(self.poll_seconds, _LISTEN_POLL)
+            async for _ in listener.notifies(timeout=wait, stop_after=1):
+                pass
+        except psycopg.Error:
+            _log.info("postgres_listen_lost", where=self._where)
+            await listener.close()
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            await self._listener.close()
+
+
+class PostgresEventLog(SqlIndexedEventLog):
     """Events, run index, writer claims and snapshots in a PostgreSQL database.
 
     Open it with :meth:`connect` (or ``open_log("postgresql://...")``): it
@@ -118,6 +139,12 @@ class PostgresEventLog(EventLog):
     """
 
     capabilities = Capabilities(live_tail=True)  # a tail wakes on LISTEN/NOTIFY
+    _dialect = SqlDialect(
+        "agentlog_runs",
+        param=lambda name: f"%({name})s",
+        contains="strpos({col}, {arg}) > 0",
+        collate=' COLLATE "C"',
+    )
 
     def __init__(
         self,
@@ -131,7 +158,7 @@ class PostgresEventLog(EventLog):
         self.url = target.shown
         self.keep_snapshots = keep_snapshots
         self.cipher = cipher
-        self._batch_size = read_batch
+        self.read_batch = read_batch
         self._pool = pgconn.pool(target)
         self._known: dict[str, RunInfo] = {}
         self._closed = False
@@ -244,84 +271,16 @@ class PostgresEventLog(EventLog):
         new = await self._call(body, "append failed")
         self._remember(new)
 
-    async def _read_start(self, run_id: str, after_seq: int, upto_seq: int) -> tuple[int, int]:
-        """The seqs a read must return, ``(first, last)``, from the run index."""
-        rows = await self._rows(SELECT_RUN, (run_id,))
-        if not rows:
-            stored = (
-                await self._rows(
-                    "SELECT max(seq) FROM agentlog_events WHERE run_id = %s", (run_id,)
-                )
-            )[0][0]
-            if stored is not None:
-                # Events but no index row: the index was damaged, the events are not.
-                return after_seq + 1, min(upto_seq, stored)
-            raise UnknownRunError(run_id, self.url)
-        info = info_from_row(rows[0])
-        first, last = after_seq + 1, min(upto_seq, info.last_seq)
-        if info.archived and first <= last:
-            stored = (
-                await self._rows(
-                    "SELECT min(seq) FROM agentlog_events WHERE run_id = %s", (run_id,)
-                )
-            )[0][0]
-            if stored is None or first < stored:
-                raise RunArchivedError(run_id, self.url)
-        return first, last
+    async def _stored_seq(self, run_id: str, *, newest: bool) -> int | None:
+        sql = f"SELECT {'max' if newest else 'min'}(seq) FROM agentlog_events WHERE run_id = %s"
+        stored = (await self._rows(sql, (run_id,)))[0][0]
+        return None if stored is None else int(stored)
 
-    async def _gap(self, run_id: str, missing: int, found: str) -> Exception:
-        rows = await self._rows(SELECT_RUN, (run_id,))
-        info = info_from_row(rows[0]) if rows else None
-        return missing_seq_error(info, run_id, missing, found, self.url)
+    async def _event_rows(self, run_id: str, after: int, last: int, limit: int) -> list[Any]:
+        return await self._rows(READ_EVENTS, (run_id, after, last, limit))
 
-    async def read(
-        self, run_id: str, *, after_seq: int = 0, upto_seq: int | None = None
-    ) -> AsyncIterator[Event]:
-        check_run_id(run_id)
-        upto = MAX_SEQ if upto_seq is None else seq_param(upto_seq)
-        first, last = await self._read_start(run_id, seq_param(after_seq), upto)
-        after = first - 1
-        while after < last:
-            rows = await self._rows(READ_EVENTS, (run_id, after, last, self._batch_size))
-            for row in rows:
-                if row[0] != after + 1:
-                    raise await self._gap(run_id, after + 1, f"seq {row[0]}")
-                event = event_from_row(run_id, row, self.url, self.cipher)
-                after = event.seq
-                yield event
-            if len(rows) < self._batch_size and after < last:
-                raise await self._gap(run_id, after + 1, "no event")
-
-    async def tail(
-        self, run_id: str, *, after_seq: int = 0, poll_seconds: float = 0.05
-    ) -> AsyncIterator[Event]:
-        listener = await self._listen()
-        try:
-            while True:
-                try:
-                    async for event in self.read(run_id, after_seq=after_seq):
-                        after_seq = event.seq
-                        yield event
-                        if status_after("", event.type) in RunStatus.TERMINAL:
-                            return
-                except RunArchivedError:
-                    raise
-                except UnknownRunError:
-                    pass  # not started yet: wait for its first event
-                if listener is None or listener.closed:
-                    await asyncio.sleep(poll_seconds)
-                    continue
-                try:
-                    # Woken by any commit of events; the timeout only covers a lost notify.
-                    wait = max(poll_seconds, _LISTEN_POLL)
-                    async for _ in listener.notifies(timeout=wait, stop_after=1):
-                        pass
-                except psycopg.Error:
-                    _log.info("postgres_listen_lost", where=self.target.host_port)
-                    await listener.close()
-        finally:
-            if listener is not None:
-                await listener.close()
+    async def _tail_wake(self, run_id: str, poll_seconds: float) -> TailWake:
+        return _ListenWake(await self._listen(), poll_seconds, self.target.host_port)
 
     async def _listen(self) -> _Conn | None:
         """A connection of its own that LISTENs for appends; None: poll instead."""
@@ -340,32 +299,8 @@ class PostgresEventLog(EventLog):
         rows = await self._rows(SELECT_RUN, (run_id,))
         return info_from_row(rows[0]) if rows else None
 
-    async def list_runs(self, *, status: str | None = None) -> list[RunInfo]:
-        sql = f"SELECT {RUN_COLUMNS} FROM agentlog_runs WHERE last_seq > 0"
-        params: tuple[str, ...] = ()
-        if status is not None:
-            sql, params = sql + " AND status = %s", (str(status),)
-        rows = await self._rows(sql + " ORDER BY updated_at DESC", params)
-        return [info_from_row(row) for row in rows]
-
-    async def page_runs(self, query: RunQuery) -> RunsPage:
-        sql = page_sql(
-            query,
-            table="agentlog_runs",
-            columns=RUN_COLUMNS,
-            param=lambda name: f"%({name})s",
-            contains="strpos({col}, {arg}) > 0",
-            collate=' COLLATE "C"',
-        )
-        rows = await self._rows(sql.rows, sql.params) if sql.rows else []
-        counted = await self._rows(sql.counts, sql.count_params)
-        return page_from_counts(query, [info_from_row(row) for row in rows], counted)
-
-    async def list_workflows(self) -> list[str]:
-        rows = await self._rows(
-            "SELECT DISTINCT workflow FROM agentlog_runs WHERE last_seq > 0 ORDER BY 1", ()
-        )
-        return [row[0] for row in rows]
+    async def _select(self, *statements: Statement) -> list[list[Any]]:
+        return [await self._rows(sql, dict(params)) for sql, params in statements]
 
     async def runnable(self, *, now: datetime | None = None, limit: int = 1000) -> list[RunInfo]:
         at = to_us(now or utcnow())

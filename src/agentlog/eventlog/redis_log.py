@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -37,27 +37,20 @@ import redis.asyncio as aioredis
 
 from agentlog._logging import get_logger
 from agentlog.crypto import PayloadCipher
-from agentlog.errors import (
-    AgentlogError,
-    BackendUnavailableError,
-    CorruptEventError,
-    RunArchivedError,
-    UnknownRunError,
-)
+from agentlog.errors import BackendUnavailableError, CorruptEventError, UnknownRunError
 from agentlog.eventlog.base import (
     Capabilities,
-    EventLog,
     RunInfo,
     Snapshot,
     check_batch,
     check_lease,
     check_next,
     check_run_id,
-    missing_seq_error,
     select_runs,
     snapshots_kept_from,
 )
-from agentlog.eventlog.events import Event, RunStatus, status_after, utcnow
+from agentlog.eventlog.events import Event, RunStatus, utcnow
+from agentlog.eventlog.indexed import IndexedEventLog, StoredRows
 from agentlog.eventlog.redis_connection import (
     Durability,
     RedisConfig,
@@ -65,6 +58,7 @@ from agentlog.eventlog.redis_connection import (
     durability_error,
     translating,
 )
+from agentlog.eventlog.redis_pages import RunOrder
 from agentlog.eventlog.redis_rows import (
     event_args,
     event_from_entry,
@@ -75,6 +69,7 @@ from agentlog.eventlog.redis_rows import (
 )
 from agentlog.eventlog.redis_scripts import (
     APPEND,
+    BUILD_ORDER,
     CLAIM,
     LEASE,
     LOAD_SNAPSHOT,
@@ -83,7 +78,9 @@ from agentlog.eventlog.redis_scripts import (
     TRIM_SNAPSHOTS,
     Keys,
 )
-from agentlog.eventlog.sqlite_schema import MAX_SEQ, event_rows, from_us, seq_param, to_us
+from agentlog.eventlog.row_format import MAX_SEQ, event_rows, from_us, seq_param, to_us
+from agentlog.eventlog.run_pages import RunQuery, RunsPage, page_from_counts, page_in_memory
+from agentlog.eventlog.tailing import TailWake
 
 __all__ = ["RedisEventLog"]
 
@@ -104,7 +101,41 @@ def _entry_seq(entry_id: bytes) -> int:
     return int(entry_id.split(b"-", 1)[0])
 
 
-class RedisEventLog(EventLog):
+def _entry_event(
+    run_id: str, entry: tuple[bytes, Any], where: str, cipher: PayloadCipher | None
+) -> Event:
+    return event_from_entry(run_id, entry[0], entry[1], where, cipher)
+
+
+#: Stream entries ``(b"SEQ-0", fields)`` as the indexed read path reads them.
+_ENTRIES = StoredRows(
+    seq=lambda entry: _entry_seq(entry[0]),
+    event=_entry_event,
+    found=lambda entry: f"entry {entry[0].decode()}",
+    nothing="no entry",
+)
+
+
+class _StreamWake(TailWake):
+    """XREAD BLOCK wakes a tail as soon as an entry after the last one seen
+    exists, from any process; the timeout only bounds how long a blocked
+    connection is held before the tail looks again."""
+
+    waits_for_start = True
+
+    def __init__(self, log: RedisEventLog, run_id: str, poll_seconds: float) -> None:
+        super().__init__(poll_seconds)
+        self._log, self._run_id = log, run_id
+        self._block_ms = max(1, int(max(poll_seconds, 1.0) * 1000))
+
+    async def wait(self, armed: object, after_seq: int) -> None:
+        log, run_id = self._log, self._run_id
+        with log._translating(f"following run {run_id!r} failed"):
+            stream = {log._keys.events(run_id): f"{after_seq}-0"}
+            await log._client.xread(stream, count=1, block=self._block_ms)
+
+
+class RedisEventLog(IndexedEventLog):
     """Events, run index, writer claims and snapshots in one Redis database.
 
     Open it with :meth:`connect` (or ``open_log("redis://...")``), which
@@ -112,6 +143,7 @@ class RedisEventLog(EventLog):
     """
 
     capabilities = Capabilities(live_tail=True)  # a tail wakes on XREAD BLOCK
+    _stored = _ENTRIES
 
     def __init__(
         self,
@@ -130,7 +162,6 @@ class RedisEventLog(EventLog):
         volatile = "&allow_volatile=true" if config.allow_volatile else ""
         self.url = f"redis://{config.host}:{config.port}/{config.db}?prefix={config.prefix}"
         self.url += volatile
-        self.read_batch = 1000
         # Typed Any: redis-py's stubs answer bytes | str for decode_responses
         # True and False alike; this client never decodes, so replies are bytes.
         self._client: Any = client
@@ -141,6 +172,7 @@ class RedisEventLog(EventLog):
         self._append, self._claim, self._lease = register(APPEND), register(CLAIM), register(LEASE)
         self._save_snap, self._trim_snaps = register(SAVE_SNAPSHOT), register(TRIM_SNAPSHOTS)
         self._load_snap, self._prune = register(LOAD_SNAPSHOT), register(PRUNE)
+        self._order = RunOrder(client, self._keys, register(BUILD_ORDER))
 
     @classmethod
     async def connect(
@@ -214,7 +246,8 @@ class RedisEventLog(EventLog):
                     base = await self._fetch_row(run_id) or RunInfo(run_id)
                 nxt = base.after(events)
                 keys = [k.run(run_id), k.events(run_id), k.runs, k.status(base.status)]
-                keys += [k.status(nxt.status), k.wake]
+                keys += [k.status(nxt.status), k.wake, k.order, k.order_in(base.status)]
+                keys += [k.order_in(nxt.status)]
                 args = [run_id, epoch, first_seq, len(events), base.last_seq, nxt.workflow]
                 args += [nxt.version, nxt.status, nxt.last_seq, nxt.steps]
                 args += [time_arg(nxt.started_at), time_arg(nxt.updated_at)]
@@ -240,87 +273,25 @@ class RedisEventLog(EventLog):
             f"{first_seq}; nothing was written. Retry the append"
         )
 
-    async def _read_start(self, run_id: str, after_seq: int, upto_seq: int) -> tuple[int, int]:
-        """The seqs a read must return, ``(first, last)`` (see SqliteEventLog)."""
-        info = await self._fetch_row(run_id)
-        stream = self._keys.events(run_id)
-        if info is None:
-            top = await self._client.xrevrange(stream, count=1)
-            if top:  # events but no index row: the index was damaged, the events are not
-                return after_seq + 1, min(upto_seq, _entry_seq(top[0][0]))
-            raise UnknownRunError(run_id, self.url)
-        first, last = after_seq + 1, min(upto_seq, info.last_seq)
-        if info.archived and first <= last:
-            bottom = await self._client.xrange(stream, count=1)
-            stored = _entry_seq(bottom[0][0]) if bottom else None
-            if stored is None or first < stored:
-                raise RunArchivedError(run_id, self.url)
-        return first, last
-
-    async def _gap(self, run_id: str, missing: int, found: str) -> AgentlogError:
-        info = await self._fetch_row(run_id)
-        return missing_seq_error(info, run_id, missing, found, self.url)
-
-    async def read(
-        self, run_id: str, *, after_seq: int = 0, upto_seq: int | None = None
-    ) -> AsyncIterator[Event]:
-        check_run_id(run_id)
-        upto = MAX_SEQ if upto_seq is None else seq_param(upto_seq)
+    async def _stored_seq(self, run_id: str, *, newest: bool) -> int | None:
         stream = self._keys.events(run_id)
         with self._translating(f"reading run {run_id!r} failed"):
-            first, last = await self._read_start(run_id, seq_param(after_seq), upto)
-        after = first - 1
-        while after < last:
-            with self._translating(f"reading run {run_id!r} failed"):
-                entries = await self._client.xrange(
-                    stream, f"{after + 1}-0", f"{last}-0", count=self.read_batch
-                )
-                events: list[Event] = []
-                error: AgentlogError | None = None
-                for entry_id, fields in entries:
-                    expected = after + len(events) + 1
-                    if _entry_seq(entry_id) != expected:
-                        error = await self._gap(run_id, expected, f"entry {entry_id.decode()}")
-                        break
-                    try:
-                        events.append(
-                            event_from_entry(run_id, entry_id, fields, self.url, self.cipher)
-                        )
-                    except CorruptEventError as exc:
-                        error = exc
-                        break
-                short = len(entries) < self.read_batch
-                if error is None and short and after + len(events) < last:
-                    error = await self._gap(run_id, after + len(events) + 1, "no entry")
-            for event in events:
-                yield event
-            if error is not None:
-                if isinstance(error, CorruptEventError):
-                    _log.debug("corrupt_event", run_id=error.run_id, seq=error.seq, url=self.url)
-                raise error
-            after = events[-1].seq
+            if newest:
+                end = await self._client.xrevrange(stream, count=1)
+            else:
+                end = await self._client.xrange(stream, count=1)
+        return _entry_seq(end[0][0]) if end else None
 
-    async def tail(
-        self, run_id: str, *, after_seq: int = 0, poll_seconds: float = 0.05
-    ) -> AsyncIterator[Event]:
-        # XREAD BLOCK wakes the tail as soon as an entry after the last one seen
-        # exists, from any process; the timeout only bounds how long a blocked
-        # connection is held before the loop looks again.
-        block_ms = max(1, int(max(poll_seconds, 1.0) * 1000))
+    async def _event_rows(self, run_id: str, after: int, last: int, limit: int) -> list[Any]:
         stream = self._keys.events(run_id)
-        while True:
-            try:
-                async for event in self.read(run_id, after_seq=after_seq):
-                    after_seq = event.seq
-                    yield event
-                    if status_after("", event.type) in RunStatus.TERMINAL:
-                        return
-            except RunArchivedError:
-                raise
-            except UnknownRunError:
-                pass  # not started yet: wait for its first event
-            with self._translating(f"following run {run_id!r} failed"):
-                await self._client.xread({stream: f"{after_seq}-0"}, count=1, block=block_ms)
+        with self._translating(f"reading run {run_id!r} failed"):
+            entries: list[Any] = await self._client.xrange(
+                stream, f"{after + 1}-0", f"{last}-0", count=limit
+            )
+        return entries
+
+    async def _tail_wake(self, run_id: str, poll_seconds: float) -> TailWake:
+        return _StreamWake(self, run_id, poll_seconds)
 
     # -- the run index --------------------------------------------------------------
 
@@ -345,6 +316,19 @@ class RedisEventLog(EventLog):
         with self._translating("listing runs failed"):
             rows = await self._rows_of(list(await self._client.smembers(key)))
         return select_runs(rows, status)
+
+    async def page_runs(self, query: RunQuery) -> RunsPage:
+        """One page of the run list, paged in the server (:mod:`~agentlog.eventlog.redis_pages`)."""
+        with self._translating("paging runs failed"):
+            await self._order.ensure()
+            if query.run_ids is not None:
+                ids = [run_id.encode() for run_id in query.run_ids]
+                return page_in_memory(await self._rows_of(ids), query)
+            if query.workflow is not None or query.text:
+                return page_in_memory(await self._rows_of(await self._order.in_range(query)), query)
+            ids, counts = await self._order.page(query)
+            rows = await self._rows_of(ids)
+        return page_from_counts(query, rows, counts.items())
 
     async def runnable(self, *, now: datetime | None = None, limit: int = 1000) -> list[RunInfo]:
         now = now or utcnow()

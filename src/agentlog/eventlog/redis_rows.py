@@ -2,8 +2,8 @@
 
 The layout is described in :mod:`agentlog.eventlog.redis_scripts`. Events
 are encoded and checked exactly as SQLite stores them
-(:func:`~agentlog.eventlog.sqlite_schema.event_row` and
-:func:`~agentlog.eventlog.sqlite_schema.event_from_row`): same payload
+(:mod:`agentlog.eventlog.row_format`: :func:`~agentlog.eventlog.row_format.event_row`
+and :func:`~agentlog.eventlog.row_format.event_from_row`): same payload
 codec, same encryption, same checksum over the same fields.
 """
 
@@ -19,7 +19,7 @@ from agentlog.crypto import PayloadCipher
 from agentlog.errors import CorruptEventError
 from agentlog.eventlog.base import RunInfo, Snapshot
 from agentlog.eventlog.events import Event
-from agentlog.eventlog.sqlite_schema import event_from_row, from_us, to_us
+from agentlog.eventlog.row_format import TIME_FIELDS, event_from_row, from_us, to_us
 
 __all__ = [
     "event_args",
@@ -32,7 +32,6 @@ __all__ = [
 
 _FIELDS = {f.name: f for f in dataclasses.fields(RunInfo)}
 _INT_FIELDS = frozenset({"last_seq", "steps", "writer_epoch"})
-_TIME_FIELDS = frozenset({"started_at", "updated_at", "lease_expires_at", "wake_at"})
 
 
 def info_from_hash(run_id: str, raw: Mapping[bytes, bytes]) -> RunInfo:
@@ -45,7 +44,7 @@ def info_from_hash(run_id: str, raw: Mapping[bytes, bytes]) -> RunInfo:
         text = value.decode()
         if name in _INT_FIELDS:
             values[name] = int(text)
-        elif name in _TIME_FIELDS:
+        elif name in TIME_FIELDS:
             values[name] = from_us(int(text))
         elif name == "archived":
             values[name] = text == "1"

@@ -19,6 +19,18 @@ Every key starts with the log's prefix ``P`` (``agentlog`` by default):
   sets, not sorted by update time, because adding a member that is there
   already is no write: a steady append writes only its events and its row
   (list_runs sorts the rows it reads anyway).
+* ``P:order`` and ``P:order:STATUS`` are sorted sets of the runs with an
+  event, all and per status, scored by ``-updated_at`` (microseconds), so
+  that ascending order is the run list's (newest update first, then run id:
+  members of one score sort by their bytes). They page
+  :meth:`~agentlog.eventlog.base.EventReader.page_runs` in the server: a
+  page is one ZRANGEBYSCORE with LIMIT, and the counts by status are the
+  sizes of the per-status sets (ZCOUNT over a time range). The append
+  script keeps them. A log written before they existed has no
+  ``P:order-built``: the first page_runs builds them from the run hashes
+  (:data:`BUILD_ORDER`, atomic per chunk of runs, so an append meanwhile is
+  never undone) and then sets it. Delete ``P:order-built`` to rebuild them
+  (after a process of an older agentlog appended to the log).
 * ``P:snaps:RUN`` is a hash of the run's snapshots by seq (msgpack of
   ``[created_us, base_seq, state]``), and ``P:snapidx:RUN`` a sorted set of
   ``"SEQ:BASE"`` by seq, so retention (:func:`snapshots_kept_from`) reads
@@ -41,6 +53,7 @@ from agentlog.eventlog.claim_cases import CLAIM_CASES, LEASE_CASES, grant, lua_r
 
 __all__ = [
     "APPEND",
+    "BUILD_ORDER",
     "CLAIM",
     "LEASE",
     "LOAD_SNAPSHOT",
@@ -58,6 +71,8 @@ class Keys:
         self.prefix = prefix
         self.runs = f"{prefix}:runs"
         self.wake = f"{prefix}:wake"
+        self.order = f"{prefix}:order"
+        self.order_built = f"{prefix}:order-built"
 
     def run(self, run_id: str) -> str:
         return f"{self.prefix}:run:{run_id}"
@@ -68,6 +83,9 @@ class Keys:
     def status(self, status: str) -> str:
         return f"{self.prefix}:status:{status}"
 
+    def order_in(self, status: str) -> str:
+        return f"{self.order}:{status}"
+
     def snaps(self, run_id: str) -> str:
         return f"{self.prefix}:snaps:{run_id}"
 
@@ -75,7 +93,8 @@ class Keys:
         return f"{self.prefix}:snapidx:{run_id}"
 
 
-# KEYS: run hash, stream, runs set, old status set, new status set, wake zset
+# KEYS: run hash, stream, runs set, old status set, new status set, wake zset,
+#       order zset, old status order zset, new status order zset
 # ARGV: run_id, epoch, first seq, n, the last seq the row was computed from,
 #       then the next row: workflow, version, status, last_seq, steps,
 #       started_at, updated_at, wake_at ('' = none), then per event:
@@ -114,7 +133,26 @@ redis.call('HSET', KEYS[1], unpack(row))
 redis.call('SADD', KEYS[3], ARGV[1])
 if KEYS[4] ~= KEYS[5] then redis.call('SREM', KEYS[4], ARGV[1]) end
 redis.call('SADD', KEYS[5], ARGV[1])
+local score = '-' .. ARGV[12]
+redis.call('ZADD', KEYS[7], score, ARGV[1])
+if KEYS[8] ~= KEYS[9] then redis.call('ZREM', KEYS[8], ARGV[1]) end
+redis.call('ZADD', KEYS[9], score, ARGV[1])
 return {'ok'}
+"""
+
+# KEYS: order zset.  ARGV: the run hashes' key prefix (``P:run:``), then run ids.
+# Puts each run with an event into the order sets as its hash says now.
+BUILD_ORDER = """
+for i = 2, #ARGV do
+  local id = ARGV[i]
+  local h = redis.call('HMGET', ARGV[1] .. id, 'last_seq', 'status', 'updated_at')
+  if h[1] and tonumber(h[1]) > 0 and h[3] then
+    local score = '-' .. h[3]
+    redis.call('ZADD', KEYS[1], score, id)
+    redis.call('ZADD', KEYS[1] .. ':' .. (h[2] or 'running'), score, id)
+  end
+end
+return 0
 """
 
 # KEYS: run hash.  ARGV: run_id, owner, lease expiry ('' = none), force (1/0), now.

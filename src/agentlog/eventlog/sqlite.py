@@ -5,8 +5,9 @@ The file's layout and its append-only :data:`MIGRATIONS` are in
 in :mod:`agentlog.eventlog.sqlite_connection`; the group commit of appends in
 :mod:`agentlog.eventlog.sqlite_group_commit`.
 
-A read checks that the seqs it returns have no gap up to the run's last seq
-in the index, so a deleted row is a CorruptEventError naming the missing seq.
+Reads, the gap check and the run list are the indexed read path
+(:mod:`agentlog.eventlog.indexed`, :mod:`agentlog.eventlog.sql_index`); this
+module gives its hooks.
 
 sqlite3 blocks, so each log owns one worker thread that owns the connection;
 the event loop stays free while a commit waits for fsync. Appends that
@@ -17,27 +18,19 @@ the next commit and its one fsync; each still succeeds or fails on its own.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
 from agentlog._files import DEFAULT_FILE_MODE
 from agentlog._logging import get_logger
 from agentlog.crypto import PayloadCipher
-from agentlog.errors import (
-    AgentlogError,
-    BackendUnavailableError,
-    CorruptEventError,
-    RunArchivedError,
-    UnknownRunError,
-)
+from agentlog.errors import BackendUnavailableError
 from agentlog.eventlog.base import (
     Capabilities,
-    EventLog,
     RunInfo,
     Snapshot,
     check_batch,
@@ -45,23 +38,11 @@ from agentlog.eventlog.base import (
     claimed,
     lease_expiry,
     leased,
-    missing_seq_error,
     snapshots_kept_from,
 )
-from agentlog.eventlog.events import Event, RunStatus, status_after, utcnow
-from agentlog.eventlog.run_pages import RunQuery, RunsPage, page_from_counts, page_sql
-from agentlog.eventlog.sqlite_connection import SqliteConnection
-from agentlog.eventlog.sqlite_group_commit import GroupCommit, PendingAppend
-from agentlog.eventlog.sqlite_schema import (
+from agentlog.eventlog.events import Event, utcnow
+from agentlog.eventlog.row_format import (
     MAX_SEQ,
-    MIGRATIONS,
-    NEXT_WAKE,
-    READ_EVENTS,
-    RUN_COLUMNS,
-    RUNNABLE,
-    SELECT_RUN,
-    UPSERT_RUN,
-    event_from_row,
     event_rows,
     from_us,
     info_from_row,
@@ -69,6 +50,18 @@ from agentlog.eventlog.sqlite_schema import (
     seq_param,
     to_us,
 )
+from agentlog.eventlog.sql_index import SqlDialect, SqlIndexedEventLog, Statement
+from agentlog.eventlog.sqlite_connection import SqliteConnection
+from agentlog.eventlog.sqlite_group_commit import GroupCommit, PendingAppend
+from agentlog.eventlog.sqlite_schema import (
+    MIGRATIONS,
+    NEXT_WAKE,
+    READ_EVENTS,
+    RUNNABLE,
+    SELECT_RUN,
+    UPSERT_RUN,
+)
+from agentlog.eventlog.tailing import Changes, TailWake
 from agentlog.eventlog.worker_thread import WorkerThread
 
 __all__ = ["MIGRATIONS", "SqliteEventLog"]
@@ -77,7 +70,7 @@ _log = get_logger(__name__)
 _T = TypeVar("_T")
 
 
-class SqliteEventLog(EventLog):
+class SqliteEventLog(SqlIndexedEventLog):
     """Events, run index, writer claims and snapshots in one SQLite file.
 
     Args:
@@ -109,6 +102,7 @@ class SqliteEventLog(EventLog):
 
     #: Appends through this instance wake its tails; other processes' at the next poll.
     capabilities = Capabilities(live_tail=True)
+    _dialect = SqlDialect("runs", param=lambda name: f":{name}", contains="instr({col}, {arg}) > 0")
 
     def __init__(
         self,
@@ -126,9 +120,9 @@ class SqliteEventLog(EventLog):
         self.cipher = cipher
         self.url = "sqlite:///" + self.path
         self.keep_snapshots = keep_snapshots
-        self._batch_size = read_batch
+        self.read_batch = read_batch
         self._closed = False
-        self._changed = asyncio.Event()
+        self._changes = Changes()
         # Opened here, then only ever used by the worker thread.
         self._db = SqliteConnection(
             self.path,
@@ -167,10 +161,6 @@ class SqliteEventLog(EventLog):
     def _query(self, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
         return self._db.query(sql, params)
 
-    def _notify(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
-
     # -- events -------------------------------------------------------------------
 
     async def append(self, events: Sequence[Event], *, durable: bool = True) -> None:
@@ -189,89 +179,20 @@ class SqliteEventLog(EventLog):
         future: asyncio.Future[None] = loop.create_future()
         self._group.submit(PendingAppend(events, rows, first_seq, epoch, durable, loop, future))
         await future
-        self._notify()
+        self._changes.notify()
 
-    def _read_start(self, run_id: str, after_seq: int, upto_seq: int) -> tuple[int, int]:
-        """The seqs a read must return, ``(first, last)``, from the run index.
+    async def _stored_seq(self, run_id: str, *, newest: bool) -> int | None:
+        sql = f"SELECT {'max' if newest else 'min'}(seq) FROM events WHERE run_id = ?"
+        rows = await self._call(self._query, sql, (run_id,))
+        return None if rows[0][0] is None else int(rows[0][0])
 
-        Raises:
-            UnknownRunError: nothing was ever recorded for the run.
-            RunArchivedError: the range starts before the first event still
-                stored: the rest was pruned into the archive.
-        """
-        rows = self._query(SELECT_RUN, (run_id,))
-        if not rows:
-            stored = self._query("SELECT max(seq) FROM events WHERE run_id = ?", (run_id,))[0][0]
-            if stored is not None:
-                # Events but no index row: the index was damaged, the events are not.
-                return after_seq + 1, min(upto_seq, stored)
-            raise UnknownRunError(run_id, self.url)
-        info = info_from_row(rows[0])
-        first, last = after_seq + 1, min(upto_seq, info.last_seq)
-        if info.archived and first <= last:
-            stored = self._query("SELECT min(seq) FROM events WHERE run_id = ?", (run_id,))[0][0]
-            if stored is None or first < stored:
-                raise RunArchivedError(run_id, self.url)
-        return first, last
+    async def _event_rows(self, run_id: str, after: int, last: int, limit: int) -> list[Any]:
+        return await self._call(self._query, READ_EVENTS, (run_id, after, last, limit))
 
-    def _read_batch(self, run_id: str, after_seq: int, last: int) -> tuple[list[Event], Any]:
-        """Decode up to one batch; a decode error is returned after the good events."""
-        rows = self._query(READ_EVENTS, (run_id, after_seq, last, self._batch_size))
-        events: list[Event] = []
-        for row in rows:
-            if row[0] != after_seq + len(events) + 1:
-                return events, self._gap(run_id, after_seq + len(events) + 1, f"seq {row[0]}")
-            try:
-                events.append(event_from_row(run_id, row, self.url, self.cipher))
-            except CorruptEventError as exc:
-                return events, exc
-        if len(rows) < self._batch_size and after_seq + len(events) < last:
-            return events, self._gap(run_id, after_seq + len(events) + 1, "no event")
-        return events, None
-
-    def _gap(self, run_id: str, missing: int, found: str) -> AgentlogError:
-        rows = self._query(SELECT_RUN, (run_id,))
-        info = info_from_row(rows[0]) if rows else None
-        return missing_seq_error(info, run_id, missing, found, self.url)
-
-    async def read(
-        self, run_id: str, *, after_seq: int = 0, upto_seq: int | None = None
-    ) -> AsyncIterator[Event]:
-        check_run_id(run_id)
-        after = seq_param(after_seq)
-        first, last = await self._call(
-            self._read_start, run_id, after, MAX_SEQ if upto_seq is None else seq_param(upto_seq)
-        )
-        after = first - 1
-        while after < last:
-            events, error = await self._call(self._read_batch, run_id, after, last)
-            for event in events:
-                yield event
-            if error is not None:
-                if isinstance(error, CorruptEventError):
-                    _log.debug("corrupt_event", run_id=error.run_id, seq=error.seq, path=self.path)
-                raise error
-            after = events[-1].seq
-
-    async def tail(
-        self, run_id: str, *, after_seq: int = 0, poll_seconds: float = 0.05
-    ) -> AsyncIterator[Event]:
+    async def _tail_wake(self, run_id: str, poll_seconds: float) -> TailWake:
         # Appends through this instance wake the tail at once; appends by other
         # processes are seen at the next poll.
-        while True:
-            changed = self._changed
-            try:
-                async for event in self.read(run_id, after_seq=after_seq):
-                    after_seq = event.seq
-                    yield event
-                    if status_after("", event.type) in RunStatus.TERMINAL:
-                        return
-            except RunArchivedError:
-                raise
-            except UnknownRunError:
-                pass  # not started yet: wait for its first event
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), poll_seconds)
+        return self._changes.wake(poll_seconds)
 
     # -- the run index ------------------------------------------------------------
 
@@ -280,35 +201,11 @@ class SqliteEventLog(EventLog):
         rows = await self._call(self._query, SELECT_RUN, (run_id,))
         return info_from_row(rows[0]) if rows else None
 
-    async def list_runs(self, *, status: str | None = None) -> list[RunInfo]:
-        sql = f"SELECT {RUN_COLUMNS} FROM runs WHERE last_seq > 0"
-        params: tuple[str, ...] = ()
-        if status is not None:
-            sql, params = sql + " AND status = ?", (status,)
-        rows = await self._call(self._query, sql + " ORDER BY updated_at DESC", params)
-        return [info_from_row(row) for row in rows]
+    async def _select(self, *statements: Statement) -> list[list[Any]]:
+        def each() -> list[list[Any]]:
+            return [self._query(sql, params) for sql, params in statements]
 
-    async def page_runs(self, query: RunQuery) -> RunsPage:
-        sql = page_sql(
-            query,
-            table="runs",
-            columns=RUN_COLUMNS,
-            param=lambda name: f":{name}",
-            contains="instr({col}, {arg}) > 0",
-        )
-
-        def both() -> tuple[list[Any], list[Any]]:
-            rows = self._query(sql.rows, sql.params) if sql.rows else []
-            return rows, self._query(sql.counts, sql.count_params)
-
-        rows, counted = await self._call(both)
-        return page_from_counts(query, [info_from_row(row) for row in rows], counted)
-
-    async def list_workflows(self) -> list[str]:
-        rows = await self._call(
-            self._query, "SELECT DISTINCT workflow FROM runs WHERE last_seq > 0 ORDER BY 1", ()
-        )
-        return [row[0] for row in rows]
+        return await self._call(each)
 
     async def runnable(self, *, now: datetime | None = None, limit: int = 1000) -> list[RunInfo]:
         at = to_us(now or utcnow())

@@ -36,15 +36,9 @@ from agentlog._logging import get_logger
 from agentlog.errors import AgentlogError, ConflictError
 from agentlog.eventlog.base import RunInfo, check_next
 from agentlog.eventlog.events import Event
+from agentlog.eventlog.row_format import info_from_row, info_to_row
 from agentlog.eventlog.sqlite_connection import SqliteConnection
-from agentlog.eventlog.sqlite_schema import (
-    INSERT_EVENT,
-    SELECT_RUN,
-    UPSERT_RUN,
-    info_from_row,
-    info_to_row,
-    update_run_sql,
-)
+from agentlog.eventlog.sqlite_schema import INSERT_EVENT, SELECT_RUN, UPSERT_RUN, update_run_sql
 from agentlog.eventlog.worker_thread import Outcome, WorkerThread, settle
 
 __all__ = ["GroupCommit", "PendingAppend"]

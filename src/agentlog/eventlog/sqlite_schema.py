@@ -22,42 +22,33 @@ count is recorded in ``PRAGMA user_version``):
   ``base_seq`` (migration 4) is the seq of the snapshot a delta snapshot
   builds on, 0 for one that stands alone.
 
+The rows' format (columns, times in microseconds, the checksum) is
+:mod:`agentlog.eventlog.row_format`, shared with PostgreSQL and Redis.
+
 Migration 5 indexes the run list's order (``runs_by_update``,
 ``runs_by_status_update``) for :meth:`~agentlog.eventlog.base.EventReader.page_runs`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
-from typing import Any
 
-from agentlog.crypto import PayloadCipher
-from agentlog.errors import CorruptEventError, NotSerializableError
-from agentlog.eventlog.base import RunInfo
-from agentlog.eventlog.codec import decode_stored_payload, encode_stored_payloads, row_checksum
-from agentlog.eventlog.events import LANGGRAPH_WORKFLOW, Event
+from agentlog.eventlog.events import LANGGRAPH_WORKFLOW
+from agentlog.eventlog.row_format import RUN_COLUMNS, RUN_FIELDS
+
+# info_from_row and info_to_row stay importable from here for
+# agentlog.eventlog.postgres_append, which predates agentlog.eventlog.row_format.
+from agentlog.eventlog.row_format import info_from_row as info_from_row
+from agentlog.eventlog.row_format import info_to_row as info_to_row
 
 __all__ = [
     "INSERT_EVENT",
-    "MAX_SEQ",
     "MIGRATIONS",
     "NEXT_WAKE",
     "READ_EVENTS",
     "RUNNABLE",
-    "RUN_COLUMNS",
     "SELECT_RUN",
     "UPSERT_RUN",
-    "event_from_row",
-    "event_row",
-    "event_rows",
-    "from_us",
-    "info_from_row",
-    "info_to_row",
-    "seq_param",
-    "to_us",
     "update_run_sql",
 ]
 
@@ -96,26 +87,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
 )
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-MAX_SEQ = 2**63 - 1
-
-# The run index columns are RunInfo's fields, by name.
-_RUN_FIELDS = tuple(f.name for f in dataclasses.fields(RunInfo))
-RUN_COLUMNS = ", ".join(_RUN_FIELDS)
-_TIME_FIELDS = frozenset(
-    {"started_at", "updated_at", "lease_expires_at", "wake_at"}
-)  # microseconds
 SELECT_RUN = f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?"
 UPSERT_RUN = (
-    f"INSERT OR REPLACE INTO runs ({RUN_COLUMNS}) VALUES ({', '.join('?' * len(_RUN_FIELDS))})"
+    f"INSERT OR REPLACE INTO runs ({RUN_COLUMNS}) VALUES ({', '.join('?' * len(RUN_FIELDS))})"
 )
 
 
 @functools.lru_cache(maxsize=64)
 def update_run_sql(columns: tuple[int, ...]) -> str:
     """``UPDATE runs`` of the run index columns at these positions, then ``WHERE run_id = ?``."""
-    assignments = ", ".join(f"{_RUN_FIELDS[i]} = ?" for i in columns)
+    assignments = ", ".join(f"{RUN_FIELDS[i]} = ?" for i in columns)
     return f"UPDATE runs SET {assignments} WHERE run_id = ?"
 
 
@@ -133,101 +114,3 @@ READ_EVENTS = (
     "SELECT seq, type, ts, schema_v, writer_epoch, payload, checksum FROM events "
     "WHERE run_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?"
 )
-
-
-def seq_param(seq: int) -> int:
-    """A seq bound as SQLite can take it: no stored seq is below 0 or above 2**63 - 1."""
-    return max(0, min(seq, MAX_SEQ))
-
-
-def to_us(moment: datetime, what: str = "ts") -> int:
-    """Integer microseconds since the Unix epoch, as the time columns hold them.
-
-    Raises:
-        NotSerializableError: ``moment`` is naive (no time zone).
-    """
-    if moment.tzinfo is None:
-        raise NotSerializableError(what, "naive datetime")
-    return (moment - _EPOCH) // _MICROSECOND
-
-
-def from_us(us: int) -> datetime:
-    """The UTC datetime of a time column's microseconds."""
-    return _EPOCH + timedelta(microseconds=us)
-
-
-def info_from_row(row: Sequence[Any]) -> RunInfo:
-    """A run index row (selected as :data:`RUN_COLUMNS`) as a RunInfo."""
-    values = dict(zip(_RUN_FIELDS, row, strict=True))
-    for name in _TIME_FIELDS:
-        values[name] = None if values[name] is None else from_us(values[name])
-    values["archived"] = bool(values["archived"])
-    return RunInfo(**values)
-
-
-def info_to_row(info: RunInfo) -> list[Any]:
-    """A RunInfo as the parameters of :data:`UPSERT_RUN`."""
-    values = [getattr(info, name) for name in _RUN_FIELDS]
-    for i, name in enumerate(_RUN_FIELDS):
-        if name in _TIME_FIELDS and values[i] is not None:
-            values[i] = to_us(values[i])
-    return values
-
-
-def event_row(event: Event, epoch: int, cipher: PayloadCipher | None) -> tuple[Any, ...]:
-    """An event as the parameters of :data:`INSERT_EVENT`, checksum last (content
-    sealed with ``cipher``, see :mod:`agentlog.eventlog.sealing`).
-
-    Raises:
-        NotSerializableError: the payload cannot be encoded, or ``ts`` is naive.
-    """
-    return event_rows([event], epoch, cipher)[0]
-
-
-def event_rows(
-    events: Sequence[Event], epoch: int, cipher: PayloadCipher | None
-) -> list[tuple[Any, ...]]:
-    """:func:`event_row` of each event of one append (sealed batch-wise:
-    :func:`~agentlog.eventlog.codec.encode_stored_payloads`).
-
-    Raises:
-        NotSerializableError: a payload cannot be encoded, or a ``ts`` is naive.
-    """
-    for event in events:
-        if event.ts.tzinfo is None:
-            raise NotSerializableError(f"{event.type} seq {event.seq} ts", "naive datetime")
-    rows = []
-    for event, payload in zip(events, encode_stored_payloads(events, cipher), strict=True):
-        us = (event.ts - _EPOCH) // _MICROSECOND
-        row = (event.run_id, event.seq, event.type, us, event.schema_v, epoch, payload)
-        rows.append((*row, row_checksum(*row)))
-    return rows
-
-
-def event_from_row(
-    run_id: str, row: Sequence[Any], where: str, cipher: PayloadCipher | None
-) -> Event:
-    """Verify a stored row's checksum and decode it (a row of :data:`READ_EVENTS`).
-
-    Raises:
-        CorruptEventError: naming the run and seq.
-    """
-    seq, event_type, ts, schema_v, epoch, payload, stored = row
-    try:
-        if stored is not None:
-            computed = row_checksum(run_id, seq, event_type, ts, schema_v, epoch, payload)
-            if computed != stored:
-                raise CorruptEventError(
-                    run_id,
-                    seq,
-                    f"checksum mismatch (stored {stored}, computed {computed}): the row changed "
-                    "after it was written",
-                    where,
-                )
-        data, sealed, unreadable = decode_stored_payload(
-            event_type, schema_v, payload, cipher, run_id=run_id, seq=seq, where=where
-        )
-        return Event(run_id, seq, data, from_us(ts), epoch, sealed=sealed, unreadable=unreadable)
-    except (TypeError, ValueError, OverflowError, NotSerializableError) as exc:
-        # Columns of the wrong type: written by something else than agentlog.
-        raise CorruptEventError(run_id, seq, f"bad envelope column: {exc}", where) from exc

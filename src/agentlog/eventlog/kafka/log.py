@@ -53,6 +53,7 @@ from agentlog.eventlog.kafka.records import (
 )
 from agentlog.eventlog.kafka.security import client_security, diagnose
 from agentlog.eventlog.kafka.writer import WriterPool
+from agentlog.eventlog.run_pages import RunQuery, RunsPage, page_in_memory
 
 __all__ = ["KafkaEventLog"]
 
@@ -265,8 +266,26 @@ class KafkaEventLog(EventLog):
         return (await self._reader.exact(entry))[0].info
 
     async def list_runs(self, *, status: str | None = None) -> list[RunInfo]:
-        entries = await self._reader.all_exact()
+        entries = await self._reader.exact_many(await self._reader.caught_up())
         return select_runs((e.info for e in entries), status)
+
+    async def page_runs(self, query: RunQuery) -> RunsPage:
+        """One page of the run list over the caught-up run index, exact rows for
+        the page only.
+
+        The index entries (read to the end of the runs topic, no event read)
+        choose and count the page: an entry is written with every status change,
+        so the counts are exact, while its ``updated_at`` may trail a run's
+        latest events by up to ``index_every`` events, which can place a run
+        that is busy right now by its last entry's time. Only the page's
+        entries are then extended by their later events (:meth:`find_run`'s
+        exact rows).
+        """
+        entries = {entry.info.run_id: entry for entry in await self._reader.caught_up()}
+        page = page_in_memory((entry.info for entry in entries.values()), query)
+        exact = await self._reader.exact_many([entries[info.run_id] for info in page.rows])
+        by_id = {entry.info.run_id: entry.info for entry in exact}
+        return RunsPage([by_id[info.run_id] for info in page.rows], page.total, page.counts)
 
     # -- writers ----------------------------------------------------------------
 

@@ -273,10 +273,6 @@ class KafkaReader:
                 for record in records:
                     self._apply(tp, record)
 
-    def runs_read(self) -> list[int]:
-        """The runs-topic partitions this reader has read (the ones it caches)."""
-        return sorted(self._runs_next)
-
     async def entries(self, partition: int) -> list[IndexEntry]:
         """The index entries of every run on runs-topic partition ``partition``."""
         await self.catch_up([partition])
@@ -474,12 +470,11 @@ class KafkaReader:
         info = entry.info.after([event for _, event in hits])
         return dataclasses.replace(entry, info=info, offset=hits[-1][0] + 1), hits
 
-    async def all_exact(self) -> list[IndexEntry]:
-        """Every run's exact index entry, reading each partition once."""
+    async def caught_up(self) -> list[IndexEntry]:
+        """Every run's latest index entry, read to the end of the runs topic
+        (not yet extended by later events: see :meth:`exact_many`)."""
         await self.catch_up()
-        return await self.exact_many(
-            [e for run_id, e in list(self._index.items()) if run_id not in self._bad]
-        )
+        return [e for run_id, e in list(self._index.items()) if run_id not in self._bad]
 
     async def exact_many(self, entries: list[IndexEntry]) -> list[IndexEntry]:
         """These entries, each extended by its later events, reading each partition once."""
