@@ -19,7 +19,7 @@ from agentlog.eventlog.postgres_schema import CLAIM, LEASE, RUN_FIELDS, SELECT_R
 from agentlog.eventlog.redis_rows import info_from_hash
 from agentlog.eventlog.redis_scripts import CLAIM as LUA_CLAIM
 from agentlog.eventlog.redis_scripts import LEASE as LUA_LEASE
-from agentlog.eventlog.sqlite_schema import info_from_row, info_to_row, to_us
+from agentlog.eventlog.row_format import info_from_row, info_to_row, to_us
 from agentlog.testing._claim_examples import EXAMPLES, ClaimExample
 from tests.services.redis_server import RedisServer
 

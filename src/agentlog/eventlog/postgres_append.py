@@ -44,7 +44,7 @@ from agentlog.eventlog.postgres_schema import (
     UPDATE_RUN_IF,
     UPSERT_RUN,
 )
-from agentlog.eventlog.sqlite_schema import info_from_row, info_to_row
+from agentlog.eventlog.row_format import info_from_row, info_to_row
 
 __all__ = ["after_values", "append_locked", "append_unlocked", "event_arrays"]
 

@@ -36,11 +36,6 @@ import functools
 from agentlog.eventlog.events import LANGGRAPH_WORKFLOW
 from agentlog.eventlog.row_format import RUN_COLUMNS, RUN_FIELDS
 
-# info_from_row and info_to_row stay importable from here for
-# agentlog.eventlog.postgres_append, which predates agentlog.eventlog.row_format.
-from agentlog.eventlog.row_format import info_from_row as info_from_row
-from agentlog.eventlog.row_format import info_to_row as info_to_row
-
 __all__ = [
     "INSERT_EVENT",
     "MIGRATIONS",
