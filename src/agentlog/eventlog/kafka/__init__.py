@@ -52,6 +52,11 @@ the run id. :attr:`KafkaEventLog.last_read_records` counts what it fetched.
 """
 
 from agentlog.eventlog.kafka.config import KafkaConfig
+from agentlog.eventlog.kafka.grouplog import PartitionedKafkaEventLog as _Partitioned
 from agentlog.eventlog.kafka.log import KafkaEventLog
+
+# Imported for KafkaEventLog.connect: the partitioned layout's class names itself
+# there when it is defined (grouplog.py sits above log.py, which never imports it).
+del _Partitioned
 
 __all__ = ["KafkaConfig", "KafkaEventLog"]
