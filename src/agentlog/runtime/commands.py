@@ -156,7 +156,7 @@ async def _apply(driver: RunDriver, command: Command) -> bool:
             )
         return True
     if kind == "cancel":
-        active = driver.active_runs.get(run_id)
+        active = driver.active_run(run_id)
         if active is not None:
             active.cancel_requested.set()  # it stops at its next step boundary
             return False  # acked by the RunCancelled it records then

@@ -196,7 +196,8 @@ class RunRequests:
                 )
             if info.archived:  # returned as it is, once we know we can read it
                 await self.read_state(run_id)
-            if here and run_id not in self._driver.active_runs and info.status == RunStatus.RUNNING:
+            idle = self._driver.active_run(run_id) is None and info.status == RunStatus.RUNNING
+            if here and idle:
                 # Another writer took it first (a FencedError: a cancel's forced claim).
                 with contextlib.suppress(LeaseHeldError, RunNotWaitingError, FencedError):
                     await self._driver.take_over_with(wf, run_id, lambda state: [])
@@ -304,7 +305,7 @@ class RunRequests:
 
     async def cancel(self, run_id: str, reason: str) -> RunState:
         """``Runtime.cancel``."""
-        active = self._driver.active_runs.get(run_id)
+        active = self._driver.active_run(run_id)
         if active is not None:
             active.cancel_requested.set()
             with contextlib.suppress(FencedError):  # taken over: cancel it from the log
@@ -369,7 +370,7 @@ class RunRequests:
         if await shredded_already(self.log, cipher, info, self.archive):
             at = await asyncio.to_thread(store.table.shredded_at, run_id)
             return ShredReport(run_id, at or "", store.description, already=True)
-        if run_id in self._driver.active_runs:  # driven here: stop it at its step boundary first
+        if self._driver.active_run(run_id) is not None:  # driven here: stop it at its boundary
             await self.cancel(run_id, SHRED_REASON)
         if not self.log.direct_writes:
             # The run's owning worker records the cancel; the key goes after it;

@@ -89,6 +89,11 @@ class RunDriver:
         """The runs this process drives right now, by run id."""
         return {run_id: active[0] for run_id, active in self._active.items()}
 
+    def active_run(self, run_id: str) -> RunExecutor | None:
+        """The executor driving ``run_id`` in this process, if one does."""
+        active = self._active.get(run_id)
+        return None if active is None else active[0]
+
     def active_task(self, run_id: str) -> asyncio.Task[RunState] | None:
         """The task driving ``run_id`` in this process, if one does."""
         active = self._active.get(run_id)

@@ -423,7 +423,7 @@ class Runtime:
             UnknownRunError: no such run (RunArchivedError: archived, and this
                 runtime has no ``archive`` that holds it).
         """
-        active = self.driver.active_runs.get(run_id)
+        active = self.driver.active_run(run_id)
         if active is not None:
             return active.state.copy()
         return await self.requests.read_state(run_id)
