@@ -4,7 +4,7 @@ A writer checked that it still owned the run, then handed the effect to its
 thread (or, in ``exit`` mode, first asked the log for the run's epoch). A
 pause in between went unseen: in 3 of 60 SIGSTOP trials on SQLite a writer
 woke, and the effect it had already cleared ran after the new writer had
-recorded its result. Now :meth:`RunWriter.call_effect` checks last, in the
+recorded its result. Now :meth:`RunWriter.run_effect` checks last, in the
 thread or task that calls the effect, with nothing awaited in between.
 
 These tests hold the writer in that window with a hook instead of a signal
@@ -31,7 +31,8 @@ from agentlog.eventlog.events import WriterClaimed
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.projector.snapshots import SnapshotPolicy
 from agentlog.projector.state import RunState
-from agentlog.runtime import RunWriter, StepContext
+from agentlog.runtime import StepContext
+from agentlog.runtime.writer import RunWriter
 
 #: How long a test waits for a condition before it fails (a hang guard).
 WITHIN_S = 20.0

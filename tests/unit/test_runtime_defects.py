@@ -114,9 +114,11 @@ async def test_recover_recovers_every_run_it_can_and_reports_the_rest(
     crashed = Runtime(event_log, config=config("dead", lease_seconds=0.01))
     for name in ("a", "b", "c"):
         await crashed.start(workflow(name, "1"), run_id=name, durability="sync")
-    for _, task in crashed._active.values():  # the process dies: its tasks stop
+    tasks = [crashed.driver.active_task(run_id) for run_id in crashed.active_runs]
+    for task in tasks:  # the process dies: its tasks stop
+        assert task is not None
         task.cancel()
-    await asyncio.gather(*(t for _, t in crashed._active.values()), return_exceptions=True)
+    await asyncio.gather(*(t for t in tasks if t is not None), return_exceptions=True)
     gate.set()
     async with asyncio.timeout(30):  # the dead writer's short leases run out
         while await _live_leases(event_log):  # noqa: ASYNC110 - a condition in the log
@@ -320,7 +322,8 @@ async def test_wait_says_when_no_live_writer_drives_a_run(event_log: EventLog) -
 
     dead = Runtime(event_log, workflows=[wf], config=config("dead"))
     await dead.start(wf, run_id="w", durability="sync")
-    _, task = dead._active["w"]
+    task = dead.driver.active_task("w")
+    assert task is not None
     task.cancel()  # the writer stops mid-step
     await asyncio.gather(task, return_exceptions=True)
     # a crashed writer's lease: still live for a while, then gone

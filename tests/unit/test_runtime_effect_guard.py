@@ -24,7 +24,8 @@ from agentlog.eventlog.memory import MemoryEventLog
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.projector.snapshots import SnapshotPolicy
 from agentlog.projector.state import RunState
-from agentlog.runtime import Runtime, RunWriter, StepContext, Workflow, end, goto
+from agentlog.runtime import Runtime, StepContext, Workflow, end, goto
+from agentlog.runtime.writer import RunWriter
 from tests.support.runtime import config, event_log, events_of, run_to_rest
 
 __all__ = ["event_log"]

@@ -581,7 +581,7 @@ async def test_cancel_waiting_running_and_finished_runs(event_log: EventLog) -> 
         await rt.start(wf, run_id="running", durability="sync")
         await asyncio.wait_for(gate.reached.wait(), 10)
         cancelling = asyncio.create_task(rt.cancel("running"))
-        executor = rt._active["running"][0]
+        executor = rt.active_runs["running"]
         await asyncio.wait_for(executor.cancel_requested.wait(), 10)
         gate.release.set()
         stopped = await asyncio.wait_for(cancelling, 10)

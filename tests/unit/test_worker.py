@@ -87,7 +87,7 @@ async def test_concurrency_limits_hold_runs_back_until_a_slot_frees(event_log: E
         async with Runtime(
             event_log, workflows=[wf, other], config=config("w", worker_config=settings)
         ) as owner:
-            worker = Worker(owner, settings)
+            worker = Worker(owner.driver, owner.log, settings)
             taken = await worker.run_once()
             assert sorted(taken)[-1] == "o0" and len(taken) == 3  # 2 of gated, 1 of other
             await _until(lambda: _inside(calls, other_calls, 3))
@@ -139,10 +139,10 @@ async def test_a_run_of_an_unknown_workflow_waits_for_a_worker_that_knows_it(
     async with client(event_log, wf) as rt:
         await rt.submit(wf, run_id="u")
         async with Runtime(event_log, workflows=[stranger], config=config("w")) as other:
-            assert await Worker(other).run_once() == []
+            assert await Worker(other.driver, other.log).run_once() == []
         assert (await event_log.get_run("u")).status == RunStatus.RUNNING
         async with Runtime(event_log, workflows=[wf], config=config("w2")) as knows:
-            assert await Worker(knows).run_once() == ["u"]
+            assert await Worker(knows.driver, knows.log).run_once() == ["u"]
             await run_to_rest(knows, "u")
     assert (await event_log.get_run("u")).status == RunStatus.COMPLETED
 
@@ -194,7 +194,7 @@ async def test_commands_reach_the_owning_worker_and_apply_once() -> None:
         await rt.submit(wf, run_id="c")
         assert await log.find_run("c") is None  # only the owner records it
         async with Runtime(log, workflows=[wf], config=config("owner")) as owner:
-            worker = Worker(owner)
+            worker = Worker(owner.driver, owner.log)
             await worker.run_once()
             assert (await run_to_rest(owner, "c")).status == RunStatus.WAITING
             await rt.resume("c", True)
@@ -246,7 +246,7 @@ async def test_a_command_is_on_record_before_it_is_acked_even_in_exit_mode() -> 
     async with client(log, wf) as rt:
         await rt.submit(wf, run_id="x", durability="exit")
         async with Runtime(log, workflows=[wf], config=config("owner")) as owner:
-            await Worker(owner).run_once()
+            await Worker(owner.driver, owner.log).run_once()
             await _until(lambda: _inside(calls, Calls(), 1))  # mid-step, nothing parked
             assert await log.take_commands() == []  # acked ...
             assert (await types_of(log, "x"))[0] == "RunStarted"  # ... and on record

@@ -255,7 +255,7 @@ def demo(
     as_json: JsonOpt = False,
 ) -> None:
     """A research agent that crashes, resumes, waits for approval and sends one email."""
-    from agentlog.demo import run_demo
+    from agentlog.cli.demo import run_demo
 
     chosen = run_id or "demo-" + utcnow().strftime("%Y%m%d-%H%M%S")
     # The demo's own narration is trusted markup; with --json it goes to stderr.

@@ -30,7 +30,7 @@ def load_workflows(specs: list[str] | None) -> list[Workflow[Any]]:
         ConfigError: a value that does not name an importable Workflow (or
             list of them); the message says which and what to write instead.
     """
-    from agentlog.demo import demo_workflow
+    from agentlog.cli.demo import demo_workflow
 
     found: list[Workflow[Any]] = [demo_workflow()]
     for spec in specs or []:

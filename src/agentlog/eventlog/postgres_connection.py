@@ -6,7 +6,7 @@ A server that is down or restarting is retried with backoff until
 server that answers and refuses (wrong password, unknown role or database,
 no ``pg_hba.conf`` entry) is :class:`~agentlog.errors.PostgresAuthError` at
 once: retrying cannot help until the URL changes. Passwords never appear in
-a message (:func:`~agentlog.eventlog.urls.redact_url`).
+a message (:func:`~agentlog.eventlog.redaction.redact_url`).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import psycopg_pool
 from agentlog._logging import get_logger
 from agentlog.errors import BackendUnavailableError, ConfigError, PostgresAuthError
 from agentlog.eventlog.postgres_schema import MIGRATIONS
+from agentlog.eventlog.redaction import redact_url, shown_param
 
 __all__ = [
     "PostgresTarget",
@@ -77,8 +78,6 @@ class PostgresTarget:
         Raises:
             ConfigError: not a postgresql:// URL, or a bad agentlog parameter.
         """
-        from agentlog.eventlog.urls import redact_url, shown_param
-
         shown = redact_url(url)
         parts = urlsplit(url)
         if parts.scheme not in ("postgresql", "postgres") or not parts.hostname:

@@ -38,7 +38,7 @@ from redis.backoff import NoBackoff
 
 from agentlog._logging import get_logger
 from agentlog.errors import BackendUnavailableError, ConfigError
-from agentlog.eventlog.urls import shown_param
+from agentlog.eventlog.redaction import shown_param
 
 __all__ = [
     "Durability",

@@ -1,8 +1,9 @@
 """The replay writer: the runtime's own executor, run against a recorded history.
 
-:class:`ReplayWriter` stands where a :class:`~agentlog.runtime.RunWriter`
-stands, so the executor, the step contexts and ``@task`` run exactly the code
-a resume runs. What differs is where events go and where effects come from:
+:class:`ReplayWriter` is a :class:`~agentlog.runtime.writer_protocol.Writer`,
+as the live :class:`~agentlog.runtime.writer.RunWriter` is, so the executor,
+the step contexts and ``@task`` run exactly the code a resume runs. What
+differs is where events go and where effects come from:
 
 * every event the code emits is matched against a recorded event of the
   same *lane* (a branch of a superstep, or the run itself) instead of being
@@ -19,8 +20,7 @@ a resume runs. What differs is where events go and where effects come from:
   history shows, and the runtime follows it. A retry policy asked again about
   an error rebuilt from its recorded text could decide otherwise (a
   ``non_retryable`` class the rebuilt error is not an instance of);
-* nothing is written: flush, persist and close do nothing, and an append
-  would raise.
+* nothing is written: flush, persist and close do nothing (it holds no log).
 
 A history is a series of *sessions*, one per executor that wrote it: the
 code events (:data:`CODE_EVENTS`) one process emitted, up to the next input
@@ -44,11 +44,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from agentlog._logging import get_logger
-from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.codec import decode_payload, encode_payload
 from agentlog.eventlog.events import (
     SCHEMA_V,
@@ -64,7 +63,6 @@ from agentlog.eventlog.events import (
     TaskStarted,
 )
 from agentlog.projector.fold import apply
-from agentlog.projector.snapshots import SnapshotPolicy
 from agentlog.projector.state import RunState
 from agentlog.replay.verify_compare import (
     Mismatch,
@@ -76,7 +74,7 @@ from agentlog.replay.verify_compare import (
 from agentlog.replay.verify_lanes import CODE_EVENTS, Found, Lanes, extra
 from agentlog.runtime.executor import RunExecutor
 from agentlog.runtime.workflow import Workflow
-from agentlog.runtime.writer import RunWriter
+from agentlog.runtime.writer_protocol import Writer
 
 __all__ = [
     "CODE_EVENTS",
@@ -91,9 +89,6 @@ __all__ = [
 ]
 
 _log = get_logger("agentlog.replay")
-
-#: Never take any snapshot (the replay saves nothing).
-_NO_SNAPSHOTS = SnapshotPolicy(every=2**62, on_park=False)
 
 
 class Diverged(BaseException):  # a signal, like CancelledError
@@ -112,20 +107,12 @@ class SessionEnds(BaseException):
     """The code reached an input: the process that wrote this session stopped there."""
 
 
-class ReplayWriter(RunWriter):
-    """A RunWriter that matches emitted events against ``history``; writes nothing."""
+class ReplayWriter:
+    """A :class:`Writer` that matches emitted events against ``history``; writes nothing."""
 
     def __init__(self, history: Sequence[Event], workflow: Workflow[Any]) -> None:
-        run_id = history[0].run_id if history else ""
-        # No log: nothing here may write (``_append`` raises if anything tries).
-        super().__init__(
-            cast(EventLog, None),
-            RunState(run_id=run_id),
-            epoch=0,
-            durability="exit",
-            snapshots=_NO_SNAPSHOTS,
-            reducers=workflow.reducer_table,
-        )
+        self.state = RunState(run_id=history[0].run_id if history else "")
+        self._reducers = workflow.reducer_table
         self.history = list(history)
         self.used = [False] * len(self.history)
         self.cursor = 0  # the first event not yet folded or matched
@@ -206,7 +193,7 @@ class ReplayWriter(RunWriter):
         """The history's last seq (0 if empty)."""
         return self.history[-1].seq if self.history else 0
 
-    # -- the RunWriter surface ------------------------------------------------------
+    # -- the Writer surface ----------------------------------------------------------
 
     def emit(self, data: EventData) -> Event:
         """Match ``data`` against the history and fold the recorded event.
@@ -231,8 +218,10 @@ class ReplayWriter(RunWriter):
         recorded = self._fold(index)
         return self._as_decided(index, recorded) if isinstance(data, TaskFailed) else recorded
 
-    async def run_effect(self, key: str, call: Callable[[], Awaitable[Any]]) -> Any:
-        """The task's recorded outcome; its body never runs.
+    async def run_effect(
+        self, key: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """The task's recorded outcome; its body (``fn``) never runs.
 
         Raises:
             SessionEnds: the task was in flight when the session's process
@@ -269,9 +258,6 @@ class ReplayWriter(RunWriter):
 
     def abandon(self) -> None:
         """Nothing buffered."""
-
-    async def _append(self, batch: list[Event]) -> None:
-        raise AssertionError("a replay must never append")  # pragma: no cover - a guard
 
     # -- matching ---------------------------------------------------------------------
 
@@ -346,7 +332,7 @@ class ReplayExecutor(RunExecutor):
     of ``agentlog.replay``, never warnings that a healthy check would print.
     """
 
-    def __init__(self, writer: RunWriter, workflow: Workflow[Any]) -> None:
+    def __init__(self, writer: Writer, workflow: Workflow[Any]) -> None:
         super().__init__(writer, workflow)
         self._log = _Retold(_log.bind(run_id=writer.state.run_id, replayed=True))
 

@@ -2,7 +2,6 @@
 
 from agentlog.eventlog.events import RunStatus
 from agentlog.runtime.context import Interrupted, StepContext
-from agentlog.runtime.executor import RunExecutor
 from agentlog.runtime.frozen import FrozenDict, FrozenList, thaw
 from agentlog.runtime.handles import PendingInterrupt, RecoveryReport, RunHandle
 from agentlog.runtime.retry import RetryPolicy
@@ -14,7 +13,7 @@ from agentlog.runtime.task_calls import current_idempotency_key, idempotency_key
 from agentlog.runtime.tasks import task
 from agentlog.runtime.worker import Worker, WorkerConfig
 from agentlog.runtime.workflow import Next, Send, Step, Target, Workflow, end, goto
-from agentlog.runtime.writer import DURABILITY_MODES, Durability, RunWriter
+from agentlog.runtime.writer import DURABILITY_MODES, Durability
 
 __all__ = [
     "DURABILITY_MODES",
@@ -28,10 +27,8 @@ __all__ = [
     "PendingInterrupt",
     "RecoveryReport",
     "RetryPolicy",
-    "RunExecutor",
     "RunHandle",
     "RunStatus",
-    "RunWriter",
     "Runtime",
     "RuntimeConfig",
     "Schedule",

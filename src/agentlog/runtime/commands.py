@@ -25,10 +25,11 @@ one waiting (:func:`worker_loop`).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from agentlog._logging import get_logger
 from agentlog.errors import (
@@ -40,16 +41,15 @@ from agentlog.errors import (
     RunNotWaitingError,
     WorkflowError,
 )
-from agentlog.eventlog.base import Command
+from agentlog.eventlog.base import Command, EventLog
 from agentlog.eventlog.events import EventData, RunShredded, RunStarted, RunStatus
+from agentlog.projector.snapshots import load_state
 from agentlog.projector.state import RunState
+from agentlog.runtime.driving import RunDriver
 from agentlog.runtime.expects import answers_for
 from agentlog.runtime.shredding import record_shredded
 
-if TYPE_CHECKING:
-    from agentlog.runtime.driving import RunDriving
-
-__all__ = ["Outcome", "apply_command", "refused", "waits_for_outcome", "worker_loop"]
+__all__ = ["Outcome", "apply_command", "refused", "send", "waits_for_outcome", "worker_loop"]
 
 log = get_logger("agentlog.worker")
 
@@ -87,8 +87,34 @@ def refused(command: Command, status: str) -> WorkflowError:
     )
 
 
-async def apply_command(runtime: RunDriving, command: Command) -> Outcome:
-    """Apply one command as the run's owner.
+async def send(
+    event_log: EventLog,
+    command: Command,
+    *,
+    wake: asyncio.Event,
+    wait: bool = True,
+    check: Callable[[RunState], None] | None = None,
+) -> None:
+    """Send a request to the run's owning worker (logs without direct writes).
+
+    ``wake`` is set: this process's worker may own the run. With ``wait``,
+    return once the owner applied or refused it (a log that reports
+    outcomes: Kafka), so this process's reads show it. A refused request
+    raises what ``check`` raises on the run as it is now, the error a log
+    written directly gives (no ``check``: a refusal is fine).
+    """
+    sent = await event_log.send_command(command)
+    wake.set()
+    if not wait or not waits_for_outcome():
+        return
+    if await event_log.command_outcome(sent) is False and check is not None:
+        state = await load_state(event_log, command.run_id)
+        check(state)
+        raise refused(command, state.status)
+
+
+async def apply_command(driver: RunDriver, command: Command) -> Outcome:
+    """Apply one command as the run's owner, through its ``driver``.
 
     Returns:
         "ack": applied or refused for good; ack it. "retry": not yet (the
@@ -99,7 +125,7 @@ async def apply_command(runtime: RunDriving, command: Command) -> Outcome:
         run; the new owner gets the command.
     """
     try:
-        return "ack" if await _apply(runtime, command) else "retry"
+        return "ack" if await _apply(driver, command) else "retry"
     except FencedError as exc:  # NotOwnerError too: the partition moved
         log.info("command left to the run's new owner", run_id=command.run_id, error=str(exc))
         return "drop"
@@ -111,33 +137,33 @@ async def apply_command(runtime: RunDriving, command: Command) -> Outcome:
     return "ack"
 
 
-async def _apply(runtime: RunDriving, command: Command) -> bool:
+async def _apply(driver: RunDriver, command: Command) -> bool:
     run_id, kind = command.run_id, command.kind
-    info = await runtime.log.find_run(run_id)
+    info = await driver.log.find_run(run_id)
     exists = info is not None and info.last_seq > 0
     if kind == "start":
         if not exists and isinstance(command.data, RunStarted):
-            await runtime.record(run_id, lambda state: [], start=command.data)
+            await driver.record(run_id, lambda state: [], start=command.data)
         return True
     if not exists:
         log.warning("command for an unknown run", run_id=run_id, kind=kind)
         return True
     if kind == "shred":
         if isinstance(command.data, RunShredded):
-            config = runtime.config
+            config = driver.config
             await record_shredded(
-                runtime.log, run_id, command.data, config.owner, config.lease_seconds
+                driver.log, run_id, command.data, config.owner, config.lease_seconds
             )
         return True
     if kind == "cancel":
-        active = runtime.active_runs.get(run_id)
+        active = driver.active_run(run_id)
         if active is not None:
             active.cancel_requested.set()  # it stops at its next step boundary
             return False  # acked by the RunCancelled it records then
-        await runtime.record(run_id, _unless_ended(command.data))
+        await driver.record(run_id, _unless_ended(command.data))
         return True
     check = _still_waiting if kind == "resume" else _still_failed
-    await runtime.record(run_id, lambda state: check(state, command.data))
+    await driver.record(run_id, lambda state: check(state, command.data))
     return True
 
 

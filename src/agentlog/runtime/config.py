@@ -1,17 +1,19 @@
-"""How a runtime is set up (:class:`RuntimeConfig`), and the one verb table."""
+"""How a runtime and its worker are set up (:class:`RuntimeConfig`, :class:`WorkerConfig`),
+and the one verb table."""
 
 from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from agentlog.errors import ConfigError
 from agentlog.eventlog.events import RunStatus
 from agentlog.projector.snapshots import SnapshotPolicy
-from agentlog.runtime.worker import WorkerConfig
 from agentlog.runtime.writer import Durability
 
-__all__ = ["VERBS", "RuntimeConfig", "verb_hint"]
+__all__ = ["VERBS", "RuntimeConfig", "WorkerConfig", "verb_hint"]
 
 
 #: The one verb table: which call does what to a run (in every wrong-verb error).
@@ -27,6 +29,35 @@ VERBS = (
 
 def _default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerConfig:
+    """How a worker takes work."""
+
+    concurrency: int = 50
+    """Runs this worker drives at once. A run parked on an interrupt or a
+    timer does not count; it costs nothing until it is due."""
+
+    workflow_concurrency: Mapping[str, int] = field(default_factory=dict)
+    """Per workflow name, runs of it this worker drives at once (at most
+    ``concurrency`` in all), so a slow workflow cannot take every slot."""
+
+    poll_seconds: float = 0.2
+    """How often the worker looks for due work when nothing wakes it sooner;
+    also how late a timer can fire, at most, on an idle worker."""
+
+    schedules: bool = True
+    """Submit the runs of the workflows' cron schedules."""
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ConfigError(f"concurrency must be >= 1, got {self.concurrency}")
+        bad = {k: v for k, v in self.workflow_concurrency.items() if v < 1}
+        if bad:
+            raise ConfigError(f"workflow concurrency limits must be >= 1, got {bad}")
+        if not self.poll_seconds > 0:
+            raise ConfigError(f"poll_seconds must be > 0, got {self.poll_seconds}")
 
 
 @dataclass(frozen=True, slots=True)

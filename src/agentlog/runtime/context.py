@@ -33,7 +33,7 @@ import contextvars
 import math
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, overload
+from typing import Any, Generic, ParamSpec, overload
 
 from typing_extensions import TypeVar
 
@@ -45,9 +45,7 @@ from agentlog.runtime.expects import build_answer, to_schema
 from agentlog.runtime.frozen import FrozenDict
 from agentlog.runtime.retry import RetryPolicy
 from agentlog.runtime.task_calls import TaskCalls
-
-if TYPE_CHECKING:
-    from agentlog.runtime.writer import RunWriter
+from agentlog.runtime.writer_protocol import Writer
 
 __all__ = [
     "Interrupted",
@@ -118,7 +116,7 @@ class StepContext(Generic[S]):
 
     def __init__(
         self,
-        writer: RunWriter,
+        writer: Writer,
         *,
         step: str,
         superstep: int,

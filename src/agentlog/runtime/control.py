@@ -1,13 +1,13 @@
 """How a runtime carries out a caller's request: start, resume, retry, cancel, fork, shred.
 
-:class:`RunControl` is the half of :class:`~agentlog.runtime.runtime.Runtime`
-that turns a call into the input events of a run. Each request is checked
-whole before anything is recorded (a bad call leaves nothing behind), then
-takes one of two roads:
+:class:`RunRequests` turns a call of :class:`~agentlog.runtime.runtime.Runtime`
+into the input events of a run. Each request is checked whole before
+anything is recorded (a bad call leaves nothing behind), then takes one of
+two roads:
 
 * on a log that runtimes write directly (SQLite, memory, PostgreSQL), this
   process claims the run's writer lease, records the input and drives the
-  run (:class:`~agentlog.runtime.driving.RunDriving`);
+  run, through the runtime's :class:`~agentlog.runtime.driving.RunDriver`;
 * on a log whose workers own the runs (Kafka with a consumer group), it
   sends the input as a :class:`~agentlog.eventlog.base.Command` and the
   run's owner records it (:mod:`agentlog.runtime.commands`).
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 from agentlog._logging import get_logger
 from agentlog.errors import (
@@ -51,9 +51,9 @@ from agentlog.projector.fold import fold
 from agentlog.projector.snapshots import load_state
 from agentlog.projector.state import RunState, input_interrupts
 from agentlog.runtime.archived import ArchiveSource, archive_history, read_state
-from agentlog.runtime.commands import refused, waits_for_outcome
+from agentlog.runtime.commands import send
 from agentlog.runtime.config import verb_hint
-from agentlog.runtime.driving import RunDriving
+from agentlog.runtime.driving import RunDriver
 from agentlog.runtime.expects import answers_for
 from agentlog.runtime.forking import claim_of_new_run, plan_fork, record_fork
 from agentlog.runtime.shredding import (
@@ -66,7 +66,7 @@ from agentlog.runtime.shredding import (
 from agentlog.runtime.workflow import Workflow, check_max_steps
 from agentlog.runtime.writer import Durability, RunWriter, check_durability
 
-__all__ = ["RunControl"]
+__all__ = ["RunRequests"]
 
 log = get_logger("agentlog.runtime")
 
@@ -107,21 +107,33 @@ def _refused(error: type[WorkflowError], state: RunState, wanted: str) -> Workfl
     )
 
 
-class RunControl(RunDriving):
-    """The requests a caller makes of a run; the base of :class:`Runtime`."""
+class RunRequests:
+    """The requests a caller makes of a run, carried out through ``driver``.
 
-    #: Where this runtime reads runs archived and pruned from its log (None: nowhere).
-    archive: ArchiveSource | None
+    Args:
+        driver: claims, records and drives the runs of this process.
+        archive: where runs archived and pruned from the log are read (None: nowhere).
+        ensure_worker: starts the runtime's background worker, if it runs one
+            (called once a request is checked, before it moves a run).
+        wait: the runtime's :meth:`Runtime.wait`, for a cancel of a run
+            driven here (it stops at its next step boundary).
+    """
 
-    if TYPE_CHECKING:  # the rest of Runtime that a request uses
+    def __init__(
+        self,
+        driver: RunDriver,
+        archive: ArchiveSource | None,
+        *,
+        ensure_worker: Callable[[], None],
+        wait: Callable[[str], Awaitable[RunState]],
+    ) -> None:
+        self._driver = driver
+        self.log, self.config = driver.log, driver.config
+        self.archive = archive
+        self._ensure_worker = ensure_worker
+        self._wait = wait
 
-        async def wait(self, run_id: str, *, timeout: float | None = None) -> RunState:  # noqa: ASYNC109
-            """See :meth:`Runtime.wait`."""
-
-        def register(self, *workflows: Workflow[Any]) -> None:
-            """See :meth:`Runtime.register`."""
-
-    async def _read_state(self, run_id: str) -> RunState:
+    async def read_state(self, run_id: str) -> RunState:
         """The run's state from the log, or from :attr:`archive` once its events
         were pruned into it (see :mod:`agentlog.runtime.archived`).
 
@@ -138,23 +150,11 @@ class RunControl(RunDriving):
         wait: bool = True,
         check: Callable[[RunState], None] | None = None,
     ) -> None:
-        """Send a request to the run's owning worker (logs without direct writes).
+        """Send a request to the run's owning worker (see :func:`commands.send
+        <agentlog.runtime.commands.send>`)."""
+        await send(self.log, command, wake=self._driver.wake, wait=wait, check=check)
 
-        With ``wait``, return once the owner applied or refused it (a log that
-        reports outcomes: Kafka), so this process's reads show it. A refused
-        request raises what ``check`` raises on the run as it is now, the
-        error a log written directly gives (no ``check``: a refusal is fine).
-        """
-        sent = await self.log.send_command(command)
-        self.worker.wake.set()  # this process's worker may own the run
-        if not wait or not waits_for_outcome():
-            return
-        if await self.log.command_outcome(sent) is False and check is not None:
-            state = await load_state(self.log, command.run_id)
-            check(state)
-            raise refused(command, state.status)
-
-    async def _start(
+    async def start(
         self,
         workflow: Workflow[Any] | str,
         run_id: str,
@@ -165,11 +165,11 @@ class RunControl(RunDriving):
     ) -> None:
         """``Runtime.start`` (``here``: drive it in this process) and ``Runtime.submit``."""
         if isinstance(workflow, Workflow):
-            if self.workflows.get(workflow.name) is not workflow:
-                self.register(workflow)
+            if self._driver.workflows.get(workflow.name) is not workflow:
+                self._driver.register(workflow)
             wf = workflow
         else:
-            wf = self._workflow(workflow)
+            wf = self._driver.workflow(workflow)
         _check_run_id(run_id)
         mode = durability or self.config.durability
         check_durability(mode)
@@ -195,11 +195,12 @@ class RunControl(RunDriving):
                     f"not {wf.name!r}; pick another run id"
                 )
             if info.archived:  # returned as it is, once we know we can read it
-                await self._read_state(run_id)
-            if here and run_id not in self._active and info.status == RunStatus.RUNNING:
+                await self.read_state(run_id)
+            idle = self._driver.active_run(run_id) is None and info.status == RunStatus.RUNNING
+            if here and idle:
                 # Another writer took it first (a FencedError: a cancel's forced claim).
                 with contextlib.suppress(LeaseHeldError, RunNotWaitingError, FencedError):
-                    await self._take_over(wf, run_id, lambda state: [])
+                    await self._driver.take_over_with(wf, run_id, lambda state: [])
             return
         started = RunStarted(
             workflow=wf.name,
@@ -218,12 +219,13 @@ class RunControl(RunDriving):
             return
         # LeaseHeldError here: another writer is starting this run right now
         # and has recorded nothing yet (or died doing so, until its lease ends)
-        epoch, deadline = await self._claim(run_id)
-        await self._continue(wf, RunState(run_id=run_id), epoch, deadline, mode, [started], here)
+        epoch, deadline = await self._driver.claim(run_id)
+        state = RunState(run_id=run_id)
+        await self._driver.continue_run(wf, state, epoch, deadline, mode, [started], here)
 
-    async def _resume(self, run_id: str, value: Any, answers: Mapping[str, Any] | None) -> None:
+    async def resume(self, run_id: str, value: Any, answers: Mapping[str, Any] | None) -> None:
         """``Runtime.resume``."""
-        state = await self._read_state(run_id)
+        state = await self.read_state(run_id)
         _require_waiting(state)
         chosen = answers_for(state, value, answers)
         pack(chosen, path="resume value")  # refused before anything is claimed
@@ -234,9 +236,9 @@ class RunControl(RunDriving):
 
         await self._request(state, "resume", ResumeReceived(answers=chosen), still_open)
 
-    async def _retry(self, run_id: str, reason: str) -> None:
+    async def retry(self, run_id: str, reason: str) -> None:
         """``Runtime.retry``."""
-        state = await self._read_state(run_id)
+        state = await self.read_state(run_id)
         _require_failed(state)
         await self._request(state, "retry", RunRetried(reason), _require_failed)
 
@@ -249,8 +251,8 @@ class RunControl(RunDriving):
         ``state`` passed ``check`` already; it is checked again on the run's
         state once this process owns the run, as another may have gone first.
         """
-        wf = self._workflow(state.workflow)
-        self._migration(wf, state)  # fail before anything is recorded
+        wf = self._driver.workflow(state.workflow)
+        self._driver.migration(wf, state)  # fail before anything is recorded
 
         def events(current: RunState) -> list[EventData]:
             check(current)
@@ -261,7 +263,7 @@ class RunControl(RunDriving):
             await self._send(Command(state.run_id, kind, data), check=check)
             return
         try:
-            await self._take_over(wf, state.run_id, events, here=self.config.execute)
+            await self._driver.take_over_with(wf, state.run_id, events, here=self.config.execute)
         except FencedError:
             # A forced claim (a cancel, a shred) took the run between our claim
             # and our write, so nothing of ours was recorded: say what the run
@@ -269,7 +271,7 @@ class RunControl(RunDriving):
             check(await load_state(self.log, state.run_id))
             raise await self._lease_held(state.run_id) from None
 
-    async def _fork(
+    async def fork(
         self,
         run_id: str,
         at_seq: int,
@@ -279,10 +281,11 @@ class RunControl(RunDriving):
     ) -> None:
         """``Runtime.fork``."""
         async with archive_history(self.log, archive or self.archive) as history:
-            plan = await plan_fork(history, run_id, at_seq, new_run_id, updates, self._workflow)
+            workflow = self._driver.workflow
+            plan = await plan_fork(history, run_id, at_seq, new_run_id, updates, workflow)
         wf = plan.workflow
         origin = fold(plan.origin_events)
-        migration = self._migration(wf, origin)  # VersionMismatchError: nothing recorded
+        migration = self._driver.migration(wf, origin)  # VersionMismatchError: nothing recorded
         if not self.log.direct_writes:
             raise ConfigError(
                 f"fork needs a log that runtimes write directly ({self.log.url} sends "
@@ -290,24 +293,24 @@ class RunControl(RunDriving):
             )
         self._ensure_worker()
         with claim_of_new_run(new_run_id):  # lost to another claim: RunExistsError
-            async with self._claimed(new_run_id) as (epoch, deadline):
+            async with self._driver.claimed(new_run_id) as (epoch, deadline):
                 state = await record_fork(self.log, plan, epoch)
                 after: list[EventData] = []
                 if migration is not None:
-                    after.append(self._migrated(wf, state, migration))
+                    after.append(self._driver.migrated(wf, state, migration))
         log.info("run forked", run_id=new_run_id, origin=run_id, origin_seq=at_seq)
         here = self.config.execute and state.status == RunStatus.RUNNING
         mode = state.durability or self.config.durability
-        await self._continue(wf, state, epoch, deadline, mode, after, here)
+        await self._driver.continue_run(wf, state, epoch, deadline, mode, after, here)
 
-    async def _cancel(self, run_id: str, reason: str) -> RunState:
+    async def cancel(self, run_id: str, reason: str) -> RunState:
         """``Runtime.cancel``."""
-        active = self._active.get(run_id)
+        active = self._driver.active_run(run_id)
         if active is not None:
-            active[0].cancel_requested.set()
+            active.cancel_requested.set()
             with contextlib.suppress(FencedError):  # taken over: cancel it from the log
-                return await self.wait(run_id)
-        state = await self._read_state(run_id)
+                return await self._wait(run_id)
+        state = await self.read_state(run_id)
         if state.is_terminal:
             return state
         if not self.log.direct_writes:
@@ -350,7 +353,7 @@ class RunControl(RunDriving):
                 writer.emit(RunCancelled(reason))
             await writer.close()
         finally:
-            await self._release(run_id, epoch)
+            await self._driver.release(run_id, epoch)
         return writer.state
 
     async def _lease_held(self, run_id: str) -> LeaseHeldError:
@@ -360,19 +363,19 @@ class RunControl(RunDriving):
         left = 0.0 if expires is None else max(0.0, (expires - utcnow()).total_seconds())
         return LeaseHeldError(run_id, info.lease_owner, left)
 
-    async def _shred(self, run_id: str) -> ShredReport:
+    async def shred(self, run_id: str) -> ShredReport:
         """``Runtime.shred``."""
         cipher, info = await check_shreddable(self.log, run_id, self.archive)
         store = cipher.keys.store
         if await shredded_already(self.log, cipher, info, self.archive):
             at = await asyncio.to_thread(store.table.shredded_at, run_id)
             return ShredReport(run_id, at or "", store.description, already=True)
-        if run_id in self._active:  # driven here: stop it at its step boundary first
-            await self._cancel(run_id, SHRED_REASON)
+        if self._driver.active_run(run_id) is not None:  # driven here: stop it at its boundary
+            await self.cancel(run_id, SHRED_REASON)
         if not self.log.direct_writes:
             # The run's owning worker records the cancel; the key goes after it;
             # then the owner records RunShredded (metadata only) from a command.
-            state = await self._cancel(run_id, SHRED_REASON)
+            state = await self.cancel(run_id, SHRED_REASON)
             if not state.is_terminal:  # its cancel could never be sealed after the key went
                 raise BackendUnavailableError(
                     f"run {run_id!r}: its owning worker did not record the cancel within "

@@ -1,11 +1,14 @@
 """How a runtime drives runs: claim, record, continue, heartbeat, release.
 
-:class:`RunDriving` is the half of :class:`~agentlog.runtime.runtime.Runtime`
-that owns runs: it claims a run's writer lease, records what the caller asked
-for (a start, an answer, a retry, a timer that fired, a client's command),
-runs the run's supersteps in a task while a heartbeat renews the lease, and
-lets go. The requests in ``control.py`` and the worker in ``worker.py``
-both go through it, so a run is always driven the same way.
+:class:`RunDriver` owns the runs this process drives: it claims a run's
+writer lease, records what was asked for (a start, an answer, a retry, a
+timer that fired, a client's command), runs the run's supersteps in a task
+while a heartbeat renews the lease, and lets go. The requests
+(:class:`~agentlog.runtime.control.RunRequests`) and the worker
+(:class:`~agentlog.runtime.worker.Worker`) both hold the one driver of their
+runtime and go through it, so a run is always driven the same way; the
+driver knows neither of them. When it lets go of a run for a worker it sets
+:attr:`RunDriver.wake`, the event the worker of the same runtime waits on.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 
 from agentlog._logging import get_logger
 from agentlog.errors import (
+    AgentlogError,
     FencedError,
     LeaseHeldError,
     RunNotWaitingError,
@@ -25,8 +29,9 @@ from agentlog.errors import (
     UnknownWorkflowError,
     VersionMismatchError,
 )
-from agentlog.eventlog.base import Command, EventLog, RunInfo
+from agentlog.eventlog.base import EventLog
 from agentlog.eventlog.events import (
+    LANGGRAPH_WORKFLOW,
     EventData,
     RunMigrated,
     RunStarted,
@@ -38,14 +43,14 @@ from agentlog.eventlog.events import (
 from agentlog.projector.snapshots import load_state
 from agentlog.projector.state import RunState, due_timers
 from agentlog.runtime.cancelling import task_cancelling
-from agentlog.runtime.commands import Outcome, apply_command
 from agentlog.runtime.config import RuntimeConfig
 from agentlog.runtime.executor import RunExecutor
-from agentlog.runtime.worker import Worker
+from agentlog.runtime.handles import RecoveryReport
+from agentlog.runtime.waiting import lease_live
 from agentlog.runtime.workflow import Migration, Workflow
 from agentlog.runtime.writer import RunWriter
 
-__all__ = ["RunDriving"]
+__all__ = ["RunDriver"]
 
 log = get_logger("agentlog.runtime")
 
@@ -53,22 +58,41 @@ log = get_logger("agentlog.runtime")
 _NOT_INPUTS = (WriterClaimed, RunMigrated)
 
 
-class RunDriving:
-    """Claiming and driving runs; the base of :class:`Runtime`."""
+class RunDriver:
+    """Claims and drives the runs of one runtime's workflows, in this process.
 
-    log: EventLog
-    config: RuntimeConfig
-    workflows: dict[str, Workflow[Any]]
-    worker: Worker
-    _active: dict[str, tuple[RunExecutor, asyncio.Task[RunState]]]
-    _worker_task: asyncio.Task[None] | None
-    #: Runs this process is claiming right now (until launched or released).
-    _claiming: set[str]
+    Args:
+        event_log: where the runs are recorded.
+        config: owner, lease, durability and snapshots of the runs' writers.
+    """
+
+    def __init__(self, event_log: EventLog, config: RuntimeConfig) -> None:
+        self.log = event_log
+        self.config = config
+        #: The workflow code this process can run, by name.
+        self.workflows: dict[str, Workflow[Any]] = {}
+        #: Set when a run is let go of for a worker, or needs one now: the
+        #: worker of the same runtime waits on it.
+        self.wake = asyncio.Event()
+        self._active: dict[str, tuple[RunExecutor, asyncio.Task[RunState]]] = {}
+        #: Runs this process is claiming right now (until launched or released).
+        self._claiming: set[str] = set()
+
+    def register(self, *workflows: Workflow[Any]) -> None:
+        """Make workflows runnable here (validates their graphs)."""
+        for workflow in workflows:
+            workflow.validate()
+            self.workflows[workflow.name] = workflow
 
     @property
     def active_runs(self) -> Mapping[str, RunExecutor]:
         """The runs this process drives right now, by run id."""
         return {run_id: active[0] for run_id, active in self._active.items()}
+
+    def active_run(self, run_id: str) -> RunExecutor | None:
+        """The executor driving ``run_id`` in this process, if one does."""
+        active = self._active.get(run_id)
+        return None if active is None else active[0]
 
     def active_task(self, run_id: str) -> asyncio.Task[RunState] | None:
         """The task driving ``run_id`` in this process, if one does."""
@@ -86,7 +110,7 @@ class RunDriving:
             LeaseHeldError: another writer holds it.
             RunNotWaitingError: it is not running any more.
         """
-        await self._take_over(wf, run_id, lambda state: [])
+        await self.take_over_with(wf, run_id, lambda state: [])
 
     async def record(
         self,
@@ -110,21 +134,16 @@ class RunDriving:
         """
         if start is not None:
             wf = self.workflows.get(start.workflow)
-            epoch, deadline = await self._claim(run_id)
-            await self._continue(
+            epoch, deadline = await self.claim(run_id)
+            await self.continue_run(
                 wf, RunState(run_id=run_id), epoch, deadline, start.durability, [start], False
             )
         else:
             wf = self.workflows.get((await self.log.get_run(run_id)).workflow)
-            await self._take_over(wf, run_id, events, here=False)
+            await self.take_over_with(wf, run_id, events, here=False)
         if wf is not None:  # recorded: now drive it, in its own durability mode
             with contextlib.suppress(LeaseHeldError, RunNotWaitingError):
                 await self.take_over(wf, run_id)
-
-    async def apply_command(self, command: Command) -> Outcome:
-        """Apply a client's command as the run's owner (see
-        :mod:`agentlog.runtime.commands`); True once it may be acked."""
-        return await apply_command(self, command)
 
     async def fire_timers(self, wf: Workflow[Any], run_id: str) -> None:
         """Record TimerFired for the run's due timers and drive it here.
@@ -140,7 +159,29 @@ class RunDriving:
                 raise RunNotWaitingError(f"run {run_id!r} has no due timer")
             return [TimerFired(due)]
 
-        await self._take_over(wf, run_id, events)
+        await self.take_over_with(wf, run_id, events)
+
+    async def recover(self) -> RecoveryReport:
+        """Take over every running run whose writer's lease expired
+        (:meth:`Runtime.recover <agentlog.runtime.runtime.Runtime.recover>`)."""
+        report = RecoveryReport()
+        for info in await self.log.list_runs(status=RunStatus.RUNNING):
+            if info.run_id in self._active or info.workflow == LANGGRAPH_WORKFLOW:
+                continue
+            if lease_live(info):
+                report.held.append(info)
+                continue
+            try:
+                wf = self.workflow(info.workflow)
+                await self.take_over_with(wf, info.run_id, lambda state: [])
+            except (LeaseHeldError, RunNotWaitingError):
+                continue  # another process got there first, or it just ended
+            except AgentlogError as exc:
+                log.warning("run not recovered", run_id=info.run_id, error=str(exc))
+                report.failed[info.run_id] = exc
+                continue
+            report.recovered.append(info.run_id)
+        return report
 
     async def hand_over(self) -> None:
         """Let every run driven here finish its current superstep, record it,
@@ -151,26 +192,26 @@ class RunDriving:
             with contextlib.suppress(BaseException):
                 await task
 
-    def _ensure_worker(self) -> None:
-        """Start the background worker, once, if this runtime runs one."""
-        if self.config.worker and self._worker_task is None:
-            self._worker_task = asyncio.create_task(self.worker.run(), name="agentlog worker")
+    async def cancel_all(self) -> None:
+        """Cancel every run driven here (they stay resumable) and wait for them."""
+        for _, task in list(self._active.values()):
+            task.cancel()
+        for _, task in list(self._active.values()):
+            with contextlib.suppress(BaseException):
+                await task
 
-    def _will_drive(self, info: RunInfo) -> bool:
-        """True if this process's worker runs and will take the run."""
-        running = self._worker_task is not None and not self._worker_task.done()
-        if running and info.workflow in self.workflows and not self.worker.stopping:
-            self.worker.wake.set()
-            return True
-        return False
+    def workflow(self, name: str) -> Workflow[Any]:
+        """The registered workflow ``name``.
 
-    def _workflow(self, name: str) -> Workflow[Any]:
+        Raises:
+            UnknownWorkflowError: none is registered here.
+        """
         wf = self.workflows.get(name)
         if wf is None:
             raise UnknownWorkflowError(name, self.workflows, self.config.workflow_hint)
         return wf
 
-    def _migration(self, wf: Workflow[Any], state: RunState) -> Migration | None:
+    def migration(self, wf: Workflow[Any], state: RunState) -> Migration | None:
         """None if the run matches ``wf``; its migration if one is registered."""
         if state.version == wf.version and state.fingerprint in wf.fingerprints:
             return None
@@ -185,12 +226,12 @@ class RunDriving:
         return migration
 
     @staticmethod
-    def _migrated(wf: Workflow[Any], state: RunState, migration: Migration) -> RunMigrated:
+    def migrated(wf: Workflow[Any], state: RunState, migration: Migration) -> RunMigrated:
         """The event that moves ``state`` onto ``wf``'s version through ``migration``."""
         values = migration(dict(state.values))
         return RunMigrated(state.version, wf.version, wf.fingerprint, dict(wf.reducers), values)
 
-    async def _claim(self, run_id: str) -> tuple[int, float]:
+    async def claim(self, run_id: str) -> tuple[int, float]:
         """Claim the run; return the epoch and when the lease ends by our clock.
 
         One claim per run at a time in this process: the background worker
@@ -215,18 +256,18 @@ class RunDriving:
         return epoch, asked_at + self.config.lease_seconds
 
     @contextlib.asynccontextmanager
-    async def _claimed(self, run_id: str) -> AsyncIterator[tuple[int, float]]:
-        """Claim the run (its epoch and lease deadline, as :meth:`_claim`) for
+    async def claimed(self, run_id: str) -> AsyncIterator[tuple[int, float]]:
+        """Claim the run (its epoch and lease deadline, as :meth:`claim`) for
         a block that prepares what to record; if the block fails, release the
         lease, so a corrected call can claim at once."""
-        epoch, deadline = await self._claim(run_id)
+        epoch, deadline = await self.claim(run_id)
         try:
             yield epoch, deadline
         except BaseException:
-            await self._release(run_id, epoch)
+            await self.release(run_id, epoch)
             raise
 
-    async def _take_over(
+    async def take_over_with(
         self,
         wf: Workflow[Any] | None,
         run_id: str,
@@ -237,20 +278,20 @@ class RunDriving:
         """Claim the run, reload it, record ``events(state)`` and continue it
         here (or, with ``here=False``, let go of it for a worker). Without the
         workflow's code (``wf`` None) it only records."""
-        async with self._claimed(run_id) as (epoch, deadline):
+        async with self.claimed(run_id) as (epoch, deadline):
             reducers = wf.reducer_table if wf is not None else None
             state = await load_state(self.log, run_id, reducers=reducers)
-            migration = self._migration(wf, state) if wf is not None else None
+            migration = self.migration(wf, state) if wf is not None else None
             extra = events(state)
             if state.status != RunStatus.RUNNING and not extra:
                 raise RunNotWaitingError(f"run {run_id!r} is {state.status}; nothing to do")
             first: list[EventData] = [WriterClaimed(epoch, self.config.owner)]
             if migration is not None and wf is not None:
-                first.append(self._migrated(wf, state, migration))
+                first.append(self.migrated(wf, state, migration))
         mode = state.durability or self.config.durability
-        await self._continue(wf, state, epoch, deadline, mode, [*first, *extra], here)
+        await self.continue_run(wf, state, epoch, deadline, mode, [*first, *extra], here)
 
-    async def _continue(
+    async def continue_run(
         self,
         wf: Workflow[Any] | None,
         state: RunState,
@@ -288,18 +329,18 @@ class RunDriving:
         except BaseException:
             if writer is not None:
                 writer.abandon()
-            await self._release(state.run_id, epoch)
+            await self.release(state.run_id, epoch)
             raise
         if here and wf is not None:
             self._launch(wf, writer)
         else:
-            await self._release(state.run_id, epoch)
-            self.worker.wake.set()  # this process's worker, if it runs, takes it at once
+            await self.release(state.run_id, epoch)
+            self.wake.set()  # this process's worker, if it runs, takes it at once
 
     def _launch(self, wf: Workflow[Any], writer: RunWriter) -> None:
         executor = RunExecutor(writer, wf)
         run_id = writer.state.run_id
-        task = asyncio.create_task(self._drive(executor), name=f"agentlog run {run_id}")
+        task = asyncio.create_task(self._drive(executor, writer), name=f"agentlog run {run_id}")
         self._active[run_id] = (executor, task)
         self._claiming.discard(run_id)
         task.add_done_callback(lambda done: self._ended(run_id, done))
@@ -312,8 +353,7 @@ class RunDriving:
         if not task.cancelled() and (error := task.exception()) is not None:
             log.info("run stopped in this process", run_id=run_id, error=repr(error))
 
-    async def _drive(self, executor: RunExecutor) -> RunState:
-        writer = executor.writer
+    async def _drive(self, executor: RunExecutor, writer: RunWriter) -> RunState:
         run_id, epoch = writer.state.run_id, writer.epoch
         fenced: list[FencedError] = []
         heartbeat = asyncio.create_task(self._heartbeat(writer, asyncio.current_task(), fenced))
@@ -327,7 +367,7 @@ class RunDriving:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
-            await self._release(run_id, epoch)
+            await self.release(run_id, epoch)
 
     async def _heartbeat(
         self,
@@ -357,7 +397,8 @@ class RunDriving:
             else:
                 writer.lease_renewed(sent_at, lease)
 
-    async def _release(self, run_id: str, epoch: int) -> None:
+    async def release(self, run_id: str, epoch: int) -> None:
+        """Let go of the run's lease (and of this process's claim on it)."""
         self._claiming.discard(run_id)
         with contextlib.suppress(FencedError, UnknownRunError):
             await self.log.release_lease(run_id, epoch)

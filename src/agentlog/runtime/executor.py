@@ -66,7 +66,7 @@ from agentlog.projector.reducers import replace
 from agentlog.projector.state import RunState, branch_input, branch_step
 from agentlog.runtime.context import Interrupted, StepContext
 from agentlog.runtime.workflow import Next, Send, Step, Target, Workflow
-from agentlog.runtime.writer import RunWriter
+from agentlog.runtime.writer_protocol import Writer
 
 __all__ = ["CODE_ERROR", "CODE_ERRORS", "RunExecutor", "code_failure"]
 
@@ -104,7 +104,7 @@ def code_failure(state: RunState) -> RunFailedError | None:
 class RunExecutor:
     """Runs one run's supersteps with one writer."""
 
-    def __init__(self, writer: RunWriter, workflow: Workflow[Any]) -> None:
+    def __init__(self, writer: Writer, workflow: Workflow[Any]) -> None:
         self.writer, self.workflow = writer, workflow
         self.cancel_requested = asyncio.Event()
         #: Set by a worker that stops (SIGTERM): the run ends its current

@@ -24,15 +24,12 @@ import ast
 import contextlib
 import inspect
 import textwrap
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from agentlog.errors import InvalidRouteError
-from agentlog.runtime.workflow import Next, Send, end, goto
-
-if TYPE_CHECKING:
-    from agentlog.runtime.workflow import Step, Workflow
+from agentlog.runtime.routes import Next, Send, Target, end, goto
 
 __all__ = ["ANY", "END", "Edges", "step_edges", "to_mermaid"]
 
@@ -42,6 +39,30 @@ END = "__end__"
 ANY = "__any__"
 
 _RETURNS_NEXT = {"goto": goto, "end": end, "Next": Next}
+
+
+class _Step(Protocol):
+    """What the graph reads of a registered step (a workflow's ``Step``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def fn(self) -> Callable[..., Any]: ...
+    @property
+    def then(self) -> tuple[str, ...]: ...
+    @property
+    def routes(self) -> tuple[str, ...]: ...
+
+
+class _Workflow(Protocol):
+    """What the graph reads of a workflow: a protocol, so that this module,
+    which ``Workflow.mermaid`` calls, never imports the workflow module."""
+
+    @property
+    def start(self) -> list[str]: ...
+    @property
+    def steps(self) -> Mapping[str, _Step]: ...
+    def step_name(self, target: Target) -> str: ...
 
 
 @dataclass
@@ -66,7 +87,7 @@ class _Outcomes:
         self.follows_then = self.ends = self.computed = True
 
 
-def step_edges(workflow: Workflow[Any], step: Step) -> Edges:
+def step_edges(workflow: _Workflow, step: _Step) -> Edges:
     """Every edge ``step`` can take, and none that it cannot."""
     found = _outcomes(workflow, step.fn)
     edges = Edges()
@@ -84,7 +105,7 @@ def step_edges(workflow: Workflow[Any], step: Step) -> Edges:
     return edges
 
 
-def to_mermaid(workflow: Workflow[Any]) -> str:
+def to_mermaid(workflow: _Workflow) -> str:
     """The workflow as a Mermaid flowchart: solid edges where a returned dict
     leads, dotted ones where ``goto`` and ``end`` lead."""
     body = [f"    __start__ --> {name}" for name in workflow.start]
@@ -98,7 +119,7 @@ def to_mermaid(workflow: Workflow[Any]) -> str:
     return "\n".join(["flowchart TD", *nodes, *body]) + "\n"
 
 
-def _outcomes(workflow: Workflow[Any], fn: Callable[..., Any]) -> _Outcomes:
+def _outcomes(workflow: _Workflow, fn: Callable[..., Any]) -> _Outcomes:
     found = _Outcomes()
     tree = _function_tree(fn)
     if tree is None:
@@ -149,7 +170,7 @@ def _may_fall_off(body: list[ast.stmt]) -> bool:
 class _Names:
     """Resolves a name in the step's code as Python would: closure, then globals."""
 
-    def __init__(self, workflow: Workflow[Any], fn: Callable[..., Any]) -> None:
+    def __init__(self, workflow: _Workflow, fn: Callable[..., Any]) -> None:
         self.workflow = workflow
         self.scope: dict[str, Any] = dict(getattr(fn, "__globals__", {}))
         with contextlib.suppress(TypeError, ValueError):  # no closure to read

@@ -5,25 +5,69 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from agentlog.errors import AgentlogError
-from agentlog.eventlog.base import RunInfo
+from agentlog.eventlog.base import EventLog, RunInfo
 from agentlog.projector.reducers import Reducer
 from agentlog.projector.state import RunState
 from agentlog.runtime.stream import StreamMode, StreamUntil, StreamUpdate, stream
+from agentlog.runtime.workflow import Workflow
 
-if TYPE_CHECKING:
-    from agentlog.runtime.runtime import Runtime
+__all__ = ["PendingInterrupt", "RecoveryReport", "RunCalls", "RunHandle"]
 
-__all__ = ["PendingInterrupt", "RecoveryReport", "RunHandle"]
+
+class RunCalls(Protocol):
+    """What a :class:`RunHandle` calls: the runtime's calls on one run (a
+    :class:`~agentlog.runtime.runtime.Runtime` is one). A protocol, so that
+    this module, beneath the runtime, never imports it."""
+
+    @property
+    def log(self) -> EventLog:
+        """The log the runs are recorded in."""
+        ...
+
+    @property
+    def workflows(self) -> Mapping[str, Workflow[Any]]:
+        """The workflow code registered here, by name."""
+        ...
+
+    async def wait(self, run_id: str, *, timeout: float | None = None) -> RunState:  # noqa: ASYNC109
+        """See :meth:`Runtime.wait`."""
+        ...
+
+    async def result(self, run_id: str, *, timeout: float | None = None) -> dict[str, Any]:  # noqa: ASYNC109
+        """See :meth:`Runtime.result`."""
+        ...
+
+    async def get_state(self, run_id: str) -> RunState:
+        """See :meth:`Runtime.get_state`."""
+        ...
+
+    async def resume(
+        self, run_id: str, value: Any = None, *, answers: Mapping[str, Any] | None = None
+    ) -> RunHandle:
+        """See :meth:`Runtime.resume`."""
+        ...
+
+    async def pending(self, run_id: str) -> list[PendingInterrupt]:
+        """See :meth:`Runtime.pending`."""
+        ...
+
+    async def retry(self, run_id: str, reason: str = ...) -> RunHandle:
+        """See :meth:`Runtime.retry`."""
+        ...
+
+    async def cancel(self, run_id: str, reason: str = ...) -> RunState:
+        """See :meth:`Runtime.cancel`."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
 class RunHandle:
     """A run known to a runtime."""
 
-    runtime: Runtime
+    runtime: RunCalls
     run_id: str
 
     async def wait(self, *, timeout: float | None = None) -> RunState:  # noqa: ASYNC109

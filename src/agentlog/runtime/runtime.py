@@ -14,17 +14,18 @@ history. A run that waits on an interrupt is only records in the log. A
 writer holds a lease that it renews while it works; :meth:`Runtime.recover`
 takes over runs whose writer died (lease expired) and leaves live ones alone.
 
-``Runtime`` is the public face; its work is done in two layers beneath it:
-:mod:`agentlog.runtime.control` turns each request (start, resume, retry,
-cancel, fork, shred) into a run's input events, and
-:mod:`agentlog.runtime.driving` claims runs, records those events and drives
-them. Waiting for, reading and recovering runs are here.
+``Runtime`` is the public face, composed of three parts it wires together:
+a :class:`~agentlog.runtime.driving.RunDriver` claims runs, records their
+input events and drives them; :class:`~agentlog.runtime.control.RunRequests`
+turns each request (start, resume, retry, cancel, fork, shred) into a run's
+input events, through the driver; a :class:`~agentlog.runtime.worker.Worker`
+takes the runs that need a driver, through the same driver. Waiting for and
+reading runs, and the background worker's task, are here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from types import TracebackType
@@ -32,27 +33,20 @@ from typing import Any, Self
 
 from agentlog._logging import get_logger
 from agentlog.crypto import KeyStore
-from agentlog.errors import (
-    AgentlogError,
-    ConfigError,
-    LeaseHeldError,
-    RunFailedError,
-    RunNotWaitingError,
-    UnknownRunError,
-    WorkflowError,
-)
+from agentlog.errors import ConfigError, RunFailedError, UnknownRunError, WorkflowError
 from agentlog.eventlog.base import EventLog
-from agentlog.eventlog.events import LANGGRAPH_WORKFLOW, RunStatus, utcnow
+from agentlog.eventlog.events import RunStatus, utcnow
 from agentlog.eventlog.urls import DEFAULT_LOG_URL, open_log
 from agentlog.projector.state import RunState, input_interrupts, interrupt_id
 from agentlog.runtime.archived import ArchiveSource, open_archive_source
 from agentlog.runtime.config import VERBS, RuntimeConfig
-from agentlog.runtime.control import RunControl
+from agentlog.runtime.control import RunRequests
+from agentlog.runtime.driving import RunDriver
 from agentlog.runtime.executor import RunExecutor
 from agentlog.runtime.handles import PendingInterrupt, RecoveryReport, RunHandle
 from agentlog.runtime.shredding import ShredReport
 from agentlog.runtime.stream import StreamMode, StreamUntil, StreamUpdate
-from agentlog.runtime.waiting import lease_live, orphaned, outcome, settled
+from agentlog.runtime.waiting import orphaned, outcome, settled
 from agentlog.runtime.worker import Worker
 from agentlog.runtime.workflow import Workflow
 from agentlog.runtime.writer import Durability
@@ -63,7 +57,7 @@ __all__ = ["VERBS", "Runtime", "RuntimeConfig"]
 log = get_logger("agentlog.runtime")
 
 
-class Runtime(RunControl):
+class Runtime:
     """Runs workflows durably on an :class:`EventLog`.
 
     Args:
@@ -90,12 +84,17 @@ class Runtime(RunControl):
         self.archive = None if archive is None else open_archive_source(archive)
         self.log = event_log
         self.config = config or RuntimeConfig()
-        self.workflows: dict[str, Workflow[Any]] = {}
-        self._active: dict[str, tuple[RunExecutor, asyncio.Task[RunState]]] = {}
+        #: Claims, records and drives this process's runs.
+        self.driver = RunDriver(event_log, self.config)
+        #: The workflow code this process can run, by name (the driver's).
+        self.workflows: dict[str, Workflow[Any]] = self.driver.workflows
+        self.requests = RunRequests(
+            self.driver, self.archive, ensure_worker=self._ensure_worker, wait=self.wait
+        )
+        self.worker = Worker(
+            self.driver, event_log, self.config.worker_config, submit=self._submit_tick
+        )
         self._owns_log = False
-        self.worker = Worker(self, self.config.worker_config)
-        self._worker_task: asyncio.Task[None] | None = None
-        self._claiming: set[str] = set()
         self.register(*workflows)
 
     @classmethod
@@ -123,9 +122,22 @@ class Runtime(RunControl):
 
     def register(self, *workflows: Workflow[Any]) -> None:
         """Make workflows runnable here (validates their graphs)."""
-        for workflow in workflows:
-            workflow.validate()
-            self.workflows[workflow.name] = workflow
+        self.driver.register(*workflows)
+
+    @property
+    def active_runs(self) -> Mapping[str, RunExecutor]:
+        """The runs this process drives right now, by run id."""
+        return self.driver.active_runs
+
+    def active_count(self, workflow: str) -> int:
+        """How many runs of ``workflow`` this process drives right now."""
+        return self.driver.active_count(workflow)
+
+    async def fire_timers(self, wf: Workflow[Any], run_id: str) -> None:
+        """Record TimerFired for the run's due timers and drive it here, as a
+        worker does at their due time (see :meth:`RunDriver.fire_timers
+        <agentlog.runtime.driving.RunDriver.fire_timers>`)."""
+        await self.driver.fire_timers(wf, run_id)
 
     # -- the calls ------------------------------------------------------------
 
@@ -158,7 +170,9 @@ class Runtime(RunControl):
             RunArchivedError: the run id is an archived run that this runtime
                 cannot read: open it with ``archive=URL``. Nothing is recorded.
         """
-        await self._start(workflow, run_id, input, durability, max_steps, self.config.execute)
+        await self.requests.start(
+            workflow, run_id, input, durability, max_steps, self.config.execute
+        )
         return RunHandle(self, run_id)
 
     async def submit(
@@ -180,7 +194,7 @@ class Runtime(RunControl):
         Raises:
             The errors of :meth:`start`.
         """
-        await self._start(workflow, run_id, input, durability, max_steps, False)
+        await self.requests.start(workflow, run_id, input, durability, max_steps, False)
         return RunHandle(self, run_id)
 
     async def resume(
@@ -205,7 +219,7 @@ class Runtime(RunControl):
                 now (a cancel that took the run first makes it RunNotWaitingError).
                 Nothing is recorded.
         """
-        await self._resume(run_id, value, answers)
+        await self.requests.resume(run_id, value, answers)
         return RunHandle(self, run_id)
 
     async def fork(
@@ -246,7 +260,7 @@ class Runtime(RunControl):
                 and no migration is registered.
             Nothing is recorded when any of these is raised.
         """
-        await self._fork(run_id, at_seq, new_run_id, updates, archive)
+        await self.requests.fork(run_id, at_seq, new_run_id, updates, archive)
         return RunHandle(self, new_run_id)
 
     async def pending(self, run_id: str) -> list[PendingInterrupt]:
@@ -280,7 +294,7 @@ class Runtime(RunControl):
                 now (a cancel that took the run first makes it RunNotFailedError).
                 Nothing is recorded.
         """
-        await self._retry(run_id, reason)
+        await self.requests.retry(run_id, reason)
         return RunHandle(self, run_id)
 
     async def cancel(self, run_id: str, reason: str = "cancelled by request") -> RunState:
@@ -298,7 +312,7 @@ class Runtime(RunControl):
             LeaseHeldError: other forced claims (cancels, shreds) kept taking
                 the run before this cancel was recorded, and it has not ended.
         """
-        return await self._cancel(run_id, reason)
+        return await self.requests.cancel(run_id, reason)
 
     async def shred(self, run_id: str) -> ShredReport:
         """Crypto-shred the run: destroy its data key and record that it was done.
@@ -321,7 +335,7 @@ class Runtime(RunControl):
             NotEncryptedError: the run was recorded in clear; nothing changed.
             MissingDataKeyError, WrongKeyError: another key store encrypted it.
         """
-        return await self._shred(run_id)
+        return await self.requests.shred(run_id)
 
     async def wait(self, run_id: str, *, timeout: float | None = None) -> RunState:  # noqa: ASYNC109
         """Wait until the run ends or parks on an interrupt a human answers;
@@ -354,15 +368,15 @@ class Runtime(RunControl):
         orphaned_at: float | None = None
         async with asyncio.timeout(timeout):
             while True:
-                active = self._active.get(run_id)
-                if active is not None and not active[1].done():
+                active = self.driver.active_task(run_id)
+                if active is not None and not active.done():
                     # A snapshot: the live state is the executor's own.
-                    state = (await asyncio.shield(active[1])).copy()
+                    state = (await asyncio.shield(active)).copy()
                     if settled(state):
                         return outcome(state)
                     continue  # asleep on a timer, or handed over: a worker goes on
                 if active is not None:  # ended just now: its result says how
-                    state = active[1].result().copy()
+                    state = active.result().copy()
                     if settled(state):
                         return outcome(state)
                 info = await self.log.find_run(run_id)
@@ -372,13 +386,13 @@ class Runtime(RunControl):
                     raise UnknownRunError(run_id, self.log.url)
                 if info is not None and not queued:
                     if info.status in RunStatus.TERMINAL:
-                        return outcome(await self._read_state(run_id))
+                        return outcome(await self.requests.read_state(run_id))
                     if info.status == RunStatus.WAITING:
-                        state = await self._read_state(run_id)
+                        state = await self.requests.read_state(run_id)
                         if settled(state):
                             return state
                 driven = info is not None and (
-                    (not queued and not info.needs_worker(utcnow())) or self._will_drive(info)
+                    (not queued and not info.needs_worker(utcnow())) or self.worker.will_take(info)
                 )
                 if driven:
                     orphaned_at = None
@@ -409,10 +423,10 @@ class Runtime(RunControl):
             UnknownRunError: no such run (RunArchivedError: archived, and this
                 runtime has no ``archive`` that holds it).
         """
-        active = self._active.get(run_id)
+        active = self.driver.active_run(run_id)
         if active is not None:
-            return active[0].state.copy()
-        return await self._read_state(run_id)
+            return active.state.copy()
+        return await self.requests.read_state(run_id)
 
     async def result(self, run_id: str, *, timeout: float | None = None) -> dict[str, Any]:  # noqa: ASYNC109
         """The final state values of a completed run.
@@ -440,24 +454,7 @@ class Runtime(RunControl):
         reported with its typed error, and the rest are recovered. Runs a live
         lease holds are listed (``held``); a LangGraph thread's app drives it.
         """
-        report = RecoveryReport()
-        for info in await self.log.list_runs(status=RunStatus.RUNNING):
-            if info.run_id in self._active or info.workflow == LANGGRAPH_WORKFLOW:
-                continue
-            if lease_live(info):
-                report.held.append(info)
-                continue
-            try:
-                wf = self._workflow(info.workflow)
-                await self._take_over(wf, info.run_id, lambda state: [])
-            except (LeaseHeldError, RunNotWaitingError):
-                continue  # another process got there first, or it just ended
-            except AgentlogError as exc:
-                log.warning("run not recovered", run_id=info.run_id, error=str(exc))
-                report.failed[info.run_id] = exc
-                continue
-            report.recovered.append(info.run_id)
-        return report
+        return await self.driver.recover()
 
     # -- the worker ---------------------------------------------------------------
 
@@ -465,24 +462,25 @@ class Runtime(RunControl):
         """Run this process's worker in the foreground until ``worker.stop()``
         (``agentlog worker`` calls it and stops it on SIGTERM), then hand every
         run over: each finishes its current superstep and is released."""
-        if self._worker_task is not None and not self._worker_task.done():
+        if self.worker.in_background:
             raise ConfigError("this runtime's worker already runs (in the background)")
         await self.worker.run()
 
     async def close(self) -> None:
         """Stop executing (runs stay resumable) and close an owned log."""
-        if self._worker_task is not None:
-            self.worker.stop(hand_over=False)
-            self._worker_task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._worker_task
-        for _, task in list(self._active.values()):
-            task.cancel()
-        for _, task in list(self._active.values()):
-            with contextlib.suppress(BaseException):
-                await task
+        await self.worker.close()
+        await self.driver.cancel_all()
         if self._owns_log:
             await self.log.close()
+
+    def _ensure_worker(self) -> None:
+        """Start the background worker, once, if this runtime runs one."""
+        if self.config.worker:
+            self.worker.start_background()
+
+    async def _submit_tick(self, workflow: str, run_id: str, input: dict[str, Any] | None) -> None:
+        """How the worker submits a schedule tick's run: as any client's request."""
+        await self.submit(workflow, run_id=run_id, input=input)
 
     async def __aenter__(self) -> Self:
         self._ensure_worker()  # a runtime in use drives its runs, if it runs a worker

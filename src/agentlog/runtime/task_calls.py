@@ -22,12 +22,11 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import copy
-import functools
 import hashlib
 import inspect
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from agentlog.errors import (
     AgentlogError,
@@ -40,9 +39,7 @@ from agentlog.eventlog.codec import pack
 from agentlog.eventlog.events import TaskCompleted, TaskFailed, TaskStarted
 from agentlog.projector.state import task_attempts
 from agentlog.runtime.retry import RetryPolicy
-
-if TYPE_CHECKING:
-    from agentlog.runtime.writer import RunWriter
+from agentlog.runtime.writer_protocol import Writer
 
 __all__ = ["TaskCalls", "current_idempotency_key", "idempotency_key"]
 
@@ -79,7 +76,7 @@ def idempotency_key(
 class TaskCalls:
     """The task calls of one execution of one step (of one branch, in one superstep)."""
 
-    def __init__(self, writer: RunWriter, step: str, superstep: int, branch: int) -> None:
+    def __init__(self, writer: Writer, step: str, superstep: int, branch: int) -> None:
         self._writer = writer
         self.run_id = writer.state.run_id
         self.step, self.superstep, self.branch = step, superstep, branch
@@ -221,8 +218,7 @@ class TaskCalls:
         token = _TASK_KEY.set(key)
         try:
             async with asyncio.timeout(time_limit):
-                call = functools.partial(writer.call_effect, fn, args, kwargs)
-                result = await writer.run_effect(key, call)
+                result = await writer.run_effect(key, fn, args, kwargs)
         except Exception as exc:
             if not isinstance(exc, AgentlogError):
                 elapsed = (time.perf_counter() - started) * 1000

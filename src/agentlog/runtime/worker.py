@@ -20,37 +20,40 @@ the others get ``LeaseHeldError`` and move on. Nothing here depends on
 wall-clock luck for safety: a paused worker that wakes after its lease ended
 is fenced by the newer claim, and checks its own lease clock before each
 side effect, last where the effect is called (see
-:meth:`~agentlog.runtime.writer.RunWriter.call_effect`).
+:meth:`~agentlog.runtime.writer.RunWriter.run_effect`).
+
+A worker holds its runtime's :class:`~agentlog.runtime.driving.RunDriver`,
+which claims and drives the runs, and the log it asks for due work; it knows
+no ``Runtime``. Schedule ticks are submitted through the ``submit`` it is
+given (the runtime passes its own :meth:`Runtime.submit`), so a tick is
+checked and recorded as any client's request is.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentlog._logging import get_logger
 from agentlog.errors import (
     AgentlogError,
-    ConfigError,
     FencedError,
     LeaseExpiredError,
     LeaseHeldError,
     RunNotWaitingError,
 )
-from agentlog.eventlog.base import Command, RunInfo
+from agentlog.eventlog.base import Command, EventLog, RunInfo
 from agentlog.eventlog.events import RunStatus, utcnow
 from agentlog.runtime.cancelling import task_cancelling
-from agentlog.runtime.commands import worker_loop
+from agentlog.runtime.commands import apply_command, worker_loop
+from agentlog.runtime.config import WorkerConfig
+from agentlog.runtime.driving import RunDriver
+from agentlog.runtime.schedules import Schedule
 
-if TYPE_CHECKING:
-    from agentlog.runtime.runtime import Runtime
-    from agentlog.runtime.schedules import Schedule
-
-__all__ = ["Worker", "WorkerConfig"]
+__all__ = ["SubmitTick", "Worker", "WorkerConfig"]
 
 log = get_logger("agentlog.worker")
 
@@ -62,34 +65,8 @@ _LOST_THE_RUN = (FencedError, LeaseExpiredError)
 #: The longest pause between two passes while the log is unreachable.
 _MAX_BACKOFF_S = 5.0
 
-
-@dataclass(frozen=True, slots=True)
-class WorkerConfig:
-    """How a worker takes work."""
-
-    concurrency: int = 50
-    """Runs this worker drives at once. A run parked on an interrupt or a
-    timer does not count; it costs nothing until it is due."""
-
-    workflow_concurrency: Mapping[str, int] = field(default_factory=dict)
-    """Per workflow name, runs of it this worker drives at once (at most
-    ``concurrency`` in all), so a slow workflow cannot take every slot."""
-
-    poll_seconds: float = 0.2
-    """How often the worker looks for due work when nothing wakes it sooner;
-    also how late a timer can fire, at most, on an idle worker."""
-
-    schedules: bool = True
-    """Submit the runs of the workflows' cron schedules."""
-
-    def __post_init__(self) -> None:
-        if self.concurrency < 1:
-            raise ConfigError(f"concurrency must be >= 1, got {self.concurrency}")
-        bad = {k: v for k, v in self.workflow_concurrency.items() if v < 1}
-        if bad:
-            raise ConfigError(f"workflow concurrency limits must be >= 1, got {bad}")
-        if not self.poll_seconds > 0:
-            raise ConfigError(f"poll_seconds must be > 0, got {self.poll_seconds}")
+#: How a worker submits a schedule tick's run: ``submit(workflow, run_id, input)``.
+SubmitTick = Callable[[str, str, dict[str, Any] | None], Awaitable[object]]
 
 
 class Worker:
@@ -98,12 +75,31 @@ class Worker:
     Use :meth:`Runtime.serve` (or ``agentlog worker``) to run one in the
     foreground; a runtime with ``RuntimeConfig(worker=True)`` runs one in the
     background.
+
+    Args:
+        driver: claims and drives the runs (its workflows are the ones taken).
+        event_log: the log asked for due runs, timers and commands.
+        config: concurrency limits and polling.
+        submit: how a schedule tick's run is submitted; without it, no
+            schedule is ticked.
     """
 
-    def __init__(self, runtime: Runtime, config: WorkerConfig | None = None) -> None:
-        self.runtime = runtime
+    def __init__(
+        self,
+        driver: RunDriver,
+        event_log: EventLog,
+        config: WorkerConfig | None = None,
+        *,
+        submit: SubmitTick | None = None,
+    ) -> None:
+        self.driver = driver
+        self.log = event_log
         self.config = config or WorkerConfig()
-        self.wake = asyncio.Event()
+        #: Set to look for work at once: the driver's, which sets it when it
+        #: lets go of a run for a worker.
+        self.wake = driver.wake
+        self._submit = submit
+        self._background: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         self._retry: list[Command] = []
         self._hand_over = True
@@ -117,7 +113,7 @@ class Worker:
 
     async def run(self) -> None:
         """Drive runs until :meth:`stop`; then hand every run over and return."""
-        log.info("worker started", owner=self.runtime.config.owner)
+        log.info("worker started", owner=self.driver.config.owner)
         backoff = 0.0
         while not self._stopping.is_set() and not task_cancelling():
             try:
@@ -130,8 +126,8 @@ class Worker:
                 await _wait(self._stopping, backoff)
             await self._idle()
         if self._hand_over:  # stopped by stop(), not by Runtime.close()
-            await self.runtime.hand_over()
-        log.info("worker stopped", owner=self.runtime.config.owner)
+            await self.driver.hand_over()
+        log.info("worker stopped", owner=self.driver.config.owner)
 
     def stop(self, *, hand_over: bool = True) -> None:
         """Stop taking work; running runs finish their current superstep and
@@ -140,13 +136,40 @@ class Worker:
         self._stopping.set()
         self.wake.set()
         if hand_over:  # at once: a run must not start another step meanwhile
-            for executor in self.runtime.active_runs.values():
+            for executor in self.driver.active_runs.values():
                 executor.hand_over_requested.set()
 
     @property
     def stopping(self) -> bool:
         """True once :meth:`stop` was called."""
         return self._stopping.is_set()
+
+    def start_background(self) -> None:
+        """Run this worker in the background, from the first call (once)."""
+        if self._background is None:
+            self._background = asyncio.create_task(self.run(), name="agentlog worker")
+
+    @property
+    def in_background(self) -> bool:
+        """True while this worker runs in the background."""
+        return self._background is not None and not self._background.done()
+
+    def will_take(self, info: RunInfo) -> bool:
+        """True if this worker runs in the background and will take the run
+        (its workflow is known here); it is woken to take it now."""
+        if self.in_background and info.workflow in self.driver.workflows and not self.stopping:
+            self.wake.set()
+            return True
+        return False
+
+    async def close(self) -> None:
+        """Stop the background worker, if it runs, without handing runs over
+        (:meth:`Runtime.close` cancels them instead)."""
+        if self._background is not None:
+            self.stop(hand_over=False)
+            self._background.cancel()
+            with contextlib.suppress(BaseException):
+                await self._background
 
     async def run_once(self, *, now: datetime | None = None) -> list[str]:
         """One pass: submit due schedule ticks, then take the due runs there is
@@ -158,19 +181,19 @@ class Worker:
                 outage.
         """
         now = now or utcnow()
-        if self.config.schedules:
-            await self._schedule_pass(now)
-        free = self.config.concurrency - len(self.runtime.active_runs)
+        if self.config.schedules and self._submit is not None:
+            await self._schedule_pass(now, self._submit)
+        free = self.config.concurrency - len(self.driver.active_runs)
         if free <= 0 or self.stopping:
             return []
         await self._apply_commands(free)
-        free = self.config.concurrency - len(self.runtime.active_runs)
+        free = self.config.concurrency - len(self.driver.active_runs)
         # Ask for more than there is room for: some are passed over below (an
         # unknown workflow, one at its limit, a broken run). They must not hide
         # the runs behind them, so ask past twice as many as the last pass
         # passed over: a backlog of any size is read through in a few passes.
         limit = free * 2 + 2 * self._passed_over + 16
-        due = await self.runtime.log.runnable(now=now, limit=limit)
+        due = await self.log.runnable(now=now, limit=limit)
         taken: list[str] = []
         passed_over = 0
         for info in due:
@@ -188,7 +211,7 @@ class Worker:
     async def _apply_commands(self, free: int) -> None:
         """Clients' requests for the runs this worker owns (logs without direct
         writes): each is applied, then acked; one not applied comes again."""
-        log_ = self.runtime.log
+        log_ = self.log
         if log_.direct_writes:
             return
         taken = await log_.take_commands(limit=max(free, 1) * 2)
@@ -205,20 +228,19 @@ class Worker:
         await asyncio.gather(*(self._apply_in_order(cmds) for cmds in by_run.values()))
 
     async def _apply_in_order(self, commands: list[Command]) -> None:
-        log_ = self.runtime.log
         for n, command in enumerate(commands):
-            outcome = await self.runtime.apply_command(command)
+            outcome = await apply_command(self.driver, command)
             if outcome == "ack":
-                await log_.ack_command(command)
+                await self.log.ack_command(command)
             elif outcome == "retry":
                 self._retry.extend(commands[n:])  # the rest waits behind it, in order
                 return
 
     async def _take(self, info: RunInfo, now: datetime) -> bool:
-        runtime = self.runtime
-        if info.run_id in runtime.active_runs:
+        driver = self.driver
+        if info.run_id in driver.active_runs:
             return False
-        wf = runtime.workflows.get(info.workflow)
+        wf = driver.workflows.get(info.workflow)
         if wf is None:
             if info.workflow not in self._unknown:
                 self._unknown.add(info.workflow)
@@ -226,21 +248,21 @@ class Worker:
                     "run waits for a worker that knows its workflow",
                     run_id=info.run_id,
                     workflow=info.workflow,
-                    known=sorted(runtime.workflows),
-                    fix=runtime.config.workflow_hint,
+                    known=sorted(driver.workflows),
+                    fix=driver.config.workflow_hint,
                 )
             return False
         limit = self.config.workflow_concurrency.get(wf.name)
-        if limit is not None and runtime.active_count(wf.name) >= limit:
+        if limit is not None and driver.active_count(wf.name) >= limit:
             return False
         broken_until = self._broken.get(info.run_id)
         if broken_until is not None and broken_until > now:
             return False
         try:
             if info.status == RunStatus.WAITING:
-                await runtime.fire_timers(wf, info.run_id)
+                await driver.fire_timers(wf, info.run_id)
             else:
-                await runtime.take_over(wf, info.run_id)
+                await driver.take_over(wf, info.run_id)
         except (LeaseHeldError, RunNotWaitingError):
             return False  # another worker got there first, or it moved on
         except AgentlogError as exc:
@@ -248,7 +270,7 @@ class Worker:
             self._broken[info.run_id] = now + _RETRY_BROKEN
             return False
         self._broken.pop(info.run_id, None)
-        active = runtime.active_task(info.run_id)
+        active = driver.active_task(info.run_id)
         if active is not None:
             active.add_done_callback(lambda task: self._drive_ended(info.run_id, task))
         return True
@@ -268,30 +290,29 @@ class Worker:
         """Sleep until the poll interval, the next timer, or a wake-up."""
         timeout = self.config.poll_seconds
         with contextlib.suppress(AgentlogError):
-            wake_at = await self.runtime.log.next_wake()
+            wake_at = await self.log.next_wake()
             if wake_at is not None:
                 timeout = min(timeout, max(0.0, (wake_at - utcnow()).total_seconds()))
         await _wait(self.wake, timeout)
         self.wake.clear()
 
-    async def _schedule_pass(self, now: datetime) -> None:
+    async def _schedule_pass(self, now: datetime, submit: SubmitTick) -> None:
         # Ticks are at most once a minute apart in cron: a pass a second is plenty.
         if self._last_schedule_pass and now - self._last_schedule_pass < timedelta(seconds=1):
             return
         self._last_schedule_pass = now
-        for wf in list(self.runtime.workflows.values()):
+        for wf in list(self.driver.workflows.values()):
             for entry in wf.schedules:
-                await self._submit_ticks(entry, now)
+                await self._submit_ticks(entry, now, submit)
 
-    async def _submit_ticks(self, entry: Schedule, now: datetime) -> None:
+    async def _submit_ticks(self, entry: Schedule, now: datetime, submit: SubmitTick) -> None:
         key = (entry.workflow, entry.cron)
         after = self._cursors.get(key, now - entry.catchup)
         for tick in entry.ticks(after, now):
             run_id = entry.run_id(tick)
             try:
-                if await self.runtime.log.find_run(run_id) is None:
-                    run_input = entry.input_for(tick)
-                    await self.runtime.submit(entry.workflow, run_id=run_id, input=run_input)
+                if await self.log.find_run(run_id) is None:
+                    await submit(entry.workflow, run_id, entry.input_for(tick))
                     log.info("schedule tick submitted", run_id=run_id, cron=entry.cron)
             except Exception as exc:  # the user's input function too: say so, go on
                 log.warning("schedule tick not submitted", run_id=run_id, error=repr(exc))

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import (
     TYPE_CHECKING,
@@ -47,7 +47,9 @@ from typing_extensions import TypeVar
 from agentlog.errors import InvalidRouteError, WorkflowDefinitionError
 from agentlog.projector.reducers import REDUCERS, Reducer, function_name
 from agentlog.runtime.callables import is_async_callable
+from agentlog.runtime.graph import to_mermaid
 from agentlog.runtime.retry import RetryPolicy
+from agentlog.runtime.routes import Next, Send, Target, end, goto
 from agentlog.runtime.schedules import Schedule, TickInput
 
 if TYPE_CHECKING:
@@ -70,56 +72,6 @@ __all__ = [
 
 #: The built-in reducers by name (a function may be given instead).
 ReducerName: TypeAlias = Literal["replace", "append", "merge"]
-
-#: Where a step can go: a step's name, or the step function itself.
-Target: TypeAlias = str | Callable[..., Any]
-
-
-@dataclass(frozen=True, slots=True, init=False)
-class Send:
-    """A branch with its own input: ``goto(*(Send("tool", call=c) for c in calls))``.
-
-    Each Send runs its step as one more parallel branch of the next superstep,
-    which sees the keyword arguments as ``ctx.input`` (a dict). Several Sends
-    may name the same step: that is dynamic fan-out over a list. Like any
-    branch, its writes are recorded as pending writes when it finishes, and
-    only the branches that did not finish run again after a crash or failure.
-    """
-
-    step: Target
-    input: dict[str, Any]
-
-    def __init__(self, step: Target, /, **input: Any) -> None:
-        object.__setattr__(self, "step", step)
-        object.__setattr__(self, "input", input)
-
-
-@dataclass(frozen=True, slots=True)
-class Next:
-    """What a step wrote and where the run goes next (no steps: the end)."""
-
-    writes: Mapping[str, Any] = field(default_factory=dict)
-    goto: tuple[Target | Send, ...] = ()
-
-
-def goto(*steps: Target | Send, **writes: Any) -> Next:
-    """Write ``writes``, then run ``steps`` (several run in parallel).
-
-    A target is a step's name, its function, or a :class:`Send` (a branch
-    with its own input). To end the run, use :func:`end`.
-
-    Raises:
-        InvalidRouteError: no step was named.
-    """
-    if not steps:
-        raise InvalidRouteError("goto() needs at least one step; to end the run, return end(...)")
-    return Next(writes, tuple(steps))
-
-
-def end(**writes: Any) -> Next:
-    """Write ``writes``, then end the run."""
-    return Next(writes, ())
-
 
 StepResult: TypeAlias = "Next | Mapping[str, Any] | None"
 #: The state type a workflow's steps see (a TypedDict, or dict[str, Any]).
@@ -389,8 +341,6 @@ class Workflow(Generic[S]):
         (``then`` edges, and the ``goto`` and ``end`` its code returns, bounded
         by its declared ``routes``), including to the end, and no other; see
         :mod:`agentlog.runtime.graph`."""
-        from agentlog.runtime.graph import to_mermaid
-
         self.validate()
         return to_mermaid(self)
 

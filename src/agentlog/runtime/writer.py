@@ -26,7 +26,7 @@ writer was fenced (the heartbeat saw a newer epoch) or when its lease ran
 out by its own monotonic clock (the process was paused): another process may
 own the run by then. In ``exit`` mode, which appends no intent first,
 :meth:`confirm_epoch` also asks the log for the run's current epoch. The
-last :meth:`check_live` runs in :meth:`call_effect`, in the thread or task
+last :meth:`check_live` runs in :meth:`run_effect`, in the thread or task
 that calls the effect, with nothing awaited in between, so a pause before
 it (SIGSTOP, a wait for a free thread) is seen. A pause between that check
 and the call itself is covered only by the task's idempotency key.
@@ -44,7 +44,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from agentlog._logging import get_logger
@@ -78,7 +78,8 @@ _Item = list[Event] | Snapshot
 
 
 class RunWriter:
-    """Assigns seqs, keeps the live state, and writes per the durability mode."""
+    """The live :class:`~agentlog.runtime.writer_protocol.Writer`: assigns seqs,
+    keeps the live state, and writes per the durability mode."""
 
     def __init__(
         self,
@@ -187,24 +188,19 @@ class RunWriter:
             self.fence(FencedError(self.state.run_id, self.epoch, current))
             self._raise_failure()
 
-    async def run_effect(self, key: str, call: Callable[[], Awaitable[Any]]) -> Any:
-        """Run the effect of task ``key`` (its intent is on record) and return its result.
-
-        The one place a task's body runs: a replay's writer
-        (:mod:`agentlog.replay`) returns the recorded outcome instead.
-        """
-        return await call()
-
-    async def call_effect(
-        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    async def run_effect(
+        self, key: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        """Call a task's function, an async one awaited, a sync one in a worker
-        thread, checking :meth:`check_live` last where the call happens.
+        """Run the effect of task ``key`` (its intent is on record): call its
+        function, an async one awaited, a sync one in a worker thread, checking
+        :meth:`check_live` last where the call happens.
 
-        The check before it (in :class:`StepContext`) is not enough: a
-        process paused between that check and the call (or an effect queued
-        for a free thread) would begin the effect after another writer took
-        the run over and recorded its result.
+        The one place a task's body runs (a replay's writer, see
+        :mod:`agentlog.replay`, returns the recorded outcome instead). The
+        check before it (in :class:`StepContext`) is not enough: a process
+        paused between that check and the call (or an effect queued for a
+        free thread) would begin the effect after another writer took the run
+        over and recorded its result.
 
         Raises:
             FencedError, LeaseExpiredError: as :meth:`check_live`; ``fn`` was

@@ -17,12 +17,14 @@ Modules, by role (each imports the others directly, never this package):
 * the partitioned layout, for a worker fleet: :mod:`~agentlog.eventlog.kafka.group`
   (membership of a consumer group), :mod:`~agentlog.eventlog.kafka.ownership`
   (one transactional producer per owned partition, group commit),
+  :mod:`~agentlog.eventlog.kafka.changes` (a run's tail, a caller's change),
   :mod:`~agentlog.eventlog.kafka.offsets` (the commands an owner finished),
   :mod:`~agentlog.eventlog.kafka.commands` (the commands topic's records and
   the owners' replies), :mod:`~agentlog.eventlog.kafka.replies` (a client
   waits for its reply) and :mod:`~agentlog.eventlog.kafka.grouplog`
   (``PartitionedKafkaEventLog``, which ``KafkaEventLog.connect`` returns for
-  partitioned topics).
+  partitioned topics: it names its layout where it is defined, and this
+  package imports it, so ``log`` never imports it).
 
 Topics of the standalone layout (created by :mod:`~agentlog.eventlog.kafka.admin`;
 the partitioned one is described there and in
@@ -52,6 +54,11 @@ the run id. :attr:`KafkaEventLog.last_read_records` counts what it fetched.
 """
 
 from agentlog.eventlog.kafka.config import KafkaConfig
+from agentlog.eventlog.kafka.grouplog import PartitionedKafkaEventLog as _Partitioned
 from agentlog.eventlog.kafka.log import KafkaEventLog
+
+# Imported for KafkaEventLog.connect: the partitioned layout's class names itself
+# there when it is defined (grouplog.py sits above log.py, which never imports it).
+del _Partitioned
 
 __all__ = ["KafkaConfig", "KafkaEventLog"]

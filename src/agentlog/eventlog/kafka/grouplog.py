@@ -60,7 +60,7 @@ from agentlog.eventlog.kafka.writer import WriterPool
 __all__ = ["PartitionedKafkaEventLog"]
 
 
-class PartitionedKafkaEventLog(KafkaEventLog):
+class PartitionedKafkaEventLog(KafkaEventLog, layout="partitioned"):
     """A Kafka log in the partitioned layout, owned by a consumer group (module docstring)."""
 
     capabilities = Capabilities(direct_writes=False, commands=True)
@@ -83,6 +83,21 @@ class PartitionedKafkaEventLog(KafkaEventLog):
         self._replies: ReplyWatch | None = None
         #: Starts this log sent whose outcome it has not seen: reads of the run wait for it.
         self._unsettled: dict[str, list[Command]] = {}
+
+    @classmethod
+    def opened(
+        cls,
+        config: KafkaConfig,
+        admin: AIOKafkaAdminClient,
+        reader: KafkaReader,
+        pool: WriterPool,
+        plain: AIOKafkaProducer,
+        partitions: int,
+        member: GroupMember | None,
+        common: dict[str, Any],
+    ) -> PartitionedKafkaEventLog:
+        """The log over the clients :meth:`KafkaEventLog.connect` started."""
+        return cls(config, admin, reader, pool, plain, partitions, member, common)
 
     # -- ownership -----------------------------------------------------------------------
 

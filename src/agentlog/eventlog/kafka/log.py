@@ -43,6 +43,7 @@ from agentlog.eventlog.kafka.admin import MAX_RECORD_BYTES, ensure_topics
 from agentlog.eventlog.kafka.clients import start_client, stop_quietly
 from agentlog.eventlog.kafka.config import KafkaConfig
 from agentlog.eventlog.kafka.errors import kafka_errors
+from agentlog.eventlog.kafka.group import GroupMember
 from agentlog.eventlog.kafka.reader import KafkaReader
 from agentlog.eventlog.kafka.records import (
     SnapshotEntry,
@@ -65,8 +66,21 @@ _CLAIM_ATTEMPTS = 20
 _STOP_S = 5.0
 
 
+#: The class :meth:`KafkaEventLog.connect` opens for each topic layout but
+#: the standalone one: a subclass names its layout where it is defined
+#: (``PartitionedKafkaEventLog(KafkaEventLog, layout="partitioned")`` in
+#: grouplog.py, which the package imports), so that this module, beneath
+#: it, never imports its subclass.
+_LAYOUTS: dict[str, type[KafkaEventLog]] = {}
+
+
 class KafkaEventLog(EventLog):
     """The event log on Kafka topics. Open it with :meth:`connect`."""
+
+    def __init_subclass__(cls, *, layout: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if layout is not None:
+            _LAYOUTS[layout] = cls
 
     def __init__(
         self,
@@ -190,8 +204,6 @@ class KafkaEventLog(EventLog):
                         await reader.catch_up()
                     elif config.group_id:
                         stage = f"joining consumer group {config.group_id!r}"
-                        from agentlog.eventlog.kafka.group import GroupMember
-
                         member = GroupMember(config, layout, common, reader, admin)
                         member.cipher = cipher
                         started.append(member)
@@ -208,16 +220,29 @@ class KafkaEventLog(EventLog):
             layout="partitioned" if layout.partitioned else "standalone",
             group_id=config.group_id,
         )
-        if layout.partitioned:
-            from agentlog.eventlog.kafka.grouplog import PartitionedKafkaEventLog
-
-            opened: KafkaEventLog = PartitionedKafkaEventLog(
-                config, admin, reader, pool, plain, layout.events_partitions, member, common
-            )
-        else:
-            opened = cls(config, admin, reader, pool, plain, layout.events_partitions)
+        kind = _LAYOUTS["partitioned"] if layout.partitioned else cls
+        opened = kind.opened(
+            config, admin, reader, pool, plain, layout.events_partitions, member, common
+        )
         opened.cipher = cipher
         return opened
+
+    @classmethod
+    def opened(
+        cls,
+        config: KafkaConfig,
+        admin: AIOKafkaAdminClient,
+        reader: KafkaReader,
+        pool: WriterPool,
+        plain: AIOKafkaProducer,
+        partitions: int,
+        member: GroupMember | None,
+        common: dict[str, Any],
+    ) -> KafkaEventLog:
+        """The log over the clients :meth:`connect` started (the standalone
+        layout has no group ``member`` and keeps no ``common`` arguments)."""
+        del member, common
+        return cls(config, admin, reader, pool, plain, partitions)
 
     # -- events -----------------------------------------------------------------
 

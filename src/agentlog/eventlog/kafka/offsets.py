@@ -10,10 +10,7 @@ it (see :mod:`~agentlog.eventlog.kafka.ownership` and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from agentlog.eventlog.kafka.ownership import Change
+from agentlog.eventlog.kafka.changes import Change
 
 __all__ = ["CommandOffsets"]
 

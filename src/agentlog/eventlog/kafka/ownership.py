@@ -49,7 +49,6 @@ import asyncio
 import contextlib
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
@@ -58,86 +57,21 @@ from aiokafka.admin import AIOKafkaAdminClient
 from agentlog._logging import get_logger
 from agentlog.errors import AgentlogError, BackendUnavailableError, FencedError, NotOwnerError
 from agentlog.eventlog.base import RunInfo
-from agentlog.eventlog.events import Event
 from agentlog.eventlog.kafka.admin import MAX_RECORD_BYTES, TopicLayout
+from agentlog.eventlog.kafka.changes import Change, RunTail
 from agentlog.eventlog.kafka.clients import start_client, stop_quietly, transactional_producer
 from agentlog.eventlog.kafka.commands import encode_reply
 from agentlog.eventlog.kafka.config import KafkaConfig
 from agentlog.eventlog.kafka.errors import kafka_errors
 from agentlog.eventlog.kafka.offsets import CommandOffsets
 from agentlog.eventlog.kafka.reader import KafkaReader
-from agentlog.eventlog.kafka.records import IndexEntry, encode_index, index_key
+from agentlog.eventlog.kafka.records import encode_index, index_key
 
 __all__ = ["Change", "PartitionOwner", "RunTail"]
 
 log = get_logger(__name__)
 
 _STOP_S = 5.0
-
-
-@dataclass(frozen=True, slots=True)
-class RunTail:
-    """What the owner knows to be true of one run (nobody else writes it)."""
-
-    info: RunInfo
-    first_offset: int = -1
-    offset: int = -1
-    has_entry: bool = False
-    archived_seq: int = 0
-    pruned: bool = False
-    since_index: int = 0
-
-    @classmethod
-    def of(cls, entry: IndexEntry) -> RunTail:
-        """The tail of an exact index entry, read when the partition was opened."""
-        # The previous owner is fenced: its lease means nothing here.
-        info = dataclasses.replace(entry.info, lease_owner="", lease_expires_at=None)
-        return cls(
-            info,
-            entry.first_offset,
-            entry.offset,
-            True,
-            entry.archived_seq,
-            entry.pruned,
-        )
-
-    def entry(self, partition: int) -> IndexEntry:
-        """The index entry that records this tail."""
-        return IndexEntry(
-            self.info,
-            partition,
-            self.first_offset,
-            self.offset,
-            self.pruned,
-            self.archived_seq,
-        )
-
-
-@dataclass(eq=False)
-class Change:
-    """One caller's write, committed with whatever else is queued for the partition."""
-
-    run_id: str
-    """The run it changes; empty for an offsets-only change (a command ack)."""
-    stage: Callable[[RunTail], RunTail] = lambda tail: tail
-    """Checks the change against the run's tail (raising to refuse it, with
-    nothing sent) and returns the tail after it."""
-    events: list[tuple[Event, bytes]] = field(default_factory=list)
-    records: list[tuple[bytes, bytes | None]] = field(default_factory=list)
-    """Extra runs-topic records (snapshots, tombstones), keyed."""
-    index: bool = False
-    """Write the run's index entry in this transaction (claims, leases, prunes)."""
-    done: asyncio.Future[None] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
-
-    def settle(self, error: BaseException | None = None) -> None:
-        if self.done.done():
-            return
-        if error is None:
-            self.done.set_result(None)
-        else:
-            self.done.set_exception(error)
 
 
 class PartitionOwner:
