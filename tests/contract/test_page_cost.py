@@ -87,7 +87,7 @@ def _each(args: Any, result: Any) -> int:
 @pytest.fixture(
     params=[
         "sqlite",
-        "postgres",
+        pytest.param("postgres", marks=pytest.mark.postgres),
         pytest.param("redis", marks=pytest.mark.redis),
         pytest.param("kafka", marks=pytest.mark.kafka),
     ]

@@ -118,7 +118,13 @@ def _redis_remove(log: RedisEventLog) -> Remove:
     return remove
 
 
-@pytest.fixture(params=["sqlite", "postgres", pytest.param("redis", marks=pytest.mark.redis)])
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("redis", marks=pytest.mark.redis),
+    ]
+)
 async def damaged(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[tuple[EventLog, Remove]]:
