@@ -84,21 +84,6 @@ class PartitionedKafkaEventLog(KafkaEventLog, layout="partitioned"):
         #: Starts this log sent whose outcome it has not seen: reads of the run wait for it.
         self._unsettled: dict[str, list[Command]] = {}
 
-    @classmethod
-    def opened(
-        cls,
-        config: KafkaConfig,
-        admin: AIOKafkaAdminClient,
-        reader: KafkaReader,
-        pool: WriterPool,
-        plain: AIOKafkaProducer,
-        partitions: int,
-        member: GroupMember | None,
-        common: dict[str, Any],
-    ) -> PartitionedKafkaEventLog:
-        """The log over the clients :meth:`KafkaEventLog.connect` started."""
-        return cls(config, admin, reader, pool, plain, partitions, member, common)
-
     # -- ownership -----------------------------------------------------------------------
 
     @property

@@ -90,7 +90,12 @@ class KafkaEventLog(EventLog):
         pool: WriterPool,
         plain: AIOKafkaProducer,
         partitions: int,
+        member: GroupMember | None = None,
+        common: dict[str, Any] | None = None,
     ) -> None:
+        """The log over the clients :meth:`connect` started (the standalone
+        layout has no group ``member`` and keeps no ``common`` client arguments)."""
+        del member, common
         self.config = config
         self.url = f"kafka://{config.bootstrap_servers}/{config.name}"
         self.keep_snapshots = config.keep_snapshots
@@ -221,28 +226,9 @@ class KafkaEventLog(EventLog):
             group_id=config.group_id,
         )
         kind = _LAYOUTS["partitioned"] if layout.partitioned else cls
-        opened = kind.opened(
-            config, admin, reader, pool, plain, layout.events_partitions, member, common
-        )
+        opened = kind(config, admin, reader, pool, plain, layout.events_partitions, member, common)
         opened.cipher = cipher
         return opened
-
-    @classmethod
-    def opened(
-        cls,
-        config: KafkaConfig,
-        admin: AIOKafkaAdminClient,
-        reader: KafkaReader,
-        pool: WriterPool,
-        plain: AIOKafkaProducer,
-        partitions: int,
-        member: GroupMember | None,
-        common: dict[str, Any],
-    ) -> KafkaEventLog:
-        """The log over the clients :meth:`connect` started (the standalone
-        layout has no group ``member`` and keeps no ``common`` arguments)."""
-        del member, common
-        return cls(config, admin, reader, pool, plain, partitions)
 
     # -- events -----------------------------------------------------------------
 
