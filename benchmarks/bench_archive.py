@@ -36,8 +36,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from agentlog.archive import Archiver, ArchiverConfig, LocalArchiveStore, S3ArchiveStore, S3Config
-from agentlog.archive.sql import open_sql
-from agentlog.archive.writer import ManifestEntry, Segment, encode_parquet, events_to_table
+from agentlog.archive._sql import open_sql
+from agentlog.archive._writer import ManifestEntry, Segment, encode_parquet, events_to_table
 from agentlog.eventlog import (
     Event,
     MemoryEventLog,
@@ -215,7 +215,7 @@ def _file_bytes(folder: Path, prefix: str) -> int:
 
 
 def _bytes_per_event(runs: int) -> Row:
-    from agentlog.eventlog.sqlite import SqliteEventLog
+    from agentlog.eventlog.sqlite._log import SqliteEventLog
 
     async def go(tmp: Path) -> tuple[int, int, int]:
         log = SqliteEventLog(tmp / "hot.db")

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from agentlog.archive import LocalArchiveStore
-from agentlog.archive.writer import (
+from agentlog.archive._writer import (
     ManifestEntry,
     Segment,
     encode_parquet,
@@ -47,9 +47,9 @@ from agentlog.eventlog import (
     TaskCompleted,
     TaskStarted,
 )
-from agentlog.eventlog.row_format import event_row, info_to_row
-from agentlog.eventlog.sqlite import SqliteEventLog
-from agentlog.eventlog.sqlite_schema import INSERT_EVENT, UPSERT_RUN
+from agentlog.eventlog._row_format import event_row, info_to_row
+from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite._schema import INSERT_EVENT, UPSERT_RUN
 from agentlog.projector import fold, save_state
 from agentlog.replay import RunCatalog, RunHistory
 from benchmarks.harness import Row, row_from_samples
@@ -152,7 +152,7 @@ async def build_long_run(log: SqliteEventLog, count: int) -> None:
 
 async def _fresh_timeline(log: SqliteEventLog) -> dict[str, Any]:
     """The timeline as a newly opened page builds it: its latest 200 steps,
-    from the events of those steps (:mod:`agentlog.replay.timeline_window`)."""
+    from the events of those steps (:mod:`agentlog.replay._timeline_window`)."""
     async with await RunHistory.open("long", log) as run:
         return await run.timeline(first_step=None, max_steps=200)
 

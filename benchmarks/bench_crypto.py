@@ -56,7 +56,7 @@ def collect(quick: bool) -> list[Row]:
 
 def _fill(keyring: LocalKeyring, count: int) -> None:
     """Add ``count`` run keys in one write (filling run by run would take minutes)."""
-    from agentlog.crypto.tables import _record
+    from agentlog.crypto._tables import _record
 
     keyring.wrap("seed")
     entries = {}

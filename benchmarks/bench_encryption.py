@@ -34,11 +34,11 @@ from typing import Any
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from agentlog.crypto import LocalKeyring, PayloadCipher
+from agentlog.eventlog._packing import pack
 from agentlog.eventlog.events import Event, TaskCompleted
-from agentlog.eventlog.packing import pack
-from agentlog.eventlog.sqlite import SqliteEventLog
+from agentlog.eventlog.sqlite._log import SqliteEventLog
 from agentlog.runtime import Runtime, RuntimeConfig, StepContext, Workflow, end, goto
-from agentlog.runtime.workflow import Next
+from agentlog.runtime._workflow import Next
 from benchmarks import payloads
 from benchmarks.harness import Row, row_from_samples
 

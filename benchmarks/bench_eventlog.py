@@ -22,7 +22,7 @@ from pathlib import Path
 
 from agentlog.eventlog.codec import encode_payload
 from agentlog.eventlog.events import Event, TaskCompleted
-from agentlog.eventlog.sqlite import MIGRATIONS, SqliteEventLog
+from agentlog.eventlog.sqlite._log import MIGRATIONS, SqliteEventLog
 from benchmarks import payloads
 from benchmarks.harness import Row, percentile, row_from_samples
 

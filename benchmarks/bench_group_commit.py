@@ -29,9 +29,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentlog.eventlog.sqlite import SqliteEventLog
+from agentlog.eventlog.sqlite._log import SqliteEventLog
 from agentlog.runtime import Runtime, StepContext, Workflow, end, goto
-from agentlog.runtime.workflow import Next
+from agentlog.runtime._workflow import Next
 from benchmarks import payloads
 from benchmarks.harness import Row
 

@@ -30,7 +30,7 @@ import uuid
 
 from aiokafka import AIOKafkaProducer
 
-from agentlog.eventlog.base import Snapshot
+from agentlog.eventlog._base import Snapshot
 from agentlog.eventlog.codec import encode_event, pack
 from agentlog.eventlog.events import Event, TaskCompleted, utcnow
 from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog

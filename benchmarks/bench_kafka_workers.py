@@ -68,7 +68,7 @@ from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient
 
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import RunCompleted, RunStarted, RunStatus, WriterClaimed, utcnow
 from benchmarks import fleet_app, harness, probe_worker
 from benchmarks.fleet import (

@@ -27,9 +27,9 @@ from urllib.parse import urlsplit
 
 import psycopg
 
+from agentlog.eventlog._row_format import event_row
 from agentlog.eventlog.events import Event, TaskCompleted
-from agentlog.eventlog.postgres import PostgresEventLog
-from agentlog.eventlog.row_format import event_row
+from agentlog.eventlog.postgres._log import PostgresEventLog
 from benchmarks import payloads
 from benchmarks.harness import Row, row_from_samples
 

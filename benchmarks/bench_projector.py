@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from agentlog.eventlog.events import Event, RunStarted, StepCompleted, SuperstepCommitted
-from agentlog.eventlog.sqlite import SqliteEventLog
+from agentlog.eventlog.sqlite._log import SqliteEventLog
 from agentlog.projector import fold, save_state
 from benchmarks import payloads
 from benchmarks.harness import Row, row_from_samples
@@ -30,7 +30,7 @@ SNAPSHOT_EVERY = 200
 
 _LOADER = """
 import asyncio, json, sys, time
-from agentlog.eventlog.sqlite import SqliteEventLog
+from agentlog.eventlog.sqlite._log import SqliteEventLog
 from agentlog.projector import load_state
 
 async def main(path, use_snapshots, repeat):

@@ -30,10 +30,10 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
+from agentlog.eventlog._row_format import event_row
+from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.events import Event, TaskCompleted
-from agentlog.eventlog.redis_log import RedisEventLog
-from agentlog.eventlog.row_format import event_row
-from agentlog.eventlog.urls import open_log
+from agentlog.eventlog.redis._log import RedisEventLog
 from benchmarks import payloads
 from benchmarks.harness import Row, row_from_samples
 

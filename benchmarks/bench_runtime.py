@@ -33,9 +33,9 @@ import time
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
-from agentlog.eventlog.sqlite import SqliteEventLog
+from agentlog.eventlog.sqlite._log import SqliteEventLog
 from agentlog.runtime import Runtime, RuntimeConfig, StepContext, Workflow, end, goto
-from agentlog.runtime.workflow import Next
+from agentlog.runtime._workflow import Next
 from benchmarks import payloads
 from benchmarks.harness import Row, row_from_samples, time_calls
 from benchmarks.peer_dbos import dbos_loop

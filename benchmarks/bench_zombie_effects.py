@@ -57,8 +57,8 @@ from pathlib import Path
 from tests.crash import dedup_server
 from tests.crash.worker import LEASE_LOST, child_env
 
+from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.events import TaskCompleted, WriterClaimed
-from agentlog.eventlog.urls import open_log
 from benchmarks.harness import Row
 
 __all__ = ["Trial", "collect", "main", "run_trials"]

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import agentlog
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import Event, utcnow
 from agentlog.runtime import Runtime, RuntimeConfig
 from benchmarks import fleet_app

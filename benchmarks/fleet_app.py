@@ -20,7 +20,7 @@ import os
 from datetime import UTC, datetime
 
 from agentlog.runtime import StepContext, Workflow, end, goto
-from agentlog.runtime.workflow import Next
+from agentlog.runtime._workflow import Next
 
 __all__ = ["EPOCH_ENV", "IO", "MODEL_CALL_S", "TIMER", "workflows"]
 

@@ -33,7 +33,7 @@ from agentlog.archive import (
     S3Config,
     open_sql,
 )
-from agentlog.archive.writer import SEALED_MARKER
+from agentlog.archive._writer import SEALED_MARKER
 from agentlog.cli import app
 from agentlog.crypto import LocalKeyring, PayloadCipher
 from agentlog.errors import KeyStoreMissingError, ShreddedError, TamperedPayloadError
@@ -48,7 +48,7 @@ from agentlog.eventlog import (
     TaskStarted,
 )
 from agentlog.eventlog.events import EventData
-from agentlog.eventlog.sqlite import SqliteEventLog
+from agentlog.eventlog.sqlite._log import SqliteEventLog
 from agentlog.projector import load_state, save_state
 from tests.archive.helpers import as_events
 from tests.services.s3_server import S3Endpoint

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from agentlog.archive import Archiver, ArchiveStore, LocalArchiveStore, S3ArchiveStore, S3Config
-from agentlog.archive.history import ArchivedEventLog
+from agentlog.archive._history import ArchivedEventLog
 from agentlog.errors import RunArchivedError, RunExistsError
 from agentlog.eventlog.events import RunStatus
-from agentlog.eventlog.sqlite import SqliteEventLog
+from agentlog.eventlog.sqlite._log import SqliteEventLog
 from agentlog.projector import fold, load_state
 from agentlog.runtime import Runtime
 from tests.services.s3_server import S3Endpoint

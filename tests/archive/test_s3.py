@@ -20,10 +20,10 @@ from agentlog.archive import (
     open_archive,
     open_sql,
 )
-from agentlog.archive.sql import sql_source
-from agentlog.archive.sql_process import run_query
-from agentlog.archive.store import httpfs_extension_path
-from agentlog.eventlog.sqlite import SqliteEventLog
+from agentlog.archive._sql import sql_source
+from agentlog.archive._sql_process import run_query
+from agentlog.archive._store import httpfs_extension_path
+from agentlog.eventlog.sqlite._log import SqliteEventLog
 from tests.archive.helpers import read_all, record_run
 from tests.services.s3_server import S3Endpoint
 from tests.support.archive import NOW

@@ -35,12 +35,12 @@ from agentlog.archive import (
     S3Config,
     open_sql,
 )
-from agentlog.archive.writer import Manifest
+from agentlog.archive._writer import Manifest
 from agentlog.cli import app
 from agentlog.crypto import LocalKeyring, PayloadCipher
 from agentlog.errors import RunArchivedError, ShreddedError
 from agentlog.eventlog.events import RunStatus, utcnow
-from agentlog.eventlog.sqlite import SqliteEventLog
+from agentlog.eventlog.sqlite._log import SqliteEventLog
 from agentlog.projector import load_state
 from agentlog.runtime import Runtime
 from agentlog.ui import create_app

@@ -17,9 +17,9 @@ from agentlog.archive import (
     open_archive,
     open_sql,
 )
-from agentlog.archive.errors import ArchiveConfigError
-from agentlog.archive.retention import parse_duration, parse_policy
-from agentlog.archive.writer import (
+from agentlog.archive._errors import ArchiveConfigError
+from agentlog.archive._retention import parse_duration, parse_policy
+from agentlog.archive._writer import (
     Manifest,
     ManifestEntry,
     Segment,
@@ -29,7 +29,7 @@ from agentlog.archive.writer import (
 )
 from agentlog.errors import CorruptEventError
 from agentlog.eventlog import EventLog, EventReader, MemoryEventLog
-from agentlog.eventlog.sqlite import SqliteEventLog
+from agentlog.eventlog.sqlite._log import SqliteEventLog
 from tests.archive.helpers import T0, as_events, read_all, record_run, run_payloads
 from tests.support.archive import NOW
 
@@ -185,7 +185,7 @@ def test_manifest_entry_round_trip() -> None:
 
 def test_parquet_has_row_group_statistics(tmp_path: object) -> None:
     table = events_to_table(as_events("r", run_payloads(2)))
-    from agentlog.archive.writer import encode_parquet
+    from agentlog.archive._writer import encode_parquet
 
     raw = encode_parquet(table, row_group_size=4)
     import pyarrow as pa

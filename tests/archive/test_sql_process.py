@@ -13,12 +13,12 @@ import psutil
 import pytest
 
 from agentlog.archive import Archiver, LocalArchiveStore
-from agentlog.archive.errors import ArchiveQueryError
-from agentlog.archive.sql import sql_cipher, sql_source
-from agentlog.archive.sql_process import QueryProcess, QueryProcesses, run_query
+from agentlog.archive._errors import ArchiveQueryError
+from agentlog.archive._sql import sql_cipher, sql_source
+from agentlog.archive._sql_process import QueryProcess, QueryProcesses, run_query
 from agentlog.crypto import ENV_VAR, LocalKeyring, PayloadCipher
 from agentlog.errors import ShreddedError
-from agentlog.eventlog.sqlite import SqliteEventLog
+from agentlog.eventlog.sqlite._log import SqliteEventLog
 from tests.archive.test_encryption import CANARY, record
 from tests.support.archive import NOW
 from tests.ui.test_hardening import FOREVER
@@ -53,7 +53,7 @@ async def test_keys_reach_the_query_process_over_its_socket_only(
     try:
         seen = psutil.Process(process.pid)
         assert ENV_VAR not in seen.environ()
-        assert seen.cmdline()[-2:] == ["agentlog.archive.sql_worker", seen.cmdline()[-1]]
+        assert seen.cmdline()[-2:] == ["agentlog.archive._sql_worker", seen.cmdline()[-1]]
         assert seen.cmdline()[-1].isdigit()  # only the socket's number
         opened, _ = process.run(source, sql_cipher(cipher, None), query, limit=10)
         rows = opened.to_pylist()

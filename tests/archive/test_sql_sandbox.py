@@ -16,10 +16,10 @@ import pytest
 from typer.testing import CliRunner
 
 from agentlog.archive import ArchiveQueryError, Archiver, LocalArchiveStore, open_sql
-from agentlog.archive.errors import SqlLimitError
+from agentlog.archive._errors import SqlLimitError
 from agentlog.cli import app
 from agentlog.crypto import LocalKeyring, PayloadCipher
-from agentlog.eventlog.sqlite import SqliteEventLog
+from agentlog.eventlog.sqlite._log import SqliteEventLog
 from tests.archive.test_encryption import CANARY, record
 from tests.support.archive import NOW
 

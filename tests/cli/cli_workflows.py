@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentlog.runtime import RetryPolicy, StepContext, Workflow, end, goto
-from agentlog.runtime.workflow import Next
+from agentlog.runtime._workflow import Next
 
 
 def parked_workflow() -> Workflow:

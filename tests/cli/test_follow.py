@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlog.eventlog.sqlite import SqliteEventLog
+from agentlog.eventlog.sqlite._log import SqliteEventLog
 from tests.crash.worker import child_env
 from tests.unit.stream_driver import BOUND_SECONDS
 

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from agentlog.cli import app, render
-from agentlog.eventlog.sqlite import SqliteEventLog
+from agentlog.cli import _render as render
+from agentlog.cli import app
+from agentlog.eventlog.sqlite._log import SqliteEventLog
 from agentlog.runtime import Runtime, StepContext, Workflow, end, goto
-from agentlog.runtime.workflow import Next
+from agentlog.runtime._workflow import Next
 
 runner = CliRunner()
 RUN = "[bold]r[/bold]:x:"

@@ -51,7 +51,7 @@ def test_runs_says_who_moves_each_run_on(tmp_path: Path) -> None:
     import json
     from typing import Any
 
-    from agentlog.eventlog.sqlite import SqliteEventLog
+    from agentlog.eventlog.sqlite._log import SqliteEventLog
     from agentlog.runtime import Runtime, RuntimeConfig, StepContext, Workflow, end
 
     wf = Workflow("napper", state={"x": "replace"})

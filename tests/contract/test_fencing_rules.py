@@ -1,5 +1,5 @@
-"""The claim and lease rules every backend calls (eventlog/fencing.py, from the table
-of cases in eventlog/claim_cases.py), and Capabilities."""
+"""The claim and lease rules every backend calls (eventlog/_fencing.py, from the table
+of cases in eventlog/_claim_cases.py), and Capabilities."""
 
 from __future__ import annotations
 
@@ -18,8 +18,7 @@ from agentlog.errors import (
     LeaseHeldError,
     UnknownRunError,
 )
-from agentlog.eventlog import postgres_schema, redis_scripts
-from agentlog.eventlog.base import (
+from agentlog.eventlog._base import (
     Capabilities,
     RunInfo,
     check_next,
@@ -27,13 +26,15 @@ from agentlog.eventlog.base import (
     lease_expiry,
     leased,
 )
-from agentlog.eventlog.claim_cases import (
+from agentlog.eventlog._claim_cases import (
     CLAIM_CASES,
     LEASE_CASES,
     Ask,
     lua_refusals,
     sql_grant,
 )
+from agentlog.eventlog.postgres import _schema as postgres_schema
+from agentlog.eventlog.redis import _schema as redis_scripts
 from agentlog.testing._claim_examples import EXAMPLES, ClaimExample
 
 NOW = datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
@@ -71,7 +72,7 @@ def test_a_log_nobody_can_write_is_not_a_log() -> None:
     assert Capabilities(direct_writes=False, commands=True).commands
 
 
-# -- the table of cases (eventlog/claim_cases.py) -------------------------------------
+# -- the table of cases (eventlog/_claim_cases.py) -------------------------------------
 
 _SRC = Path(agentlog.__file__).parent
 #: A claim's lease comparison in SQL, and a claim's or lease's number test in
@@ -137,10 +138,10 @@ def test_the_server_claim_and_lease_code_is_generated_from_the_table() -> None:
     saying = [
         (path.relative_to(_SRC).as_posix(), pattern.pattern)
         for path in sorted(_SRC.rglob("*.py"))
-        if path.name != "claim_cases.py"
+        if path.name != "_claim_cases.py"
         for pattern in _RULE_PIECES
         if pattern.search(path.read_text())
     ]
     assert saying == []
-    postgres_source = (_SRC / "eventlog" / "postgres.py").read_text()
+    postgres_source = (_SRC / "eventlog" / "postgres" / "_log.py").read_text()
     assert "SET lease_expires_at" not in postgres_source  # the lease statement is LEASE

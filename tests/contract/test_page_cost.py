@@ -3,7 +3,7 @@
 Every backend that keeps a run index pages it in the backend: a counting
 backend (the log with its run-row reads counted) shows that a page reads at
 most its own rows, however many runs there are, and that the page is the one
-the rule (:func:`~agentlog.eventlog.run_pages.page_in_memory` over every
+the rule (:func:`~agentlog.eventlog._run_pages.page_in_memory` over every
 run) gives, ties, time ranges and ranks included.
 """
 
@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 
 from agentlog.eventlog import EventLog
+from agentlog.eventlog._run_pages import RunQuery, page_in_memory
+from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.events import (
     Event,
     EventData,
@@ -26,11 +28,9 @@ from agentlog.eventlog.events import (
     StepCompleted,
 )
 from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog
-from agentlog.eventlog.postgres import PostgresEventLog
-from agentlog.eventlog.redis_log import RedisEventLog
-from agentlog.eventlog.run_pages import RunQuery, page_in_memory
-from agentlog.eventlog.sqlite import SqliteEventLog
-from agentlog.eventlog.urls import open_log
+from agentlog.eventlog.postgres._log import PostgresEventLog
+from agentlog.eventlog.redis._log import RedisEventLog
+from agentlog.eventlog.sqlite._log import SqliteEventLog
 
 RUNS = 60
 LIMIT = 5

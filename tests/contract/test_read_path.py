@@ -1,7 +1,7 @@
 """The indexed read path is written once (issue 22 item 1), and what that fixes.
 
 Read, tail, the gap check, ``page_runs`` and ``list_workflows`` live in
-:mod:`agentlog.eventlog.indexed`, :mod:`agentlog.eventlog.sql_index` and
+:mod:`agentlog.eventlog._indexed`, :mod:`agentlog.eventlog._sql_index` and
 ``EventReader.tail``; a backend gives hooks only. These tests pin that
 structure, and the drift it removed: PostgreSQL raised a corrupt read
 without the ``corrupt_event`` log line that SQLite and Redis wrote.
@@ -20,18 +20,18 @@ import pytest
 import structlog
 
 from agentlog.errors import CorruptEventError
-from agentlog.eventlog import row_format
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog import _row_format as row_format
+from agentlog.eventlog._base import EventLog
+from agentlog.eventlog._indexed import IndexedEventLog
+from agentlog.eventlog._sql_index import SqlIndexedEventLog
+from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.events import Event, TaskCompleted
-from agentlog.eventlog.indexed import IndexedEventLog
-from agentlog.eventlog.kafka.grouplog import PartitionedKafkaEventLog
-from agentlog.eventlog.kafka.log import KafkaEventLog
+from agentlog.eventlog.kafka._grouplog import PartitionedKafkaEventLog
+from agentlog.eventlog.kafka._log import KafkaEventLog
 from agentlog.eventlog.memory import MemoryEventLog
-from agentlog.eventlog.postgres import PostgresEventLog
-from agentlog.eventlog.redis_log import RedisEventLog
-from agentlog.eventlog.sql_index import SqlIndexedEventLog
-from agentlog.eventlog.sqlite import SqliteEventLog
-from agentlog.eventlog.urls import open_log
+from agentlog.eventlog.postgres._log import PostgresEventLog
+from agentlog.eventlog.redis._log import RedisEventLog
+from agentlog.eventlog.sqlite._log import SqliteEventLog
 
 EVENTLOG = Path(row_format.__file__).parent
 INDEXED = [MemoryEventLog, SqliteEventLog, PostgresEventLog, RedisEventLog]
@@ -42,7 +42,7 @@ EVERY = [*INDEXED, KafkaEventLog, PartitionedKafkaEventLog]
 def test_no_indexed_backend_writes_its_own_read_or_tail(backend: type[EventLog]) -> None:
     assert issubclass(backend, IndexedEventLog)
     own = set(vars(backend)) & {"read", "tail", "_read_start", "_gap", "_scan"}
-    assert not own, f"{backend.__name__} defines {sorted(own)}: use the hooks of indexed.py"
+    assert not own, f"{backend.__name__} defines {sorted(own)}: use the hooks of _indexed.py"
 
 
 @pytest.mark.parametrize("backend", EVERY, ids=lambda cls: cls.__name__)
@@ -54,7 +54,7 @@ def test_no_backend_writes_its_own_tail_loop(backend: type[EventLog]) -> None:
 def test_sql_backends_share_one_run_list(backend: type[EventLog]) -> None:
     assert issubclass(backend, SqlIndexedEventLog)
     own = set(vars(backend)) & {"page_runs", "list_workflows", "list_runs"}
-    assert not own, f"{backend.__name__} defines {sorted(own)}: sql_index.py has them"
+    assert not own, f"{backend.__name__} defines {sorted(own)}: _sql_index.py has them"
 
 
 def _sources() -> dict[str, str]:
@@ -65,7 +65,7 @@ def _sources() -> dict[str, str]:
 
 def test_the_run_ended_check_is_written_once() -> None:
     found = [name for name, text in _sources().items() if "in RunStatus.TERMINAL" in text]
-    assert found == ["base.py"], found
+    assert found == ["_base.py"], found
 
 
 def _imports(text: str) -> set[str]:
@@ -78,10 +78,16 @@ def _imports(text: str) -> set[str]:
 
 def test_the_row_format_has_its_own_module() -> None:
     for name in ("event_row", "event_rows", "event_from_row", "info_from_row", "info_to_row"):
-        assert getattr(row_format, name).__module__ == "agentlog.eventlog.row_format"
+        assert getattr(row_format, name).__module__ == "agentlog.eventlog._row_format"
     sources = _sources()
-    for name in ("postgres.py", "redis_log.py", "redis_rows.py", "indexed.py", "sql_index.py"):
-        assert "agentlog.eventlog.sqlite_schema" not in _imports(sources[name]), name
+    for name in (
+        "postgres/_log.py",
+        "redis/_log.py",
+        "redis/_rows.py",
+        "_indexed.py",
+        "_sql_index.py",
+    ):
+        assert "agentlog.eventlog.sqlite._schema" not in _imports(sources[name]), name
 
 
 # -- the drift the shared path fixed: every backend logs a corrupt read -----------------

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from agentlog.crypto import LocalKeyring, PayloadCipher
-from agentlog.eventlog.redis_log import RedisEventLog
-from agentlog.eventlog.urls import open_log
+from agentlog.eventlog._urls import open_log
+from agentlog.eventlog.redis._log import RedisEventLog
 from agentlog.testing import EventLogContract
 
 pytestmark = pytest.mark.redis

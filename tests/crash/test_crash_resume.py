@@ -34,8 +34,8 @@ from typing import Any
 
 import pytest
 
+from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.events import StepCompleted, TaskCompleted, TaskStarted
-from agentlog.eventlog.urls import open_log
 from agentlog.projector import fold
 from tests.crash.worker import LEASE_LOST, child_env, lease_for
 

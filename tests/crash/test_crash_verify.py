@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlog.eventlog.urls import open_log
+from agentlog.eventlog._urls import open_log
 from agentlog.replay import verify_runs
 from tests.crash.test_crash_resume import read_view, run_generation
 from tests.crash.worker import crash_workflow

@@ -30,9 +30,9 @@ from typing import Any
 import structlog
 
 from agentlog.errors import LeaseExpiredError, LeaseHeldError
-from agentlog.eventlog.base import EventLog, RunInfo, Snapshot
+from agentlog.eventlog._base import EventLog, RunInfo, Snapshot
+from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.events import Event, RunStatus, utcnow
-from agentlog.eventlog.urls import open_log
 from agentlog.projector import load_state
 from agentlog.runtime import RetryPolicy, Runtime, RuntimeConfig, StepContext, Workflow, end, goto
 

@@ -19,8 +19,8 @@ import redis.asyncio as aioredis
 
 from agentlog.crypto import LocalKeyring
 from agentlog.errors import TamperedPayloadError
+from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.codec import row_checksum
-from agentlog.eventlog.urls import open_log
 from agentlog.projector import load_state
 from tests.services.redis_server import RedisServer
 from tests.unit.tamper_support import ATTACKS, SECRET, TASK_SEQ, sealed_run

@@ -50,7 +50,7 @@ from agentlog.eventlog.events import (
     TimerFired,
     utcnow,
 )
-from agentlog.projector.state import interrupt_key
+from agentlog.projector._state import interrupt_key
 from agentlog.runtime import Runtime
 from tests.fleet import app
 from tests.support.fleet import Dedup, Fleet, WorkerProc, history

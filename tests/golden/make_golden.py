@@ -200,7 +200,7 @@ async def generate_langgraph() -> tuple[list[bytes], dict[str, Any]]:
     from langgraph.graph import END, START, StateGraph
     from langgraph.types import Command, interrupt
 
-    from agentlog.eventlog.urls import open_log
+    from agentlog.eventlog._urls import open_log
     from agentlog.langgraph import AgentlogSaver
 
     def draft(state: Chat) -> dict[str, Any]:
@@ -237,7 +237,7 @@ async def generate_shredded() -> tuple[list[bytes], dict[str, Any]]:
     import tempfile
 
     from agentlog.crypto import LocalKeyring
-    from agentlog.eventlog.urls import open_log
+    from agentlog.eventlog._urls import open_log
 
     wf = Workflow("golden-shredded", state={"topic": "replace", "answer": "replace"})
 

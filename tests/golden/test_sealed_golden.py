@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from agentlog.crypto import LocalKeyring, PayloadCipher, read_header
-from agentlog.crypto.aead import PayloadBinding
+from agentlog.crypto._aead import PayloadBinding
 from agentlog.errors import TamperedPayloadError
+from agentlog.eventlog._sealing import open_blob
 from agentlog.eventlog.codec import decode_event, encode_event, unpack
 from agentlog.eventlog.events import Event
-from agentlog.eventlog.sealing import open_blob
 from agentlog.projector import fold
 
 HERE = Path(__file__).parent

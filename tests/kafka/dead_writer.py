@@ -17,12 +17,12 @@ import sys
 import structlog
 from aiokafka import AIOKafkaProducer
 
-from agentlog.eventlog.base import RunInfo
+from agentlog.eventlog._base import RunInfo
 from agentlog.eventlog.codec import encode_event
 from agentlog.eventlog.events import Event, TaskCompleted
 from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog
-from agentlog.eventlog.kafka.admin import TopicLayout
-from agentlog.eventlog.kafka.records import IndexEntry, encode_index, index_key
+from agentlog.eventlog.kafka._admin import TopicLayout
+from agentlog.eventlog.kafka._records import IndexEntry, encode_index, index_key
 
 #: Ten minutes: far longer than any test waits.
 TRANSACTION_TIMEOUT_MS = 600_000

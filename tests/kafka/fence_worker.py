@@ -18,8 +18,8 @@ import sys
 import structlog
 
 from agentlog.errors import FencedError
+from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.events import Event, TaskCompleted
-from agentlog.eventlog.urls import open_log
 
 STEPS = 4
 

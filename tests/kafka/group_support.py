@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from agentlog.eventlog.base import Command
+from agentlog.eventlog._base import Command
 from agentlog.eventlog.events import Event, RunStarted
 from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog
-from agentlog.eventlog.kafka.admin import partition_for
-from agentlog.eventlog.kafka.grouplog import PartitionedKafkaEventLog
+from agentlog.eventlog.kafka._admin import partition_for
+from agentlog.eventlog.kafka._grouplog import PartitionedKafkaEventLog
 
 PARTITIONS = 4
 #: The broker's smallest session timeout (group.min.session.timeout.ms).

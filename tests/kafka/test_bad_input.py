@@ -13,7 +13,7 @@ from agentlog.errors import BackendUnavailableError, ConfigError, CorruptEventEr
 from agentlog.eventlog.codec import encode_event
 from agentlog.eventlog.events import Event, TaskCompleted
 from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog
-from agentlog.eventlog.kafka.admin import _check
+from agentlog.eventlog.kafka._admin import _check
 
 pytestmark = pytest.mark.kafka
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentlog.eventlog.base import Snapshot
+from agentlog.eventlog._base import Snapshot
 from agentlog.eventlog.events import Event, TaskCompleted, utcnow
 from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog
 

@@ -16,7 +16,7 @@ from aiokafka.errors import ConcurrentTransactions, CoordinatorLoadInProgressErr
 from aiokafka.producer.sender import AddPartitionsToTxnHandler
 from aiokafka.protocol.transaction import AddPartitionsToTxnResponse_v0
 
-from agentlog.eventlog.kafka.clients import (
+from agentlog.eventlog.kafka._clients import (
     QUICK_TXN_RETRY_S,
     start_client,
     stop_quietly,
@@ -28,7 +28,8 @@ _LOAD_THE_BACKEND = """
 import aiokafka.producer.sender as sender
 before = {k: v for k, v in vars(sender).items() if k.isupper()}
 import agentlog.eventlog.kafka
-import agentlog.eventlog.kafka.writer, agentlog.eventlog.kafka.txn, agentlog.eventlog.kafka.clients
+import agentlog.eventlog.kafka._writer, agentlog.eventlog.kafka._txn
+import agentlog.eventlog.kafka._clients
 after = {k: v for k, v in vars(sender).items() if k.isupper()}
 print(repr(sorted(k for k in before if before[k] != after.get(k))))
 """

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from agentlog.eventlog.codec import encode_event
 from agentlog.eventlog.events import Event, ResumeReceived, RunStarted
-from agentlog.eventlog.kafka.offsets import CommandOffsets
-from agentlog.eventlog.kafka.ownership import Change
+from agentlog.eventlog.kafka._offsets import CommandOffsets
+from agentlog.eventlog.kafka._ownership import Change
 
 
 def _change(run_id: str, *events: Event) -> Change:

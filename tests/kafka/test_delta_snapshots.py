@@ -15,7 +15,7 @@ from structlog.testing import capture_logs
 
 from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog
 from agentlog.projector import fold, load_state
-from agentlog.projector.snapshots import SnapshotPolicy
+from agentlog.projector._snapshots import SnapshotPolicy
 from agentlog.runtime import Runtime, RuntimeConfig
 
 pytestmark = pytest.mark.kafka

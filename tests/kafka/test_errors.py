@@ -17,7 +17,7 @@ from agentlog.errors import (
     EventLogError,
     FencedError,
 )
-from agentlog.eventlog.kafka.errors import is_transient, kafka_errors
+from agentlog.eventlog.kafka._errors import is_transient, kafka_errors
 
 
 @pytest.mark.parametrize("fence", [ProducerFenced, InvalidProducerEpoch])

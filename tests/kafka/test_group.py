@@ -15,7 +15,7 @@ import pytest
 from agentlog.errors import BackendUnavailableError, ConfigError, NotOwnerError
 from agentlog.eventlog.events import Event, StepCompleted
 from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog
-from agentlog.eventlog.kafka.admin import partition_for
+from agentlog.eventlog.kafka._admin import partition_for
 from tests.kafka.group_support import (
     PARTITIONS,
     open_log,

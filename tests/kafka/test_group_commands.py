@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentlog.eventlog.base import Command
+from agentlog.eventlog._base import Command
 from tests.kafka.group_support import (
     PARTITIONS,
     apply_start,

@@ -19,9 +19,9 @@ import pytest
 
 from agentlog.errors import NotOwnerError
 from agentlog.eventlog.events import Event, StepCompleted
-from agentlog.eventlog.kafka.admin import partition_for
-from agentlog.eventlog.kafka.clients import start_client, stop_quietly, transactional_producer
-from agentlog.eventlog.kafka.grouplog import PartitionedKafkaEventLog
+from agentlog.eventlog.kafka._admin import partition_for
+from agentlog.eventlog.kafka._clients import start_client, stop_quietly, transactional_producer
+from agentlog.eventlog.kafka._grouplog import PartitionedKafkaEventLog
 from agentlog.runtime import Runtime, RuntimeConfig, StepContext, Workflow, end
 from tests.kafka.group_support import PARTITIONS, open_log, settle, start_run
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from agentlog.eventlog.events import Event, StepCompleted
-from agentlog.eventlog.kafka.admin import partition_for
+from agentlog.eventlog.kafka._admin import partition_for
 from tests.crash.worker import child_env
 from tests.kafka.group_support import PARTITIONS, open_log, settle
 

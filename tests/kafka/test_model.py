@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import rule, run_state_machine_as_test
 
 from agentlog.errors import UnknownRunError
-from agentlog.eventlog.base import EventLog, Snapshot
+from agentlog.eventlog._base import EventLog, Snapshot
 from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog
 from agentlog.testing import MODEL_SETTINGS, EventLogMachine
 

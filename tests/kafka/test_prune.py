@@ -14,7 +14,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from agentlog.errors import CorruptEventError, RunArchivedError, UnknownRunError
-from agentlog.eventlog.base import EventLog, Snapshot
+from agentlog.eventlog._base import EventLog, Snapshot
 from agentlog.eventlog.codec import encode_event
 from agentlog.eventlog.events import Event, RunStarted, StepCompleted
 from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog

@@ -19,11 +19,11 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from agentlog.errors import BackendUnavailableError, KafkaAuthError
+from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog
-from agentlog.eventlog.kafka.admin import ensure_topics
-from agentlog.eventlog.kafka.clients import stop_quietly
-from agentlog.eventlog.kafka.grouplog import PartitionedKafkaEventLog
-from agentlog.eventlog.urls import open_log
+from agentlog.eventlog.kafka._admin import ensure_topics
+from agentlog.eventlog.kafka._clients import stop_quietly
+from agentlog.eventlog.kafka._grouplog import PartitionedKafkaEventLog
 from agentlog.testing import EventLogContract, read_all, seed
 from tests.kafka.group_support import PARTITIONS, SESSION_S, settle, start_run
 from tests.services.kafka_broker import SecureBroker

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from agentlog.errors import ConfigError
+from agentlog.eventlog._urls import kafka_config, open_log, redact_url
 from agentlog.eventlog.kafka import KafkaConfig
-from agentlog.eventlog.kafka.admin import _wanted, production_looking
-from agentlog.eventlog.kafka.security import client_security
-from agentlog.eventlog.urls import kafka_config, open_log, redact_url
+from agentlog.eventlog.kafka._admin import _wanted, production_looking
+from agentlog.eventlog.kafka._security import client_security
 
 SECRET = "s3cr%t:p@ss"  # URL-special characters: it must be percent-encoded in a URL
 ENCODED = "s3cr%25t%3Ap%40ss"

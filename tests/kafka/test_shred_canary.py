@@ -13,8 +13,8 @@ import pytest
 
 from agentlog.crypto import LocalKeyring
 from agentlog.errors import ShreddedError
+from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.events import RunStatus
-from agentlog.eventlog.urls import open_log
 from agentlog.projector import load_state
 from agentlog.runtime import Runtime, RuntimeConfig
 from tests.unit.shred_support import CANARY, ONE_SHOT, canary_workflow, metadata, shred_record

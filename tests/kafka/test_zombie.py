@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
+from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.events import TaskStarted
-from agentlog.eventlog.urls import open_log
 from tests.crash.worker import child_env
 from tests.kafka.zombie_worker import ROLES
 

@@ -31,8 +31,8 @@ from typing import Any
 
 import structlog
 
+from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.events import Event, TaskStarted
-from agentlog.eventlog.urls import open_log
 from agentlog.runtime import Runtime, RuntimeConfig, StepContext, Workflow, end, goto
 from tests.crash.worker import KillSwitchLog, _post, _wait_for_lease
 

@@ -11,8 +11,8 @@ from langgraph.graph import END, START, StateGraph
 
 from agentlog.crypto import LocalKeyring
 from agentlog.errors import ShreddedError
+from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.events import WritesSaved, status_after_event
-from agentlog.eventlog.urls import open_log
 from agentlog.langgraph import AgentlogSaver
 from agentlog.runtime import Runtime, RuntimeConfig
 from tests.unit.shred_support import CANARY, raw_bytes, sqlite_files

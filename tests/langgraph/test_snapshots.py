@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
-from agentlog.eventlog.base import Event, Snapshot
-from agentlog.eventlog.sqlite import SqliteEventLog
+from agentlog.eventlog._base import Event, Snapshot
+from agentlog.eventlog.sqlite._log import SqliteEventLog
 from agentlog.langgraph import AgentlogSaver
-from agentlog.projector.snapshots import load_state
+from agentlog.projector._snapshots import load_state
 
 INTERVAL = 20
 WORDS = ["durable", "agent", "log", "kafka", "sqlite", "replay", "snapshot", "delta", "fence"]

@@ -8,9 +8,9 @@ import socket
 import pytest
 
 from agentlog.errors import BackendUnavailableError, ConfigError, PostgresAuthError
+from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.events import Event, TaskCompleted
-from agentlog.eventlog.postgres_schema import MIGRATIONS
-from agentlog.eventlog.urls import open_log
+from agentlog.eventlog.postgres._schema import MIGRATIONS
 from tests.services.postgres_server import PASSWORD, PostgresServer
 
 

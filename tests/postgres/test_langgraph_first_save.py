@@ -19,7 +19,7 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
 from agentlog.errors import ThreadConflictError
-from agentlog.eventlog.postgres_schema import APPEND_NEW
+from agentlog.eventlog.postgres._schema import APPEND_NEW
 from agentlog.langgraph import AgentlogSaver
 
 #: An append's statements: the run's row and its events, in one.

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
-from agentlog.eventlog.base import EventLog
-from agentlog.eventlog.urls import open_log
+from agentlog.eventlog._base import EventLog
+from agentlog.eventlog._urls import open_log
 from tests.property.test_eventlog_model import KEEP, MODEL_SETTINGS, EventLogMachine
 from tests.services.redis_server import RedisServer
 

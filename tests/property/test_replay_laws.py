@@ -22,7 +22,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentlog.eventlog.base import Snapshot
+from agentlog.eventlog._base import Snapshot
 from agentlog.eventlog.events import (
     Event,
     EventData,

@@ -17,6 +17,8 @@ from hypothesis import given
 
 from agentlog.crypto import LocalKeyring, PayloadCipher
 from agentlog.errors import KeyStoreMissingError
+from agentlog.eventlog._row_format import event_from_row, event_row
+from agentlog.eventlog._sealing import CONTENT_FIELDS, SEALED_KEY
 from agentlog.eventlog.codec import (
     decode_event,
     encode_event,
@@ -26,8 +28,6 @@ from agentlog.eventlog.codec import (
     unpack,
 )
 from agentlog.eventlog.events import Event
-from agentlog.eventlog.row_format import event_from_row, event_row
-from agentlog.eventlog.sealing import CONTENT_FIELDS, SEALED_KEY
 from tests.property.test_codec_laws import FAST, events
 
 

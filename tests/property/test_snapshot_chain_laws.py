@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from agentlog.eventlog.events import Event, EventData, RunCompleted
 from agentlog.eventlog.memory import MemoryEventLog
 from agentlog.projector import fold, load_state
-from agentlog.projector.fold import apply
-from agentlog.projector.snapshots import SnapshotChain
-from agentlog.projector.state import RunState
+from agentlog.projector._fold import apply
+from agentlog.projector._snapshots import SnapshotChain
+from agentlog.projector._state import RunState
 from tests.property.test_replay_laws import PROPERTY, RUN, TS, as_events, runs
 
 

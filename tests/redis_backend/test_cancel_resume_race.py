@@ -1,6 +1,6 @@
 """``cancel`` racing ``resume`` on Redis never raises FencedError (issue 19 item 6).
 
-The calls share their code with SQLite (``runtime/control.py``); this runs
+The calls share their code with SQLite (``runtime/_requests.py``); this runs
 the same bounded race on a real server, through two clients.
 """
 

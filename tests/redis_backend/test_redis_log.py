@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from agentlog.errors import BackendUnavailableError, CorruptEventError
-from agentlog.eventlog.base import EventLog, RunInfo
+from agentlog.eventlog._base import EventLog, RunInfo
+from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.events import (
     LANGGRAPH_WORKFLOW,
     InterruptRaised,
@@ -20,7 +21,6 @@ from agentlog.eventlog.events import (
     RunCompleted,
     utcnow,
 )
-from agentlog.eventlog.urls import open_log
 from agentlog.testing import ev, read_all, seed, started
 from tests.services.redis_server import DURABLE_CONFIG, start_server, stop_server
 

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog._base import EventLog
+from agentlog.eventlog._run_pages import RunQuery, page_in_memory
+from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.events import InterruptRaised, ResumeReceived, RunCompleted
-from agentlog.eventlog.redis_log import RedisEventLog
-from agentlog.eventlog.run_pages import RunQuery, page_in_memory
-from agentlog.eventlog.urls import open_log
+from agentlog.eventlog.redis._log import RedisEventLog
 from agentlog.testing import ev, started
 
 pytestmark = pytest.mark.redis

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from agentlog.errors import BackendUnavailableError, ConfigError
-from agentlog.eventlog.redis_connection import RedisAuthError, RedisDurabilityError
-from agentlog.eventlog.redis_log import RedisEventLog
-from agentlog.eventlog.urls import open_log
+from agentlog.eventlog._urls import open_log
+from agentlog.eventlog.redis._connection import RedisAuthError, RedisDurabilityError
+from agentlog.eventlog.redis._log import RedisEventLog
 from agentlog.testing import ev, read_all, started
 from tests.services.redis_server import RedisServer, _free_port
 

@@ -19,7 +19,7 @@ from agentlog.eventlog import (
 from agentlog.eventlog.events import TimerFired
 from agentlog.eventlog.memory import MemoryEventLog
 from agentlog.replay import TimelineBuilder, build_timeline
-from agentlog.replay.timeline_window import CHUNK, TimelineWindows
+from agentlog.replay._timeline_window import CHUNK, TimelineWindows
 from agentlog.runtime import Runtime
 from tests.replay.workflows import CALLS, debug_workflow, recorded_rounds, restricted
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from agentlog.eventlog import Event, EventLog
 from agentlog.replay import Timeline
-from agentlog.replay.timeline_window import window_counts
+from agentlog.replay._timeline_window import window_counts
 from agentlog.runtime import (
     RetryPolicy,
     Runtime,
@@ -26,7 +26,7 @@ from agentlog.runtime import (
     goto,
     task,
 )
-from agentlog.runtime.workflow import Next
+from agentlog.runtime._workflow import Next
 
 #: How many times ``flaky`` was called in this process (it fails the first time).
 CALLS = {"flaky": 0}

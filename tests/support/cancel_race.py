@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any
 
 from agentlog.errors import LeaseHeldError, RunNotWaitingError
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import RunStatus
 from agentlog.runtime import RunHandle, Runtime, RuntimeConfig, StepContext, Workflow, end
 

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog._base import EventLog
+from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.events import Event
-from agentlog.eventlog.urls import open_log
 from tests.crash.worker import child_env
 
 REPO = Path(__file__).resolve().parents[2]

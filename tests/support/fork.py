@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentlog.eventlog.base import EventReader
+from agentlog.eventlog._base import EventReader
 from agentlog.eventlog.events import Event
-from agentlog.projector.state import RunState
+from agentlog.projector._state import RunState
 from agentlog.runtime import StepContext, Workflow, end, goto
-from agentlog.runtime.workflow import Next
+from agentlog.runtime._workflow import Next
 from tests.support.runtime import Calls
 
 #: Real executions of step bodies and task functions, by name.

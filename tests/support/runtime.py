@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import Event
 from agentlog.eventlog.memory import MemoryEventLog
-from agentlog.eventlog.sqlite import SqliteEventLog
+from agentlog.eventlog.sqlite._log import SqliteEventLog
 from agentlog.projector import load_state
-from agentlog.projector.state import RunState
+from agentlog.projector._state import RunState
 from agentlog.runtime import RetryPolicy, Runtime, RuntimeConfig, StepContext, Workflow, end, goto
 
 #: Backends every runtime unit test runs on.

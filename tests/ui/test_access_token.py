@@ -18,11 +18,11 @@ from selenium.webdriver.support.ui import WebDriverWait
 from starlette.testclient import TestClient
 
 from agentlog.errors import ConfigError
-from agentlog.eventlog.sqlite import SqliteEventLog
+from agentlog.eventlog.sqlite._log import SqliteEventLog
 from agentlog.ui import create_app
-from agentlog.ui.access import check_token
-from agentlog.ui.actions import CSRF_HEADER
-from agentlog.ui.app import served_hosts
+from agentlog.ui._access import check_token
+from agentlog.ui._actions import CSRF_HEADER
+from agentlog.ui._app import served_hosts
 from tests.support.ui import Recorded
 from tests.ui.ui_workflows import workflows
 

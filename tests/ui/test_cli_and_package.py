@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 import agentlog.ui
 from agentlog.cli import app
-from agentlog.eventlog.urls import open_log
+from agentlog.eventlog._urls import open_log
 
 SRC = Path(agentlog.ui.__file__).resolve().parents[1]
 
@@ -61,7 +61,7 @@ def test_the_web_stack_stays_at_the_top() -> None:
             for name in names:
                 web = name.split(".")[0] in ("starlette", "uvicorn")
                 if web:
-                    assert where.startswith("ui/") or where == "cli/ui.py", where
+                    assert where.startswith("ui/") or where == "cli/_ui.py", where
                 if name.startswith("agentlog.ui"):
                     assert where.startswith(("ui/", "cli/")), f"{where} imports {name}"
 

@@ -20,11 +20,11 @@ from selenium.webdriver.support.ui import WebDriverWait
 from starlette.testclient import TestClient
 
 from agentlog.crypto import LocalKeyring
-from agentlog.eventlog.sqlite import SqliteEventLog
-from agentlog.replay.rows import SHREDDED
+from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.replay._rows import SHREDDED
 from agentlog.runtime import Runtime, RuntimeConfig
 from agentlog.ui import create_app
-from agentlog.ui.actions import CSRF_HEADER
+from agentlog.ui._actions import CSRF_HEADER
 from tests.support.ui import Recorded
 from tests.ui.ui_workflows import fanout_workflow, review_workflow, workflows
 

@@ -26,12 +26,12 @@ from typer.testing import CliRunner
 from agentlog.cli import app as cli_app
 from agentlog.errors import ConfigError
 from agentlog.eventlog import Event, RunCompleted, RunStarted, StepCompleted, SuperstepCommitted
-from agentlog.eventlog.sqlite import SqliteEventLog
+from agentlog.eventlog.sqlite._log import SqliteEventLog
 from agentlog.ui import create_app
-from agentlog.ui.actions import CSRF_HEADER
-from agentlog.ui.api_sql import MAX_CELL, MAX_ROWS, SqlLimits
-from agentlog.ui.app import LOOPBACK_HOSTS, SECURITY_HEADERS, is_loopback, served_hosts
-from agentlog.ui.params import decode_run_id, encode_run_id
+from agentlog.ui._actions import CSRF_HEADER
+from agentlog.ui._api_sql import MAX_CELL, MAX_ROWS, SqlLimits
+from agentlog.ui._app import LOOPBACK_HOSTS, SECURITY_HEADERS, is_loopback, served_hosts
+from agentlog.ui._params import decode_run_id, encode_run_id
 from tests.cli.test_sql_values import UNREPRESENTABLE
 from tests.support.ui import Recorded
 from tests.ui.ui_workflows import workflows

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from agentlog.eventlog.sqlite import SqliteEventLog
+from agentlog.eventlog.sqlite._log import SqliteEventLog
 from agentlog.ui import create_app
-from agentlog.ui.actions import CSRF_HEADER
+from agentlog.ui._actions import CSRF_HEADER
 from tests.support.ui import Recorded
 from tests.ui.ui_workflows import workflows
 
@@ -176,7 +176,7 @@ def test_with_actions_and_the_token_resume_works(actions: TestClient, recorded: 
 
 def test_a_long_run_ships_a_page_of_events_and_its_latest_steps(recorded: Recorded) -> None:
     from agentlog.eventlog import Event, RunStarted, StepCompleted, SuperstepCommitted
-    from agentlog.ui.api_run import TIMELINE_STEPS
+    from agentlog.ui._api_run import TIMELINE_STEPS
 
     steps = TIMELINE_STEPS + 5
 

@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 
 from starlette.testclient import TestClient
 
-from agentlog.eventlog.urls import open_log
+from agentlog.eventlog._urls import open_log
 from agentlog.ui import create_app
 
 

@@ -15,8 +15,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from agentlog.ui import create_app
-from agentlog.ui.actions import CSRF_HEADER
-from agentlog.ui.api_sql import SqlLimits
+from agentlog.ui._actions import CSRF_HEADER
+from agentlog.ui._api_sql import SqlLimits
 from tests.support.ui import Recorded
 from tests.ui.test_hardening import FOREVER
 

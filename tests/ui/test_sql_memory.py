@@ -17,8 +17,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from agentlog.ui import create_app
-from agentlog.ui.actions import CSRF_HEADER
-from agentlog.ui.api_sql import SqlLimits
+from agentlog.ui._actions import CSRF_HEADER
+from agentlog.ui._api_sql import SqlLimits
 from tests.support.ui import Recorded
 from tests.ui.test_hardening import FOREVER
 from tests.ui.test_sql_limits import BOUND, Serve, token_of, wait_until
@@ -37,7 +37,7 @@ def peak_rss(pid: int) -> int:
 
 
 def workers(server: psutil.Process) -> list[psutil.Process]:
-    return [p for p in server.children() if "agentlog.archive.sql_worker" in p.cmdline()]
+    return [p for p in server.children() if "agentlog.archive._sql_worker" in p.cmdline()]
 
 
 def test_the_issues_query_stops_at_its_bound_and_the_server_stays_small(serve: Serve) -> None:
@@ -82,7 +82,7 @@ def test_agentlog_sql_stops_the_issues_query_at_its_bound(recorded: Recorded) ->
     code, peak_kib = (int(x) for x in first.split())
     assert code == 2, said
     assert "limit of 100MB" in said and "--memory-limit" in said, said
-    from agentlog.archive.sql_worker import query_bound
+    from agentlog.archive._sql_worker import query_bound
 
     bound = query_bound(LIMIT, psutil.cpu_count() or 1, 0)
     assert peak_kib * 1024 < bound, f"a process held {peak_kib * 1024:,} bytes, over {bound:,}"
@@ -90,7 +90,7 @@ def test_agentlog_sql_stops_the_issues_query_at_its_bound(recorded: Recorded) ->
 
 @pytest.mark.process
 def test_a_query_past_its_time_limit_has_its_process_killed(recorded: Recorded) -> None:
-    from agentlog.archive.sql_process import QueryProcess, QueryProcesses
+    from agentlog.archive._sql_process import QueryProcess, QueryProcesses
 
     taken: list[QueryProcess] = []
 

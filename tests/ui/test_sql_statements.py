@@ -6,7 +6,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from agentlog.ui import create_app
-from agentlog.ui.actions import CSRF_HEADER
+from agentlog.ui._actions import CSRF_HEADER
 from tests.support.ui import Recorded
 from tests.ui.test_sql_limits import token_of
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentlog.runtime import StepContext, Workflow, end, goto
-from agentlog.runtime.workflow import Next
+from agentlog.runtime._workflow import Next
 
 #: What an attacker would put in an event's payload: if the page ever
 #: rendered it as markup, one of these would set ``window.__pwned``.

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import RunShredded
 from agentlog.runtime import RuntimeConfig, StepContext, Workflow, end, goto
-from agentlog.runtime.workflow import Next
+from agentlog.runtime._workflow import Next
 
 #: Never part of a run id, step or task name: found on disk only if content leaked.
 CANARY = "CANARY-7f3a9c-plaintext"

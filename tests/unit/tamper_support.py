@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from agentlog.eventlog._sealing import SEALED_KEY
 from agentlog.eventlog.codec import pack, unpack
 from agentlog.eventlog.events import (
     Event,
@@ -22,7 +23,6 @@ from agentlog.eventlog.events import (
     TaskCompleted,
     TaskStarted,
 )
-from agentlog.eventlog.sealing import SEALED_KEY
 
 ATTACKER = "attacker-text-7c1f"
 SECRET = "secret-payload-33a9"

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentlog.crypto import DataKey, PayloadBinding, is_sealed, open_, read_header, seal
-from agentlog.crypto.aead import MAGIC
+from agentlog.crypto._aead import MAGIC
 from agentlog.errors import (
     CorruptEventError,
     EncryptionError,

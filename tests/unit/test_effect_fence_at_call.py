@@ -26,13 +26,13 @@ from typing import Any
 import pytest
 
 from agentlog.errors import FencedError
-from agentlog.eventlog.base import RunInfo
+from agentlog.eventlog._base import RunInfo
 from agentlog.eventlog.events import WriterClaimed
-from agentlog.eventlog.sqlite import SqliteEventLog
-from agentlog.projector.snapshots import SnapshotPolicy
-from agentlog.projector.state import RunState
+from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.projector._snapshots import SnapshotPolicy
+from agentlog.projector._state import RunState
 from agentlog.runtime import StepContext
-from agentlog.runtime.writer import RunWriter
+from agentlog.runtime._writer import RunWriter
 
 #: How long a test waits for a condition before it fails (a hang guard).
 WITHIN_S = 20.0

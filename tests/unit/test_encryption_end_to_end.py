@@ -18,9 +18,9 @@ from agentlog.errors import (
     TamperedPayloadError,
     WrongKeyError,
 )
+from agentlog.eventlog._sealing import SEALED_KEY
+from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.codec import row_checksum, unpack
-from agentlog.eventlog.sealing import SEALED_KEY
-from agentlog.eventlog.urls import open_log
 from agentlog.projector import load_state
 from agentlog.runtime import Runtime
 from tests.unit.shred_support import CANARY, ONE_SHOT, canary_workflow

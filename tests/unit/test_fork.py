@@ -16,7 +16,7 @@ from agentlog.errors import (
     UnknownWorkflowError,
     VersionMismatchError,
 )
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.codec import decode_event, encode_event
 from agentlog.eventlog.events import Event, RunForked, RunStatus, TaskStarted, WriterClaimed
 from agentlog.projector import fold, load_state

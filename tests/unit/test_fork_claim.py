@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from agentlog.errors import RunExistsError
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import RunStatus
 from agentlog.runtime import Runtime
 from tests.support.fork import chain_workflow, reset

@@ -13,8 +13,8 @@ import pytest
 
 from agentlog.crypto import LocalKeyring
 from agentlog.errors import KeyStoreMissingError, ShreddedError
+from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.events import RunStatus
-from agentlog.eventlog.urls import open_log
 from agentlog.runtime import Runtime
 from tests.support.fork import events_of
 from tests.unit.shred_support import CANARY, ONE_SHOT, canary_workflow, raw_bytes, sqlite_files

@@ -128,9 +128,9 @@ def test_the_graph_is_read_whole() -> None:
     function-level one, a TYPE_CHECKING one and a relative one."""
     graph = _graph()
     assert len(graph) > 100
-    assert "agentlog.runtime.driving" in graph["agentlog.runtime.commands"]  # module level
-    assert "agentlog.cli.demo" in graph["agentlog.cli.control"]  # inside a function
-    assert "agentlog.eventlog.kafka.config" in graph["agentlog.eventlog.urls"]  # TYPE_CHECKING
+    assert "agentlog.runtime._driver" in graph["agentlog.runtime._commands"]  # module level
+    assert "agentlog.cli._demo" in graph["agentlog.cli._control"]  # inside a function
+    assert "agentlog.eventlog.kafka._config" in graph["agentlog.eventlog._urls"]  # TYPE_CHECKING
     assert "agentlog.eventlog" in graph["agentlog"]
 
 

@@ -9,7 +9,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from agentlog.errors import ConfigError, ReplayError, UnknownRunError
-from agentlog.eventlog.base import Snapshot
+from agentlog.eventlog._base import Snapshot
 from agentlog.eventlog.codec import pack
 from agentlog.eventlog.events import (
     Event,

@@ -18,7 +18,7 @@ from agentlog.errors import (
     WorkflowDefinitionError,
     WorkflowError,
 )
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import RunStatus
 from agentlog.projector import load_state
 from agentlog.runtime import (

@@ -15,7 +15,7 @@ from agentlog.errors import (
     UnknownRunError,
     UnknownWorkflowError,
 )
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import RunStatus
 from agentlog.runtime import Runtime, StepContext, Workflow, end, goto
 from tests.support.runtime import (

@@ -21,11 +21,11 @@ from agentlog.errors import (
     VersionMismatchError,
     WorkflowDefinitionError,
 )
-from agentlog.eventlog.base import EventLog, Snapshot
+from agentlog.eventlog._base import EventLog, Snapshot
 from agentlog.eventlog.events import RunStatus, utcnow
 from agentlog.eventlog.memory import MemoryEventLog
-from agentlog.projector.reducers import register_reducer
-from agentlog.projector.snapshots import SnapshotPolicy
+from agentlog.projector._reducers import register_reducer
+from agentlog.projector._snapshots import SnapshotPolicy
 from agentlog.runtime import Runtime, StepContext, Workflow, end, goto
 from tests.support.runtime import (
     FAST_RETRY,

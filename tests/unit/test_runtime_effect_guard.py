@@ -18,14 +18,14 @@ from typing import Any
 import pytest
 
 from agentlog.errors import BackendUnavailableError, FencedError, LeaseExpiredError
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import Event, RunStatus, WriterClaimed, utcnow
 from agentlog.eventlog.memory import MemoryEventLog
-from agentlog.eventlog.sqlite import SqliteEventLog
-from agentlog.projector.snapshots import SnapshotPolicy
-from agentlog.projector.state import RunState
+from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.projector._snapshots import SnapshotPolicy
+from agentlog.projector._state import RunState
 from agentlog.runtime import Runtime, StepContext, Workflow, end, goto
-from agentlog.runtime.writer import RunWriter
+from agentlog.runtime._writer import RunWriter
 from tests.support.runtime import config, event_log, events_of, run_to_rest
 
 __all__ = ["event_log"]

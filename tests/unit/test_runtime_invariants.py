@@ -14,7 +14,7 @@ from agentlog.errors import (
     RunExistsError,
     VersionMismatchError,
 )
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import (
     RunMigrated,
     RunStatus,
@@ -22,10 +22,10 @@ from agentlog.eventlog.events import (
     TaskStarted,
     utcnow,
 )
-from agentlog.eventlog.sqlite import SqliteEventLog
+from agentlog.eventlog.sqlite._log import SqliteEventLog
 from agentlog.projector import SnapshotPolicy, fold, load_state
 from agentlog.runtime import RetryPolicy, Runtime, StepContext, Workflow, end, goto
-from agentlog.runtime.task_calls import idempotency_key
+from agentlog.runtime._task_calls import idempotency_key
 from tests.support.runtime import (
     Calls,
     Gate,

@@ -10,7 +10,7 @@ from agentlog.errors import InvalidResumeValueError
 from agentlog.eventlog.memory import MemoryEventLog
 from agentlog.projector import load_state
 from agentlog.runtime import Runtime, StepContext, Workflow, end, goto
-from agentlog.runtime.workflow import Next
+from agentlog.runtime._workflow import Next
 
 
 def _workflow(calls: list[str]) -> Workflow:

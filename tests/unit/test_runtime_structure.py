@@ -12,12 +12,12 @@ from __future__ import annotations
 import inspect
 
 from agentlog.eventlog.memory import MemoryEventLog
-from agentlog.replay.verify_writer import ReplayWriter
+from agentlog.replay._verify_writer import ReplayWriter
 from agentlog.runtime import Runtime, Worker
-from agentlog.runtime.control import RunRequests
-from agentlog.runtime.driving import RunDriver
-from agentlog.runtime.writer import RunWriter
-from agentlog.runtime.writer_protocol import Writer
+from agentlog.runtime._driver import RunDriver
+from agentlog.runtime._requests import RunRequests
+from agentlog.runtime._writer import RunWriter
+from agentlog.runtime._writer_protocol import Writer
 
 
 def _members(protocol: type) -> set[str]:

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from agentlog.crypto import LocalKeyring, PayloadCipher
+from agentlog.eventlog._sealing import SEALED_KEY
+from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.codec import (
     decode_stored_payload,
     encode_stored_payload,
@@ -21,11 +23,9 @@ from agentlog.eventlog.codec import (
     unpack,
 )
 from agentlog.eventlog.events import Event, StepCompleted, SuperstepCommitted
-from agentlog.eventlog.sealing import SEALED_KEY
-from agentlog.eventlog.urls import open_log
 from agentlog.projector import load_state
 from agentlog.runtime import Runtime, Send, StepContext, Workflow, end, goto
-from agentlog.runtime.workflow import Next
+from agentlog.runtime._workflow import Next
 from tests.unit.shred_support import CANARY, ONE_SHOT, raw_bytes, sqlite_files
 
 ITEMS = [f"{CANARY}-send-{i}" for i in range(2)]

@@ -14,7 +14,8 @@ import pytest
 
 from agentlog.crypto import LocalKeyring, PayloadCipher
 from agentlog.errors import KeyStoreMissingError, ShreddedError, TamperedPayloadError
-from agentlog.eventlog.base import Command
+from agentlog.eventlog._base import Command
+from agentlog.eventlog._sealing import SEALED_KEY
 from agentlog.eventlog.codec import (
     decode_event,
     decode_stored_payload,
@@ -30,10 +31,9 @@ from agentlog.eventlog.events import (
     TaskStarted,
     WriterClaimed,
 )
-from agentlog.eventlog.kafka.commands import decode_command, encode_command
-from agentlog.eventlog.sealing import SEALED_KEY
-from agentlog.projector.fold import apply
-from agentlog.projector.state import RunState
+from agentlog.eventlog.kafka._commands import decode_command, encode_command
+from agentlog.projector._fold import apply
+from agentlog.projector._state import RunState
 
 CANARY = "canary-5be1d"
 

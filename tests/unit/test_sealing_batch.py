@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from agentlog.crypto import DataKey, DataKeyCache, LocalKeyring, PayloadCipher
-from agentlog.crypto.aead import PayloadBinding, open_, read_header
+from agentlog.crypto._aead import PayloadBinding, open_, read_header
 from agentlog.errors import TamperedPayloadError
+from agentlog.eventlog._sealing import SEALED_KEY
 from agentlog.eventlog.codec import decode_stored_payload, encode_stored_payload, pack, unpack
 from agentlog.eventlog.events import Event, StepCompleted, TaskCompleted, WriterClaimed
-from agentlog.eventlog.sealing import SEALED_KEY
-from agentlog.eventlog.sqlite import SqliteEventLog
+from agentlog.eventlog.sqlite._log import SqliteEventLog
 
 _NONCE = 12
 
@@ -108,7 +108,7 @@ def test_a_batch_stores_what_one_event_at_a_time_stores(tmp_path: Path) -> None:
         Event("run", 3, WriterClaimed(2)),  # metadata only: stays in clear
         Event("run", 4, StepCompleted("s", 1, 0, {"n": 1})),
     ]
-    from agentlog.eventlog.row_format import event_rows
+    from agentlog.eventlog._row_format import event_rows
 
     batch = [row[6] for row in event_rows(events, 1, cipher)]
     for event, payload in zip(events, batch, strict=True):
@@ -121,7 +121,7 @@ def test_a_batch_stores_what_one_event_at_a_time_stores(tmp_path: Path) -> None:
 
 
 def test_a_sealer_past_its_count_draws_fresh_nonces(tmp_path: Path) -> None:
-    from agentlog.crypto.aead import BatchSealer
+    from agentlog.crypto._aead import BatchSealer
 
     key = DataKeyCache(LocalKeyring(tmp_path / "keyring.json")).for_seal("run", 1)
     sealer = BatchSealer(key, "event", 2)

@@ -17,7 +17,8 @@ import pytest
 
 from agentlog.crypto import LocalKeyring, PayloadCipher
 from agentlog.errors import TamperedPayloadError
-from agentlog.eventlog.base import Command
+from agentlog.eventlog._base import Command
+from agentlog.eventlog._sealing import SEALED_KEY
 from agentlog.eventlog.codec import (
     decode_stored_payload,
     encode_stored_payload,
@@ -26,12 +27,11 @@ from agentlog.eventlog.codec import (
     unpack,
 )
 from agentlog.eventlog.events import Event, ResumeReceived, StepFailed, TaskFailed
-from agentlog.eventlog.kafka.commands import decode_command, encode_command
-from agentlog.eventlog.sealing import SEALED_KEY
-from agentlog.eventlog.sqlite import SqliteEventLog
+from agentlog.eventlog.kafka._commands import decode_command, encode_command
+from agentlog.eventlog.sqlite._log import SqliteEventLog
 from agentlog.projector import load_state
-from agentlog.projector.snapshots import SnapshotChain
-from agentlog.projector.state import RunState
+from agentlog.projector._snapshots import SnapshotChain
+from agentlog.projector._state import RunState
 from tests.unit.tamper_support import ATTACKER, ATTACKS, SECRET, TASK_SEQ, sealed_run
 
 

@@ -20,8 +20,8 @@ from agentlog.errors import (
     ShreddedError,
     UnknownRunError,
 )
+from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.events import RunStatus
-from agentlog.eventlog.urls import open_log
 from agentlog.projector import load_state
 from agentlog.runtime import Runtime
 from tests.unit.shred_support import (

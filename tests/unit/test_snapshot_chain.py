@@ -19,12 +19,12 @@ from benchmarks.bench_runtime import conversation, loop_workflow
 from structlog.testing import capture_logs
 
 from agentlog.errors import BackendUnavailableError, ConfigError
-from agentlog.eventlog.base import Snapshot
+from agentlog.eventlog._base import Snapshot
 from agentlog.eventlog.codec import checksum, pack
 from agentlog.eventlog.events import Event
-from agentlog.eventlog.sqlite import SqliteEventLog
+from agentlog.eventlog.sqlite._log import SqliteEventLog
 from agentlog.projector import decode_state, fold, load_state
-from agentlog.projector.snapshots import SnapshotPolicy, save_state
+from agentlog.projector._snapshots import SnapshotPolicy, save_state
 from agentlog.runtime import Runtime, RuntimeConfig
 
 RUN = "bench"

@@ -15,10 +15,10 @@ from agentlog.errors import (
     CorruptEventError,
     UnknownEventTypeError,
 )
+from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.codec import row_checksum
 from agentlog.eventlog.events import Event, RunCompleted, TaskCompleted
-from agentlog.eventlog.sqlite import MIGRATIONS, SqliteEventLog
-from agentlog.eventlog.urls import open_log
+from agentlog.eventlog.sqlite._log import MIGRATIONS, SqliteEventLog
 
 
 def ev(run_id: str, seq: int) -> Event:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from agentlog.errors import ConfigError, CorruptEventError
+from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.codec import pack, row_checksum
 from agentlog.eventlog.events import (
     Event,
@@ -27,8 +28,7 @@ from agentlog.eventlog.events import (
     SuperstepCommitted,
     TaskCompleted,
 )
-from agentlog.eventlog.sqlite import MIGRATIONS, SqliteEventLog
-from agentlog.eventlog.urls import open_log
+from agentlog.eventlog.sqlite._log import MIGRATIONS, SqliteEventLog
 from agentlog.projector import fold, load_state, save_state
 
 RUN = "r1"
@@ -230,7 +230,7 @@ _READ_ONLY_CHILD = """
 import asyncio, sys
 from agentlog.errors import BackendUnavailableError
 from agentlog.eventlog.events import Event, RunCompleted
-from agentlog.eventlog.urls import open_log
+from agentlog.eventlog._urls import open_log
 
 async def main():
     async with await open_log(sys.argv[1], create=False) as log:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from agentlog.errors import NondeterminismError
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import RunStatus
 from agentlog.runtime import Runtime, StepContext, Workflow, end
 from tests.support.runtime import FAST_RETRY, config, event_log, run_to_rest

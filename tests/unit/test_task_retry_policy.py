@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from agentlog.errors import TaskFailedError
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import RunStatus, StepFailed, TaskFailed, TaskStarted
-from agentlog.replay.verify import verify_runs
+from agentlog.replay._verify import verify_runs
 from agentlog.runtime import RetryPolicy, Runtime, StepContext, Workflow, end, task
 from tests.support.runtime import FAST_RETRY, config, event_log, events_of, run_to_rest
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from agentlog.errors import InterruptTimeoutError, InvalidTimerError, RunNotWaitingError
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import InterruptRaised, RunStatus, utcnow
 from agentlog.runtime import Runtime, StepContext, Workflow, end, goto
 from tests.support.runtime import Calls, config, event_log, events_of, run_to_rest, types_of

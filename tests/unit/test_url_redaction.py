@@ -12,7 +12,7 @@ import pytest
 
 from agentlog.archive import open_archive
 from agentlog.errors import AgentlogError, BackendUnavailableError, ConfigError
-from agentlog.eventlog.urls import kafka_config, open_log, redact_url
+from agentlog.eventlog._urls import kafka_config, open_log, redact_url
 
 SECRET = "S3cr3t"
 

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import Event, RunStatus
 from agentlog.replay import verify_history, verify_runs
 from agentlog.runtime import RetryPolicy, Runtime, StepContext, Workflow, end, goto, task
-from agentlog.runtime.workflow import Next
+from agentlog.runtime._workflow import Next
 from tests.support.runtime import FAST_RETRY, Gate, config, event_log, events_of, run_to_rest
 
 __all__ = ["event_log"]

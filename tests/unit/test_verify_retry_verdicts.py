@@ -18,10 +18,10 @@ import pytest
 from structlog.testing import capture_logs
 
 from agentlog.errors import TaskFailedError
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import Event, RunStatus, StepFailed, TaskFailed, TaskStarted
 from agentlog.replay import verify_history, verify_runs
-from agentlog.replay.verify_compare import RecordedTaskError, recorded_error
+from agentlog.replay._verify_compare import RecordedTaskError, recorded_error
 from agentlog.runtime import RetryPolicy, Runtime, StepContext, Workflow, end, task
 from tests.support.runtime import FAST_RETRY, config, event_log, events_of, run_to_rest
 

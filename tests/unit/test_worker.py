@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from agentlog.errors import ConfigError, NoLiveWriterError
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import RunStatus
 from agentlog.eventlog.memory import MemoryEventLog
 from agentlog.runtime import Runtime, StepContext, Worker, WorkerConfig, Workflow, end, goto
@@ -209,7 +209,7 @@ async def test_commands_reach_the_owning_worker_and_apply_once() -> None:
 
 
 async def test_a_client_cannot_send_commands_to_a_log_that_takes_direct_writes() -> None:
-    from agentlog.eventlog.base import Command
+    from agentlog.eventlog._base import Command
     from agentlog.eventlog.events import RunCancelled
 
     with pytest.raises(ConfigError, match="direct writes"):

@@ -10,8 +10,8 @@
 * :class:`ArchivedEventLog` replays archived runs through the EventLog seam.
 """
 
-from agentlog.archive.archiver import Archiver, ArchiverConfig, ArchiveSummary, RunPlan
-from agentlog.archive.errors import (
+from agentlog.archive._archiver import Archiver, ArchiverConfig, ArchiveSummary, RunPlan
+from agentlog.archive._errors import (
     ArchiveAccessDeniedError,
     ArchiveBucketMissingError,
     ArchiveConfigError,
@@ -23,10 +23,10 @@ from agentlog.archive.errors import (
     ArchiveWriteError,
     RunNotArchivableError,
 )
-from agentlog.archive.history import ArchivedEventLog, ArchiveReader
-from agentlog.archive.retention import RetentionMode, RetentionPolicies, RetentionPolicy
-from agentlog.archive.sql import VIEWS, ArchiveSQL, open_sql
-from agentlog.archive.store import (
+from agentlog.archive._history import ArchivedEventLog, ArchiveReader
+from agentlog.archive._retention import RetentionMode, RetentionPolicies, RetentionPolicy
+from agentlog.archive._sql import VIEWS, ArchiveSQL, open_sql
+from agentlog.archive._store import (
     DEFAULT_ARCHIVE_URL,
     ArchiveStore,
     LocalArchiveStore,

@@ -14,12 +14,12 @@ use it. See ``docs/security.md`` for the design.
 
 from __future__ import annotations
 
-from agentlog.crypto.aead import PayloadBinding, PayloadKind, is_sealed, open_, read_header, seal
-from agentlog.crypto.cache import DataKeyCache, PayloadCipher, open_payload
-from agentlog.crypto.keystore import DataKey, KeyStore, KeyWrapper, WrappedKey, WrappedKeyTable
-from agentlog.crypto.kms import KmsKek, KmsKeyStore
-from agentlog.crypto.local import ENV_VAR, LocalKek, LocalKeyring
-from agentlog.crypto.tables import FileKeyTable, S3KeyTable
+from agentlog.crypto._aead import PayloadBinding, PayloadKind, is_sealed, open_, read_header, seal
+from agentlog.crypto._cache import DataKeyCache, PayloadCipher, open_payload
+from agentlog.crypto._keystore import DataKey, KeyStore, KeyWrapper, WrappedKey, WrappedKeyTable
+from agentlog.crypto._kms import KmsKek, KmsKeyStore
+from agentlog.crypto._local import ENV_VAR, LocalKek, LocalKeyring
+from agentlog.crypto._tables import FileKeyTable, S3KeyTable
 
 __all__ = [
     "ENV_VAR",

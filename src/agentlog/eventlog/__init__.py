@@ -1,6 +1,7 @@
 """The event log: events, their codec, the EventLog seam and its backends."""
 
-from agentlog.eventlog.base import Capabilities, EventLog, EventReader, RunInfo, Snapshot
+from agentlog.eventlog._base import Capabilities, EventLog, EventReader, RunInfo, Snapshot
+from agentlog.eventlog._urls import DEFAULT_LOG_URL, open_log
 from agentlog.eventlog.codec import decode_event, encode_event, pack, unpack
 from agentlog.eventlog.events import (
     EVENT_TYPES,
@@ -25,7 +26,6 @@ from agentlog.eventlog.events import (
     WriterClaimed,
 )
 from agentlog.eventlog.memory import MemoryEventLog
-from agentlog.eventlog.urls import DEFAULT_LOG_URL, open_log
 
 __all__ = [
     "DEFAULT_LOG_URL",

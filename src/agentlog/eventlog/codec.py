@@ -47,9 +47,9 @@ import xxhash
 
 from agentlog.crypto import PayloadCipher, PayloadKind
 from agentlog.errors import CorruptEventError, UnknownEventTypeError
+from agentlog.eventlog._packing import MAX_DEPTH, checksum, jsonable, pack, unpack
+from agentlog.eventlog._sealing import load_fields, store_fields, stored_payloads
 from agentlog.eventlog.events import EVENT_TYPES, SCHEMA_V, Event, EventData
-from agentlog.eventlog.packing import MAX_DEPTH, checksum, jsonable, pack, unpack
-from agentlog.eventlog.sealing import load_fields, store_fields, stored_payloads
 
 __all__ = [
     "MAX_DEPTH",
@@ -287,7 +287,7 @@ def decode_event(raw: bytes, *, where: str = "", cipher: PayloadCipher | None = 
     """Rebuild an envelope written by :func:`encode_event`, verifying its checksum.
 
     Sealed content is opened with ``cipher``; content this process cannot
-    open comes back as :attr:`Event.unreadable` (see :mod:`agentlog.eventlog.sealing`).
+    open comes back as :attr:`Event.unreadable` (see :mod:`agentlog.eventlog._sealing`).
 
     Raises:
         CorruptEventError: naming the run and seq when the envelope got that

@@ -443,7 +443,7 @@ class Event:
     ts: datetime = field(default_factory=utcnow)
     writer_epoch: int = 0
     schema_v: int = SCHEMA_V
-    #: The encrypted content as stored (see :mod:`agentlog.eventlog.sealing`),
+    #: The encrypted content as stored (see :mod:`agentlog.eventlog._sealing`),
     #: kept so that copies (the archive) carry the ciphertext, never the plaintext.
     sealed: bytes | None = field(default=None, compare=False, repr=False)
     #: Why the content could not be opened here (no key store, shredded...):

@@ -14,7 +14,7 @@ from operator import attrgetter
 
 from agentlog.crypto import PayloadCipher
 from agentlog.errors import NotSerializableError
-from agentlog.eventlog.base import (
+from agentlog.eventlog._base import (
     Capabilities,
     Command,
     RunInfo,
@@ -28,10 +28,10 @@ from agentlog.eventlog.base import (
     select_runs,
     snapshots_kept_from,
 )
+from agentlog.eventlog._indexed import IndexedEventLog, StoredRows
+from agentlog.eventlog._tail import Changes, TailWake
 from agentlog.eventlog.codec import encode_payload
 from agentlog.eventlog.events import Event
-from agentlog.eventlog.indexed import IndexedEventLog, StoredRows
-from agentlog.eventlog.tailing import Changes, TailWake
 
 __all__ = ["MemoryEventLog"]
 

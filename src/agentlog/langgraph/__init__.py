@@ -33,7 +33,7 @@ Serialization. Values go through LangGraph's serde protocol; the default is
 class not on its allow-list, before importing anything (CVE-2026-28277).
 Allowed by default: builtin values (None, bool, int, float, str, bytes,
 list, tuple, dict), LangGraph's own safe list and LangChain's agent steps
-(:data:`~agentlog.langgraph.serde.DEFAULT_ALLOWED`): datetime, date, time,
+(:data:`~agentlog.langgraph._serde.DEFAULT_ALLOWED`): datetime, date, time,
 timedelta, timezone, UUID, Decimal, set, frozenset, deque, IP addresses,
 paths, ZoneInfo, compiled regexes, LangChain messages, documents and
 AgentAction/AgentFinish/AgentStep, and LangGraph's Send, Interrupt, Command
@@ -49,7 +49,7 @@ A value the serializer cannot store is refused when it is saved, with
 the type.
 """
 
-from agentlog.langgraph.saver import AgentlogSaver
-from agentlog.langgraph.serde import DEFAULT_ALLOWED, StrictSerializer
+from agentlog.langgraph._saver import AgentlogSaver
+from agentlog.langgraph._serde import DEFAULT_ALLOWED, StrictSerializer
 
 __all__ = ["DEFAULT_ALLOWED", "AgentlogSaver", "StrictSerializer"]

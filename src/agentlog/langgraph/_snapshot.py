@@ -33,10 +33,10 @@ from typing import Any
 
 from agentlog._logging import get_logger
 from agentlog.errors import CorruptEventError
-from agentlog.eventlog.base import EventLog, Snapshot
+from agentlog.eventlog._base import EventLog, Snapshot
+from agentlog.eventlog._packing import inflate
 from agentlog.eventlog.codec import checksum, pack, unpack
 from agentlog.eventlog.events import CheckpointSaved, utcnow
-from agentlog.eventlog.packing import inflate
 from agentlog.langgraph._thread import Blob, ThreadModel
 
 __all__ = ["FORMAT", "Chain", "encode", "load"]

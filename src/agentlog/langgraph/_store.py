@@ -46,7 +46,7 @@ from agentlog.errors import (
     ThreadConflictError,
     UnknownRunError,
 )
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import (
     LANGGRAPH_WORKFLOW,
     CheckpointsRemoved,

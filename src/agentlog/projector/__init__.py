@@ -5,9 +5,9 @@ run cost only its tail; ``load_state(..., at_seq=n)`` is time travel; and
 ``diff_states`` says what changed between two points.
 """
 
-from agentlog.projector.diff import Change, diff_states
-from agentlog.projector.fold import apply, apply_writes, fold
-from agentlog.projector.reducers import (
+from agentlog.projector._diff import Change, diff_states
+from agentlog.projector._fold import apply, apply_writes, fold
+from agentlog.projector._reducers import (
     REDUCERS,
     Reducer,
     append,
@@ -16,7 +16,7 @@ from agentlog.projector.reducers import (
     register_reducer,
     replace,
 )
-from agentlog.projector.snapshots import (
+from agentlog.projector._snapshots import (
     SNAPSHOT_FORMAT,
     SnapshotPolicy,
     decode_state,
@@ -24,7 +24,7 @@ from agentlog.projector.snapshots import (
     load_state,
     save_state,
 )
-from agentlog.projector.state import RunState, interrupt_key
+from agentlog.projector._state import RunState, interrupt_key
 
 __all__ = [
     "REDUCERS",

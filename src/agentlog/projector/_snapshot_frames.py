@@ -8,7 +8,7 @@ snapshot (a *delta*), and names that previous snapshot (its *parent*) by seq
 and checksum. Every ``base_every`` snapshots one stands alone again (a
 *base*), so a chain is at most ``base_every`` links long, and the backends
 keep a delta's base as long as they keep the delta
-(:attr:`~agentlog.eventlog.base.Snapshot.base_seq`). Stored, a run's lists
+(:attr:`~agentlog.eventlog._base.Snapshot.base_seq`). Stored, a run's lists
 then take about one copy, not one per kept snapshot.
 
 Format 3 (this module) frames a snapshot as
@@ -39,11 +39,11 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentlog.eventlog.base import Snapshot
+from agentlog.eventlog._base import Snapshot
+from agentlog.eventlog._packing import inflate
 from agentlog.eventlog.codec import checksum, pack, unpack
 from agentlog.eventlog.events import utcnow
-from agentlog.eventlog.packing import inflate
-from agentlog.projector.state import RunState
+from agentlog.projector._state import RunState
 
 __all__ = ["FORMAT", "Frame", "SnapshotChain", "build_state", "open_frame"]
 

@@ -17,11 +17,11 @@ Everything these return for display is JSON-ready: plain dicts, lists,
 strings, numbers, booleans and None.
 """
 
-from agentlog.replay.catalog import RunCatalog, RunPage, RunRow
-from agentlog.replay.history import RunHistory
-from agentlog.replay.rows import event_row, event_rows
-from agentlog.replay.timeline import Timeline, TimelineBuilder, build_timeline
-from agentlog.replay.verify import (
+from agentlog.replay._catalog import RunCatalog, RunPage, RunRow
+from agentlog.replay._history import RunHistory
+from agentlog.replay._rows import event_row, event_rows
+from agentlog.replay._timeline import Timeline, TimelineBuilder, build_timeline
+from agentlog.replay._verify import (
     Divergence,
     RunCheck,
     VerifyReport,

@@ -1,6 +1,6 @@
 """Concrete examples of every case of the claim and lease tables, and of an append's fence.
 
-:mod:`agentlog.eventlog.claim_cases` writes the rules once, as ordered
+:mod:`agentlog.eventlog._claim_cases` writes the rules once, as ordered
 cases; these examples say, by hand, what each case must do to a run in a
 given state, so that the table itself is pinned and every backend is run
 against it (:class:`~agentlog.testing._contract_claims.ClaimsContract`), as
@@ -32,7 +32,7 @@ from agentlog.errors import (
     LeaseHeldError,
     UnknownRunError,
 )
-from agentlog.eventlog.base import EventLog, RunInfo
+from agentlog.eventlog._base import EventLog, RunInfo
 from agentlog.eventlog.events import utcnow
 from agentlog.testing._events import ev
 

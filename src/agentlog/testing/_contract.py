@@ -14,7 +14,7 @@ The tests are coroutines run by pytest-asyncio: under ``asyncio_mode =
 "auto"`` or in strict mode alike (the class carries the asyncio mark; in
 strict mode declare the ``log`` fixture with ``@pytest_asyncio.fixture``).
 Tests of an optional capability skip on a backend that does not claim it
-(:class:`~agentlog.eventlog.base.Capabilities`). Nothing here knows which
+(:class:`~agentlog.eventlog._base.Capabilities`). Nothing here knows which
 backend it runs against.
 """
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 import pytest
 
 from agentlog.errors import ConfigError
-from agentlog.eventlog.base import Capabilities, Command, EventLog, EventReader
+from agentlog.eventlog._base import Capabilities, Command, EventLog, EventReader
 from agentlog.eventlog.events import RunCancelled
 from agentlog.testing._contract_claims import ClaimsContract
 from agentlog.testing._contract_runs import RunsContract

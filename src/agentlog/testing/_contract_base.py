@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog._base import EventLog
 
 __all__ = ["ContractBase"]
 

@@ -1,6 +1,6 @@
 """The contract's claim and lease table: every example of every case, on the backend.
 
-The rules are one table (:mod:`agentlog.eventlog.claim_cases`), read by the
+The rules are one table (:mod:`agentlog.eventlog._claim_cases`), read by the
 Python of every backend and generated into PostgreSQL's SQL and Redis's Lua.
 This part of :class:`~agentlog.testing.EventLogContract` runs the table's
 examples (:mod:`agentlog.testing._claim_examples`) through the backend's own
@@ -10,7 +10,7 @@ backend that re-derives a rule, in any language, is caught.
 
 from __future__ import annotations
 
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog._base import EventLog
 from agentlog.testing._claim_examples import BACKEND_EXAMPLES, run_example
 from agentlog.testing._contract_base import ContractBase
 

@@ -17,7 +17,7 @@ from agentlog.errors import (
     LeaseHeldError,
     UnknownRunError,
 )
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import (
     Event,
     InterruptRaised,

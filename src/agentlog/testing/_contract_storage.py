@@ -17,7 +17,7 @@ from agentlog.errors import (
     RunArchivedError,
     UnknownRunError,
 )
-from agentlog.eventlog.base import EventLog, Snapshot
+from agentlog.eventlog._base import EventLog, Snapshot
 from agentlog.eventlog.codec import pack, unpack
 from agentlog.eventlog.events import Event, RunCompleted, RunStatus, TaskCompleted
 from agentlog.testing._contract_base import ContractBase

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from agentlog.eventlog.base import EventLog, EventReader
+from agentlog.eventlog._base import EventLog, EventReader
 from agentlog.eventlog.events import (
     Event,
     EventData,
@@ -41,7 +41,7 @@ def started(workflow: str = "wf") -> RunStarted:
 
 
 async def read_all(log: EventReader, run_id: str, **kwargs: Any) -> list[Event]:
-    """Every event :meth:`~agentlog.eventlog.base.EventReader.read` yields."""
+    """Every event :meth:`~agentlog.eventlog._base.EventReader.read` yields."""
     return [event async for event in log.read(run_id, **kwargs)]
 
 

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from agentlog.errors import ConflictError, EventLogError, FencedError
-from agentlog.eventlog.base import EventLog, EventReader, Snapshot
+from agentlog.eventlog._base import EventLog, EventReader, Snapshot
 from agentlog.eventlog.events import Event, TaskCompleted
 
 __all__ = ["MODEL_SETTINGS", "EventLogMachine", "RunModel"]

@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 from agentlog.errors import ConflictError, FencedError
-from agentlog.eventlog.base import EventLog
+from agentlog.eventlog._base import EventLog
+from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.events import Event, TaskCompleted
-from agentlog.eventlog.urls import open_log
 
 __all__ = ["race", "race_in_processes"]
 

@@ -2,39 +2,39 @@
 
 Modules, by role (each imports the others directly, never this package):
 
-* :mod:`~agentlog.eventlog.kafka.config`: :class:`KafkaConfig`;
-* :mod:`~agentlog.eventlog.kafka.admin`: creates and checks the topics;
-* :mod:`~agentlog.eventlog.kafka.records`: the runs topic's keys and values;
-* :mod:`~agentlog.eventlog.kafka.clients`: starting and stopping aiokafka clients;
-* :mod:`~agentlog.eventlog.kafka.security`: the SASL and TLS settings of every
+* :mod:`~agentlog.eventlog.kafka._config`: :class:`KafkaConfig`;
+* :mod:`~agentlog.eventlog.kafka._admin`: creates and checks the topics;
+* :mod:`~agentlog.eventlog.kafka._records`: the runs topic's keys and values;
+* :mod:`~agentlog.eventlog.kafka._clients`: starting and stopping aiokafka clients;
+* :mod:`~agentlog.eventlog.kafka._security`: the SASL and TLS settings of every
   client, and why a listener refused us (``KafkaAuthError``);
-* :mod:`~agentlog.eventlog.kafka.reader`: bounded reads of both topics;
-* :mod:`~agentlog.eventlog.kafka.txn`: one run's writer and its transactions;
-* :mod:`~agentlog.eventlog.kafka.writer`: the run writers of one log (appends,
+* :mod:`~agentlog.eventlog.kafka._reader`: bounded reads of both topics;
+* :mod:`~agentlog.eventlog.kafka._txn`: one run's writer and its transactions;
+* :mod:`~agentlog.eventlog.kafka._writer`: the run writers of one log (appends,
   claims, leases);
-* :mod:`~agentlog.eventlog.kafka.log`: :class:`KafkaEventLog`, which wires
+* :mod:`~agentlog.eventlog.kafka._log`: :class:`KafkaEventLog`, which wires
   them together;
-* the partitioned layout, for a worker fleet: :mod:`~agentlog.eventlog.kafka.group`
-  (membership of a consumer group), :mod:`~agentlog.eventlog.kafka.ownership`
+* the partitioned layout, for a worker fleet: :mod:`~agentlog.eventlog.kafka._group`
+  (membership of a consumer group), :mod:`~agentlog.eventlog.kafka._ownership`
   (one transactional producer per owned partition, group commit),
-  :mod:`~agentlog.eventlog.kafka.changes` (a run's tail, a caller's change),
-  :mod:`~agentlog.eventlog.kafka.offsets` (the commands an owner finished),
-  :mod:`~agentlog.eventlog.kafka.commands` (the commands topic's records and
-  the owners' replies), :mod:`~agentlog.eventlog.kafka.replies` (a client
-  waits for its reply) and :mod:`~agentlog.eventlog.kafka.grouplog`
+  :mod:`~agentlog.eventlog.kafka._changes` (a run's tail, a caller's change),
+  :mod:`~agentlog.eventlog.kafka._offsets` (the commands an owner finished),
+  :mod:`~agentlog.eventlog.kafka._commands` (the commands topic's records and
+  the owners' replies), :mod:`~agentlog.eventlog.kafka._replies` (a client
+  waits for its reply) and :mod:`~agentlog.eventlog.kafka._grouplog`
   (``PartitionedKafkaEventLog``, which ``KafkaEventLog.connect`` returns for
   partitioned topics: it names its layout where it is defined, and this
   package imports it, so ``log`` never imports it).
 
-Topics of the standalone layout (created by :mod:`~agentlog.eventlog.kafka.admin`;
+Topics of the standalone layout (created by :mod:`~agentlog.eventlog.kafka._admin`;
 the partitioned one is described there and in
-:mod:`~agentlog.eventlog.kafka.ownership`):
+:mod:`~agentlog.eventlog.kafka._ownership`):
 
 * ``<name>.events``: every event, keyed by run id, ``cleanup.policy=delete``.
   A run's partition is chosen once and recorded in its index entry.
 * ``<name>.runs``: compacted; each run's index entry, writer epoch and lease,
   and its latest snapshots, with the events offsets a read starts from (see
-  :mod:`~agentlog.eventlog.kafka.records`).
+  :mod:`~agentlog.eventlog.kafka._records`).
 
 Writing. Each run has one transactional id, ``<name>.writer.<run_id>``. A
 writer first calls ``init_transactions`` with it, which fences every older
@@ -53,9 +53,9 @@ reads its partition up to the high watermark, keeping records whose key is
 the run id. :attr:`KafkaEventLog.last_read_records` counts what it fetched.
 """
 
-from agentlog.eventlog.kafka.config import KafkaConfig
-from agentlog.eventlog.kafka.grouplog import PartitionedKafkaEventLog as _Partitioned
-from agentlog.eventlog.kafka.log import KafkaEventLog
+from agentlog.eventlog.kafka._config import KafkaConfig
+from agentlog.eventlog.kafka._grouplog import PartitionedKafkaEventLog as _Partitioned
+from agentlog.eventlog.kafka._log import KafkaEventLog
 
 # Imported for KafkaEventLog.connect: the partitioned layout's class names itself
 # there when it is defined (grouplog.py sits above log.py, which never imports it).

@@ -98,7 +98,7 @@ const AL = (() => {
     return isNaN(at) ? String(iso) : at.toISOString().replace("T", " ").slice(0, 23);
   }
 
-  // A run id as one URL path segment: the rule of agentlog.ui.params.encode_run_id.
+  // A run id as one URL path segment: the rule of agentlog.ui._params.encode_run_id.
   // "/" would split it into segments the routes match, and the browser resolves
   // "." and ".." segments (even written %2E) before it sends the request.
   function runSegment(runId) {

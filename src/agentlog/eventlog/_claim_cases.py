@@ -1,0 +1,263 @@
+"""The claim and lease rules as one table of cases, and the server code made from it.
+
+A rule that must run inside a server (PostgreSQL's claim upsert, a Redis
+Lua script) cannot call Python, so it used to be written again in SQL and
+in Lua beside the Python of :mod:`~agentlog.eventlog._fencing`, and the three
+could drift. Here each rule is written once, as an ordered table of cases:
+each case is the conditions under which it applies (all must hold) and its
+outcome, a refusal with the typed error it deserves or a grant with the new
+epoch and lease. Every condition is said once in each language that tests
+it. :mod:`~agentlog.eventlog._fencing` decides in Python by reading the
+table (:func:`refuse`); :func:`sql_grant` and :func:`lua_refusals` render
+the same table into the SQL of ``postgres_schema`` and the Lua of
+``redis_scripts`` when those modules are imported, so no server text is
+written by hand. ``agentlog.testing`` runs concrete examples of every case
+against every backend.
+
+The Lua fragments read these locals, which each script binds first:
+``row_epoch``, ``row_owner`` and ``row_expiry`` (the run's hash fields, nil
+when absent), ``force`` (a boolean), ``now`` (microseconds) and ``epoch``
+(the epoch a renewal or release names, a number). The SQL fragments name
+the ``agentlog_runs`` columns and the statement's parameters ``%(force)s``,
+``%(now)s`` and ``%(epoch)s``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from agentlog.errors import (
+    EventLogError,
+    FencedError,
+    LeaseHeldError,
+    UnknownRunError,
+)
+from agentlog.eventlog._records import RunInfo
+
+__all__ = [
+    "CLAIM_CASES",
+    "LEASE_CASES",
+    "Ask",
+    "Case",
+    "Condition",
+    "Grant",
+    "epoch_error",
+    "grant",
+    "lua_refusals",
+    "refuse",
+    "sql_grant",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """What a case looks at: the run's row as it stands, and the request.
+
+    Attributes:
+        run_id: the run asked about.
+        row: its index row in the call's transaction; None if it has none.
+        now: the time the call decides at (a claim's lease check needs it).
+        force: a claim that takes over a live lease.
+        epoch: the epoch a renewal or release names as its own.
+    """
+
+    run_id: str
+    row: RunInfo | None
+    now: datetime | None = None
+    force: bool = True
+    epoch: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """One test of a case, said once in each language that runs it.
+
+    Attributes:
+        name: what it says, for the docs and the failure messages.
+        holds: the test in Python.
+        sql_unless: SQL that is true exactly when the test fails (NULL-safe),
+            or None where the statement's ``WHERE run_id = ...`` already
+            leaves the case out (a run with no row is not updated).
+        lua: the test in Lua, over the locals the module docstring lists.
+    """
+
+    name: str
+    holds: Callable[[Ask], bool]
+    sql_unless: str | None
+    lua: str
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """What a granted call does to the row: the epoch step; the lease is the asked one.
+
+    Attributes:
+        epoch_step: added to the row's writer epoch (a claim fences every
+            older writer; a renewal or release keeps the epoch).
+        takes_owner: the row's lease owner becomes the caller.
+    """
+
+    epoch_step: int
+    takes_owner: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One row of a rule's table: when it applies, and what follows.
+
+    Attributes:
+        name: the case, as the docs and the tests name it.
+        when: conditions that must all hold (none: the case always applies).
+        error: for a refusal, the typed error it deserves, built from the
+            ask and the log's URL (``where``); None for a grant.
+        reply: for a refusal, the Lua script's reply, read back by the Redis
+            backend to raise the error.
+        grant: for a grant, what it does to the row.
+    """
+
+    name: str
+    when: tuple[Condition, ...]
+    error: Callable[[Ask, str], EventLogError] | None = None
+    reply: str = ""
+    grant: Grant | None = None
+
+
+def epoch_error(run_id: str, epoch: int, current: int) -> EventLogError:
+    """The error of a writer whose ``epoch`` is not the run's ``current`` one.
+
+    An older epoch is a :class:`~agentlog.errors.FencedError` (a newer writer
+    claimed the run); a newer one was never claimed, which is a caller's bug.
+    """
+    if epoch < current:
+        return FencedError(run_id, epoch, current)
+    return EventLogError(
+        f"run {run_id!r}: writer epoch {epoch} was never claimed (current is "
+        f"{current}); call claim_writer() before appending."
+    )
+
+
+def _lease_live(ask: Ask) -> bool:
+    row, now = ask.row, ask.now
+    return (
+        row is not None
+        and row.lease_expires_at is not None
+        and now is not None
+        and row.lease_expires_at > now
+    )
+
+
+def _lease_held(ask: Ask, where: str) -> EventLogError:
+    row, now = ask.row, ask.now
+    assert row is not None and row.lease_expires_at is not None and now is not None
+    return LeaseHeldError(ask.run_id, row.lease_owner, (row.lease_expires_at - now).total_seconds())
+
+
+def _other_epoch(ask: Ask) -> bool:
+    return ask.row is not None and ask.row.writer_epoch != ask.epoch
+
+
+def _stale(ask: Ask, where: str) -> EventLogError:
+    assert ask.row is not None
+    return epoch_error(ask.run_id, ask.epoch, ask.row.writer_epoch)
+
+
+_POLITE = Condition(
+    "the claim is polite (force is false)",
+    lambda ask: not ask.force,
+    sql_unless="%(force)s",
+    lua="not force",
+)
+_LEASE_LIVE = Condition(
+    "the run's lease ends after now",
+    _lease_live,
+    sql_unless=(
+        "agentlog_runs.lease_expires_at IS NULL OR agentlog_runs.lease_expires_at <= %(now)s"
+    ),
+    lua="row_expiry and tonumber(row_expiry) > now",
+)
+_NO_ROW = Condition(
+    "the run has no row",
+    lambda ask: ask.row is None,
+    sql_unless=None,
+    lua="not row_epoch",
+)
+_OTHER_EPOCH = Condition(
+    "the asked epoch is not the run's",
+    _other_epoch,
+    sql_unless="writer_epoch = %(epoch)s",
+    lua="tonumber(row_epoch) ~= epoch",
+)
+
+#: ``claim_writer``: a polite claim of a live lease is refused; any other
+#: claim (of a run with no row too) bumps the epoch and takes the lease.
+CLAIM_CASES: tuple[Case, ...] = (
+    Case(
+        "a polite claim of a live lease",
+        (_POLITE, _LEASE_LIVE),
+        error=_lease_held,
+        reply="{'held', row_owner or '', row_expiry}",
+    ),
+    Case("any other claim", (), grant=Grant(epoch_step=1, takes_owner=True)),
+)
+
+#: ``renew_lease`` and ``release_lease``: only the writer of the run's
+#: current epoch changes its lease, and the epoch stays.
+LEASE_CASES: tuple[Case, ...] = (
+    Case(
+        "a run with no row",
+        (_NO_ROW,),
+        error=lambda ask, where: UnknownRunError(ask.run_id, where),
+        reply="{'unknown'}",
+    ),
+    Case(
+        "another epoch than the run's",
+        (_OTHER_EPOCH,),
+        error=_stale,
+        reply="{'refused', tonumber(row_epoch)}",
+    ),
+    Case("the run's writer", (), grant=Grant(epoch_step=0, takes_owner=False)),
+)
+
+
+def refuse(cases: tuple[Case, ...], ask: Ask, where: str = "") -> None:
+    """Raise the error of the first refusing case that applies to ``ask``, if any."""
+    for case in cases:
+        if all(condition.holds(ask) for condition in case.when):
+            if case.error is not None:
+                raise case.error(ask, where)
+            return
+
+
+def grant(cases: tuple[Case, ...]) -> Grant:
+    """The grant that ends ``cases`` (the case that applies when none refuses)."""
+    last = cases[-1].grant
+    assert last is not None and not cases[-1].when, "a rule's table ends with its grant"
+    return last
+
+
+def _refusals(cases: tuple[Case, ...]) -> list[Case]:
+    return [case for case in cases if case.error is not None]
+
+
+def sql_grant(cases: tuple[Case, ...]) -> str:
+    """The SQL condition under which no refusing case applies (a WHERE clause's body).
+
+    Each refusal contributes the OR of its conditions' ``sql_unless``;
+    several refusals are ANDed, each in parentheses.
+    """
+    parts = [
+        " OR ".join(c.sql_unless for c in case.when if c.sql_unless is not None)
+        for case in _refusals(cases)
+    ]
+    parts = [part for part in parts if part]
+    return parts[0] if len(parts) == 1 else " AND ".join(f"({part})" for part in parts)
+
+
+def lua_refusals(cases: tuple[Case, ...]) -> str:
+    """The Lua branches that return each refusing case's reply, in the table's order."""
+    return "\n".join(
+        f"if {' and '.join(c.lua for c in case.when)} then return {case.reply} end"
+        for case in _refusals(cases)
+    )

@@ -1,0 +1,184 @@
+"""The indexed read path, written once over a few backend hooks.
+
+A backend whose run index row says how many events a run has (memory,
+SQLite, PostgreSQL, Redis) reads a run the same way: the index row says
+which seqs to return (:meth:`IndexedEventLog._read_start`), the events come
+in batches of ``read_batch``, and every batch is checked for a gap against
+the seq expected next, so a deleted or damaged record is a
+CorruptEventError naming the missing seq (or RunArchivedError if the run
+was pruned meanwhile). A corrupt event is logged once, here, as the debug
+line ``corrupt_event``, before it is raised. The tail is
+:meth:`EventReader.tail <agentlog.eventlog._base.EventReader.tail>`, which a
+backend only tells how to wait.
+
+What a backend gives, as DBOS's system database asks its SQLite and
+PostgreSQL files for a few hooks:
+
+* :meth:`~IndexedEventLog.find_run`, the run's index row;
+* :meth:`~IndexedEventLog._stored_seq`, the lowest or highest seq it still
+  stores for a run (a pruned run keeps none; a damaged index has no row);
+* :meth:`~IndexedEventLog._event_rows`, up to ``limit`` stored rows of a run
+  between two seqs, in seq order, and :attr:`~IndexedEventLog._stored`, how
+  to read one (:class:`StoredRows`: its seq, its event, how a gap names it).
+
+The run list of a backend with a SQL run index table is
+:class:`~agentlog.eventlog._sql_index.SqlRunIndex`.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import Any, ClassVar
+
+from agentlog._logging import get_logger
+from agentlog.crypto import PayloadCipher
+from agentlog.errors import AgentlogError, CorruptEventError, RunArchivedError, UnknownRunError
+from agentlog.eventlog._base import EventLog, RunInfo, check_run_id
+from agentlog.eventlog._row_format import MAX_SEQ, event_from_row, seq_param
+from agentlog.eventlog.events import Event
+
+__all__ = ["SQL_ROWS", "IndexedEventLog", "StoredRows", "missing_seq_error"]
+
+_log = get_logger(__name__)
+
+
+def missing_seq_error(
+    info: RunInfo | None, run_id: str, missing: int, found: str, where: str
+) -> AgentlogError:
+    """What a read that finds seq ``missing`` absent raises (``found`` is what
+    came instead): RunArchivedError if the run was pruned meanwhile (``info``,
+    its index row read again), else CorruptEventError naming the seq."""
+    if info is not None and info.archived:
+        return RunArchivedError(run_id, where)  # pruned while we read
+    return CorruptEventError(
+        run_id,
+        missing,
+        f"seq {missing} is missing: {found} follows seq {missing - 1} (a deleted or "
+        "damaged record)",
+        where,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRows:
+    """How the read path reads one backend's stored event rows."""
+
+    seq: Callable[[Any], int]
+    """The seq a row holds."""
+    event: Callable[[str, Any, str, PayloadCipher | None], Event]
+    """``(run_id, row, where, cipher)`` -> the verified, decoded event.
+    Raises CorruptEventError naming the run and seq."""
+    found: Callable[[Any], str]
+    """How a gap names the row found instead of the seq expected."""
+    nothing: str = "no event"
+    """How a gap says that no row came at all."""
+
+
+#: Rows of ``seq, type, ts, schema_v, writer_epoch, payload, checksum``
+#: (:func:`~agentlog.eventlog._row_format.event_from_row`): SQLite and PostgreSQL.
+SQL_ROWS = StoredRows(
+    seq=itemgetter(0),
+    event=event_from_row,
+    found=lambda row: f"seq {row[0]}",
+)
+
+# What a batch held instead of the next good event: a corrupt one, or a gap
+# (the seq missing, and what came instead).
+_Problem = CorruptEventError | tuple[int, str] | None
+
+
+class IndexedEventLog(EventLog):
+    """An EventLog whose run index bounds every read (see the module docstring)."""
+
+    #: Events fetched per round trip while reading, so that a long run is
+    #: never loaded into memory at once.
+    read_batch: int = 1000
+
+    #: How this backend's stored rows are read.
+    _stored: ClassVar[StoredRows] = SQL_ROWS
+
+    # -- the hooks ------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def _stored_seq(self, run_id: str, *, newest: bool) -> int | None:
+        """The run's highest (``newest``) or lowest seq still stored; None: none is."""
+
+    @abc.abstractmethod
+    async def _event_rows(self, run_id: str, after: int, last: int, limit: int) -> Sequence[Any]:
+        """Up to ``limit`` stored rows of the run with ``after < seq <= last``, by seq."""
+
+    # -- the read path ----------------------------------------------------------------
+
+    async def read(
+        self, run_id: str, *, after_seq: int = 0, upto_seq: int | None = None
+    ) -> AsyncIterator[Event]:
+        check_run_id(run_id)
+        upto = MAX_SEQ if upto_seq is None else seq_param(upto_seq)
+        first, last = await self._read_start(run_id, seq_param(after_seq), upto)
+        after = first - 1
+        while after < last:
+            rows = await self._event_rows(run_id, after, last, self.read_batch)
+            events, problem = self._scan(run_id, rows, after, last)
+            for event in events:
+                yield event
+            if problem is not None:
+                raise await self._read_error(run_id, problem)
+            after = events[-1].seq
+
+    async def _read_start(self, run_id: str, after_seq: int, upto_seq: int) -> tuple[int, int]:
+        """The seqs a read must return, ``(first, last)``, from the run index.
+
+        Raises:
+            UnknownRunError: nothing was ever recorded for the run.
+            RunArchivedError: the range starts before the first event still
+                stored: the rest was pruned into the archive.
+        """
+        info = await self.find_run(run_id)
+        if info is None:
+            stored = await self._stored_seq(run_id, newest=True)
+            if stored is not None:
+                # Events but no index row: the index was damaged, the events are not.
+                return after_seq + 1, min(upto_seq, stored)
+            raise UnknownRunError(run_id, self.url)
+        first, last = after_seq + 1, min(upto_seq, info.last_seq)
+        if info.archived and first <= last:
+            stored = await self._stored_seq(run_id, newest=False)
+            if stored is None or first < stored:
+                raise RunArchivedError(run_id, self.url)
+        return first, last
+
+    def _scan(
+        self, run_id: str, rows: Sequence[Any], after: int, last: int
+    ) -> tuple[list[Event], _Problem]:
+        """The batch's good events in order, then what stopped it (the gap check)."""
+        stored = self._stored
+        events: list[Event] = []
+        seq_of, decode, where, cipher = stored.seq, stored.event, self.url, self.cipher
+        for row in rows:
+            expected = after + len(events) + 1
+            if seq_of(row) != expected:
+                return events, (expected, stored.found(row))
+            try:
+                events.append(decode(run_id, row, where, cipher))
+            except CorruptEventError as exc:
+                return events, exc
+        if len(rows) < self.read_batch and after + len(events) < last:
+            return events, (after + len(events) + 1, stored.nothing)
+        return events, None
+
+    async def _read_error(
+        self, run_id: str, problem: CorruptEventError | tuple[int, str]
+    ) -> AgentlogError:
+        """The error a read raises for ``problem``; a corrupt event is logged."""
+        if isinstance(problem, tuple):
+            missing, found = problem
+            info = await self.find_run(run_id)  # read again: pruned meanwhile?
+            error = missing_seq_error(info, run_id, missing, found, self.url)
+        else:
+            error = problem
+        if isinstance(error, CorruptEventError):
+            _log.debug("corrupt_event", run_id=error.run_id, seq=error.seq, url=self.url)
+        return error

@@ -1,0 +1,165 @@
+"""The values that cross the EventLog seam: a run's index row, a snapshot, a command.
+
+Re-exported by :mod:`agentlog.eventlog._base`, where backends import them from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from agentlog.eventlog.events import (
+    LANGGRAPH_WORKFLOW,
+    Event,
+    EventData,
+    InterruptRaised,
+    RunForked,
+    RunStarted,
+    RunStatus,
+    status_after_event,
+    steps_after,
+    utcnow,
+)
+
+__all__ = [
+    "COMMAND_KINDS",
+    "Command",
+    "RunInfo",
+    "Snapshot",
+    "select_runs",
+    "snapshots_kept_from",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A run's projected state as of ``seq``, encoded by the projector."""
+
+    run_id: str
+    seq: int
+    state: bytes
+    """The projector's msgpack bytes. Never starting with 0xC1 (a byte msgpack
+    never uses): that marks a state sealed at rest (:mod:`agentlog.crypto`)."""
+    created_at: datetime
+    base_seq: int = 0
+    """The oldest snapshot this one builds on (its chain's base), which the
+    backend must keep as long as it keeps this one; 0 when it stands alone."""
+
+
+def snapshots_kept_from(kept: Iterable[tuple[int, int]], keep: int) -> int:
+    """The lowest seq a run's snapshot store keeps: the newest ``keep``
+    snapshots and every older one they build on.
+
+    The one retention rule of every backend, so that a delta snapshot never
+    outlives the base it needs.
+
+    Args:
+        kept: ``(seq, base_seq)`` of each of the run's stored snapshots.
+        keep: how many of the newest to keep (``keep_snapshots``).
+    """
+    newest = sorted(kept, reverse=True)[:keep]
+    return min((base or seq for seq, base in newest), default=0)
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """One row of the run index."""
+
+    run_id: str
+    workflow: str = ""
+    version: str = ""
+    status: str = RunStatus.RUNNING
+    last_seq: int = 0
+    steps: int = 0
+    started_at: datetime | None = None
+    updated_at: datetime | None = None
+    writer_epoch: int = 0
+    lease_owner: str = ""
+    lease_expires_at: datetime | None = None
+    wake_at: datetime | None = None
+    """While the run waits: when its earliest timer is due (a sleep's end, or
+    an interrupt's timeout). A worker fires it then; see :meth:`EventLog.runnable`."""
+    archived: bool = False
+    """True once :meth:`EventLog.prune` moved the run's events to the archive.
+
+    The row stays (a tombstone) so that the run id stays taken: starting it
+    again returns the archived run instead of forking a second history.
+    """
+
+    def after(self, events: Sequence[Event]) -> RunInfo:
+        """This row once ``events`` (the next batch of the run) are recorded."""
+        workflow, version, status = self.workflow, self.version, self.status
+        steps, started, wake = self.steps, self.started_at, self.wake_at
+        for event in events:
+            status = status_after_event(status, event.data)
+            if isinstance(event.data, InterruptRaised):
+                # A run parks with every open interrupt raised again, so the
+                # earliest due time among this park's interrupts is the wake-up.
+                due = event.data.due_at
+                if due is not None and (wake is None or due < wake):
+                    wake = due
+            elif status != RunStatus.WAITING:
+                wake = None
+            steps = steps_after(steps, event.type)
+            if isinstance(event.data, RunStarted):
+                workflow, version = event.data.workflow, event.data.version
+                started = started or event.ts
+            elif isinstance(event.data, RunForked):
+                # A fork's copies keep the origin's times: it started at its marker.
+                started = event.ts
+        return dataclasses.replace(
+            self,
+            workflow=workflow,
+            version=version,
+            status=status,
+            last_seq=events[-1].seq,
+            steps=steps,
+            started_at=started,
+            updated_at=events[-1].ts,
+            wake_at=wake,
+        )
+
+    def needs_worker(self, now: datetime) -> bool:
+        """True if a worker should drive the run now: it is running and no live
+        writer holds it, or it waits on a timer that is due. A LangGraph thread
+        never does: the application that invokes its graph drives it."""
+        if self.workflow == LANGGRAPH_WORKFLOW:
+            return False
+        if self.archived and self.status != RunStatus.RUNNING:
+            return False
+        if self.lease_expires_at is not None and self.lease_expires_at > now:
+            return False
+        if self.status == RunStatus.RUNNING:
+            return self.last_seq > 0
+        return self.status == RunStatus.WAITING and self.wake_at is not None and self.wake_at <= now
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A client's request about a run, for the worker that owns the run.
+
+    On a log with ``direct_writes`` (SQLite, memory) a client records its
+    request itself (it claims the run, appends, lets go). On a log where
+    workers own partitions of runs (Kafka with a consumer group), a client
+    sends a Command instead and the owning worker applies it, so that every
+    run has one writer, fenced by its partition's ownership.
+    """
+
+    run_id: str
+    kind: str
+    """"start", "resume", "retry", "cancel" or "shred" (record RunShredded)."""
+    data: EventData
+    """What to record: RunStarted, ResumeReceived, RunRetried or RunCancelled."""
+    ref: object = None
+    """The backend's handle on the command (its offset), for :meth:`EventLog.ack_command`."""
+
+
+COMMAND_KINDS = ("start", "resume", "retry", "cancel", "shred")
+
+
+def select_runs(rows: Iterable[RunInfo], status: str | None) -> list[RunInfo]:
+    """Runs with at least one event (in ``status``, if given), newest update first."""
+    chosen = [r for r in rows if r.last_seq and status in (None, r.status)]
+    return sorted(chosen, key=lambda r: r.updated_at or utcnow(), reverse=True)

@@ -1,0 +1,155 @@
+"""The row format every indexed backend stores: run index rows and event rows.
+
+SQLite and PostgreSQL store these rows as table columns, Redis as a hash and
+stream entry fields (:mod:`agentlog.eventlog.redis._rows` maps them), so one
+format, written here once, serves all three:
+
+* a run index row is :class:`~agentlog.eventlog._records.RunInfo`'s fields by
+  name (:data:`RUN_FIELDS`), its times as integer microseconds since the
+  Unix epoch, UTC (:data:`TIME_FIELDS`);
+* an event row is ``run_id, seq, type, ts, schema_v, writer_epoch, payload,
+  checksum``: ``ts`` in microseconds, ``payload`` the msgpack bytes of
+  :func:`~agentlog.eventlog.codec.encode_stored_payloads` (content sealed
+  when a cipher is set) and ``checksum`` the
+  :func:`~agentlog.eventlog.codec.row_checksum` of the other columns,
+  verified on every read. A row with no checksum (written by a SQLite file
+  before its migration 2) is read unverified.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from agentlog.crypto import PayloadCipher
+from agentlog.errors import CorruptEventError, NotSerializableError
+from agentlog.eventlog._records import RunInfo
+from agentlog.eventlog.codec import decode_stored_payload, encode_stored_payloads, row_checksum
+from agentlog.eventlog.events import Event
+
+__all__ = [
+    "MAX_SEQ",
+    "RUN_COLUMNS",
+    "RUN_FIELDS",
+    "TIME_FIELDS",
+    "event_from_row",
+    "event_row",
+    "event_rows",
+    "from_us",
+    "info_from_row",
+    "info_to_row",
+    "seq_param",
+    "to_us",
+]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+#: The highest seq a store can hold (a signed 64-bit integer).
+MAX_SEQ = 2**63 - 1
+
+#: The run index columns: RunInfo's fields, by name, in order.
+RUN_FIELDS = tuple(f.name for f in dataclasses.fields(RunInfo))
+RUN_COLUMNS = ", ".join(RUN_FIELDS)
+#: The run index fields stored as microseconds.
+TIME_FIELDS = frozenset({"started_at", "updated_at", "lease_expires_at", "wake_at"})
+
+
+def seq_param(seq: int) -> int:
+    """A seq bound as a store can take it: no stored seq is below 0 or above 2**63 - 1."""
+    return max(0, min(seq, MAX_SEQ))
+
+
+def to_us(moment: datetime, what: str = "ts") -> int:
+    """Integer microseconds since the Unix epoch, as the time columns hold them.
+
+    Raises:
+        NotSerializableError: ``moment`` is naive (no time zone).
+    """
+    if moment.tzinfo is None:
+        raise NotSerializableError(what, "naive datetime")
+    return (moment - _EPOCH) // _MICROSECOND
+
+
+def from_us(us: int) -> datetime:
+    """The UTC datetime of a time column's microseconds."""
+    return _EPOCH + timedelta(microseconds=us)
+
+
+def info_from_row(row: Sequence[Any]) -> RunInfo:
+    """A run index row (selected as :data:`RUN_COLUMNS`) as a RunInfo."""
+    values = dict(zip(RUN_FIELDS, row, strict=True))
+    for name in TIME_FIELDS:
+        values[name] = None if values[name] is None else from_us(values[name])
+    values["archived"] = bool(values["archived"])
+    return RunInfo(**values)
+
+
+def info_to_row(info: RunInfo) -> list[Any]:
+    """A RunInfo as a run index row, in :data:`RUN_FIELDS` order."""
+    values = [getattr(info, name) for name in RUN_FIELDS]
+    for i, name in enumerate(RUN_FIELDS):
+        if name in TIME_FIELDS and values[i] is not None:
+            values[i] = to_us(values[i])
+    return values
+
+
+def event_row(event: Event, epoch: int, cipher: PayloadCipher | None) -> tuple[Any, ...]:
+    """An event as a stored row, checksum last (content sealed with ``cipher``,
+    see :mod:`agentlog.eventlog._sealing`).
+
+    Raises:
+        NotSerializableError: the payload cannot be encoded, or ``ts`` is naive.
+    """
+    return event_rows([event], epoch, cipher)[0]
+
+
+def event_rows(
+    events: Sequence[Event], epoch: int, cipher: PayloadCipher | None
+) -> list[tuple[Any, ...]]:
+    """:func:`event_row` of each event of one append (sealed batch-wise:
+    :func:`~agentlog.eventlog.codec.encode_stored_payloads`).
+
+    Raises:
+        NotSerializableError: a payload cannot be encoded, or a ``ts`` is naive.
+    """
+    for event in events:
+        if event.ts.tzinfo is None:
+            raise NotSerializableError(f"{event.type} seq {event.seq} ts", "naive datetime")
+    rows = []
+    for event, payload in zip(events, encode_stored_payloads(events, cipher), strict=True):
+        us = (event.ts - _EPOCH) // _MICROSECOND
+        row = (event.run_id, event.seq, event.type, us, event.schema_v, epoch, payload)
+        rows.append((*row, row_checksum(*row)))
+    return rows
+
+
+def event_from_row(
+    run_id: str, row: Sequence[Any], where: str, cipher: PayloadCipher | None
+) -> Event:
+    """Verify a stored row's checksum and decode it (the row without its run id:
+    ``seq, type, ts, schema_v, writer_epoch, payload, checksum``).
+
+    Raises:
+        CorruptEventError: naming the run and seq.
+    """
+    seq, event_type, ts, schema_v, epoch, payload, stored = row
+    try:
+        if stored is not None:
+            computed = row_checksum(run_id, seq, event_type, ts, schema_v, epoch, payload)
+            if computed != stored:
+                raise CorruptEventError(
+                    run_id,
+                    seq,
+                    f"checksum mismatch (stored {stored}, computed {computed}): the row changed "
+                    "after it was written",
+                    where,
+                )
+        data, sealed, unreadable = decode_stored_payload(
+            event_type, schema_v, payload, cipher, run_id=run_id, seq=seq, where=where
+        )
+        return Event(run_id, seq, data, from_us(ts), epoch, sealed=sealed, unreadable=unreadable)
+    except (TypeError, ValueError, OverflowError, NotSerializableError) as exc:
+        # Columns of the wrong type: written by something else than agentlog.
+        raise CorruptEventError(run_id, seq, f"bad envelope column: {exc}", where) from exc

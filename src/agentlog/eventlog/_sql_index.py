@@ -1,0 +1,86 @@
+"""The run list of a backend with a SQL run index table, written once.
+
+SQLite and PostgreSQL keep the run index as a table of
+:data:`~agentlog.eventlog._row_format.RUN_COLUMNS`, so their ``list_runs``,
+``page_runs`` and ``list_workflows`` are the same statements in two
+dialects (:class:`SqlDialect`: the table, the placeholder style, substring
+search and how run ids compare). A page is one indexed query for its rows
+and one for the counts (:func:`~agentlog.eventlog._run_pages.page_sql`), so
+a list of 100,000 runs reads one page. A backend gives one hook,
+:meth:`SqlIndexedEventLog._select`.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from agentlog.eventlog._base import RunInfo
+from agentlog.eventlog._indexed import IndexedEventLog
+from agentlog.eventlog._row_format import RUN_COLUMNS, info_from_row
+from agentlog.eventlog._run_pages import RunQuery, RunsPage, page_from_counts, page_sql
+
+__all__ = ["SqlDialect", "SqlIndexedEventLog", "Statement"]
+
+#: One SQL statement and its named parameters.
+Statement = tuple[str, Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class SqlDialect:
+    """What differs between the SQL of two run index tables."""
+
+    table: str
+    """The run index table (``runs``, ``agentlog_runs``)."""
+    param: Callable[[str], str]
+    """A named placeholder in the driver's style (``:x``, ``%(x)s``)."""
+    contains: str
+    """``{col}`` contains ``{arg}`` as a SQL template (see :func:`page_sql`)."""
+    collate: str = ""
+    """What makes run ids compare by code point, as Python does."""
+
+
+class SqlIndexedEventLog(IndexedEventLog):
+    """An indexed log whose run index is a SQL table (see the module docstring)."""
+
+    _dialect: ClassVar[SqlDialect]
+
+    @abc.abstractmethod
+    async def _select(self, *statements: Statement) -> list[list[Any]]:
+        """The rows of each statement, in order (in one round trip where it can)."""
+
+    async def list_runs(self, *, status: str | None = None) -> list[RunInfo]:
+        dialect = self._dialect
+        sql = f"SELECT {RUN_COLUMNS} FROM {dialect.table} WHERE last_seq > 0"
+        params: dict[str, Any] = {}
+        if status is not None:
+            sql, params = sql + f" AND status = {dialect.param('status')}", {"status": str(status)}
+        (rows,) = await self._select((sql + " ORDER BY updated_at DESC", params))
+        return [info_from_row(row) for row in rows]
+
+    async def page_runs(self, query: RunQuery) -> RunsPage:
+        dialect = self._dialect
+        sql = page_sql(
+            query,
+            table=dialect.table,
+            columns=RUN_COLUMNS,
+            param=dialect.param,
+            contains=dialect.contains,
+            collate=dialect.collate,
+        )
+        if sql.rows is None:
+            rows, (counted,) = [], await self._select((sql.counts, sql.count_params))
+        else:
+            rows, counted = await self._select(
+                (sql.rows, sql.params), (sql.counts, sql.count_params)
+            )
+        return page_from_counts(query, [info_from_row(row) for row in rows], counted)
+
+    async def list_workflows(self) -> list[str]:
+        table = self._dialect.table
+        (rows,) = await self._select(
+            (f"SELECT DISTINCT workflow FROM {table} WHERE last_seq > 0 ORDER BY 1", {})
+        )
+        return [row[0] for row in rows]

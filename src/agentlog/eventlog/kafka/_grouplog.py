@@ -1,0 +1,333 @@
+"""PartitionedKafkaEventLog: the Kafka log whose runs a consumer group's members own.
+
+Opened by :meth:`KafkaEventLog.connect <agentlog.eventlog.kafka._log.KafkaEventLog.connect>`
+when the topics have the partitioned layout (``KafkaConfig.layout``). It
+reads like the standalone log, but only the runs-topic partitions of the runs
+it touches. It writes only runs of partitions it owns:
+
+* with ``KafkaConfig.group_id`` it is a member of the group (see
+  :mod:`~agentlog.eventlog.kafka._group`); claims, appends, leases, snapshots
+  and prunes of an owned run go through its partition's owner (one
+  transactional producer per owned partition, group commit; see
+  :mod:`~agentlog.eventlog.kafka._ownership`); :meth:`runnable`,
+  :meth:`next_wake` and :meth:`take_commands` see the owned partitions only;
+* without, it is a client: every write raises NotOwnerError, and
+  :meth:`send_command` asks the owner instead; :meth:`command_outcome`
+  waits for the owner's reply (:mod:`~agentlog.eventlog.kafka._replies`), and
+  the client's reads of a run it submitted wait for the start's reply
+  (read-your-writes).
+
+``direct_writes`` is False either way: a run's only writer is its
+partition's owner.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
+
+from agentlog.errors import BackendUnavailableError, NotOwnerError
+from agentlog.eventlog._base import (
+    Capabilities,
+    Command,
+    RunInfo,
+    Snapshot,
+    check_batch,
+    check_next,
+    check_run_id,
+    claimed,
+    lease_expiry,
+    leased,
+)
+from agentlog.eventlog.codec import encode_event
+from agentlog.eventlog.events import Event, RunStatus, utcnow
+from agentlog.eventlog.kafka._commands import command_ref, encode_command
+from agentlog.eventlog.kafka._config import KafkaConfig
+from agentlog.eventlog.kafka._errors import kafka_errors
+from agentlog.eventlog.kafka._group import GroupMember
+from agentlog.eventlog.kafka._log import KafkaEventLog
+from agentlog.eventlog.kafka._ownership import Change, PartitionOwner, RunTail
+from agentlog.eventlog.kafka._reader import KafkaReader
+from agentlog.eventlog.kafka._records import snapshot_key
+from agentlog.eventlog.kafka._replies import ReplyWatch
+from agentlog.eventlog.kafka._writer import WriterPool
+
+__all__ = ["PartitionedKafkaEventLog"]
+
+
+class PartitionedKafkaEventLog(KafkaEventLog, layout="partitioned"):
+    """A Kafka log in the partitioned layout, owned by a consumer group (module docstring)."""
+
+    capabilities = Capabilities(direct_writes=False, commands=True)
+
+    def __init__(
+        self,
+        config: KafkaConfig,
+        admin: AIOKafkaAdminClient,
+        reader: KafkaReader,
+        pool: WriterPool,
+        plain: AIOKafkaProducer,
+        partitions: int,
+        member: GroupMember | None,
+        common: dict[str, Any],
+    ) -> None:
+        super().__init__(config, admin, reader, pool, plain, partitions)
+        self.member = member
+        self.layout = reader.layout
+        self._common = common
+        self._replies: ReplyWatch | None = None
+        #: Starts this log sent whose outcome it has not seen: reads of the run wait for it.
+        self._unsettled: dict[str, list[Command]] = {}
+
+    # -- ownership -----------------------------------------------------------------------
+
+    @property
+    def owned_partitions(self) -> list[int]:
+        """The partitions this process owns now (none for a client)."""
+        return self.member.owned() if self.member else []
+
+    @property
+    def transactional_producers(self) -> int:
+        """Transactional producers held: one per owned partition, never one per run."""
+        if self.member is None:
+            return 0
+        return sum(1 for o in self.member.owners.values() if o.producer is not None)
+
+    async def wait_for_ownership_change(self, timeout_s: float) -> None:
+        """Wait (at most ``timeout_s``) until the group's assignment changes here."""
+        if self.member is not None:
+            await self.member.wait_changed(timeout_s)
+
+    def _owner(self, run_id: str) -> PartitionOwner:
+        check_run_id(run_id)
+        partition = self.layout.partition_of(run_id)
+        owner = self.member.owner(partition) if self.member else None
+        if owner is None:
+            why = (
+                "this process is not a member of the worker group; send a command"
+                if self.member is None
+                else "its partition is not assigned to this worker"
+            )
+            raise NotOwnerError(run_id, partition, why)
+        return owner
+
+    def _owned_tails(self) -> list[RunTail]:
+        if self.member is None:
+            return []
+        return [t for p in self.member.owned() for t in self.member.owners[p].tails.values()]
+
+    # -- events ------------------------------------------------------------------------
+
+    async def append(self, events: Sequence[Event], *, durable: bool = True) -> None:
+        """Commit the batch in its partition's next transaction, before returning."""
+        del durable
+        run_id, first_seq, epoch = check_batch(events)
+        owner = self._owner(run_id)
+        batch = [(event, encode_event(event, self.cipher)) for event in events]
+
+        def stage(tail: RunTail) -> RunTail:
+            info = tail.info
+            check_next(run_id, info.last_seq, first_seq, epoch, info.writer_epoch)
+            return dataclasses.replace(tail, info=info.after(list(events)))
+
+        await owner.submit(Change(run_id, stage, events=batch))
+
+    # -- the run index -------------------------------------------------------------------
+
+    async def read(
+        self, run_id: str, *, after_seq: int = 0, upto_seq: int | None = None
+    ) -> AsyncIterator[Event]:
+        await self._read_your_writes(run_id)
+        async for event in super().read(run_id, after_seq=after_seq, upto_seq=upto_seq):
+            yield event
+
+    async def load_snapshot(
+        self, run_id: str, *, at_or_before: int | None = None
+    ) -> Snapshot | None:
+        await self._read_your_writes(run_id)
+        return await super().load_snapshot(run_id, at_or_before=at_or_before)
+
+    async def find_run(self, run_id: str) -> RunInfo | None:
+        check_run_id(run_id)
+        await self._read_your_writes(run_id)
+        owner = self.member.owner(self.layout.partition_of(run_id)) if self.member else None
+        if owner is not None:
+            tail = owner.tails.get(run_id)
+            return tail.info if tail is not None and tail.has_entry else None
+        return await super().find_run(run_id)
+
+    async def runnable(self, *, now: datetime | None = None, limit: int = 1000) -> list[RunInfo]:
+        """Runs of the owned partitions that need a worker now, oldest first."""
+        now = now or utcnow()
+        due = [t.info for t in self._owned_tails() if t.info.needs_worker(now)]
+        due.sort(key=lambda info: info.wake_at or info.updated_at or now)
+        return due[:limit]
+
+    async def next_wake(self) -> datetime | None:
+        wakes = [
+            t.info.wake_at
+            for t in self._owned_tails()
+            if t.info.status == RunStatus.WAITING and t.info.wake_at is not None
+        ]
+        return min(wakes, default=None)
+
+    # -- writers ---------------------------------------------------------------------------
+
+    async def claim_writer(
+        self,
+        run_id: str,
+        *,
+        owner: str = "",
+        lease_seconds: float | None = None,
+        force: bool = True,
+    ) -> int:
+        """Bump the run's epoch in its partition's next transaction.
+
+        Leases count only among this process's drivers: the partition's
+        ownership fences every other process.
+        """
+        partition_owner = self._owner(run_id)
+        expires = lease_expiry(lease_seconds)
+        epochs: list[int] = []
+
+        def stage(tail: RunTail) -> RunTail:
+            info = claimed(tail.info, owner=owner, expires=expires, force=force)
+            epochs.append(info.writer_epoch)
+            return dataclasses.replace(tail, info=info)
+
+        await partition_owner.submit(Change(run_id, stage, index=True))
+        return epochs[-1]
+
+    async def renew_lease(self, run_id: str, epoch: int, lease_seconds: float) -> None:
+        await self._lease(run_id, epoch, lease_expiry(lease_seconds))
+
+    async def release_lease(self, run_id: str, epoch: int) -> None:
+        await self._lease(run_id, epoch, None)
+
+    async def _lease(self, run_id: str, epoch: int, expires: datetime | None) -> None:
+        owner = self._owner(run_id)
+
+        def stage(tail: RunTail) -> RunTail:
+            current = tail.info if tail.has_entry else None
+            return dataclasses.replace(tail, info=leased(current, run_id, epoch, expires, self.url))
+
+        await owner.submit(Change(run_id, stage, index=True))
+
+    # -- snapshots and retention ----------------------------------------------------------
+
+    async def _write_runs(
+        self, run_id: str, records: list[tuple[bytes, bytes | None]], doing: str, fix: str
+    ) -> None:
+        del doing, fix
+        await self._owner(run_id).submit(Change(run_id, records=records))
+
+    async def prune(self, run_id: str, *, keep_latest_snapshot: bool = False) -> None:
+        """Mark the run archived in its owner's next transaction (see KafkaEventLog.prune)."""
+        owner = self._owner(run_id)
+        kept = await self._reader.snapshots(run_id)
+        drop = kept[:-1] if keep_latest_snapshot else kept
+        records: list[tuple[bytes, bytes | None]] = [
+            (snapshot_key(run_id, old.snapshot.seq), None) for old in drop
+        ]
+
+        def stage(tail: RunTail) -> RunTail:
+            if not tail.has_entry or tail.pruned:
+                return tail
+            info = dataclasses.replace(tail.info, archived=True)
+            return dataclasses.replace(
+                tail,
+                info=info,
+                pruned=True,
+                first_offset=tail.offset,
+                archived_seq=tail.info.last_seq,
+            )
+
+        await owner.submit(Change(run_id, stage, records=records, index=True))
+        await self._reader.catch_up([self.layout.runs_partition(run_id)])
+
+    # -- commands ---------------------------------------------------------------------------
+
+    async def send_command(self, command: Command) -> Command:
+        """Produce the command to its run's commands partition (idempotent, acks=all).
+
+        Returns:
+            The command with ``ref`` = ``(partition, offset)``, for :meth:`command_outcome`.
+        """
+        value = encode_command(command, self.cipher)
+        partition = self.layout.partition_of(command.run_id)
+        doing = f"cannot send the {command.kind} command of run {command.run_id!r}"
+        with kafka_errors(doing, "nothing was recorded; send it again once the broker answers"):
+            sent = await self._plain.send_and_wait(
+                self.layout.commands,
+                value,
+                key=command.run_id.encode("utf-8"),
+                partition=partition,
+            )
+        recorded = dataclasses.replace(command, ref=(partition, int(sent.offset)))
+        if command.kind == "start" and self.member is None:
+            # A client's submit returns at once; its reads of the run wait for
+            # the start. (A member never waits on itself: its worker applies it.)
+            self._unsettled.setdefault(command.run_id, []).append(recorded)
+        return recorded
+
+    async def command_outcome(self, command: Command) -> bool:
+        """Wait for the owner's reply to ``command`` (see :mod:`~agentlog.eventlog.kafka._replies`).
+
+        Once it says applied, this log's reads show the command's effect.
+
+        Raises:
+            BackendUnavailableError: no reply within ``KafkaConfig.command_timeout_s``.
+            ConfigError: ``command`` was not returned by :meth:`send_command`.
+        """
+        partition, offset = command_ref(command)
+        if self._replies is None:
+            self._replies = ReplyWatch(self.layout, self._common, self.config.command_timeout_s)
+        try:
+            applied = await self._replies.outcome(command.run_id, command.kind, partition, offset)
+        except BackendUnavailableError:
+            self._settle(command)  # its caller hears why; later reads answer as they can
+            raise
+        self._settle(command)
+        return applied
+
+    def _settle(self, command: Command) -> None:
+        unsettled = self._unsettled.get(command.run_id, [])
+        if command in unsettled:
+            unsettled.remove(command)
+        if not unsettled:
+            self._unsettled.pop(command.run_id, None)
+
+    async def _read_your_writes(self, run_id: str) -> None:
+        """Wait until the starts this log sent for ``run_id`` are applied or refused,
+        so that a read right after a submit sees the run.
+
+        Raises:
+            BackendUnavailableError: no worker answered a start in ``command_timeout_s``.
+        """
+        while self._unsettled.get(run_id):
+            await self.command_outcome(self._unsettled[run_id][0])
+
+    async def take_commands(self, *, limit: int = 100) -> list[Command]:
+        """Commands of the owned partitions, each handed out once per ownership."""
+        return self.member.take(limit) if self.member else []
+
+    async def ack_command(self, command: Command) -> None:
+        """Done with ``command``: see :mod:`~agentlog.eventlog.kafka._ownership` for the rule."""
+        if self.member is not None:
+            await self.member.ack(command)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        try:
+            if self._replies is not None:
+                await self._replies.stop()
+            if self.member is not None:
+                await self.member.stop()
+        finally:
+            await super().close()

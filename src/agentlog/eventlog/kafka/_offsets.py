@@ -1,0 +1,108 @@
+"""Which commands an owned partition handed out, finished, and may commit as consumed.
+
+A command taken from commands partition p is *outstanding* until it is
+finished: applied (its effect, the event it asks for, is committed) or
+refused (acked with no effect). The transaction that finishes it also
+commits the partition's consumed position and carries the owner's reply to
+it (see :mod:`~agentlog.eventlog.kafka._ownership` and
+:mod:`~agentlog.eventlog.kafka._commands`).
+"""
+
+from __future__ import annotations
+
+from agentlog.eventlog.kafka._changes import Change
+
+__all__ = ["CommandOffsets"]
+
+#: The broker keeps commit metadata up to offset.metadata.max.bytes (4096 by default).
+_METADATA_BYTES = 3000
+
+
+class CommandOffsets:
+    """The commands taken from one commands partition and the offset to commit.
+
+    Kafka keeps one committed position per partition, so the position is the
+    lowest command still outstanding; the commands done above it are listed
+    in the commit's metadata (``done:<offset>,...``), committed in the same
+    transactions, so that the partition's next owner skips them too. Past
+    :data:`_METADATA_BYTES` the highest are left out of the list: those are
+    handed out again (the runtime then finds their effect recorded and
+    refuses them), never lost.
+    """
+
+    def __init__(self) -> None:
+        #: offset -> (run id, the event type that records its effect)
+        self.outstanding: dict[int, tuple[str, str]] = {}
+        self.next: int | None = None
+        self.committed = -1
+        self.done_above: set[int] = set()
+        #: Outstanding commands acked without an effect (refused): done at the next commit.
+        self.acked: set[int] = set()
+
+    def seed(self, committed: int, metadata: str) -> None:
+        """Start from the group's committed offset and metadata (a new owner)."""
+        self.committed = max(committed, -1)
+        if committed >= 0:
+            self.next = committed
+        head, _, listed = metadata.partition(":")
+        if head == "done" and listed:
+            self.done_above = {int(o) for o in listed.split(",") if o.isdigit()}
+
+    def skip(self, offset: int) -> bool:
+        """Whether the record at ``offset`` was handed out or done already."""
+        return (self.next is not None and offset < self.next) or offset in self.done_above
+
+    def taken(self, offset: int, run_id: str = "", event_type: str = "") -> None:
+        """A record was handed out (or skipped, with no run: an unreadable command)."""
+        if run_id:
+            self.outstanding[offset] = (run_id, event_type)
+        self.next = offset + 1
+
+    def matched(self, changes: list[Change]) -> dict[int, bool]:
+        """The outstanding commands these changes finish: offset -> applied.
+
+        Each event of these changes is the effect of one command, the oldest
+        outstanding one of its run that asks for that event type (applied):
+        the runtime applies a run's commands in order. So of two answers to
+        one interrupt, the second stays outstanding until the runtime acks
+        it, refused. Acked commands with no effect are refused.
+        """
+        effects: dict[tuple[str, str], int] = {}
+        for change in changes:
+            for event, _ in change.events:
+                key = (change.run_id, event.type)
+                effects[key] = effects.get(key, 0) + 1
+        done = {offset: False for offset in self.acked if offset in self.outstanding}
+        for offset in sorted(self.outstanding):
+            key = self.outstanding[offset]
+            if offset not in done and effects.get(key, 0) > 0:
+                effects[key] -= 1
+                done[offset] = True
+        return done
+
+    def position(self, done: set[int]) -> int | None:
+        """The offset to commit once ``done`` are: the lowest one still outstanding."""
+        rest = [offset for offset in self.outstanding if offset not in done]
+        return min(rest) if rest else self.next
+
+    def due(self, position: int | None, done: set[int]) -> bool:
+        """Whether a commit of ``done`` at ``position`` changes what the group has."""
+        return position is not None and (position > self.committed or bool(done))
+
+    def metadata(self, position: int, done: set[int]) -> str:
+        """The commit metadata: the commands done at or above ``position``."""
+        listed, size = [], len("done:")
+        for offset in sorted(o for o in self.done_above | done if o >= position):
+            size += len(str(offset)) + 1
+            if size > _METADATA_BYTES:
+                break
+            listed.append(str(offset))
+        return "done:" + ",".join(listed)
+
+    def commit(self, position: int | None, done: set[int]) -> None:
+        for offset in done:
+            self.outstanding.pop(offset, None)
+        self.acked -= done
+        if position is not None:
+            self.committed = max(self.committed, position)
+        self.done_above = {o for o in self.done_above | done if o >= self.committed}

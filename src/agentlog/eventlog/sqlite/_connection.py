@@ -1,0 +1,237 @@
+"""One SQLite file's connection: opening, migrating, transactions, error mapping.
+
+Every write is one ``BEGIN IMMEDIATE`` transaction: it takes the file's
+write lock first, so the epoch and seq checks and the inserts see one
+consistent file even when several processes share it. The journal is WAL, so
+readers never wait for the writer. A durable write commits with
+``synchronous=FULL`` (the WAL is fsynced at every commit); a non-durable one
+uses NORMAL, which survives a process crash but not a power loss.
+
+The connection is opened on the caller's thread, then only ever used by the
+log's worker thread.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+from agentlog._files import DEFAULT_FILE_MODE, create_file, make_folders
+from agentlog._logging import get_logger
+from agentlog.errors import BackendUnavailableError, ConfigError
+from agentlog.eventlog.sqlite._schema import MIGRATIONS
+
+__all__ = ["SqliteConnection"]
+
+_log = get_logger(__name__)
+_T = TypeVar("_T")
+
+_BUSY, _LOCKED, _READONLY, _CANTOPEN, _NOTADB, _FULL = 5, 6, 8, 14, 26, 13
+_ADVICE = {
+    _BUSY: "another process held the write lock too long; retry the call",
+    _LOCKED: "another process held the write lock too long; retry the call",
+    _READONLY: "the file, its directory or the connection is read-only; fix the "
+    "permissions or point the URL at a writable path",
+    _CANTOPEN: "check that the path names a file in a directory you can write",
+    _NOTADB: "the file is not an SQLite database; point the URL at another path",
+    _FULL: "the disk is full; free some space and retry",
+}
+
+
+def _writable(path: Path) -> bool:
+    """Whether the file and its folder (for the WAL and its index) can be written."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    return getattr(exc, "sqlite_errorcode", 0) & 0xFF in (_BUSY, _LOCKED)
+
+
+class SqliteConnection:
+    """The connection to one log file, opened and migrated.
+
+    Args:
+        path: the database file.
+        busy_timeout: seconds a write waits for another process's write lock.
+        read_only: open read-only; a file that cannot be written is opened
+            read-only anyway (see :attr:`read_only` after opening).
+        create: create the file and its directories if missing.
+
+    Raises:
+        ConfigError: ``create`` is False and there is no file at ``path``.
+        BackendUnavailableError: the file cannot be created, opened or migrated.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        busy_timeout: float,
+        read_only: bool,
+        create: bool,
+        file_mode: int = DEFAULT_FILE_MODE,
+    ) -> None:
+        self.path = path
+        self.file_mode = file_mode
+        self.read_only = read_only
+        self._busy_timeout = busy_timeout
+        self._synchronous = ""
+        self.conn = self._open(create)
+
+    def unavailable(self, exc: BaseException, doing: str) -> BackendUnavailableError:
+        """The typed error for a failed sqlite call, with advice by error code."""
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+        advice = _ADVICE.get(code, "check the file, its directory and the disk")
+        error = BackendUnavailableError(f"sqlite log {self.path!r}: {doing}: {exc}; {advice}.")
+        error.retryable = code in (_BUSY, _LOCKED, _FULL)
+        return error
+
+    def _open(self, create: bool) -> sqlite3.Connection:
+        path = Path(self.path)
+        if not create and not path.exists():
+            raise ConfigError(
+                f"no log at {self.path}: check the log URL (--log or AGENTLOG_LOG); "
+                "a command that only reads never creates one"
+            )
+        if create and not self.read_only and not path.exists():
+            # Made here, with its mode, before SQLite makes it with 0644: SQLite
+            # gives the -wal and -shm files the mode of the database file.
+            try:
+                make_folders(path.parent, self.file_mode)
+                create_file(path, self.file_mode)
+            except OSError as exc:
+                error = self.unavailable(exc, "cannot create the file or its directory")
+                error.retryable = False
+                raise error from exc
+        if not self.read_only and path.exists() and not _writable(path):
+            # A read-only file or filesystem: still readable, never written.
+            self.read_only = True
+        modes = ["ro", "ro&immutable=1"] if self.read_only else ["rwc"]
+        for i, mode in enumerate(modes):
+            try:
+                conn = self._connect(mode)
+            except BackendUnavailableError:
+                # A WAL file needs its -shm beside it; where none can be made
+                # (a read-only filesystem), nothing can change the file either.
+                if i + 1 < len(modes):
+                    continue
+                raise
+            break
+        _log.debug("sqlite_log_opened", path=self.path, read_only=self.read_only)
+        return conn
+
+    def _connect(self, mode: str) -> sqlite3.Connection:
+        target = f"file:{quote(os.path.abspath(self.path))}?mode={mode}"
+        try:
+            conn = sqlite3.connect(
+                target,
+                uri=True,
+                timeout=self._busy_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise self.unavailable(exc, "cannot open the file") from exc
+        try:
+            self._migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if not self.read_only:
+                conn.execute("PRAGMA journal_mode=WAL")
+            else:  # the first read: a WAL file that cannot be read fails here
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.Error as exc:
+            raise self.unavailable(exc, "cannot read the file") from exc
+        if version > len(MIGRATIONS):
+            raise BackendUnavailableError(
+                f"sqlite log {self.path!r} has schema version {version}, newer than this "
+                f"agentlog knows ({len(MIGRATIONS)}); upgrade agentlog to open it."
+            )
+        if version == len(MIGRATIONS):
+            return
+        if self.read_only:
+            raise BackendUnavailableError(
+                f"sqlite log {self.path!r} needs a schema upgrade (version {version} of "
+                f"{len(MIGRATIONS)}) and is opened read-only; open it writable once."
+            )
+
+        def apply(conn: sqlite3.Connection) -> None:
+            # Re-read under the write lock: another process may have migrated.
+            current = conn.execute("PRAGMA user_version").fetchone()[0]
+            for statements in MIGRATIONS[current:]:
+                for statement in statements:
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {len(MIGRATIONS)}")
+
+        self.transact(apply, durable=True, conn=conn, doing="cannot create the schema")
+
+    def transact(
+        self,
+        body: Callable[[sqlite3.Connection], _T],
+        *,
+        durable: bool | None,
+        conn: sqlite3.Connection | None = None,
+        doing: str = "write failed",
+    ) -> _T:
+        """Run ``body`` in one BEGIN IMMEDIATE transaction, retrying on SQLITE_BUSY.
+
+        ``body`` may run more than once (after a busy retry), each time in a
+        fresh transaction; what it returns is from the run that committed.
+
+        Args:
+            durable: commit with synchronous=FULL (True) or NORMAL (False);
+                None keeps the current setting.
+
+        Raises:
+            BackendUnavailableError: read-only, or sqlite failed (the
+                transaction is rolled back: nothing of it is recorded).
+            Whatever ``body`` raises (the transaction is rolled back).
+        """
+        conn = conn or self.conn
+        if self.read_only:
+            raise BackendUnavailableError(
+                f"sqlite log {self.path!r} is opened read-only; open it without read_only to write."
+            )
+        if durable is not None:
+            mode = "FULL" if durable else "NORMAL"
+            if mode != self._synchronous:
+                conn.execute(f"PRAGMA synchronous={mode}")
+                self._synchronous = mode
+        # busy_timeout already waits inside sqlite; the retries cover the
+        # cases it does not (a COMMIT that finds the WAL being checkpointed).
+        for attempt in range(3):
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    result = body(conn)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+                return result
+            except sqlite3.Error as exc:
+                if attempt < 2 and _is_busy(exc):
+                    _log.info("sqlite_busy_retry", path=self.path, attempt=attempt + 1)
+                    time.sleep(0.01 * (attempt + 1))
+                    continue
+                raise self.unavailable(exc, doing) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
+        """Rows of a read, with sqlite errors translated."""
+        try:
+            return self.conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise self.unavailable(exc, "read failed") from exc

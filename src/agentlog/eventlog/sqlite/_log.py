@@ -1,0 +1,332 @@
+"""The SQLite backend: the embedded default, one file, no servers.
+
+The file's layout and its append-only :data:`MIGRATIONS` are in
+:mod:`agentlog.eventlog.sqlite._schema`; opening, migrating and transactions
+in :mod:`agentlog.eventlog.sqlite._connection`; the group commit of appends in
+:mod:`agentlog.eventlog.sqlite._group_commit`.
+
+Reads, the gap check and the run list are the indexed read path
+(:mod:`agentlog.eventlog._indexed`, :mod:`agentlog.eventlog._sql_index`); this
+module gives its hooks.
+
+sqlite3 blocks, so each log owns one worker thread that owns the connection;
+the event loop stays free while a commit waits for fsync. Appends that
+arrive while a commit is in progress (many runs in sync durability) share
+the next commit and its one fsync; each still succeeds or fails on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+from agentlog._files import DEFAULT_FILE_MODE
+from agentlog._logging import get_logger
+from agentlog.crypto import PayloadCipher
+from agentlog.errors import BackendUnavailableError
+from agentlog.eventlog._base import (
+    Capabilities,
+    RunInfo,
+    Snapshot,
+    check_batch,
+    check_run_id,
+    claimed,
+    lease_expiry,
+    leased,
+    snapshots_kept_from,
+)
+from agentlog.eventlog._row_format import (
+    MAX_SEQ,
+    event_rows,
+    from_us,
+    info_from_row,
+    info_to_row,
+    seq_param,
+    to_us,
+)
+from agentlog.eventlog._sql_index import SqlDialect, SqlIndexedEventLog, Statement
+from agentlog.eventlog._tail import Changes, TailWake
+from agentlog.eventlog._worker_thread import WorkerThread
+from agentlog.eventlog.events import Event, utcnow
+from agentlog.eventlog.sqlite._connection import SqliteConnection
+from agentlog.eventlog.sqlite._group_commit import GroupCommit, PendingAppend
+from agentlog.eventlog.sqlite._schema import (
+    MIGRATIONS,
+    NEXT_WAKE,
+    READ_EVENTS,
+    RUNNABLE,
+    SELECT_RUN,
+    UPSERT_RUN,
+)
+
+__all__ = ["MIGRATIONS", "SqliteEventLog"]
+
+_log = get_logger(__name__)
+_T = TypeVar("_T")
+
+
+class SqliteEventLog(SqlIndexedEventLog):
+    """Events, run index, writer claims and snapshots in one SQLite file.
+
+    Args:
+        path: the database file; its parent directories are created.
+        keep_snapshots: how many of each run's newest snapshots to keep.
+        busy_timeout: seconds a write waits for another process's write
+            lock before it gives up with a retryable BackendUnavailableError.
+        read_batch: events fetched per round trip to the worker thread while
+            reading, so a long run is never loaded into memory at once.
+        read_only: open the file read-only (for replay and inspection);
+            every write then raises BackendUnavailableError. A file that
+            cannot be opened for writing (a read-only file or filesystem) is
+            opened read-only anyway, so it can still be read.
+        create: create the file (and its directories) if it is missing; when
+            False a missing file is a ConfigError and nothing is created.
+        cipher: seal payload content and snapshots with per-run data keys
+            (see :mod:`agentlog.eventlog._sealing`); None stores them in clear.
+        file_mode: the mode of the file (and of its -wal and -shm files) when
+            this call creates it: 0600 by default, whatever the umask, since
+            the log holds what its runs were given and computed. Folders it
+            creates get the same bits plus search (0700). An existing file
+            keeps its mode.
+
+    Raises:
+        ConfigError: ``create`` is False and there is no file at ``path``.
+        BackendUnavailableError: the file cannot be created, opened or
+            migrated (unwritable directory, not a database, newer schema).
+    """
+
+    #: Appends through this instance wake its tails; other processes' at the next poll.
+    capabilities = Capabilities(live_tail=True)
+    _dialect = SqlDialect("runs", param=lambda name: f":{name}", contains="instr({col}, {arg}) > 0")
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        keep_snapshots: int = 3,
+        busy_timeout: float = 5.0,
+        read_batch: int = 1000,
+        read_only: bool = False,
+        create: bool = True,
+        cipher: PayloadCipher | None = None,
+        file_mode: int = DEFAULT_FILE_MODE,
+    ) -> None:
+        self.path = os.fspath(path)
+        self.cipher = cipher
+        self.url = "sqlite:///" + self.path
+        self.keep_snapshots = keep_snapshots
+        self.read_batch = read_batch
+        self._closed = False
+        self._changes = Changes()
+        # Opened here, then only ever used by the worker thread.
+        self._db = SqliteConnection(
+            self.path,
+            busy_timeout=busy_timeout,
+            read_only=read_only,
+            create=create,
+            file_mode=file_mode,
+        )
+        self._conn = self._db.conn
+        self._worker = WorkerThread(f"agentlog-sqlite {self.path}")
+        self._group = GroupCommit(self._db, self._worker)
+
+    @property
+    def read_only(self) -> bool:
+        """True if the file was opened read-only (asked for, or not writable)."""
+        return self._db.read_only
+
+    # -- the worker thread ------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise BackendUnavailableError(
+                f"sqlite log {self.path!r} is closed; open it again with open_log()."
+            )
+
+    async def _call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        self._check_open()
+        self._group.seal()  # so that no later append overtakes this call
+        return await self._worker.run(functools.partial(fn, *args, **kwargs))
+
+    def _transact(
+        self, body: Callable[[sqlite3.Connection], _T], *, durable: bool | None, doing: str
+    ) -> _T:
+        return self._db.transact(body, durable=durable, doing=doing)
+
+    def _query(self, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
+        return self._db.query(sql, params)
+
+    # -- events -------------------------------------------------------------------
+
+    async def append(self, events: Sequence[Event], *, durable: bool = True) -> None:
+        """Append one run's batch; see :meth:`EventLog.append`.
+
+        The batch joins the appends of other runs that arrive while a commit
+        is in progress and is committed with them in one transaction (see
+        :mod:`~agentlog.eventlog.sqlite._group_commit`); it returns once that
+        transaction committed, or raises its own error or the group's.
+        """
+        _run_id, first_seq, epoch = check_batch(events)
+        # Encode before taking the write lock: a bad payload fails with nothing written.
+        rows = event_rows(events, epoch, self.cipher)
+        self._check_open()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        self._group.submit(PendingAppend(events, rows, first_seq, epoch, durable, loop, future))
+        await future
+        self._changes.notify()
+
+    async def _stored_seq(self, run_id: str, *, newest: bool) -> int | None:
+        sql = f"SELECT {'max' if newest else 'min'}(seq) FROM events WHERE run_id = ?"
+        rows = await self._call(self._query, sql, (run_id,))
+        return None if rows[0][0] is None else int(rows[0][0])
+
+    async def _event_rows(self, run_id: str, after: int, last: int, limit: int) -> list[Any]:
+        return await self._call(self._query, READ_EVENTS, (run_id, after, last, limit))
+
+    async def _tail_wake(self, run_id: str, poll_seconds: float) -> TailWake:
+        # Appends through this instance wake the tail at once; appends by other
+        # processes are seen at the next poll.
+        return self._changes.wake(poll_seconds)
+
+    # -- the run index ------------------------------------------------------------
+
+    async def find_run(self, run_id: str) -> RunInfo | None:
+        check_run_id(run_id)
+        rows = await self._call(self._query, SELECT_RUN, (run_id,))
+        return info_from_row(rows[0]) if rows else None
+
+    async def _select(self, *statements: Statement) -> list[list[Any]]:
+        def each() -> list[list[Any]]:
+            return [self._query(sql, params) for sql, params in statements]
+
+        return await self._call(each)
+
+    async def runnable(self, *, now: datetime | None = None, limit: int = 1000) -> list[RunInfo]:
+        at = to_us(now or utcnow())
+        rows = await self._call(self._query, RUNNABLE, (at, at, limit))
+        return [info_from_row(row) for row in rows]
+
+    async def next_wake(self) -> datetime | None:
+        rows = await self._call(self._query, NEXT_WAKE, ())
+        return from_us(rows[0][0]) if rows and rows[0][0] is not None else None
+
+    # -- writers ------------------------------------------------------------------
+
+    async def claim_writer(
+        self,
+        run_id: str,
+        *,
+        owner: str = "",
+        lease_seconds: float | None = None,
+        force: bool = True,
+    ) -> int:
+        check_run_id(run_id)
+
+        expires = lease_expiry(lease_seconds)
+
+        def body(conn: sqlite3.Connection) -> int:
+            row = conn.execute(SELECT_RUN, (run_id,)).fetchone()
+            info = RunInfo(run_id) if row is None else info_from_row(row)
+            info = claimed(info, owner=owner, expires=expires, force=force)
+            conn.execute(UPSERT_RUN, info_to_row(info))
+            return info.writer_epoch
+
+        epoch: int = await self._call(self._transact, body, durable=True, doing="claim failed")
+        _log.info("writer_claimed", run_id=run_id, epoch=epoch, owner=owner, path=self.path)
+        return epoch
+
+    def _lease_update(self, run_id: str, epoch: int, expires: datetime | None) -> None:
+        check_run_id(run_id)
+
+        def body(conn: sqlite3.Connection) -> None:
+            row = conn.execute(SELECT_RUN, (run_id,)).fetchone()
+            info = None if row is None else info_from_row(row)
+            info = leased(info, run_id, epoch, expires, self.url)
+            conn.execute(
+                "UPDATE runs SET lease_expires_at = ? WHERE run_id = ?",
+                (None if info.lease_expires_at is None else to_us(info.lease_expires_at), run_id),
+            )
+
+        self._transact(body, durable=True, doing="lease update failed")
+
+    async def renew_lease(self, run_id: str, epoch: int, lease_seconds: float) -> None:
+        await self._call(self._lease_update, run_id, epoch, lease_expiry(lease_seconds))
+
+    async def release_lease(self, run_id: str, epoch: int) -> None:
+        await self._call(self._lease_update, run_id, epoch, None)
+
+    # -- snapshots ----------------------------------------------------------------
+
+    async def save_snapshot(self, snapshot: Snapshot) -> None:
+        check_run_id(snapshot.run_id)
+        snapshot = self._sealed_snapshot(snapshot)
+        created = to_us(snapshot.created_at, "created_at")
+        row = (snapshot.run_id, snapshot.seq, snapshot.state, created, snapshot.base_seq)
+
+        def body(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT OR REPLACE INTO snapshots (run_id, seq, state, created_at, base_seq) "
+                "VALUES (?,?,?,?,?)",
+                row,
+            )
+            self._drop_old_snapshots(conn, snapshot.run_id, self.keep_snapshots)
+
+        # A snapshot can always be rebuilt from the events: no extra fsync for it.
+        await self._call(self._transact, body, durable=None, doing="snapshot save failed")
+
+    async def load_snapshot(
+        self, run_id: str, *, at_or_before: int | None = None
+    ) -> Snapshot | None:
+        check_run_id(run_id)
+        upto = MAX_SEQ if at_or_before is None else seq_param(at_or_before)
+        rows = await self._call(
+            self._query,
+            "SELECT seq, state, created_at, base_seq FROM snapshots WHERE run_id = ? "
+            "AND seq <= ? ORDER BY seq DESC LIMIT 1",
+            (run_id, upto),
+        )
+        if not rows:
+            return None
+        seq, state, created, base_seq = rows[0]
+        return self._opened_snapshot(Snapshot(run_id, seq, state, from_us(created), base_seq))
+
+    @staticmethod
+    def _drop_old_snapshots(conn: sqlite3.Connection, run_id: str, keep: int) -> None:
+        """Delete the run's snapshots below what :func:`snapshots_kept_from` keeps."""
+        kept = conn.execute(
+            "SELECT seq, base_seq FROM snapshots WHERE run_id = ?", (run_id,)
+        ).fetchall()
+        floor = snapshots_kept_from(kept, keep)
+        conn.execute("DELETE FROM snapshots WHERE run_id = ? AND seq < ?", (run_id, floor))
+
+    # -- retention ----------------------------------------------------------------
+
+    async def prune(self, run_id: str, *, keep_latest_snapshot: bool = False) -> None:
+        check_run_id(run_id)
+
+        def body(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
+            if keep_latest_snapshot:
+                self._drop_old_snapshots(conn, run_id, 1)
+            else:
+                conn.execute("DELETE FROM snapshots WHERE run_id = ?", (run_id,))
+            # The row stays as a tombstone: the run id stays taken.
+            conn.execute("UPDATE runs SET archived = 1 WHERE run_id = ?", (run_id,))
+
+        await self._call(self._transact, body, durable=True, doing="prune failed")
+        _log.info("run_pruned", run_id=run_id, path=self.path, kept_snapshot=keep_latest_snapshot)
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self._worker.run(self._conn.close)
+        self._worker.stop()

@@ -1,0 +1,111 @@
+"""The SQLite file's schema, its SQL, and the mapping between rows and values.
+
+Layout of the file (created by the append-only :data:`MIGRATIONS`, whose
+count is recorded in ``PRAGMA user_version``):
+
+* ``events``: one row per event. The envelope fields are columns (``ts`` is
+  integer microseconds since the Unix epoch, UTC) and ``payload`` holds the
+  msgpack bytes of :func:`~agentlog.eventlog.codec.encode_stored_payload`.
+  ``UNIQUE(run_id, seq)`` is the last line of defence of the conditional
+  append. ``checksum`` (migration 2) is
+  :func:`~agentlog.eventlog.codec.row_checksum` of the other columns,
+  verified on every read. Rows written before migration 2 have a NULL
+  checksum and are read unverified: the migration does not backfill them,
+  because a checksum computed now over bytes that may already have rotted
+  would vouch for the rot.
+* ``runs``: the run index and the writer claim (epoch and lease), updated in
+  the same transaction as the events, so the two never disagree. A pruned
+  run keeps its row with ``archived = 1`` (a tombstone), so its id stays taken.
+  ``wake_at`` (migration 3) is the due time of a waiting run's earliest timer.
+* ``snapshots``: the newest ``keep_snapshots`` snapshots of each run and the
+  older ones they build on (their bytes carry the projector's own checksum).
+  ``base_seq`` (migration 4) is the seq of the snapshot a delta snapshot
+  builds on, 0 for one that stands alone.
+
+The rows' format (columns, times in microseconds, the checksum) is
+:mod:`agentlog.eventlog._row_format`, shared with PostgreSQL and Redis.
+
+Migration 5 indexes the run list's order (``runs_by_update``,
+``runs_by_status_update``) for :meth:`~agentlog.eventlog._base.EventReader.page_runs`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from agentlog.eventlog._row_format import RUN_COLUMNS, RUN_FIELDS
+from agentlog.eventlog.events import LANGGRAPH_WORKFLOW
+
+__all__ = [
+    "INSERT_EVENT",
+    "MIGRATIONS",
+    "NEXT_WAKE",
+    "READ_EVENTS",
+    "RUNNABLE",
+    "SELECT_RUN",
+    "UPSERT_RUN",
+    "update_run_sql",
+]
+
+#: Schema migrations, applied in order; append only, never edit a shipped one.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        "CREATE TABLE events (run_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, "
+        "ts INTEGER NOT NULL, schema_v INTEGER NOT NULL, writer_epoch INTEGER NOT NULL, "
+        "payload BLOB NOT NULL, PRIMARY KEY (run_id, seq)) WITHOUT ROWID",
+        "CREATE TABLE runs (run_id TEXT PRIMARY KEY, workflow TEXT NOT NULL, "
+        "version TEXT NOT NULL, status TEXT NOT NULL, last_seq INTEGER NOT NULL, "
+        "steps INTEGER NOT NULL, started_at INTEGER, updated_at INTEGER, "
+        "writer_epoch INTEGER NOT NULL, lease_owner TEXT NOT NULL, lease_expires_at INTEGER) "
+        "WITHOUT ROWID",
+        "CREATE TABLE snapshots (run_id TEXT NOT NULL, seq INTEGER NOT NULL, "
+        "state BLOB NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY (run_id, seq))",
+    ),
+    (
+        "ALTER TABLE events ADD COLUMN checksum INTEGER",
+        "ALTER TABLE runs ADD COLUMN archived INTEGER NOT NULL DEFAULT 0",
+    ),
+    (
+        "ALTER TABLE runs ADD COLUMN wake_at INTEGER",
+        "CREATE INDEX runs_by_wake ON runs (wake_at) WHERE wake_at IS NOT NULL",
+        "CREATE INDEX runs_by_status ON runs (status)",
+    ),
+    ("ALTER TABLE snapshots ADD COLUMN base_seq INTEGER NOT NULL DEFAULT 0",),
+    (
+        # The run list's order (EventReader.page_runs), whole and per status, so
+        # that a page is an index walk, never a sort of every run. They cover the
+        # filtered columns too: skipping 90,000 runs or counting them reads the
+        # index alone.
+        "CREATE INDEX runs_by_update ON runs (updated_at DESC, run_id, last_seq, status, workflow)",
+        "CREATE INDEX runs_by_status_update ON runs "
+        "(status, updated_at DESC, run_id, last_seq, workflow)",
+    ),
+)
+
+SELECT_RUN = f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?"
+UPSERT_RUN = (
+    f"INSERT OR REPLACE INTO runs ({RUN_COLUMNS}) VALUES ({', '.join('?' * len(RUN_FIELDS))})"
+)
+
+
+@functools.lru_cache(maxsize=64)
+def update_run_sql(columns: tuple[int, ...]) -> str:
+    """``UPDATE runs`` of the run index columns at these positions, then ``WHERE run_id = ?``."""
+    assignments = ", ".join(f"{RUN_FIELDS[i]} = ?" for i in columns)
+    return f"UPDATE runs SET {assignments} WHERE run_id = ?"
+
+
+# The same rule as RunInfo.needs_worker, answered from the indexes.
+RUNNABLE = (
+    f"SELECT {RUN_COLUMNS} FROM runs WHERE last_seq > 0 AND workflow <> '{LANGGRAPH_WORKFLOW}' "
+    "AND (lease_expires_at IS NULL OR lease_expires_at <= ?1) "
+    "AND (status = 'running' OR (status = 'waiting' AND wake_at <= ?2)) "
+    "ORDER BY coalesce(wake_at, updated_at) LIMIT ?3"
+)
+NEXT_WAKE = "SELECT min(wake_at) FROM runs WHERE status = 'waiting' AND wake_at IS NOT NULL"
+_EVENT_COLUMNS = "run_id, seq, type, ts, schema_v, writer_epoch, payload, checksum"
+INSERT_EVENT = f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)"
+READ_EVENTS = (
+    "SELECT seq, type, ts, schema_v, writer_epoch, payload, checksum FROM events "
+    "WHERE run_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?"
+)

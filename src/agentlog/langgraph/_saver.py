@@ -1,0 +1,488 @@
+"""AgentlogSaver: LangGraph's BaseCheckpointSaver on an agentlog EventLog."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from types import TracebackType
+from typing import Any, Self
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_metadata,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from agentlog.crypto import KeyStore
+from agentlog.errors import ConfigError, UnknownCheckpointError
+from agentlog.eventlog._base import EventLog
+from agentlog.eventlog._urls import open_log
+from agentlog.eventlog.events import CheckpointSaved, CheckpointsRemoved
+from agentlog.langgraph._convert import (
+    Heads,
+    build_tuple,
+    checkpoint_config,
+    checkpoint_event,
+    copy_events,
+    where,
+    writes_event,
+)
+from agentlog.langgraph._loop import LoopThread
+from agentlog.langgraph._serde import serializer
+from agentlog.langgraph._store import ThreadStore
+from agentlog.langgraph._thread import NeedsHistory, ThreadModel
+
+__all__ = ["AgentlogSaver"]
+
+
+def _matches(metadata: Any, wanted: dict[str, Any] | None) -> bool:
+    return not wanted or all(metadata.get(key) == value for key, value in wanted.items())
+
+
+class AgentlogSaver(BaseCheckpointSaver[str]):
+    """A LangGraph checkpointer that stores each thread as an agentlog run.
+
+    Use :meth:`from_url` (as ``with`` or ``async with``), or wrap an open
+    EventLog. The same object serves ``invoke`` and ``ainvoke``.
+
+    Args:
+        event_log: the log to store threads in. It is used from the saver's
+            own loop thread: pass a log that any loop may use (SQLite,
+            memory), or open Kafka through :meth:`from_url`.
+        serde: the serializer; default :class:`StrictSerializer`, which
+            never constructs a class that is not on its allow-list.
+        allowed: classes (or ``(module, name)`` pairs) the default
+            serializer also loads: the graph's state schema, say, which
+            brings the pydantic models, dataclasses and enums its fields
+            name. LangGraph hands the saver its schema's classes only when
+            ``LANGGRAPH_STRICT_MSGPACK`` is set, so name them here.
+        snapshot_every: save a snapshot of a thread after this many events,
+            so a new process reads the snapshot and a bounded tail.
+    """
+
+    def __init__(
+        self,
+        event_log: EventLog,
+        *,
+        serde: SerializerProtocol | None = None,
+        snapshot_every: int = 200,
+        allowed: Iterable[type | tuple[str, ...]] = (),
+    ) -> None:
+        self._setup(LoopThread(), event_log, False, serializer(serde, allowed), snapshot_every)
+
+    def _setup(
+        self,
+        loop: LoopThread,
+        event_log: EventLog,
+        owns_log: bool,
+        serde: SerializerProtocol,
+        snapshot_every: int,
+    ) -> None:
+        BaseCheckpointSaver.__init__(self, serde=serde)
+        if snapshot_every < 1:
+            raise ConfigError(f"snapshot_every must be 1 or more, not {snapshot_every!r}")
+        self._loop, self._log, self._owns_log = loop, event_log, owns_log
+        self._store = ThreadStore(event_log, snapshot_every=snapshot_every)
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        serde: SerializerProtocol | None = None,
+        snapshot_every: int = 200,
+        keys: KeyStore | None = None,
+        allowed: Iterable[type | tuple[str, ...]] = (),
+    ) -> AgentlogSaver:
+        """Open the log at ``url`` (``sqlite:///...``, ``kafka://...``) on the saver's loop.
+
+        ``keys``: encrypt checkpoints and writes at rest with per-thread data
+        keys from this key store (see :func:`~agentlog.eventlog._urls.open_log`
+        and docs/security.md). ``serde``, ``snapshot_every`` and ``allowed``:
+        as for the constructor.
+        """
+        serde = serializer(serde, allowed)
+        if snapshot_every < 1:
+            raise ConfigError(f"snapshot_every must be 1 or more, not {snapshot_every!r}")
+        loop = LoopThread()
+        try:
+            event_log = loop.run(open_log(url, keys=keys))
+        except BaseException:
+            loop.stop()
+            raise
+        saver = cls.__new__(cls)
+        saver._setup(loop, event_log, True, serde, snapshot_every)
+        return saver
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the log (when opened by :meth:`from_url`) and stop the loop thread."""
+        if self._loop.loop.is_closed():
+            return
+        if self._owns_log:
+            self._loop.run(self._log.close())
+        self._loop.stop()
+
+    async def aclose(self) -> None:
+        """:meth:`close`, from a coroutine."""
+        if self._loop.loop.is_closed():
+            return
+        if self._owns_log:
+            await self._loop.arun(self._log.close())
+        self._loop.stop()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- the operations, as coroutines on the saver's loop --------------------------------
+
+    async def _get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        thread_id, ns, checkpoint_id = where(config, "get_tuple")
+        async with self._store.lock(thread_id):
+            return await self._get_tuple_locked(thread_id, ns, checkpoint_id)
+
+    async def _get_tuple_locked(
+        self, thread_id: str, ns: str, checkpoint_id: str | None
+    ) -> CheckpointTuple | None:
+        state = await self._store.serve(thread_id, [ns])
+        model = state.model
+        found = model.get(ns, checkpoint_id) if checkpoint_id else model.latest(ns)
+        if found is not None:
+            try:
+                return build_tuple(self.serde, model, state.heads, found)
+            except NeedsHistory:
+                pass  # a fork from a checkpoint older than the latest snapshot
+        elif model.complete or not checkpoint_id:
+            return None
+        # An older checkpoint than the snapshot holds: read the thread's history.
+        model = await self._store.history(state)
+        found = model.get(ns, checkpoint_id) if checkpoint_id else model.latest(ns)
+        return None if found is None else build_tuple(self.serde, model, state.heads, found)
+
+    async def _list(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> list[CheckpointTuple]:
+        if config is None:
+            thread_ids, ns, checkpoint_id = await self._store.thread_ids(), None, None
+        else:
+            thread_id, _ns, checkpoint_id = where(config, "list")
+            thread_ids = [thread_id]
+            ns = (config.get("configurable") or {}).get("checkpoint_ns")
+        before_id = (before or {}).get("configurable", {}).get("checkpoint_id")
+        out: list[CheckpointTuple] = []
+        for thread_id in thread_ids:
+            async with self._store.lock(thread_id):
+                if not await self._list_thread(
+                    out, thread_id, ns, checkpoint_id, filter, before_id, limit
+                ):
+                    break
+        return out
+
+    async def _list_thread(
+        self,
+        out: list[CheckpointTuple],
+        thread_id: str,
+        ns: str | None,
+        checkpoint_id: str | None,
+        filter: dict[str, Any] | None,
+        before_id: str | None,
+        limit: int | None,
+    ) -> bool:
+        """Add the thread's matches to ``out``; False once ``limit`` is reached."""
+        state = await self._store.serve(thread_id, None if ns is None else [ns])
+        model = await self._store.history(state)
+        saved = [
+            data
+            for space, by_id in model.checkpoints.items()
+            if ns is None or space == ns
+            for data in by_id.values()
+            if (not checkpoint_id or data.checkpoint_id == checkpoint_id)
+            and (not before_id or data.checkpoint_id < before_id)
+        ]
+        saved.sort(key=lambda d: d.checkpoint_id, reverse=True)
+        for data in saved:
+            if limit is not None and len(out) >= limit:
+                return False
+            built = build_tuple(self.serde, model, state.heads, data)
+            if _matches(built.metadata, filter):
+                out.append(built)
+        return True
+
+    async def _put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        thread_id, ns, parent_id = where(config, "put")
+        async with self._store.lock(thread_id):
+            return await self._put_locked(
+                thread_id, ns, parent_id, config, checkpoint, metadata, new_versions
+            )
+
+    async def _put_locked(
+        self,
+        thread_id: str,
+        ns: str,
+        parent_id: str | None,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        state = await self._store.thread(thread_id, refresh=False)
+        model = state.model
+        if parent_id and model.get(ns, parent_id) is None:
+            await self._store.thread(thread_id)  # perhaps another process saved it
+            model = state.model
+            if model.get(ns, parent_id) is None and not model.complete:
+                model = await self._store.history(state)  # an older parent: a fork
+            if model.get(ns, parent_id) is None:
+                raise UnknownCheckpointError(thread_id, ns, parent_id, "the parent of a put")
+        try:
+            event = self._checkpoint_event(
+                model, state.heads, ns, parent_id, config, checkpoint, metadata, new_versions
+            )
+        except NeedsHistory:
+            model = await self._store.history(state)
+            event = self._checkpoint_event(
+                model, state.heads, ns, parent_id, config, checkpoint, metadata, new_versions
+            )
+        await self._store.append(thread_id, [event], served_ns=ns)
+        return checkpoint_config(thread_id, ns, checkpoint["id"])
+
+    def _checkpoint_event(
+        self,
+        model: ThreadModel,
+        heads: Heads,
+        ns: str,
+        parent_id: str | None,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> CheckpointSaved:
+        return checkpoint_event(
+            self.serde,
+            model,
+            heads,
+            ns,
+            parent_id,
+            checkpoint,
+            get_checkpoint_metadata(config, metadata),
+            dict(new_versions),
+        )
+
+    async def _put_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, path: str
+    ) -> None:
+        thread_id, ns, checkpoint_id = where(config, "put_writes")
+        if not checkpoint_id:
+            raise UnknownCheckpointError(thread_id, ns, "", "put_writes needs a checkpoint_id")
+        if not writes:
+            return
+        event = writes_event(self.serde, thread_id, ns, checkpoint_id, writes, task_id, path)
+        async with self._store.lock(thread_id):
+            await self._store.append(thread_id, [event], served_ns=ns)
+
+    async def _remove(
+        self, thread_id: str, choose: Callable[[ThreadModel, Heads], CheckpointsRemoved]
+    ) -> None:
+        """Record the removal ``choose`` picks from the thread's live checkpoints, if any."""
+        async with self._store.lock(thread_id):
+            state = await self._store.thread(thread_id)
+            if state.model.empty:
+                return
+            removed = choose(await self._store.history(state), state.heads)
+            if removed.everything or removed.checkpoints:
+                await self._store.append(thread_id, [removed])
+
+    async def _delete_thread(self, thread_id: str) -> None:
+        await self._remove(
+            str(thread_id), lambda m, h: CheckpointsRemoved(everything=True, reason="delete_thread")
+        )
+
+    async def _delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        wanted = set(run_ids)
+
+        def of_runs(model: ThreadModel, heads: Heads) -> CheckpointsRemoved:
+            doomed = [
+                [data.ns, data.checkpoint_id]
+                for by_id in model.checkpoints.values()
+                for data in by_id.values()
+                if build_tuple(self.serde, model, heads, data).metadata.get("run_id") in wanted
+            ]
+            return CheckpointsRemoved(doomed, reason="delete_for_runs")
+
+        if wanted:
+            for thread_id in await self._store.thread_ids():
+                await self._remove(thread_id, of_runs)
+
+    async def _copy_thread(self, source: str, target: str) -> None:
+        async with self._store.lock(source):
+            state = await self._store.thread(source)
+            copies = copy_events(await self._store.history(state))
+        if copies:
+            async with self._store.lock(target):
+                await self._store.append(target, copies)
+
+    async def _prune(self, thread_ids: Sequence[str], strategy: str) -> None:
+        if strategy not in ("keep_latest", "delete"):
+            raise ConfigError(f"prune strategy must be 'keep_latest' or 'delete', not {strategy!r}")
+
+        def older(model: ThreadModel, heads: Heads) -> CheckpointsRemoved:
+            if strategy == "delete":
+                return CheckpointsRemoved(everything=True, reason="prune")
+            doomed = [
+                [ns, cid]
+                for ns, by_id in model.checkpoints.items()
+                for cid in by_id
+                if cid != max(by_id)
+            ]
+            return CheckpointsRemoved(doomed, reason="prune keep_latest")
+
+        for thread_id in thread_ids:
+            await self._remove(str(thread_id), older)
+
+    # -- LangGraph's sync API -------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint that ``config`` names, or the thread's latest; None if none."""
+        return self._loop.run(self._get_tuple(config))
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first, by thread (every thread if ``config`` is None),
+        namespace, metadata ``filter``, ``before`` a checkpoint id, up to ``limit``."""
+        return iter(self._loop.run(self._list(config, filter, before, limit)))
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Save a checkpoint: only the channels in ``new_versions`` are stored."""
+        return self._loop.run(self._put(config, checkpoint, metadata, new_versions))
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Save a task's pending writes against the checkpoint ``config`` names."""
+        self._loop.run(self._put_writes(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Remove every checkpoint and write of the thread (the events stay)."""
+        self._loop.run(self._delete_thread(thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Remove the checkpoints (and their writes) whose metadata run_id is in ``run_ids``."""
+        self._loop.run(self._delete_for_runs(run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint and write of one thread onto another."""
+        self._loop.run(self._copy_thread(str(source_thread_id), str(target_thread_id)))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Keep only each namespace's latest checkpoint (``keep_latest``), or none (``delete``)."""
+        self._loop.run(self._prune(thread_ids, strategy))
+
+    # -- LangGraph's async API ------------------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Async :meth:`get_tuple`."""
+        return await self._loop.arun(self._get_tuple(config))
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Async :meth:`list`."""
+        for item in await self._loop.arun(self._list(config, filter, before, limit)):
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Async :meth:`put`."""
+        return await self._loop.arun(self._put(config, checkpoint, metadata, new_versions))
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Async :meth:`put_writes`."""
+        await self._loop.arun(self._put_writes(config, writes, task_id, task_path))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Async :meth:`delete_thread`."""
+        await self._loop.arun(self._delete_thread(thread_id))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Async :meth:`delete_for_runs`."""
+        await self._loop.arun(self._delete_for_runs(run_ids))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Async :meth:`copy_thread`."""
+        await self._loop.arun(self._copy_thread(str(source_thread_id), str(target_thread_id)))
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Async :meth:`prune`."""
+        await self._loop.arun(self._prune(thread_ids, strategy))
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """The next channel version: a zero-padded counter, then a random tiebreak."""
+        if current is None:
+            number = 0
+        elif isinstance(current, int):
+            number = current
+        else:
+            number = int(str(current).split(".")[0])
+        return f"{number + 1:032}.{random.random():016}"
