@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from agentlog.crypto import LocalKeyring, PayloadCipher
+from agentlog.crypto import LocalKeyStore, PayloadCipher
 from benchmarks.harness import Row, row_from_samples, time_calls
 
 AREA = "crypto"
@@ -27,7 +27,7 @@ def collect(quick: bool) -> list[Row]:
     folder = Path(tempfile.mkdtemp(dir=ROOT))
     rows = []
     try:
-        cipher = PayloadCipher(LocalKeyring(folder / "keyring.json"))
+        cipher = PayloadCipher(LocalKeyStore(folder / "keyring.json"))
         cipher.seal("bench", 0, "event", b"warm the key cache")
         for size, label in ((500, "500 B"), (50_000, "50 KB")):
             payload = os.urandom(size)
@@ -40,7 +40,7 @@ def collect(quick: bool) -> list[Row]:
             samples = time_calls(round_trip, 2_000 if quick else 20_000)
             rows.append(row_from_samples(AREA, f"seal + open {label}", samples, unit="us"))
         for existing in (100, 2_000) if quick else (100, 2_000, 20_000):
-            keyring = LocalKeyring(folder / f"ring-{existing}.json")
+            keyring = LocalKeyStore(folder / f"ring-{existing}.json")
             _fill(keyring, existing)
             names = iter(range(10**9))
             samples = time_calls(
@@ -54,7 +54,7 @@ def collect(quick: bool) -> list[Row]:
     return rows
 
 
-def _fill(keyring: LocalKeyring, count: int) -> None:
+def _fill(keyring: LocalKeyStore, count: int) -> None:
     """Add ``count`` run keys in one write (filling run by run would take minutes)."""
     from agentlog.crypto._tables import _record
 

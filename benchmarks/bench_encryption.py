@@ -8,7 +8,7 @@
    (each a ~500-byte conversation message) per durable batch.
 
 Each is measured with no key store and with a local keyring
-(``PayloadCipher(LocalKeyring)``: AES-256-GCM per event, one data key per
+(``PayloadCipher(LocalKeyStore)``: AES-256-GCM per event, one data key per
 run), alternating the two rounds after round so that both see the same
 machine. The target is an overhead of at most 15% on the median.
 
@@ -33,7 +33,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from agentlog.crypto import LocalKeyring, PayloadCipher
+from agentlog.crypto import LocalKeyStore, PayloadCipher
 from agentlog.eventlog._packing import pack
 from agentlog.eventlog.events import Event, TaskCompleted
 from agentlog.eventlog.sqlite._log import SqliteEventLog
@@ -60,7 +60,7 @@ def _messages(count: int) -> list[dict[str, Any]]:
 
 
 def _cipher(folder: Path, encrypted: bool) -> PayloadCipher | None:
-    return PayloadCipher(LocalKeyring(folder / "keyring.json")) if encrypted else None
+    return PayloadCipher(LocalKeyStore(folder / "keyring.json")) if encrypted else None
 
 
 async def _step_samples(steps: int, encrypted: bool) -> list[float]:

@@ -39,7 +39,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
-from agentlog.crypto import LocalKeyring
+from agentlog.crypto import LocalKeyStore
 from agentlog.demo import demo_workflow
 from agentlog.runtime import Runtime, RuntimeConfig
 
@@ -53,7 +53,7 @@ TOPIC = "durable execution for AI agents"
 WAITING, DONE, FORK, SHREDDED = "research-waiting", "research-1", "research-1-redo", "research-old"
 
 
-async def _record(log_url: str, keys: LocalKeyring, outbox: Path) -> None:
+async def _record(log_url: str, keys: LocalKeyStore, outbox: Path) -> None:
     """The runs the pages show (every one of the demo workflow)."""
     wf = demo_workflow()
     config = RuntimeConfig(worker=False)
@@ -151,7 +151,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="agentlog-shots-") as tmp:
         folder = Path(tmp)
         log_url, keyring = f"sqlite:///{folder / 'agentlog.db'}", folder / "keyring.json"
-        asyncio.run(_record(log_url, LocalKeyring(keyring), folder / "outbox.db"))
+        asyncio.run(_record(log_url, LocalKeyStore(keyring), folder / "outbox.db"))
         proc, url = _serve(log_url, keyring)
         browser = _browser()
         try:

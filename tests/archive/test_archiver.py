@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from agentlog.archive import (
-    ArchivedEventLog,
+    ArchivedEventReader,
     Archiver,
     ArchiverConfig,
     LocalArchiveStore,
@@ -47,7 +47,7 @@ async def test_finished_runs_are_archived_and_replay_identically(
         with pytest.raises(RunArchivedError):
             await read_all(hot, run_id)
     assert await read_all(hot, "live") == live  # the running run is untouched
-    history = ArchivedEventLog(hot, store)
+    history = ArchivedEventReader(hot, store)
     for run_id, events in expected.items():
         assert await read_all(history, run_id) == events
     info = await history.get_run("failed")
@@ -104,7 +104,7 @@ async def test_idle_runs_are_archived_and_keep_their_index_row(
     assert kept is not None and kept.last_seq == len(events)
     assert (await hot.load_snapshot("parked")) is not None
     assert await read_all(hot, "fresh") == fresh
-    history = ArchivedEventLog(hot, store)
+    history = ArchivedEventReader(hot, store)
     assert await read_all(history, "parked") == events
 
     # The parked run resumes: new events go hot, and the next pass archives only them.
@@ -209,7 +209,7 @@ async def test_confirmed_but_unpruned_runs_are_pruned_by_the_next_pass(
     summary = await Archiver(hot, store).run(now=NOW)
     assert (summary.events, summary.pruned) == (0, 1)
     assert (await hot.get_run("a")).archived
-    assert await read_all(ArchivedEventLog(hot, store), "a") == events
+    assert await read_all(ArchivedEventReader(hot, store), "a") == events
 
 
 async def test_many_runs_split_into_files_and_partitions(
@@ -228,7 +228,7 @@ async def test_many_runs_split_into_files_and_partitions(
     keys = [k for k in store.list() if k.endswith(".parquet")]
     assert {k.split("/")[0] for k in keys} == {"workflow=chat", "workflow=research"}
     assert len({k.split("/")[1] for k in keys}) == 3
-    history = ArchivedEventLog(hot, store)
+    history = ArchivedEventReader(hot, store)
     for run_id, events in expected.items():
         assert await read_all(history, run_id) == events
         assert [e async for e in history.read(run_id, after_seq=3, upto_seq=6)] == events[3:6]
@@ -248,9 +248,9 @@ async def test_later_segment_without_run_started_keeps_workflow(
         snapshot = await hot.load_snapshot(run_id)
         assert snapshot is not None and snapshot.seq == len(recorded)
         assert decode_state(snapshot) == await load_state(
-            ArchivedEventLog(hot, store), run_id, use_snapshots=False
+            ArchivedEventReader(hot, store), run_id, use_snapshots=False
         )
-    assert await read_all(ArchivedEventLog(hot, store), "seg") == events
+    assert await read_all(ArchivedEventReader(hot, store), "seg") == events
     info = await hot.find_run("seg")
     assert info is not None
     await hot.append([Event("seg", info.last_seq + 1, RunCompleted(1), NOW, info.writer_epoch)])

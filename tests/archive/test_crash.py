@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlog.archive import ArchivedEventLog, Archiver, LocalArchiveStore, open_sql
+from agentlog.archive import ArchivedEventReader, Archiver, LocalArchiveStore, open_sql
 from agentlog.eventlog.sqlite._log import SqliteEventLog
 from tests.archive.helpers import T0, read_all, record_run
 from tests.support.archive import NOW
@@ -77,7 +77,7 @@ async def test_sigkill_mid_archive_then_rerun(tmp_path: Path, trial: int) -> Non
         runs = await log.list_runs()
         assert sorted(r.run_id for r in runs) == sorted(expected)
         assert all(r.archived for r in runs)
-        history = ArchivedEventLog(log, store)
+        history = ArchivedEventReader(log, store)
         for run_id, events in expected.items():
             assert await read_all(history, run_id) == events
         with await open_sql(store, log) as db_sql:

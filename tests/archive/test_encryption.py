@@ -22,7 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 from agentlog.archive import (
-    ArchivedEventLog,
+    ArchivedEventReader,
     Archiver,
     ArchiverConfig,
     ArchiveStore,
@@ -35,7 +35,7 @@ from agentlog.archive import (
 )
 from agentlog.archive._writer import SEALED_MARKER
 from agentlog.cli import app
-from agentlog.crypto import LocalKeyring, PayloadCipher
+from agentlog.crypto import LocalKeyStore, PayloadCipher
 from agentlog.errors import KeyStoreMissingError, ShreddedError, TamperedPayloadError
 from agentlog.eventlog import (
     Event,
@@ -92,7 +92,7 @@ def keyring_path(tmp_path: Path) -> Path:
 @pytest.fixture
 async def sealed_hot(tmp_path: Path, keyring_path: Path) -> AsyncIterator[SqliteEventLog]:
     """A SQLite hot log that seals payloads with the test keyring."""
-    log = SqliteEventLog(tmp_path / "hot.db", cipher=PayloadCipher(LocalKeyring(keyring_path)))
+    log = SqliteEventLog(tmp_path / "hot.db", cipher=PayloadCipher(LocalKeyStore(keyring_path)))
     try:
         yield log
     finally:
@@ -183,7 +183,7 @@ async def test_parquet_in_s3_and_sqlite_hold_no_plaintext(
         assert not any(holds_canary(v) for v in cells(raw)), key
     assert CANARY.encode() not in sqlite_bytes(tmp_path)
     # ...and yet it is all there for the key holder.
-    history = ArchivedEventLog(sealed_hot, store)
+    history = ArchivedEventReader(sealed_hot, store)
     state = await load_state(history, "enc")
     await history.close()
     assert state.input == {"question": CANARY} and state.values["notes"] == CANARY
@@ -210,7 +210,7 @@ async def test_plain_and_encrypted_runs_archived_together(
             [CANARY, CANARY],
         ).fetchall()
     assert leaked == []
-    for kw in ({}, {"keys": LocalKeyring(store_path(sealed_hot))}):
+    for kw in ({}, {"keys": LocalKeyStore(store_path(sealed_hot))}):
         rows = await payload_json_of(store, None, "plain", **kw)
         assert CANARY in rows["TaskCompleted"][2]
     with_keys = await payload_json_of(store, sealed_hot, "enc")
@@ -219,7 +219,7 @@ async def test_plain_and_encrypted_runs_archived_together(
     assert without["TaskCompleted"] == (3, "search", None, None, None)
     assert without["StepCompleted"] == (4, None, None, None, None)
     # Replay of both from the archive alone.
-    history = ArchivedEventLog(sealed_hot, store)
+    history = ArchivedEventReader(sealed_hot, store)
     assert (await load_state(history, "plain")).values["notes"] == CANARY
     assert (await load_state(history, "enc")).values["notes"] == CANARY
     await history.close()
@@ -229,7 +229,7 @@ def store_path(log: SqliteEventLog) -> Path:
     """The keyring file behind ``log``'s cipher."""
     assert log.cipher is not None
     keys = log.cipher.keys.store
-    assert isinstance(keys, LocalKeyring)
+    assert isinstance(keys, LocalKeyStore)
     return Path(keys.path)
 
 
@@ -262,7 +262,7 @@ async def test_sql_and_replay_without_keys(
         ]
         tasks = db.sql("SELECT name, status FROM tasks WHERE run_id = 'enc'").fetchall()
         assert tasks == [("search", "completed")]
-    history = ArchivedEventLog(keyless_hot, store)
+    history = ArchivedEventReader(keyless_hot, store)
     with pytest.raises(KeyStoreMissingError, match="AGENTLOG_KEYRING"):
         await load_state(history, "enc")
     events = [e async for e in history.read("enc")]  # the metadata still reads
@@ -278,10 +278,10 @@ async def test_shred_reaches_the_archive(
     await record(sealed_hot, "enc")
     await record(sealed_hot, "kept")
     await Archiver(sealed_hot, store).run(now=NOW)
-    LocalKeyring(keyring_path).destroy("enc")
-    fresh = LocalKeyring(keyring_path)  # a new process: nothing cached
+    LocalKeyStore(keyring_path).destroy("enc")
+    fresh = LocalKeyStore(keyring_path)  # a new process: nothing cached
     async with SqliteEventLog(sealed_hot.path, cipher=PayloadCipher(fresh)) as hot:
-        history = ArchivedEventLog(hot, store)
+        history = ArchivedEventReader(hot, store)
         with pytest.raises(ShreddedError, match="'enc' was shredded"):
             await load_state(history, "enc")
         assert (await load_state(history, "kept")).values["notes"] == CANARY
@@ -297,16 +297,16 @@ async def test_kek_rotation_old_and_new_runs_replay_from_the_archive(
     s3_store: tuple[S3ArchiveStore, str], tmp_path: Path, keyring_path: Path
 ) -> None:
     store, _ = s3_store
-    keys = LocalKeyring(keyring_path)
+    keys = LocalKeyStore(keyring_path)
     async with SqliteEventLog(tmp_path / "hot.db", cipher=PayloadCipher(keys)) as hot:
         await record(hot, "before")
         await Archiver(hot, store).run(now=NOW)
         keys.rotate()
         await record(hot, "after")
         await Archiver(hot, store).run(now=NOW)
-    fresh = PayloadCipher(LocalKeyring(keyring_path))
+    fresh = PayloadCipher(LocalKeyStore(keyring_path))
     async with SqliteEventLog(tmp_path / "hot.db", cipher=fresh) as hot:
-        history = ArchivedEventLog(hot, store)
+        history = ArchivedEventReader(hot, store)
         for run_id in ("before", "after"):
             assert (await load_state(history, run_id)).values["notes"] == CANARY
             assert CANARY in (await payload_json_of(store, hot, run_id))["TaskCompleted"][2]
@@ -331,7 +331,7 @@ async def test_idle_encrypted_run_is_archived_without_keys_and_kept_hot(
     # With the keys the snapshot checks out: the run is pruned and resumes from it.
     summary = await Archiver(sealed_hot, store, config).run(now=NOW + timedelta(days=1))
     assert summary.pruned == 1
-    history = ArchivedEventLog(sealed_hot, store)
+    history = ArchivedEventReader(sealed_hot, store)
     state = await load_state(history, "parked")
     assert state.values["notes"] == CANARY and state.seq == 5
     await history.close()
@@ -340,7 +340,7 @@ async def test_idle_encrypted_run_is_archived_without_keys_and_kept_hot(
 @pytest.mark.process
 def test_sql_cli_with_and_without_agentlog_keyring(tmp_path: Path, keyring_path: Path) -> None:
     async def seed() -> None:
-        cipher = PayloadCipher(LocalKeyring(keyring_path))
+        cipher = PayloadCipher(LocalKeyStore(keyring_path))
         async with SqliteEventLog(tmp_path / "hot.db", cipher=cipher) as log:
             await record(log, "enc")
 
@@ -377,7 +377,7 @@ async def test_tampered_archived_payload_is_a_typed_error(
         assert db.sql("SELECT count(*) FROM events").fetchall() == [(6,)]  # metadata: fine
         with pytest.raises(TamperedPayloadError, match=r"'enc'.*seq 3"):
             db.arrow("SELECT payload_json FROM events")
-    history = ArchivedEventLog(sealed_hot, store)
+    history = ArchivedEventReader(sealed_hot, store)
     with pytest.raises(TamperedPayloadError, match="seq 3"):
         await load_state(history, "enc")
     await history.close()
@@ -436,7 +436,7 @@ async def test_an_archived_encrypted_run_tampered_in_s3_is_refused(
     sink = pa.BufferOutputStream()
     pq.write_table(changed, sink)
     client.put_object(Bucket=bucket, Key=key, Body=sink.getvalue().to_pybytes())
-    history = ArchivedEventLog(sealed_hot, store)
+    history = ArchivedEventReader(sealed_hot, store)
     try:
         with pytest.raises(TamperedPayloadError, match=rf"run 'r1' seq {TASK_SEQ}"):
             await load_state(history, "r1", use_snapshots=False)

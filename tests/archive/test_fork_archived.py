@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from agentlog.archive import Archiver, ArchiveStore, LocalArchiveStore, S3ArchiveStore, S3Config
-from agentlog.archive._history import ArchivedEventLog
+from agentlog.archive._history import ArchivedEventReader
 from agentlog.errors import RunArchivedError, RunExistsError
 from agentlog.eventlog.events import RunStatus
 from agentlog.eventlog.sqlite._log import SqliteEventLog
@@ -56,7 +56,7 @@ async def _archived_origin(hot: SqliteEventLog, store: ArchiveStore) -> int:
     summary = await Archiver(hot, store).run()
     assert list(summary.run_ids) == ["origin"] and summary.pruned == 1
     assert (await hot.get_run("origin")).archived
-    history = ArchivedEventLog(hot, store)
+    history = ArchivedEventReader(hot, store)
     try:
         return seq_of(await events_of(history, "origin"), "SuperstepCommitted", superstep=1)
     finally:
@@ -85,7 +85,7 @@ async def test_fork_from_the_archive_reuses_recorded_results_and_changes_nothing
         2,
     )
     assert final.forked_from == {"run_id": "origin", "seq": at}
-    history = ArchivedEventLog(hot, store)
+    history = ArchivedEventReader(hot, store)
     origin = await events_of(history, "origin")
     await history.close()
     forked = await events_of(hot, "fork")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentlog.archive import ArchivedEventLog, Archiver, LocalArchiveStore
+from agentlog.archive import ArchivedEventReader, Archiver, LocalArchiveStore
 from agentlog.eventlog import Capabilities, EventLog, MemoryEventLog
 from tests.archive.helpers import read_all, record_run
 from tests.support.archive import NOW
@@ -29,6 +29,6 @@ async def test_archiver_archives_but_does_not_prune_a_log_without_prune(
     info = await log.get_run("done")
     assert not info.archived
     assert await read_all(log, "done") == events  # still hot, all of it
-    history = ArchivedEventLog(log, store)
+    history = ArchivedEventReader(log, store)
     assert await read_all(history, "done") == events
     await history.close()

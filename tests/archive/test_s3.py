@@ -11,7 +11,7 @@ import pytest
 from agentlog.archive import (
     ArchiveAccessDeniedError,
     ArchiveBucketMissingError,
-    ArchivedEventLog,
+    ArchivedEventReader,
     Archiver,
     ArchiveUnavailableError,
     ArchiveWriteError,
@@ -63,7 +63,7 @@ async def test_archive_to_s3_then_replay_and_sql_through_httpfs(
     keys = store.list()
     assert any(k.startswith("_manifest/") for k in keys)
     assert any(k.startswith("workflow=research/day=2024-03-01/part-") for k in keys)
-    history = ArchivedEventLog(hot, store)
+    history = ArchivedEventReader(hot, store)
     for run_id, events in expected.items():
         assert await read_all(history, run_id) == events
     with await open_sql(store, hot) as db:

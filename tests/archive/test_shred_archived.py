@@ -27,7 +27,7 @@ from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
 from agentlog.archive import (
-    ArchivedEventLog,
+    ArchivedEventReader,
     Archiver,
     ArchiveStore,
     LocalArchiveStore,
@@ -37,7 +37,7 @@ from agentlog.archive import (
 )
 from agentlog.archive._writer import Manifest
 from agentlog.cli import app
-from agentlog.crypto import LocalKeyring, PayloadCipher
+from agentlog.crypto import LocalKeyStore, PayloadCipher
 from agentlog.errors import RunArchivedError, ShreddedError
 from agentlog.eventlog.events import RunStatus, utcnow
 from agentlog.eventlog.sqlite._log import SqliteEventLog
@@ -91,9 +91,9 @@ class Setup:
         self.url = f"sqlite:///{self.db}"
         self.keyring = tmp_path / "keyring.json"
 
-    def keys(self) -> LocalKeyring:
+    def keys(self) -> LocalKeyStore:
         """The keyring as a new process opens it: no key cached."""
-        return LocalKeyring(self.keyring)
+        return LocalKeyStore(self.keyring)
 
     def runtime(self, archive: ArchiveStore | None = None) -> Coroutine[Any, Any, Runtime]:
         """A one-shot runtime on the log (to await)."""
@@ -181,7 +181,7 @@ async def test_an_archived_run_is_shredded_through_the_runtimes_archive(
         ("shredded",)
     ]
     async with SqliteEventLog(setup.db, cipher=PayloadCipher(setup.keys())) as hot:
-        history = ArchivedEventLog(hot, store)
+        history = ArchivedEventReader(hot, store)
         try:
             with pytest.raises(ShreddedError):
                 await load_state(history, "r1")
@@ -366,7 +366,7 @@ def test_agentlog_shred_reaches_an_s3_archive(
     assert done.exit_code == 0, done.output
     assert _parquet(store) == files  # no object was rewritten
     assert [r["status"] for r in _json(["runs"], env)] == ["shredded"]
-    assert LocalKeyring(tmp_path / "keyring.json").is_shredded("r1")
+    assert LocalKeyStore(tmp_path / "keyring.json").is_shredded("r1")
     state = runner.invoke(app, ["state", "r1"], env=env)
     assert state.exit_code == 2 and "was shredded" in state.output
     assert _json(["sql", query], env) == [{"r": None}]

@@ -10,7 +10,7 @@ import pytest
 
 from agentlog.archive import (
     ArchiveCorruptError,
-    ArchivedEventLog,
+    ArchivedEventReader,
     ArchiveQueryError,
     Archiver,
     LocalArchiveStore,
@@ -83,7 +83,9 @@ async def test_views_answer_questions(hot: SqliteEventLog, store: LocalArchiveSt
         }
         assert runs["ok"] == ("research", "completed", 3, None, runs["ok"][4])
         # seconds as a DOUBLE, not a DuckDB interval (CSV and Parquet carry it)
-        assert runs["ok"][4] == float(len(await read_all(ArchivedEventLog(hot, store), "ok")) - 1)
+        assert runs["ok"][4] == float(
+            len(await read_all(ArchivedEventReader(hot, store), "ok")) - 1
+        )
         assert runs["bad"][1:4] == ("failed", 2, "RuntimeError: gave up")
         assert runs["hot"][1] == "running" and runs["hot"][4] is None
         tasks = db.sql(
@@ -123,7 +125,7 @@ async def test_corrupt_parquet_is_a_typed_error(
     [key] = [k for k in store.list() if k.endswith(".parquet")]
     (store.root / key).write_bytes(b"PAR1 this is not a parquet file")
     with pytest.raises(ArchiveCorruptError, match="corrupt"):
-        await read_all(ArchivedEventLog(hot, store), "a")
+        await read_all(ArchivedEventReader(hot, store), "a")
     with pytest.raises(ArchiveCorruptError, match=key.rsplit("/", 1)[-1]):
         await open_sql(store, hot)
     # The next pass must not be fooled into pruning anything it did not confirm.
@@ -141,7 +143,7 @@ async def test_corrupt_manifest_is_a_typed_error(store: LocalArchiveStore) -> No
 
 async def test_history_is_read_only(hot: SqliteEventLog, store: LocalArchiveStore) -> None:
     """The archive's history is the read side of the seam alone: no write method to stub."""
-    history = ArchivedEventLog(hot, store)
+    history = ArchivedEventReader(hot, store)
     events = await record_run(hot, "a")
     assert isinstance(history, EventReader) and not isinstance(history, EventLog)
     for write in ("append", "claim_writer", "renew_lease", "release_lease", "save_snapshot"):

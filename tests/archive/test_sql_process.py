@@ -16,7 +16,7 @@ from agentlog.archive import Archiver, LocalArchiveStore
 from agentlog.archive._errors import ArchiveQueryError
 from agentlog.archive._sql import sql_cipher, sql_source
 from agentlog.archive._sql_process import QueryProcess, QueryProcesses, run_query
-from agentlog.crypto import ENV_VAR, LocalKeyring, PayloadCipher
+from agentlog.crypto import ENV_VAR, LocalKeyStore, PayloadCipher
 from agentlog.errors import ShreddedError
 from agentlog.eventlog.sqlite._log import SqliteEventLog
 from tests.archive.test_encryption import CANARY, record
@@ -41,7 +41,7 @@ async def test_keys_reach_the_query_process_over_its_socket_only(
 ) -> None:
     keyring = tmp_path / "keyring.json"
     monkeypatch.setenv(ENV_VAR, str(keyring))  # the caller's; the query process must not see it
-    cipher = PayloadCipher(LocalKeyring(keyring))
+    cipher = PayloadCipher(LocalKeyStore(keyring))
     store = LocalArchiveStore(tmp_path / "archive")
     async with SqliteEventLog(tmp_path / "hot.db", cipher=cipher) as log:
         await record(log, "enc")

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from agentlog.archive import ArchiveQueryError, Archiver, LocalArchiveStore, open_sql
 from agentlog.archive._errors import SqlLimitError
 from agentlog.cli import app
-from agentlog.crypto import LocalKeyring, PayloadCipher
+from agentlog.crypto import LocalKeyStore, PayloadCipher
 from agentlog.eventlog.sqlite._log import SqliteEventLog
 from tests.archive.test_encryption import CANARY, record
 from tests.support.archive import NOW
@@ -46,7 +46,7 @@ def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 async def sealed_hot(in_tmp: Path) -> AsyncIterator[SqliteEventLog]:
     """A SQLite hot log that seals payloads with a keyring of the test's folder."""
-    cipher = PayloadCipher(LocalKeyring(in_tmp / "keyring.json"))
+    cipher = PayloadCipher(LocalKeyStore(in_tmp / "keyring.json"))
     log = SqliteEventLog(in_tmp / "hot.db", cipher=cipher)
     try:
         yield log
@@ -123,7 +123,7 @@ def test_agentlog_sql_with_keys_past_its_memory_limit_fails_and_writes_nothing(
     in_tmp: Path,
 ) -> None:
     async def seed() -> None:
-        cipher = PayloadCipher(LocalKeyring(in_tmp / "keyring.json"))
+        cipher = PayloadCipher(LocalKeyStore(in_tmp / "keyring.json"))
         async with SqliteEventLog(in_tmp / "hot.db", cipher=cipher) as log:
             await record(log, "enc")
 

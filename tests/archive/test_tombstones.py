@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from agentlog.archive import (
-    ArchivedEventLog,
+    ArchivedEventReader,
     Archiver,
     ArchiverConfig,
     LocalArchiveStore,
@@ -49,7 +49,7 @@ async def test_archived_run_replays_from_the_archive_and_its_id_stays_taken(
 ) -> None:
     events = await record_run(hot, "done", tag=1)
     await Archiver(hot, store).run(now=NOW)
-    history = ArchivedEventLog(hot, store)
+    history = ArchivedEventReader(hot, store)
     try:
         assert await read_all(history, "done") == events
         assert (await load_state(history, "done")).to_dict() == fold(events).to_dict()
@@ -67,7 +67,7 @@ async def test_a_run_pruned_into_another_archive_is_not_read_as_empty(
 ) -> None:
     await record_run(hot, "done", tag=1)
     await Archiver(hot, store).run(now=NOW)
-    elsewhere = ArchivedEventLog(hot, LocalArchiveStore(f"{tmp_path}/other"))
+    elsewhere = ArchivedEventReader(hot, LocalArchiveStore(f"{tmp_path}/other"))
     try:
         with pytest.raises(RunArchivedError):
             await read_all(elsewhere, "done")
@@ -113,7 +113,7 @@ async def test_idle_running_run_with_an_old_snapshot_is_recovered_after_archivin
     info = await hot.get_run("r")
     assert info.archived and info.status == "completed" and info.last_seq > len(crashed)
     assert calls.count["plan"] == before["plan"]  # recorded work was not redone
-    history = ArchivedEventLog(hot, store)
+    history = ArchivedEventReader(hot, store)
     try:
         assert (await load_state(history, "r", use_snapshots=False)).status == "completed"
     finally:
@@ -169,7 +169,7 @@ async def test_starting_an_archived_run_id_again_runs_nothing_again(
     assert calls.count == before  # the email (and every other effect) ran once
     info = await hot.get_run("R")
     assert info.last_seq == last_seq and info.archived  # no second history
-    history = ArchivedEventLog(hot, store)
+    history = ArchivedEventReader(hot, store)
     try:
         assert (await load_state(history, "R")).status == "completed"
     finally:

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from agentlog.cli import app
-from agentlog.crypto import LocalKeyring
+from agentlog.crypto import LocalKeyStore
 from agentlog.demo import run_demo
 from agentlog.errors import ConfigError
 from agentlog.runtime import Runtime
@@ -26,7 +26,7 @@ def _encrypted_log(tmp_path: Path) -> tuple[str, dict[str, str]]:
 
     async def build() -> None:
         wf = canary_workflow()
-        keys = LocalKeyring(keyring)
+        keys = LocalKeyStore(keyring)
         async with await Runtime.open(
             f"sqlite:///{db}", workflows=[wf], config=ONE_SHOT, keys=keys
         ) as rt:
@@ -59,7 +59,7 @@ def test_shred_asks_then_shreds_and_the_read_commands_say_shredded(tmp_path: Pat
     url, env = _encrypted_log(tmp_path)
     declined = runner.invoke(app, ["shred", "r1", "--log", url], env=env, input="n\n")
     assert declined.exit_code == 1  # aborted: nothing done
-    assert not LocalKeyring(env["AGENTLOG_KEYRING"]).is_shredded("r1")
+    assert not LocalKeyStore(env["AGENTLOG_KEYRING"]).is_shredded("r1")
 
     done = runner.invoke(app, ["shred", "r1", "--log", url], env=env, input="y\n")
     assert done.exit_code == 0, done.output

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlog.crypto import LocalKeyring, PayloadCipher
+from agentlog.crypto import LocalKeyStore, PayloadCipher
 from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog
 from agentlog.testing import EventLogContract
 
@@ -45,7 +45,7 @@ class TestEncryptedKafkaEventLog(EventLogContract):
             keep_snapshots=self.keep_snapshots,
             partitions=2,
         )
-        cipher = PayloadCipher(LocalKeyring(tmp_path / "keyring.json"))
+        cipher = PayloadCipher(LocalKeyStore(tmp_path / "keyring.json"))
         log = await KafkaEventLog.connect(config, cipher=cipher)
         async with log:
             yield log

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlog.crypto import LocalKeyring, PayloadCipher
+from agentlog.crypto import LocalKeyStore, PayloadCipher
 from agentlog.eventlog.postgres._log import PostgresEventLog
 from agentlog.testing import EventLogContract
 
@@ -30,7 +30,7 @@ class TestEncryptedPostgresEventLog(EventLogContract):
 
     @pytest.fixture
     async def log(self, postgres_url: str, tmp_path: Path) -> AsyncIterator[PostgresEventLog]:
-        cipher = PayloadCipher(LocalKeyring(tmp_path / "keyring.json"))
+        cipher = PayloadCipher(LocalKeyStore(tmp_path / "keyring.json"))
         log = await PostgresEventLog.connect(
             postgres_url, keep_snapshots=self.keep_snapshots, cipher=cipher
         )

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlog.crypto import LocalKeyring, PayloadCipher
+from agentlog.crypto import LocalKeyStore, PayloadCipher
 from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.redis._log import RedisEventLog
 from agentlog.testing import EventLogContract
@@ -37,7 +37,7 @@ class TestEncryptedRedisEventLog(EventLogContract):
 
     @pytest.fixture
     async def log(self, redis_url: str, tmp_path: Path) -> AsyncIterator[RedisEventLog]:
-        cipher = PayloadCipher(LocalKeyring(tmp_path / "keyring.json"))
+        cipher = PayloadCipher(LocalKeyStore(tmp_path / "keyring.json"))
         log = await open_log(redis_url, keep_snapshots=self.keep_snapshots, keys=cipher)
         assert isinstance(log, RedisEventLog)
         async with log:

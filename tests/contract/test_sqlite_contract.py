@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlog.crypto import LocalKeyring, PayloadCipher
+from agentlog.crypto import LocalKeyStore, PayloadCipher
 from agentlog.eventlog.sqlite._log import SqliteEventLog
 from agentlog.testing import EventLogContract
 
@@ -28,7 +28,7 @@ class TestEncryptedSqliteEventLog(EventLogContract):
 
     @pytest.fixture
     async def log(self, log_path: Path) -> AsyncIterator[SqliteEventLog]:
-        cipher = PayloadCipher(LocalKeyring(log_path.with_suffix(".keyring")))
+        cipher = PayloadCipher(LocalKeyStore(log_path.with_suffix(".keyring")))
         async with SqliteEventLog(
             log_path, keep_snapshots=self.keep_snapshots, cipher=cipher
         ) as log:

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 import redis.asyncio as aioredis
 
-from agentlog.crypto import LocalKeyring
+from agentlog.crypto import LocalKeyStore
 from agentlog.errors import TamperedPayloadError
 from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.codec import row_checksum
@@ -27,13 +27,13 @@ from tests.unit.tamper_support import ATTACKS, SECRET, TASK_SEQ, sealed_run
 
 
 async def _record(url: str, keyring: Path) -> None:
-    async with await open_log(url, keys=LocalKeyring(keyring)) as log:
+    async with await open_log(url, keys=LocalKeyStore(keyring)) as log:
         for run_id in ("r1", "r2"):
             await log.append(sealed_run(run_id, await log.claim_writer(run_id)))
 
 
 async def _refused(url: str, keyring: Path) -> None:
-    async with await open_log(url, keys=LocalKeyring(keyring)) as log:
+    async with await open_log(url, keys=LocalKeyStore(keyring)) as log:
         with pytest.raises(TamperedPayloadError, match=rf"run 'r1' seq {TASK_SEQ}"):
             await load_state(log, "r1", use_snapshots=False)
         assert (await load_state(log, "r2")).output == {"answer": SECRET}

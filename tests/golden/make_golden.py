@@ -236,7 +236,7 @@ async def generate_shredded() -> tuple[list[bytes], dict[str, Any]]:
     import dataclasses
     import tempfile
 
-    from agentlog.crypto import LocalKeyring
+    from agentlog.crypto import LocalKeyStore
     from agentlog.eventlog._urls import open_log
 
     wf = Workflow("golden-shredded", state={"topic": "replace", "answer": "replace"})
@@ -247,7 +247,7 @@ async def generate_shredded() -> tuple[list[bytes], dict[str, Any]]:
 
     config = RuntimeConfig(owner="golden-host:1", lease_seconds=60, worker=False)
     with tempfile.TemporaryDirectory() as folder:
-        url, keys = f"sqlite:///{folder}/golden.db", LocalKeyring(f"{folder}/keyring.json")
+        url, keys = f"sqlite:///{folder}/golden.db", LocalKeyStore(f"{folder}/keyring.json")
         async with await Runtime.open(url, workflows=[wf], config=config, keys=keys) as rt:
             await rt.start(wf, run_id="golden-shredded", input={"topic": "gdpr"})
             await rt.wait("golden-shredded")

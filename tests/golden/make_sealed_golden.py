@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from agentlog.crypto import LocalKeyring, PayloadCipher
+from agentlog.crypto import LocalKeyStore, PayloadCipher
 from agentlog.eventlog._sealing import seal_blob
 from agentlog.eventlog.codec import encode_event, pack
 from agentlog.eventlog.sqlite._log import SqliteEventLog
@@ -38,7 +38,7 @@ RUN = "sealed-main"
 
 
 async def generate(folder: Path) -> tuple[list[bytes], bytes, dict[str, Any]]:
-    cipher = PayloadCipher(LocalKeyring(folder / "keyring.json"))
+    cipher = PayloadCipher(LocalKeyStore(folder / "keyring.json"))
     log = SqliteEventLog(str(folder / "log.db"), cipher=cipher)
     config = RuntimeConfig(owner="golden-host:1", lease_seconds=60)
     async with Runtime(log, workflows=[build("1")], config=config) as rt:

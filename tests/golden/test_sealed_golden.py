@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from agentlog.crypto import LocalKeyring, PayloadCipher, read_header
+from agentlog.crypto import LocalKeyStore, PayloadCipher, read_header
 from agentlog.crypto._aead import PayloadBinding
 from agentlog.errors import TamperedPayloadError
 from agentlog.eventlog._sealing import open_blob
@@ -35,7 +35,7 @@ def cipher(tmp_path: Path) -> PayloadCipher:
     path = tmp_path / "keyring.json"
     shutil.copyfile(HERE / "sealed_v1_keyring.json", path)
     path.chmod(0o600)
-    return PayloadCipher(LocalKeyring(path))
+    return PayloadCipher(LocalKeyStore(path))
 
 
 def _raw() -> list[bytes]:

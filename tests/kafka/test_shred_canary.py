@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlog.crypto import LocalKeyring
+from agentlog.crypto import LocalKeyStore
 from agentlog.errors import ShreddedError
 from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.events import RunStatus
@@ -29,7 +29,7 @@ def _segments(data_dir: Path, name: str) -> bytes:
     return b"".join(f.read_bytes() for f in files)
 
 
-async def _parked_run(url: str, keys: LocalKeyring | None) -> None:
+async def _parked_run(url: str, keys: LocalKeyStore | None) -> None:
     wf = canary_workflow()
     async with await Runtime.open(url, workflows=[wf], config=ONE_SHOT, keys=keys) as rt:
         await rt.start(wf, run_id="r1", input={"secret": f"{CANARY}-input"}, durability="sync")
@@ -43,7 +43,7 @@ async def test_the_canary_is_sealed_on_the_brokers_disk_and_shredding_ends_it(
     await _parked_run(f"kafka://{kafka_bootstrap}/{kafka_name}p", None)
     assert CANARY.encode() in _segments(kafka_data_dir, f"{kafka_name}p")
 
-    url, keys = f"kafka://{kafka_bootstrap}/{kafka_name}", LocalKeyring(tmp_path / "k.json")
+    url, keys = f"kafka://{kafka_bootstrap}/{kafka_name}", LocalKeyStore(tmp_path / "k.json")
     await _parked_run(url, keys)
     assert CANARY.encode() not in _segments(kafka_data_dir, kafka_name)
 
@@ -56,7 +56,7 @@ async def test_the_canary_is_sealed_on_the_brokers_disk_and_shredding_ends_it(
         report = await rt.shred("r1")
         assert report.cancelled and report.recorded_seq is not None
 
-    async with await open_log(url, keys=LocalKeyring(tmp_path / "k.json")) as log:
+    async with await open_log(url, keys=LocalKeyStore(tmp_path / "k.json")) as log:
         with pytest.raises(ShreddedError):
             await load_state(log, "r1")
         with pytest.raises(ShreddedError):
@@ -85,10 +85,10 @@ async def test_a_worker_fleets_run_is_sealed_in_every_topic_and_its_shred_record
     worker_config = RuntimeConfig(worker=True, poll_seconds=0.05)
     async with (
         await Runtime.open(
-            worker_url, workflows=[wf], config=worker_config, keys=LocalKeyring(keyring)
+            worker_url, workflows=[wf], config=worker_config, keys=LocalKeyStore(keyring)
         ) as _worker,
         await Runtime.open(
-            client_url, workflows=[wf], config=ONE_SHOT, keys=LocalKeyring(keyring)
+            client_url, workflows=[wf], config=ONE_SHOT, keys=LocalKeyStore(keyring)
         ) as client,
     ):
         await client.start(wf, run_id="f1", input={"secret": f"{CANARY}-input"})

@@ -9,7 +9,7 @@ from typing import Annotated, Any, TypedDict
 import pytest
 from langgraph.graph import END, START, StateGraph
 
-from agentlog.crypto import LocalKeyring
+from agentlog.crypto import LocalKeyStore
 from agentlog.errors import ShreddedError
 from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.events import WritesSaved, status_after_event
@@ -37,23 +37,23 @@ async def test_a_thread_is_sealed_at_rest_and_unreadable_once_shredded(tmp_path:
     db, keyring = tmp_path / "log.db", tmp_path / "keyring.json"
     url = f"sqlite:///{db}"
     config: Any = {"configurable": {"thread_id": "t1"}}
-    async with AgentlogSaver.from_url(url, keys=LocalKeyring(keyring)) as saver:
+    async with AgentlogSaver.from_url(url, keys=LocalKeyStore(keyring)) as saver:
         await _graph(saver).ainvoke({"messages": [f"{CANARY}-user"]}, config)
     assert CANARY.encode() not in raw_bytes(*sqlite_files(db))
 
-    async with AgentlogSaver.from_url(url, keys=LocalKeyring(keyring)) as saver:
+    async with AgentlogSaver.from_url(url, keys=LocalKeyStore(keyring)) as saver:
         found = await saver.aget_tuple(config)
         assert found is not None
         assert found.checkpoint["channel_values"]["messages"][0] == f"{CANARY}-user"
 
-    rt = await Runtime.open(url, config=RuntimeConfig(worker=False), keys=LocalKeyring(keyring))
+    rt = await Runtime.open(url, config=RuntimeConfig(worker=False), keys=LocalKeyStore(keyring))
     async with rt:
         await rt.shred("t1")
 
-    async with AgentlogSaver.from_url(url, keys=LocalKeyring(keyring)) as saver:
+    async with AgentlogSaver.from_url(url, keys=LocalKeyStore(keyring)) as saver:
         with pytest.raises(ShreddedError, match="'t1'"):
             await saver.aget_tuple(config)
-    async with await open_log(url, keys=LocalKeyring(keyring)) as log:
+    async with await open_log(url, keys=LocalKeyStore(keyring)) as log:
         assert [i.run_id for i in await log.list_runs()] == ["t1"]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentlog.crypto import LocalKeyring, PayloadCipher
+from agentlog.crypto import LocalKeyStore, PayloadCipher
 from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.memory import MemoryEventLog
 from agentlog.eventlog.sqlite._log import SqliteEventLog
@@ -29,7 +29,7 @@ class SealedSqliteMachine(EventLogMachine):
     """Payloads and snapshots sealed at rest (a local keyring per example)."""
 
     async def open_log(self, tmp: Path) -> EventLog:
-        cipher = PayloadCipher(LocalKeyring(tmp / "keyring.json"))
+        cipher = PayloadCipher(LocalKeyStore(tmp / "keyring.json"))
         return SqliteEventLog(tmp / "model.db", keep_snapshots=self.keep_snapshots, cipher=cipher)
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 
-from agentlog.crypto import LocalKeyring, PayloadCipher
+from agentlog.crypto import LocalKeyStore, PayloadCipher
 from agentlog.errors import KeyStoreMissingError
 from agentlog.eventlog._row_format import event_from_row, event_row
 from agentlog.eventlog._sealing import CONTENT_FIELDS, SEALED_KEY
@@ -35,7 +35,7 @@ from tests.property.test_codec_laws import FAST, events
 def cipher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PayloadCipher]:
     """One keyring for the module (each generated run id gets its key once)."""
     folder: Path = tmp_path_factory.mktemp("keys")
-    yield PayloadCipher(LocalKeyring(folder / "keyring.json"))
+    yield PayloadCipher(LocalKeyStore(folder / "keyring.json"))
 
 
 def _has_content(event: Event) -> bool:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agentlog.archive import Archiver, LocalArchiveStore
-from agentlog.crypto import LocalKeyring, PayloadCipher
+from agentlog.crypto import LocalKeyStore, PayloadCipher
 from agentlog.errors import ConfigError, EncryptionError, SeqOutOfRangeError, UnknownRunError
 from agentlog.eventlog import Event, EventLog, RunStarted, StepCompleted
 from agentlog.eventlog.codec import jsonable
@@ -120,7 +120,7 @@ async def test_an_archived_run_reads_like_a_hot_one(tmp_path: Path) -> None:
 
 
 async def test_a_sealed_event_without_its_keys_shows_as_unreadable(tmp_path: Path) -> None:
-    keys = LocalKeyring(tmp_path / "keyring.json")
+    keys = LocalKeyStore(tmp_path / "keyring.json")
     async with SqliteEventLog(tmp_path / "hot.db", cipher=PayloadCipher(keys)) as sealed:
         events = await record(sealed)
     async with (

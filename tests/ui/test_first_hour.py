@@ -19,7 +19,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 from starlette.testclient import TestClient
 
-from agentlog.crypto import LocalKeyring
+from agentlog.crypto import LocalKeyStore
 from agentlog.eventlog.sqlite._log import SqliteEventLog
 from agentlog.replay._rows import SHREDDED
 from agentlog.runtime import Runtime, RuntimeConfig
@@ -45,7 +45,7 @@ def extra(recorded: Recorded, tmp_path: Path) -> dict[str, Any]:
         async with Runtime(log, workflows=[review], config=config) as rt:
             await rt.start(review, run_id="review-1", input={}, durability="sync")
             await rt.wait("review-1")
-        keys = LocalKeyring(tmp_path / "keyring.json")
+        keys = LocalKeyStore(tmp_path / "keyring.json")
         async with await Runtime.open(
             recorded.log_url, workflows=[fan], config=config, keys=keys
         ) as rt:

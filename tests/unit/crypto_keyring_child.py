@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import sys
 
-from agentlog.crypto import LocalKeyring, PayloadCipher
+from agentlog.crypto import LocalKeyStore, PayloadCipher
 from agentlog.errors import AgentlogError
 
 
 def main(argv: list[str]) -> int:
     mode, path = argv[0], argv[1]
-    keyring = LocalKeyring(path)
+    keyring = LocalKeyStore(path)
     if mode == "wrap":
         prefix, count = argv[2], int(argv[3])
         print("ready", flush=True)

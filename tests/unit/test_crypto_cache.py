@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlog.crypto import DataKeyCache, LocalKeyring, PayloadCipher
+from agentlog.crypto import DataKeyCache, LocalKeyStore, PayloadCipher
 from agentlog.errors import MissingDataKeyError, ShreddedError
 
 
@@ -22,10 +22,10 @@ class Clock:
 
 def test_a_cached_key_is_not_read_again_and_the_lru_is_bounded(tmp_path: Path) -> None:
     path = tmp_path / "keyring.json"
-    keyring = LocalKeyring(path)
+    keyring = LocalKeyStore(path)
     for run in ("a", "b", "c"):
         keyring.wrap(run)
-    cache = DataKeyCache(LocalKeyring(path), max_entries=2)
+    cache = DataKeyCache(LocalKeyStore(path), max_entries=2)
     a = cache.for_open("a")
     cache.for_open("b")
     path.unlink()  # from here on only the cache can answer
@@ -38,7 +38,7 @@ def test_a_cached_key_is_not_read_again_and_the_lru_is_bounded(tmp_path: Path) -
 
 def test_the_least_recently_used_key_is_dropped(tmp_path: Path) -> None:
     path = tmp_path / "keyring.json"
-    cache = DataKeyCache(LocalKeyring(path), max_entries=2)
+    cache = DataKeyCache(LocalKeyStore(path), max_entries=2)
     cache.for_seal("a")
     cache.for_seal("b")
     cache.for_open("a")  # "b" is now the least recently used
@@ -51,7 +51,7 @@ def test_the_least_recently_used_key_is_dropped(tmp_path: Path) -> None:
 
 
 def test_shred_through_the_cache_evicts_at_once(tmp_path: Path) -> None:
-    cipher = PayloadCipher(DataKeyCache(LocalKeyring(tmp_path / "keyring.json")))
+    cipher = PayloadCipher(DataKeyCache(LocalKeyStore(tmp_path / "keyring.json")))
     blob = cipher.seal("run-1", 1, "event", b"secret")
     assert cipher.open("run-1", 1, "event", blob) == b"secret"
     cipher.shred("run-1")
@@ -63,9 +63,9 @@ def test_shred_through_the_cache_evicts_at_once(tmp_path: Path) -> None:
 def test_a_shred_elsewhere_reaches_this_process_within_max_age(tmp_path: Path) -> None:
     path = tmp_path / "keyring.json"
     clock = Clock()
-    here = PayloadCipher(DataKeyCache(LocalKeyring(path), max_age=60.0, clock=clock))
+    here = PayloadCipher(DataKeyCache(LocalKeyStore(path), max_age=60.0, clock=clock))
     blob = here.seal("run-1", 1, "event", b"secret")
-    PayloadCipher(LocalKeyring(path)).shred("run-1")  # another process's cipher
+    PayloadCipher(LocalKeyStore(path)).shred("run-1")  # another process's cipher
     clock.now = 59.0
     assert here.open("run-1", 1, "event", blob) == b"secret"  # the documented window
     clock.now = 61.0
@@ -75,4 +75,4 @@ def test_a_shred_elsewhere_reaches_this_process_within_max_age(tmp_path: Path) -
 
 def test_bad_limits_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="max_entries"):
-        DataKeyCache(LocalKeyring(tmp_path / "k.json"), max_entries=0)
+        DataKeyCache(LocalKeyStore(tmp_path / "k.json"), max_entries=0)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from agentlog.crypto import LocalKeyring, PayloadCipher, open_payload
+from agentlog.crypto import LocalKeyStore, PayloadCipher, open_payload
 from agentlog.errors import (
     CorruptKeyringError,
     KeyStoreMissingError,
@@ -45,7 +45,7 @@ def _open_in_child(path: Path, run_id: str, blob: bytes, seq: int) -> str:
 
 def test_created_on_first_use_with_0600(tmp_path: Path) -> None:
     path = tmp_path / "keys" / "keyring.json"
-    keyring = LocalKeyring(path)
+    keyring = LocalKeyStore(path)
     assert not path.exists()  # nothing until a key is needed
     keyring.wrap("run-1")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -56,28 +56,28 @@ def test_created_on_first_use_with_0600(tmp_path: Path) -> None:
 
 def test_a_run_gets_one_key_in_every_instance(tmp_path: Path) -> None:
     path = tmp_path / "keyring.json"
-    first = LocalKeyring(path).wrap("run-1")
-    again = LocalKeyring(path).wrap("run-1")
-    read = LocalKeyring(path).data_key("run-1")
+    first = LocalKeyStore(path).wrap("run-1")
+    again = LocalKeyStore(path).wrap("run-1")
+    read = LocalKeyStore(path).data_key("run-1")
     assert first == again == read
     assert len(first.plaintext) == 32
-    assert LocalKeyring(path).wrap("run-2").plaintext != first.plaintext
+    assert LocalKeyStore(path).wrap("run-2").plaintext != first.plaintext
 
 
 def test_sealed_payload_round_trips_and_the_file_holds_no_plaintext_key(tmp_path: Path) -> None:
     path = tmp_path / "keyring.json"
-    cipher = PayloadCipher(LocalKeyring(path))
+    cipher = PayloadCipher(LocalKeyStore(path))
     blob = cipher.seal("run-1", 3, "event", CANARY)
     assert CANARY not in blob
-    assert PayloadCipher(LocalKeyring(path)).open("run-1", 3, "event", blob) == CANARY
-    key = LocalKeyring(path).data_key("run-1").plaintext
+    assert PayloadCipher(LocalKeyStore(path)).open("run-1", 3, "event", blob) == CANARY
+    key = LocalKeyStore(path).data_key("run-1").plaintext
     assert key not in path.read_bytes() and key.hex().encode() not in path.read_bytes()
 
 
 @pytest.mark.process
 def test_shredded_run_is_unreadable_forever_in_new_instances_and_processes(tmp_path: Path) -> None:
     path = tmp_path / "keyring.json"
-    keyring = LocalKeyring(path)
+    keyring = LocalKeyStore(path)
     cipher = PayloadCipher(keyring)
     blob = cipher.seal("run-1", 1, "event", CANARY)
     other = cipher.seal("run-2", 1, "event", b"kept")
@@ -89,7 +89,7 @@ def test_shredded_run_is_unreadable_forever_in_new_instances_and_processes(tmp_p
     with pytest.raises(ShreddedError, match="run 'run-1' was shredded") as caught:
         cipher.open("run-1", 1, "event", blob)
     assert caught.value.shredded_at == when
-    fresh = LocalKeyring(path)
+    fresh = LocalKeyStore(path)
     assert fresh.is_shredded("run-1") and not fresh.is_shredded("run-2")
     with pytest.raises(ShreddedError):
         fresh.data_key("run-1")
@@ -106,7 +106,7 @@ def test_shredded_run_is_unreadable_forever_in_new_instances_and_processes(tmp_p
 @pytest.mark.process
 def test_kek_rotation_keeps_old_payloads_readable(tmp_path: Path) -> None:
     path = tmp_path / "keyring.json"
-    keyring = LocalKeyring(path)
+    keyring = LocalKeyStore(path)
     old = PayloadCipher(keyring).seal("old-run", 1, "snapshot", CANARY)
     assert keyring.lookup("old-run").kek_id == "local-1"
 
@@ -114,8 +114,8 @@ def test_kek_rotation_keeps_old_payloads_readable(tmp_path: Path) -> None:
 
     new = PayloadCipher(keyring).seal("new-run", 1, "event", b"new")
     assert keyring.lookup("new-run").kek_id == "local-2"
-    assert LocalKeyring(path).lookup("old-run").kek_id == "local-1"
-    assert PayloadCipher(LocalKeyring(path)).open("old-run", 1, "snapshot", old) == CANARY
+    assert LocalKeyStore(path).lookup("old-run").kek_id == "local-1"
+    assert PayloadCipher(LocalKeyStore(path)).open("old-run", 1, "snapshot", old) == CANARY
     assert _open_in_child(path, "new-run", new, 1) == "new"
 
 
@@ -138,26 +138,26 @@ def test_two_processes_adding_keys_at_once_lose_none(tmp_path: Path) -> None:
         assert proc.returncode == 0, err
         seen |= json.loads(out)
     assert len(seen) == 2 * count
-    keyring = LocalKeyring(path)
+    keyring = LocalKeyStore(path)
     for run_id, hexkey in seen.items():
         assert keyring.data_key(run_id).plaintext.hex() == hexkey
 
 
 def test_a_run_this_keyring_never_keyed_says_which_store(tmp_path: Path) -> None:
     with pytest.raises(MissingDataKeyError, match=r"run 'ghost' has no data key in .*keyring"):
-        LocalKeyring(tmp_path / "keyring.json").data_key("ghost")
+        LocalKeyStore(tmp_path / "keyring.json").data_key("ghost")
 
 
 def test_another_keyring_with_the_same_run_id_is_a_wrong_key(tmp_path: Path) -> None:
-    blob = PayloadCipher(LocalKeyring(tmp_path / "a.json")).seal("order-42", 5, "event", CANARY)
-    other = PayloadCipher(LocalKeyring(tmp_path / "b.json"))
+    blob = PayloadCipher(LocalKeyStore(tmp_path / "a.json")).seal("order-42", 5, "event", CANARY)
+    other = PayloadCipher(LocalKeyStore(tmp_path / "b.json"))
     other.seal("order-42", 1, "event", b"unrelated")  # same run id, another machine's keyring
     with pytest.raises(WrongKeyError, match=r"run 'order-42' seq 5 .*b\.json"):
         other.open("order-42", 5, "event", blob)
 
 
 def test_sealed_payload_without_a_key_store_says_to_set_the_keyring(tmp_path: Path) -> None:
-    blob = PayloadCipher(LocalKeyring(tmp_path / "k.json")).seal("run-1", 2, "event", CANARY)
+    blob = PayloadCipher(LocalKeyStore(tmp_path / "k.json")).seal("run-1", 2, "event", CANARY)
     with pytest.raises(KeyStoreMissingError, match="AGENTLOG_KEYRING=PATH"):
         open_payload(None, "run-1", 2, "event", blob)
     assert open_payload(None, "run-1", 2, "event", b"\x81\xa1a\x01") == b"\x81\xa1a\x01"
@@ -165,25 +165,25 @@ def test_sealed_payload_without_a_key_store_says_to_set_the_keyring(tmp_path: Pa
 
 def test_a_wrapped_key_copied_to_another_run_does_not_unwrap(tmp_path: Path) -> None:
     path = tmp_path / "keyring.json"
-    keyring = LocalKeyring(path)
+    keyring = LocalKeyStore(path)
     keyring.wrap("victim")
     keyring.wrap("attacker")
     doc = json.loads(path.read_text())
     doc["runs"]["attacker"] = doc["runs"]["victim"]
     path.write_text(json.dumps(doc))
     with pytest.raises(CorruptKeyringError, match="run 'attacker' does not unwrap"):
-        LocalKeyring(path).data_key("attacker")
+        LocalKeyStore(path).data_key("attacker")
 
 
 def test_a_kek_version_missing_from_the_file_is_a_typed_error(tmp_path: Path) -> None:
     path = tmp_path / "keyring.json"
-    LocalKeyring(path).wrap("run-1")
+    LocalKeyStore(path).wrap("run-1")
     doc = json.loads(path.read_text())
     doc["keks"] = {"local-9": doc["keks"]["local-1"]}
     doc["current_kek"] = "local-9"
     path.write_text(json.dumps(doc))
     with pytest.raises(UnknownKekError, match="'local-1'"):
-        LocalKeyring(path).data_key("run-1")
+        LocalKeyStore(path).data_key("run-1")
 
 
 @pytest.mark.parametrize("content", [b"{not json", b"[]", b'{"format": "other"}'])
@@ -193,22 +193,22 @@ def test_a_corrupt_keyring_file_is_a_typed_error_and_is_left_alone(
     path = tmp_path / "keyring.json"
     path.write_bytes(content)
     with pytest.raises(CorruptKeyringError, match="do not delete it"):
-        LocalKeyring(path).wrap("run-1")
+        LocalKeyStore(path).wrap("run-1")
     assert path.read_bytes() == content
 
 
 def test_from_env_reads_agentlog_keyring(tmp_path: Path) -> None:
-    assert LocalKeyring.from_env({}) is None
-    assert LocalKeyring.from_env({"AGENTLOG_KEYRING": "  "}) is None
-    keyring = LocalKeyring.from_env({"AGENTLOG_KEYRING": str(tmp_path / "k.json")})
+    assert LocalKeyStore.from_env({}) is None
+    assert LocalKeyStore.from_env({"AGENTLOG_KEYRING": "  "}) is None
+    keyring = LocalKeyStore.from_env({"AGENTLOG_KEYRING": str(tmp_path / "k.json")})
     assert keyring is not None and keyring.path == tmp_path / "k.json"
 
 
 def test_a_keyring_readable_by_others_is_warned_about(tmp_path: Path) -> None:
     path = tmp_path / "keyring.json"
-    LocalKeyring(path).wrap("run-1")
+    LocalKeyStore(path).wrap("run-1")
     path.chmod(0o644)
     with capture_logs() as logs:
-        LocalKeyring(path)
+        LocalKeyStore(path)
     assert [e["event"] for e in logs] == ["keyring_permissions_too_open"]
     assert logs[0]["fix"] == f"chmod 600 {path}"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlog.crypto import LocalKeyring
+from agentlog.crypto import LocalKeyStore
 from agentlog.errors import (
     KeyStoreMissingError,
     MissingDataKeyError,
@@ -26,7 +26,7 @@ from agentlog.runtime import Runtime
 from tests.unit.shred_support import CANARY, ONE_SHOT, canary_workflow
 
 
-async def _run(url: str, keys: LocalKeyring | None, run_id: str) -> None:
+async def _run(url: str, keys: LocalKeyStore | None, run_id: str) -> None:
     wf = canary_workflow()
     async with await Runtime.open(url, workflows=[wf], config=ONE_SHOT, keys=keys) as rt:
         await rt.start(wf, run_id=run_id, input={"secret": f"{CANARY}-{run_id}"}, durability="sync")
@@ -35,10 +35,10 @@ async def _run(url: str, keys: LocalKeyring | None, run_id: str) -> None:
 
 async def test_runs_before_and_after_a_kek_rotation_both_replay(tmp_path: Path) -> None:
     url, path = f"sqlite:///{tmp_path / 'log.db'}", tmp_path / "keyring.json"
-    await _run(url, LocalKeyring(path), "before")
-    new_kek = LocalKeyring(path).rotate()
-    await _run(url, LocalKeyring(path), "after")
-    keys = LocalKeyring(path)  # a fresh process's view: nothing cached
+    await _run(url, LocalKeyStore(path), "before")
+    new_kek = LocalKeyStore(path).rotate()
+    await _run(url, LocalKeyStore(path), "after")
+    keys = LocalKeyStore(path)  # a fresh process's view: nothing cached
     assert keys.lookup("before").kek_id != keys.lookup("after").kek_id == new_kek
     async with await open_log(url, keys=keys) as log:
         for run_id in ("before", "after"):
@@ -69,12 +69,12 @@ def _tamper_task_result(db: Path, run_id: str) -> int:
 
 
 async def test_a_tampered_ciphertext_raises_naming_the_run_and_seq(tmp_path: Path) -> None:
-    db, keys = tmp_path / "log.db", LocalKeyring(tmp_path / "keyring.json")
+    db, keys = tmp_path / "log.db", LocalKeyStore(tmp_path / "keyring.json")
     url = f"sqlite:///{db}"
     await _run(url, keys, "r1")
     await _run(url, keys, "r2")
     seq = _tamper_task_result(db, "r1")
-    async with await open_log(url, keys=LocalKeyring(tmp_path / "keyring.json")) as log:
+    async with await open_log(url, keys=LocalKeyStore(tmp_path / "keyring.json")) as log:
         with pytest.raises(TamperedPayloadError) as caught:
             await load_state(log, "r1", use_snapshots=False)
         assert caught.value.run_id == "r1" and caught.value.seq == seq
@@ -86,23 +86,23 @@ async def test_a_tampered_ciphertext_raises_naming_the_run_and_seq(tmp_path: Pat
 
 async def test_another_keyring_gives_typed_errors_never_wrong_plaintext(tmp_path: Path) -> None:
     db_a, db_b = tmp_path / "a.db", tmp_path / "b.db"
-    keys_a = LocalKeyring(tmp_path / "a.json")
-    keys_b = LocalKeyring(tmp_path / "b.json")
+    keys_a = LocalKeyStore(tmp_path / "a.json")
+    keys_b = LocalKeyStore(tmp_path / "b.json")
     await _run(f"sqlite:///{db_a}", keys_a, "r1")
     await _run(f"sqlite:///{db_b}", keys_b, "r1")  # the same run id, another keyring
-    fresh = LocalKeyring(tmp_path / "fresh.json")
+    fresh = LocalKeyStore(tmp_path / "fresh.json")
     async with await open_log(f"sqlite:///{db_a}", keys=fresh) as log:
         with pytest.raises(MissingDataKeyError, match="'r1'"):
             await load_state(log, "r1", use_snapshots=False)
         with pytest.raises(MissingDataKeyError):
             await load_state(log, "r1")  # the snapshot path too
-    async with await open_log(f"sqlite:///{db_a}", keys=LocalKeyring(tmp_path / "b.json")) as log:
+    async with await open_log(f"sqlite:///{db_a}", keys=LocalKeyStore(tmp_path / "b.json")) as log:
         with pytest.raises(WrongKeyError, match="'r1'"):
             await load_state(log, "r1", use_snapshots=False)
     async with await open_log(f"sqlite:///{db_a}") as log:
         with pytest.raises(KeyStoreMissingError, match="AGENTLOG_KEYRING"):
             await load_state(log, "r1", use_snapshots=False)
     # Nothing was changed: the right keyring still reads it.
-    async with await open_log(f"sqlite:///{db_a}", keys=LocalKeyring(tmp_path / "a.json")) as log:
+    async with await open_log(f"sqlite:///{db_a}", keys=LocalKeyStore(tmp_path / "a.json")) as log:
         assert (await load_state(log, "r1")).input == {"secret": f"{CANARY}-r1"}
     assert not fresh.path.exists() or "r1" not in fresh.path.read_text()

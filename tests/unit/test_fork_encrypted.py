@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlog.crypto import LocalKeyring
+from agentlog.crypto import LocalKeyStore
 from agentlog.errors import KeyStoreMissingError, ShreddedError
 from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.events import RunStatus
@@ -20,7 +20,7 @@ from tests.support.fork import events_of
 from tests.unit.shred_support import CANARY, ONE_SHOT, canary_workflow, raw_bytes, sqlite_files
 
 
-async def _parked(url: str, keys: LocalKeyring) -> int:
+async def _parked(url: str, keys: LocalKeyStore) -> int:
     wf = canary_workflow()
     async with await Runtime.open(url, workflows=[wf], config=ONE_SHOT, keys=keys) as rt:
         await rt.start(wf, run_id="origin", input={"secret": f"{CANARY}-input"}, durability="sync")
@@ -32,7 +32,7 @@ async def _parked(url: str, keys: LocalKeyring) -> int:
 async def test_the_fork_is_sealed_under_its_own_key_and_outlives_the_origins_shred(
     tmp_path: Path,
 ) -> None:
-    db, keys = tmp_path / "log.db", LocalKeyring(tmp_path / "keyring.json")
+    db, keys = tmp_path / "log.db", LocalKeyStore(tmp_path / "keyring.json")
     url = f"sqlite:///{db}"
     at = await _parked(url, keys)
     wf = canary_workflow()
@@ -48,7 +48,7 @@ async def test_the_fork_is_sealed_under_its_own_key_and_outlives_the_origins_shr
         await rt.shred("origin")
     assert CANARY.encode() not in raw_bytes(*sqlite_files(db))
     # A fresh process (no cached keys): the origin is gone for good, the fork is not.
-    keys = LocalKeyring(tmp_path / "keyring.json")
+    keys = LocalKeyStore(tmp_path / "keyring.json")
     async with await Runtime.open(url, workflows=[wf], config=ONE_SHOT, keys=keys) as rt:
         with pytest.raises(ShreddedError):
             await rt.get_state("origin")
@@ -61,7 +61,7 @@ async def test_the_fork_is_sealed_under_its_own_key_and_outlives_the_origins_shr
 
 
 async def test_a_shredded_origin_is_refused_even_while_its_key_is_cached(tmp_path: Path) -> None:
-    db, keys = tmp_path / "log.db", LocalKeyring(tmp_path / "keyring.json")
+    db, keys = tmp_path / "log.db", LocalKeyStore(tmp_path / "keyring.json")
     url = f"sqlite:///{db}"
     at = await _parked(url, keys)
     wf = canary_workflow()
@@ -79,7 +79,7 @@ async def test_a_shredded_origin_is_refused_even_while_its_key_is_cached(tmp_pat
 
 
 async def test_an_encrypted_origin_without_its_key_store_is_refused(tmp_path: Path) -> None:
-    db, keys = tmp_path / "log.db", LocalKeyring(tmp_path / "keyring.json")
+    db, keys = tmp_path / "log.db", LocalKeyStore(tmp_path / "keyring.json")
     url = f"sqlite:///{db}"
     at = await _parked(url, keys)
     async with await Runtime.open(url, workflows=[canary_workflow()], config=ONE_SHOT) as rt:

@@ -22,7 +22,7 @@ _ROOT = Path(agentlog.__file__).parent
 #: "agentlog" is the package's own ``__init__`` (``import agentlog``).
 _LAYERS: list[set[str]] = [
     {"errors"},  # the one exception root
-    {"_logging", "_files"},  # structlog's setup; file modes
+    {"_logging", "_files", "_renamed"},  # structlog's setup; file modes; old names kept
     {"crypto"},  # data keys and sealing: knows no log
     {"eventlog"},  # events, the EventLog seam, the backends
     {"agentlog"},  # `import agentlog`: Event, EventLog, open_log, errors

@@ -36,7 +36,7 @@ async def test_runtime_is_a_facade_over_its_parts() -> None:
     assert rt.workflows is rt.driver.workflows
     # The worker knows its driver and its log, and nothing that leads back to Runtime.
     assert not any(isinstance(value, Runtime) for value in vars(rt.worker).values())
-    assert list(inspect.signature(Worker).parameters)[:2] == ["driver", "event_log"]
+    assert list(inspect.signature(Worker).parameters)[:2] == ["driver", "log"]
 
 
 def test_each_writer_implements_the_protocol_on_its_own() -> None:

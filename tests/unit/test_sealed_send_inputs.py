@@ -13,7 +13,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from agentlog.crypto import LocalKeyring, PayloadCipher
+from agentlog.crypto import LocalKeyStore, PayloadCipher
 from agentlog.eventlog._sealing import SEALED_KEY
 from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.codec import (
@@ -51,7 +51,7 @@ def _fanout() -> Workflow:
     return wf
 
 
-async def _park(url: str, keys: LocalKeyring) -> None:
+async def _park(url: str, keys: LocalKeyStore) -> None:
     wf = _fanout()
     async with await Runtime.open(url, workflows=[wf], config=ONE_SHOT, keys=keys) as rt:
         await rt.start(wf, run_id="r", durability="sync")
@@ -69,7 +69,7 @@ def _branches(event: Event) -> list[Any]:
 
 async def test_send_inputs_never_reach_the_store_in_clear(tmp_path: Path) -> None:
     db = tmp_path / "log.db"
-    await _park(f"sqlite:///{db}", LocalKeyring(tmp_path / "keyring.json"))
+    await _park(f"sqlite:///{db}", LocalKeyStore(tmp_path / "keyring.json"))
     stored = raw_bytes(*sqlite_files(db))
     assert b"work" in stored  # the step name stays visible
     leaked = [item for item in ITEMS if item.encode() in stored]
@@ -79,17 +79,17 @@ async def test_send_inputs_never_reach_the_store_in_clear(tmp_path: Path) -> Non
 async def test_replay_and_resume_hand_each_branch_its_input(tmp_path: Path) -> None:
     db, ring = tmp_path / "log.db", tmp_path / "keyring.json"
     url = f"sqlite:///{db}"
-    await _park(url, LocalKeyring(ring))
+    await _park(url, LocalKeyStore(ring))
     wf = _fanout()
     async with await Runtime.open(
-        url, workflows=[wf], config=ONE_SHOT, keys=LocalKeyring(ring)
+        url, workflows=[wf], config=ONE_SHOT, keys=LocalKeyStore(ring)
     ) as rt:  # a new process's view: nothing cached
         assert len(await rt.pending("r")) == 1
         await rt.resume("r", "yes")
         final = await rt.wait("r")
     assert final.status == "completed"
     assert final.values == {"seen": [len(item) for item in ITEMS], "answer": "yes"}
-    async with await open_log(url, keys=LocalKeyring(ring)) as log:
+    async with await open_log(url, keys=LocalKeyStore(ring)) as log:
         assert (await load_state(log, "r", use_snapshots=False)).values == final.values
         events = _branch_events([e async for e in log.read("r")])
     sent = [b for e in events for b in _branches(e) if isinstance(b, dict)]
@@ -102,10 +102,10 @@ async def test_replay_and_resume_hand_each_branch_its_input(tmp_path: Path) -> N
 
 async def test_a_copy_stores_each_event_exactly_as_it_was_sealed(tmp_path: Path) -> None:
     db, ring = tmp_path / "log.db", tmp_path / "keyring.json"
-    await _park(f"sqlite:///{db}", LocalKeyring(ring))
+    await _park(f"sqlite:///{db}", LocalKeyStore(ring))
     with sqlite3.connect(db) as conn:
         raw = dict(conn.execute("SELECT seq, payload FROM events WHERE run_id = 'r'").fetchall())
-    async with await open_log(f"sqlite:///{db}", keys=LocalKeyring(ring)) as log:
+    async with await open_log(f"sqlite:///{db}", keys=LocalKeyStore(ring)) as log:
         opened = [e async for e in log.read("r")]
     async with await open_log(f"sqlite:///{db}") as keyless:
         blind = [e async for e in keyless.read("r")]
@@ -119,7 +119,7 @@ def test_an_event_sealed_with_its_send_inputs_in_clear_still_reads_and_copies(
     tmp_path: Path,
 ) -> None:
     """Events sealed before Send inputs were sealed kept them in clear, bound as metadata."""
-    cipher = PayloadCipher(LocalKeyring(tmp_path / "keyring.json"))
+    cipher = PayloadCipher(LocalKeyStore(tmp_path / "keyring.json"))
     goto_ = [{"step": "work", "input": {"item": "old"}}]
     clear = {"step": "plan", "superstep": 1, "branch": 0, "goto": goto_}
     blob = cipher.seal("r", 3, "event", pack({"writes": {}}), b"StepCompleted", pack(clear))
@@ -135,7 +135,7 @@ def test_an_event_sealed_with_its_send_inputs_in_clear_still_reads_and_copies(
 def test_the_kafka_record_of_a_send_seals_its_input(tmp_path: Path) -> None:
     from agentlog.eventlog.codec import decode_event, encode_event
 
-    cipher = PayloadCipher(LocalKeyring(tmp_path / "keyring.json"))
+    cipher = PayloadCipher(LocalKeyStore(tmp_path / "keyring.json"))
     next_ = ["ask", {"step": "work", "input": {"item": ITEMS[0]}}]
     record = encode_event(Event("r", 4, SuperstepCommitted(1, next_)), cipher)
     assert ITEMS[0].encode() not in record and b"work" in record

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlog.crypto import LocalKeyring, PayloadCipher
+from agentlog.crypto import LocalKeyStore, PayloadCipher
 from agentlog.errors import KeyStoreMissingError, ShreddedError, TamperedPayloadError
 from agentlog.eventlog._base import Command
 from agentlog.eventlog._sealing import SEALED_KEY
@@ -40,7 +40,7 @@ CANARY = "canary-5be1d"
 
 @pytest.fixture
 def cipher(tmp_path: Path) -> PayloadCipher:
-    return PayloadCipher(LocalKeyring(tmp_path / "keyring.json"))
+    return PayloadCipher(LocalKeyStore(tmp_path / "keyring.json"))
 
 
 def _completed(seq: int = 3) -> Event:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlog.crypto import DataKey, DataKeyCache, LocalKeyring, PayloadCipher
+from agentlog.crypto import DataKey, DataKeyCache, LocalKeyStore, PayloadCipher
 from agentlog.crypto._aead import PayloadBinding, open_, read_header
 from agentlog.errors import TamperedPayloadError
 from agentlog.eventlog._sealing import SEALED_KEY
@@ -28,7 +28,7 @@ class CountingCache(DataKeyCache):
     """The real cache on a real keyring, counting the keys asked for to seal."""
 
     def __init__(self, path: Path) -> None:
-        super().__init__(LocalKeyring(path))
+        super().__init__(LocalKeyStore(path))
         self.for_seal_calls = 0
 
     def for_seal(self, run_id: str, seq: int = 0) -> DataKey:
@@ -82,14 +82,14 @@ def test_an_append_asks_for_the_run_key_once_and_reads_back_whole(tmp_path: Path
 
 
 def test_every_event_of_a_batch_has_its_own_nonce(tmp_path: Path) -> None:
-    cipher = PayloadCipher(LocalKeyring(tmp_path / "keyring.json"))
+    cipher = PayloadCipher(LocalKeyStore(tmp_path / "keyring.json"))
     payloads = _append_raw(tmp_path, cipher, _events("run", 1, 200))
     nonces = {_nonce(payload, "run", seq) for seq, payload in enumerate(payloads, start=1)}
     assert len(nonces) == 200
 
 
 def test_a_batch_payload_is_bound_to_its_own_seq_and_metadata(tmp_path: Path) -> None:
-    cipher = PayloadCipher(LocalKeyring(tmp_path / "keyring.json"))
+    cipher = PayloadCipher(LocalKeyStore(tmp_path / "keyring.json"))
     first, second = _append_raw(tmp_path, cipher, _events("run", 1, 2))
     moved = dict(unpack(first))
     moved[SEALED_KEY] = unpack(second)[SEALED_KEY]  # event 2's content under event 1
@@ -102,7 +102,7 @@ def test_a_batch_payload_is_bound_to_its_own_seq_and_metadata(tmp_path: Path) ->
 
 
 def test_a_batch_stores_what_one_event_at_a_time_stores(tmp_path: Path) -> None:
-    cipher = PayloadCipher(LocalKeyring(tmp_path / "keyring.json"))
+    cipher = PayloadCipher(LocalKeyStore(tmp_path / "keyring.json"))
     events = [
         *_events("run", 1, 2),
         Event("run", 3, WriterClaimed(2)),  # metadata only: stays in clear
@@ -123,7 +123,7 @@ def test_a_batch_stores_what_one_event_at_a_time_stores(tmp_path: Path) -> None:
 def test_a_sealer_past_its_count_draws_fresh_nonces(tmp_path: Path) -> None:
     from agentlog.crypto._aead import BatchSealer
 
-    key = DataKeyCache(LocalKeyring(tmp_path / "keyring.json")).for_seal("run", 1)
+    key = DataKeyCache(LocalKeyStore(tmp_path / "keyring.json")).for_seal("run", 1)
     sealer = BatchSealer(key, "event", 2)
     blobs = [sealer.seal(seq, b"payload %d" % seq) for seq in range(1, 6)]
     nonces = set()
@@ -139,7 +139,7 @@ def test_an_unserializable_content_in_a_sealed_batch_names_its_path(tmp_path: Pa
     from agentlog.errors import NotSerializableError
     from agentlog.eventlog.codec import encode_stored_payloads
 
-    cipher = PayloadCipher(LocalKeyring(tmp_path / "keyring.json"))
+    cipher = PayloadCipher(LocalKeyStore(tmp_path / "keyring.json"))
     events = [*_events("run", 1, 2), Event("run", 3, TaskCompleted("k", {"bad": object()}))]
     with pytest.raises(NotSerializableError) as caught:
         encode_stored_payloads(events, cipher)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlog.crypto import LocalKeyring, PayloadCipher
+from agentlog.crypto import LocalKeyStore, PayloadCipher
 from agentlog.errors import TamperedPayloadError
 from agentlog.eventlog._base import Command
 from agentlog.eventlog._sealing import SEALED_KEY
@@ -36,7 +36,7 @@ from tests.unit.tamper_support import ATTACKER, ATTACKS, SECRET, TASK_SEQ, seale
 
 
 def _keys(tmp_path: Path) -> PayloadCipher:
-    return PayloadCipher(LocalKeyring(tmp_path / "keyring.json"))
+    return PayloadCipher(LocalKeyStore(tmp_path / "keyring.json"))
 
 
 def _rewrite(db: Path, run_id: str, seq: int, attack: str) -> None:
@@ -133,7 +133,7 @@ async def test_a_run_begun_in_clear_and_continued_sealed_reads_whole(tmp_path: P
     async with SqliteEventLog(db, cipher=_keys(tmp_path)) as log:
         rest = [Event(e.run_id, e.seq, e.data, e.ts, epoch) for e in events[2:]]
         await log.append(rest)
-    assert LocalKeyring(tmp_path / "keyring.json").lookup("r1").sealed_from == TASK_SEQ
+    assert LocalKeyStore(tmp_path / "keyring.json").lookup("r1").sealed_from == TASK_SEQ
     async with SqliteEventLog(db, cipher=_keys(tmp_path)) as log:
         state = await load_state(log, "r1", use_snapshots=False)
         assert state.input == {"question": SECRET} and state.output == {"answer": SECRET}
@@ -149,7 +149,7 @@ async def test_plain_runs_still_read_with_a_key_store_asking_it_once_per_run(
     db = tmp_path / "log.db"
     async with SqliteEventLog(db) as plain_log:
         await _record(plain_log, "plain")
-    keyring = LocalKeyring(tmp_path / "keyring.json")
+    keyring = LocalKeyStore(tmp_path / "keyring.json")
     asked: list[str] = []
     real = keyring.sealed_from
 

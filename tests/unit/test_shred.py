@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlog.crypto import LocalKeyring
+from agentlog.crypto import LocalKeyStore
 from agentlog.errors import (
     MissingDataKeyError,
     NoKeyStoreError,
@@ -35,7 +35,7 @@ from tests.unit.shred_support import (
 )
 
 
-async def _parked_run(db: Path, keys: LocalKeyring | None, run_id: str = "r1") -> None:
+async def _parked_run(db: Path, keys: LocalKeyStore | None, run_id: str = "r1") -> None:
     wf = canary_workflow()
     async with await Runtime.open(
         f"sqlite:///{db}", workflows=[wf], config=ONE_SHOT, keys=keys
@@ -48,7 +48,7 @@ async def _parked_run(db: Path, keys: LocalKeyring | None, run_id: str = "r1") -
 async def test_the_canary_is_never_on_disk_in_clear_and_reads_back_through_the_api(
     tmp_path: Path,
 ) -> None:
-    db, keys = tmp_path / "log.db", LocalKeyring(tmp_path / "keyring.json")
+    db, keys = tmp_path / "log.db", LocalKeyStore(tmp_path / "keyring.json")
     await _parked_run(db, keys)
     assert raw_bytes(*sqlite_files(db)), "the log was written"
     assert CANARY.encode() not in raw_bytes(*sqlite_files(db))
@@ -70,7 +70,7 @@ async def test_the_canary_is_never_on_disk_in_clear_and_reads_back_through_the_a
 async def test_after_shred_every_path_is_unreadable_and_the_metadata_stays(
     tmp_path: Path,
 ) -> None:
-    db, keys = tmp_path / "log.db", LocalKeyring(tmp_path / "keyring.json")
+    db, keys = tmp_path / "log.db", LocalKeyStore(tmp_path / "keyring.json")
     await _parked_run(db, keys)
     await _parked_run(db, keys, run_id="r2")  # another run keeps working
     url = f"sqlite:///{db}"
@@ -113,7 +113,7 @@ async def test_after_shred_every_path_is_unreadable_and_the_metadata_stays(
 
 
 async def test_shredding_again_records_nothing_and_does_not_fail(tmp_path: Path) -> None:
-    db, keys = tmp_path / "log.db", LocalKeyring(tmp_path / "keyring.json")
+    db, keys = tmp_path / "log.db", LocalKeyStore(tmp_path / "keyring.json")
     await _parked_run(db, keys)
     async with await Runtime.open(f"sqlite:///{db}", config=ONE_SHOT, keys=keys) as rt:
         first = await rt.shred("r1")
@@ -126,7 +126,7 @@ async def test_shredding_again_records_nothing_and_does_not_fail(tmp_path: Path)
 
 
 async def test_shred_of_a_completed_run_cancels_nothing(tmp_path: Path) -> None:
-    db, keys = tmp_path / "log.db", LocalKeyring(tmp_path / "keyring.json")
+    db, keys = tmp_path / "log.db", LocalKeyStore(tmp_path / "keyring.json")
     await _parked_run(db, keys)
     async with await Runtime.open(
         f"sqlite:///{db}", workflows=[canary_workflow()], config=ONE_SHOT, keys=keys
@@ -141,7 +141,7 @@ async def test_shred_of_a_completed_run_cancels_nothing(tmp_path: Path) -> None:
 
 
 async def test_shred_with_no_key_store_says_to_set_the_keyring(tmp_path: Path) -> None:
-    db, keys = tmp_path / "log.db", LocalKeyring(tmp_path / "keyring.json")
+    db, keys = tmp_path / "log.db", LocalKeyStore(tmp_path / "keyring.json")
     await _parked_run(db, keys)
     async with await Runtime.open(f"sqlite:///{db}", config=ONE_SHOT) as rt:
         with pytest.raises(NoKeyStoreError, match="AGENTLOG_KEYRING"):
@@ -151,7 +151,7 @@ async def test_shred_with_no_key_store_says_to_set_the_keyring(tmp_path: Path) -
 
 
 async def test_a_plain_run_cannot_be_shredded_and_nothing_changes(tmp_path: Path) -> None:
-    db, keys = tmp_path / "log.db", LocalKeyring(tmp_path / "keyring.json")
+    db, keys = tmp_path / "log.db", LocalKeyStore(tmp_path / "keyring.json")
     await _parked_run(db, None)
     async with await Runtime.open(f"sqlite:///{db}", config=ONE_SHOT, keys=keys) as rt:
         last_seq = (await rt.log.get_run("r1")).last_seq
@@ -164,7 +164,7 @@ async def test_a_plain_run_cannot_be_shredded_and_nothing_changes(tmp_path: Path
 
 
 async def test_shred_of_an_unknown_run(tmp_path: Path) -> None:
-    keys = LocalKeyring(tmp_path / "keyring.json")
+    keys = LocalKeyStore(tmp_path / "keyring.json")
     async with await Runtime.open(
         f"sqlite:///{tmp_path / 'log.db'}", config=ONE_SHOT, keys=keys
     ) as rt:
@@ -173,8 +173,8 @@ async def test_shred_of_an_unknown_run(tmp_path: Path) -> None:
 
 
 async def test_shred_with_another_keyring_destroys_nothing(tmp_path: Path) -> None:
-    db, keys = tmp_path / "log.db", LocalKeyring(tmp_path / "keyring.json")
-    other = LocalKeyring(tmp_path / "other.json")
+    db, keys = tmp_path / "log.db", LocalKeyStore(tmp_path / "keyring.json")
+    other = LocalKeyStore(tmp_path / "other.json")
     await _parked_run(db, keys)
     async with await Runtime.open(f"sqlite:///{db}", config=ONE_SHOT, keys=other) as rt:
         with pytest.raises(MissingDataKeyError):

@@ -7,9 +7,10 @@
   :func:`open_archive` picks one from a URL.
 * :func:`open_sql` gives DuckDB views ``events``, ``runs``, ``tasks`` and
   ``interrupts`` over the archive and the hot log together.
-* :class:`ArchivedEventLog` replays archived runs through the EventLog seam.
+* :class:`ArchivedEventReader` replays archived runs through the EventLog seam.
 """
 
+from agentlog._renamed import renamed
 from agentlog.archive._archiver import Archiver, ArchiverConfig, ArchiveSummary, RunPlan
 from agentlog.archive._errors import (
     ArchiveAccessDeniedError,
@@ -23,7 +24,7 @@ from agentlog.archive._errors import (
     ArchiveWriteError,
     RunNotArchivableError,
 )
-from agentlog.archive._history import ArchivedEventLog, ArchiveReader
+from agentlog.archive._history import ArchivedEventReader, ArchiveReader
 from agentlog.archive._retention import RetentionMode, RetentionPolicies, RetentionPolicy
 from agentlog.archive._sql import VIEWS, ArchiveSQL, open_sql
 from agentlog.archive._store import (
@@ -51,7 +52,7 @@ __all__ = [
     "ArchiveSummary",
     "ArchiveUnavailableError",
     "ArchiveWriteError",
-    "ArchivedEventLog",
+    "ArchivedEventReader",
     "Archiver",
     "ArchiverConfig",
     "LocalArchiveStore",
@@ -65,3 +66,5 @@ __all__ = [
     "open_archive",
     "open_sql",
 ]
+
+__getattr__ = renamed("agentlog.archive", {"ArchivedEventLog": "ArchivedEventReader"}, globals())

@@ -1,6 +1,6 @@
 """Replay from the archive: the read side of the seam over the hot log plus the archive.
 
-:class:`ArchivedEventLog` answers ``read``, ``find_run``, ``get_run``,
+:class:`ArchivedEventReader` answers ``read``, ``find_run``, ``get_run``,
 ``list_runs`` and ``load_snapshot`` from the hot log first and falls back to
 the archive for whatever was archived and pruned, so ``agentlog show``,
 ``state`` and ``diff`` work on archived runs without knowing it. A run's
@@ -38,7 +38,7 @@ from agentlog.errors import RunArchivedError, UnknownRunError
 from agentlog.eventlog._base import EventReader, RunInfo, Snapshot, select_runs
 from agentlog.eventlog.events import Event
 
-__all__ = ["ArchiveReader", "ArchivedEventLog"]
+__all__ = ["ArchiveReader", "ArchivedEventReader"]
 
 _COLUMNS = "run_id, seq, type, ts, schema_v, writer_epoch, payload"
 
@@ -118,30 +118,30 @@ class ArchiveReader:
             self._conn = None
 
 
-class ArchivedEventLog(EventReader):
+class ArchivedEventReader(EventReader):
     """The hot log and the archive as one read-only history."""
 
     def __init__(
         self,
-        hot: EventReader,
+        log: EventReader,
         store: ArchiveStore | ArchiveReader,
         *,
         cipher: PayloadCipher | None = None,
     ) -> None:
-        """Read ``hot`` and the archive in ``store`` as one history.
+        """Read ``log`` and the archive in ``store`` as one history.
 
         Args:
-            hot: the hot log (its snapshots and not yet archived events).
+            log: the hot log (its snapshots and not yet archived events).
             store: the archive, or a reader over it (which keeps its own cipher).
             cipher: opens archived sealed content; None: the hot log's cipher,
                 so both halves of a run open with the same keys.
         """
-        self.hot = hot
-        self.cipher = cipher if cipher is not None else hot.cipher
+        self.log = log
+        self.cipher = cipher if cipher is not None else log.cipher
         self.archive = (
             store if isinstance(store, ArchiveReader) else ArchiveReader(store, cipher=self.cipher)
         )
-        self.url = hot.url
+        self.url = log.url
 
     async def read(
         self, run_id: str, *, after_seq: int = 0, upto_seq: int | None = None
@@ -155,7 +155,7 @@ class ArchivedEventLog(EventReader):
         if upto_seq is not None and last >= upto_seq:
             return
         try:
-            async for event in self.hot.read(
+            async for event in self.log.read(
                 run_id, after_seq=max(last, archived_upto), upto_seq=upto_seq
             ):
                 yield event
@@ -166,7 +166,7 @@ class ArchivedEventLog(EventReader):
                 raise
 
     async def find_run(self, run_id: str) -> RunInfo | None:
-        hot = await self.hot.find_run(run_id)
+        hot = await self.log.find_run(run_id)
         archived = self.archive.run_info(run_id)
         if archived is None:
             return hot
@@ -186,7 +186,7 @@ class ArchivedEventLog(EventReader):
         )
 
     async def list_runs(self, *, status: str | None = None) -> list[RunInfo]:
-        rows = {r.run_id: r for r in await self.hot.list_runs()}
+        rows = {r.run_id: r for r in await self.log.list_runs()}
         for run_id in self.archive.run_ids():
             info = await self.find_run(run_id)
             if info is not None:
@@ -197,7 +197,7 @@ class ArchivedEventLog(EventReader):
         self, run_id: str, *, at_or_before: int | None = None
     ) -> Snapshot | None:
         # The archive keeps events only; without a hot snapshot, state is folded from seq 1.
-        return await self.hot.load_snapshot(run_id, at_or_before=at_or_before)
+        return await self.log.load_snapshot(run_id, at_or_before=at_or_before)
 
     async def close(self) -> None:
         """Close the archive reader; the hot log is the caller's to close."""

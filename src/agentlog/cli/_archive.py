@@ -26,7 +26,7 @@ from agentlog.archive._store import DEFAULT_ARCHIVE_URL, open_archive
 from agentlog.cli._app import command, run_async
 from agentlog.cli._options import ArchiveOpt, EndpointOpt, JsonOpt, LogOpt, size_bytes
 from agentlog.cli._render import err, print_json, print_line, print_table, table, to_json
-from agentlog.crypto import LocalKeyring
+from agentlog.crypto import LocalKeyStore
 from agentlog.errors import ConfigError
 from agentlog.eventlog._urls import DEFAULT_LOG_URL, open_log
 
@@ -116,7 +116,7 @@ def archive_command(
         store = open_archive(archive, endpoint_url=endpoint)
         # Sealed payloads are archived as ciphertext, so archiving needs no keys; with
         # AGENTLOG_KEYRING an idle unfinished run can be snapshotted before it is pruned.
-        keys = LocalKeyring.from_env()
+        keys = LocalKeyStore.from_env()
         async with await open_log(log, create=False, keys=keys) as hot:
             archiver = Archiver(hot, store, config)
             if dry_run:
@@ -186,7 +186,7 @@ def sql_command(
 
     async def gather() -> Any:
         store = open_archive(archive, endpoint_url=endpoint)
-        keys = LocalKeyring.from_env()
+        keys = LocalKeyStore.from_env()
         try:
             hot = await open_log(log, create=False, keys=keys)
         except ConfigError:

@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 from rich.console import Console
 from rich.markup import escape
 
-from agentlog.crypto import LocalKeyring
+from agentlog.crypto import LocalKeyStore
 from agentlog.errors import ConfigError
 from agentlog.eventlog._base import EventLog
 from agentlog.eventlog._urls import open_log, redact_url
@@ -224,8 +224,8 @@ def describe(event: Event, tasks: dict[str, str] | None = None) -> str:
 class Follower:
     """Prints a run's events as they land in the log."""
 
-    def __init__(self, event_log: EventLog, run_id: str, console: Console) -> None:
-        self.log, self.run_id, self.console, self.seq = event_log, run_id, console, 0
+    def __init__(self, log: EventLog, run_id: str, console: Console) -> None:
+        self.log, self.run_id, self.console, self.seq = log, run_id, console, 0
         #: Task names by idempotency key, from the TaskStarted events seen so far.
         self.tasks: dict[str, str] = {}
 
@@ -286,7 +286,7 @@ async def run_demo(log_url: str, run_id: str, console: Console) -> dict[str, Any
     shown = escape(run_id)
     console.rule(f"agentlog demo · run [bold]{shown}[/bold] · log {escape(shown_url)}")
     # AGENTLOG_KEYRING=PATH encrypts the run's payloads; the workers inherit it.
-    async with await open_log(log_url, keys=LocalKeyring.from_env()) as event_log:
+    async with await open_log(log_url, keys=LocalKeyStore.from_env()) as event_log:
         follower = Follower(event_log, run_id, console)
 
         console.print("[bold]1. A worker process starts the run[/bold] (durability: sync)")
@@ -363,7 +363,7 @@ async def run_demo(log_url: str, run_id: str, console: Console) -> dict[str, Any
 
 async def _worker(log_url: str, run_id: str, topic: str, outbox: str) -> None:
     config = RuntimeConfig(lease_seconds=LEASE_SECONDS, durability="sync")
-    keys = LocalKeyring.from_env()
+    keys = LocalKeyStore.from_env()
     workflows = [demo_workflow()]
     async with await Runtime.open(log_url, workflows=workflows, config=config, keys=keys) as rt:
         await rt.start(demo_workflow(), run_id=run_id, input={"topic": topic, "outbox": outbox})

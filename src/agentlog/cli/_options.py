@@ -10,8 +10,8 @@ from typing import Annotated, Any
 
 import typer
 
-from agentlog.archive import ArchivedEventLog, ArchiveStore, open_archive
-from agentlog.crypto import KeyStore, LocalKeyring
+from agentlog.archive import ArchivedEventReader, ArchiveStore, open_archive
+from agentlog.crypto import KeyStore, LocalKeyStore
 from agentlog.errors import ConfigError
 from agentlog.eventlog._base import EventReader
 from agentlog.eventlog._urls import open_log
@@ -95,7 +95,7 @@ def key_store() -> KeyStore | None:
     """The key store every command uses: the keyring file ``AGENTLOG_KEYRING``
     names (created on first use), or None (payloads in clear; encrypted ones
     read back as metadata only)."""
-    return LocalKeyring.from_env()
+    return LocalKeyStore.from_env()
 
 
 def existing_archive(url: str, endpoint: str | None = None) -> ArchiveStore | None:
@@ -139,7 +139,7 @@ async def read_history(log_url: str, archive_url: str) -> AsyncIterator[EventRea
         if store is None:
             yield hot  # no archive was ever written
             return
-        combined = ArchivedEventLog(hot, store)
+        combined = ArchivedEventReader(hot, store)
         try:
             yield combined
         finally:

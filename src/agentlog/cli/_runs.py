@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from agentlog.archive import ArchivedEventLog
+from agentlog.archive import ArchivedEventReader
 from agentlog.archive._run_index import run_location
 from agentlog.archive._store import DEFAULT_ARCHIVE_URL
 from agentlog.cli._app import command, run_async
@@ -106,9 +106,9 @@ def driver(info: RunInfo, now: datetime | None = None) -> str:
 
 async def _locations(reader: EventReader, infos: list[RunInfo]) -> dict[str, str]:
     """Where each run's events are (hot, archived, both), by the run lists' one rule."""
-    if not isinstance(reader, ArchivedEventLog):
+    if not isinstance(reader, ArchivedEventReader):
         return {i.run_id: run_location(i, False) for i in infos}
-    hot = {i.run_id: i for i in await reader.hot.list_runs()}
+    hot = {i.run_id: i for i in await reader.log.list_runs()}
     manifest = reader.archive.manifest
     return {
         i.run_id: run_location(hot.get(i.run_id), manifest.latest(i.run_id) is not None)

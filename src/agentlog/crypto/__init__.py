@@ -5,7 +5,7 @@ A standalone layer below the event log: it imports only :mod:`agentlog.errors`
 use it. See ``docs/security.md`` for the design.
 
 - :class:`KeyStore` (a :class:`KeyWrapper` holding the KEK plus a
-  :class:`WrappedKeyTable` of per-run wrapped keys): :class:`LocalKeyring`
+  :class:`WrappedKeyTable` of per-run wrapped keys): :class:`LocalKeyStore`
   (one 0600 file, ``AGENTLOG_KEYRING=PATH``) and :class:`KmsKeyStore`
   (AWS KMS, wrapped keys in :class:`S3KeyTable` or :class:`FileKeyTable`).
 - :func:`seal` / :func:`open_`: one payload, bound to its run, seq and kind.
@@ -14,11 +14,12 @@ use it. See ``docs/security.md`` for the design.
 
 from __future__ import annotations
 
+from agentlog._renamed import renamed
 from agentlog.crypto._aead import PayloadBinding, PayloadKind, is_sealed, open_, read_header, seal
 from agentlog.crypto._cache import DataKeyCache, PayloadCipher, open_payload
 from agentlog.crypto._keystore import DataKey, KeyStore, KeyWrapper, WrappedKey, WrappedKeyTable
 from agentlog.crypto._kms import KmsKek, KmsKeyStore
-from agentlog.crypto._local import ENV_VAR, LocalKek, LocalKeyring
+from agentlog.crypto._local import ENV_VAR, LocalKek, LocalKeyStore
 from agentlog.crypto._tables import FileKeyTable, S3KeyTable
 
 __all__ = [
@@ -31,7 +32,7 @@ __all__ = [
     "KmsKek",
     "KmsKeyStore",
     "LocalKek",
-    "LocalKeyring",
+    "LocalKeyStore",
     "PayloadBinding",
     "PayloadCipher",
     "PayloadKind",
@@ -44,3 +45,5 @@ __all__ = [
     "read_header",
     "seal",
 ]
+
+__getattr__ = renamed("agentlog.crypto", {"LocalKeyring": "LocalKeyStore"}, globals())

@@ -40,7 +40,7 @@ from agentlog.crypto._keystore import (
 from agentlog.crypto._tables import FileKeyTable
 from agentlog.errors import CorruptKeyringError, UnknownKekError
 
-__all__ = ["ENV_VAR", "LocalKek", "LocalKeyring"]
+__all__ = ["ENV_VAR", "LocalKek", "LocalKeyStore"]
 
 #: The environment variable that names the keyring file (read by the CLI).
 ENV_VAR = "AGENTLOG_KEYRING"
@@ -132,7 +132,7 @@ def _ensure_kek(doc: dict[str, Any]) -> tuple[None, bool]:
     return None, True
 
 
-class LocalKeyring(KeyStore):
+class LocalKeyStore(KeyStore):
     """A :class:`KeyStore` in one local file, created (0600) on first use."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -143,7 +143,7 @@ class LocalKeyring(KeyStore):
         key_file.warn_if_readable_by_others()
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> LocalKeyring | None:
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> LocalKeyStore | None:
         """The keyring named by ``AGENTLOG_KEYRING=PATH``, or None when it is unset.
 
         For the CLI, the demo and workers; library code passes a key store in.

@@ -161,7 +161,7 @@ class EventReader(abc.ABC):
     """The read side of the seam: a run's events, its index row, its snapshots.
 
     A read-only source (the archive's history,
-    :class:`~agentlog.archive.ArchivedEventLog`) implements this alone; every
+    :class:`~agentlog.archive.ArchivedEventReader`) implements this alone; every
     :class:`EventLog` is one too. The projector, replay and the CLI's read
     commands take an EventReader. Every method is a coroutine; use it as an
     async context manager, or call :meth:`close`.

@@ -102,7 +102,7 @@ async def open_log(
             or filesystem) is opened read-only and can still be read.
         keep_snapshots: how many of each run's newest snapshots to keep.
         keys: encrypt payloads at rest with per-run data keys from this key
-            store (:class:`~agentlog.crypto.LocalKeyring`, the one
+            store (:class:`~agentlog.crypto.LocalKeyStore`, the one
             ``AGENTLOG_KEYRING`` names, or :class:`~agentlog.crypto.KmsKeyStore`);
             see docs/security.md. None: payloads are stored in clear, and
             encrypted ones read back with their content unreadable.

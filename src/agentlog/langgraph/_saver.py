@@ -67,18 +67,18 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
 
     def __init__(
         self,
-        event_log: EventLog,
+        log: EventLog,
         *,
         serde: SerializerProtocol | None = None,
         snapshot_every: int = 200,
         allowed: Iterable[type | tuple[str, ...]] = (),
     ) -> None:
-        self._setup(LoopThread(), event_log, False, serializer(serde, allowed), snapshot_every)
+        self._setup(LoopThread(), log, False, serializer(serde, allowed), snapshot_every)
 
     def _setup(
         self,
         loop: LoopThread,
-        event_log: EventLog,
+        log: EventLog,
         owns_log: bool,
         serde: SerializerProtocol,
         snapshot_every: int,
@@ -86,8 +86,8 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
         BaseCheckpointSaver.__init__(self, serde=serde)
         if snapshot_every < 1:
             raise ConfigError(f"snapshot_every must be 1 or more, not {snapshot_every!r}")
-        self._loop, self._log, self._owns_log = loop, event_log, owns_log
-        self._store = ThreadStore(event_log, snapshot_every=snapshot_every)
+        self._loop, self._log, self._owns_log = loop, log, owns_log
+        self._store = ThreadStore(log, snapshot_every=snapshot_every)
 
     @classmethod
     def from_url(

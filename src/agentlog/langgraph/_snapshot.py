@@ -41,7 +41,7 @@ from agentlog.langgraph._thread import Blob, ThreadModel
 
 __all__ = ["FORMAT", "Chain", "encode", "load"]
 
-log = get_logger("agentlog.langgraph")
+_log = get_logger("agentlog.langgraph")
 
 #: Bumped whenever the snapshot's shape changes; other snapshots are ignored.
 FORMAT = "agentlog.langgraph/2"
@@ -115,7 +115,7 @@ def _open(snapshot: Snapshot) -> tuple[dict[str, Any], int]:
     return content, checksum(body)
 
 
-async def load(event_log: EventLog, snapshot: Snapshot) -> tuple[ThreadModel, Chain] | None:
+async def load(log: EventLog, snapshot: Snapshot) -> tuple[ThreadModel, Chain] | None:
     """The model in ``snapshot`` (following its chain to its base), and the chain
     to continue; None (logged) if any link is missing, corrupt or does not fit."""
     thread_id = snapshot.run_id
@@ -130,7 +130,7 @@ async def load(event_log: EventLog, snapshot: Snapshot) -> tuple[ThreadModel, Ch
             parent = content["parent"]
             if parent is None:
                 break
-            older = await event_log.load_snapshot(thread_id, at_or_before=parent[0])
+            older = await log.load_snapshot(thread_id, at_or_before=parent[0])
             if older is None or older.seq != parent[0] or older.seq >= link.seq:
                 raise ValueError(f"the chain's snapshot {parent[0]} is missing")
             content, got = _open(older)
@@ -150,7 +150,7 @@ async def load(event_log: EventLog, snapshot: Snapshot) -> tuple[ThreadModel, Ch
         chain = Chain(snapshot.seq, digest, snapshot.base_seq or snapshot.seq, links, set(blobs))
         return model, chain
     except (*_UNUSABLE, LookupError) as exc:
-        log.warning(
+        _log.warning(
             "thread snapshot ignored",
             run_id=thread_id,
             seq=snapshot.seq,

@@ -59,7 +59,7 @@ from agentlog.langgraph._thread import NeedsHistory, ThreadModel
 
 __all__ = ["ThreadStore"]
 
-log = get_logger("agentlog.langgraph")
+_log = get_logger("agentlog.langgraph")
 
 
 @dataclass
@@ -109,8 +109,8 @@ class _Thread:
 class ThreadStore:
     """Threads of one EventLog, cached, with fenced appends."""
 
-    def __init__(self, event_log: EventLog, *, snapshot_every: int, base_every: int = 16) -> None:
-        self.log = event_log
+    def __init__(self, log: EventLog, *, snapshot_every: int, base_every: int = 16) -> None:
+        self.log = log
         self.snapshot_every = snapshot_every
         self.base_every = base_every
         self.owner = f"{socket.gethostname()}:{os.getpid()}:langgraph"
@@ -288,7 +288,7 @@ class ThreadStore:
             # A snapshot is a cache of the events, which are recorded: the put
             # stands, and the next snapshot stands alone.
             state.chain = None
-            log.warning("thread snapshot not saved", run_id=model.thread_id, reason=str(exc))
+            _log.warning("thread snapshot not saved", run_id=model.thread_id, reason=str(exc))
             return
         state.chain, state.snapshot_seq = chain, model.seq
         model.trim()

@@ -53,7 +53,7 @@ __all__ = [
     "save_state",
 ]
 
-log = get_logger("agentlog.projector")
+_log = get_logger("agentlog.projector")
 
 #: The snapshot format written now. Bumped whenever RunState's shape or the
 #: encoding changes; format 2 (checksummed, standalone) still loads. Format 3
@@ -109,7 +109,7 @@ def encode_state(state: RunState) -> bytes:
 
 
 def _warn(snapshot: Snapshot, exc: BaseException) -> None:
-    log.warning(
+    _log.warning(
         "snapshot ignored",
         run_id=snapshot.run_id,
         seq=snapshot.seq,
@@ -132,12 +132,12 @@ def decode_state(snapshot: Snapshot) -> RunState | None:
     trusted alone (a delta needs its chain: :func:`load_state` follows it), or
     is another component's (the LangGraph saver's: its run folds from events)."""
     if _foreign(snapshot):
-        log.info("snapshot is not the projector's", run_id=snapshot.run_id, seq=snapshot.seq)
+        _log.info("snapshot is not the projector's", run_id=snapshot.run_id, seq=snapshot.seq)
         return None
     try:
         frame = open_frame(snapshot)
         if frame.parent is not None:  # not bad: load_state follows its chain
-            log.info("snapshot needs its chain", run_id=snapshot.run_id, seq=snapshot.seq)
+            _log.info("snapshot needs its chain", run_id=snapshot.run_id, seq=snapshot.seq)
             return None
         return build_state([frame], snapshot.run_id)
     except _UNUSABLE as exc:
@@ -145,7 +145,7 @@ def decode_state(snapshot: Snapshot) -> RunState | None:
         return None
 
 
-async def _chain_state(event_log: EventReader, snapshot: Snapshot) -> RunState | None:
+async def _chain_state(log: EventReader, snapshot: Snapshot) -> RunState | None:
     """The state in ``snapshot``, following its chain down to its base; None
     (logged) if any link is missing, corrupt or does not fit."""
     chain: list[Frame] = []
@@ -159,7 +159,7 @@ async def _chain_state(event_log: EventReader, snapshot: Snapshot) -> RunState |
             parent_seq = frame.parent[0]
             if parent_seq >= link.seq:
                 raise ValueError(f"parent snapshot {parent_seq} is not older")
-            link = await event_log.load_snapshot(snapshot.run_id, at_or_before=parent_seq)
+            link = await log.load_snapshot(snapshot.run_id, at_or_before=parent_seq)
             if link is None or link.seq != parent_seq:
                 raise ValueError(f"the chain's snapshot {parent_seq} is missing")
         return build_state(chain, snapshot.run_id)
@@ -168,14 +168,14 @@ async def _chain_state(event_log: EventReader, snapshot: Snapshot) -> RunState |
         return None
 
 
-async def _latest_good_state(event_log: EventReader, run_id: str, at_seq: int | None) -> RunState:
+async def _latest_good_state(log: EventReader, run_id: str, at_seq: int | None) -> RunState:
     """The newest snapshot at or before ``at_seq`` that passes its checks, else an empty state."""
     bound = at_seq
     while True:
-        snapshot = await event_log.load_snapshot(run_id, at_or_before=bound)
+        snapshot = await log.load_snapshot(run_id, at_or_before=bound)
         if snapshot is None or _foreign(snapshot):
             return RunState()  # the run's snapshots are another component's: fold its events
-        state = await _chain_state(event_log, snapshot)
+        state = await _chain_state(log, snapshot)
         if state is not None:
             return state
         if snapshot.seq <= 1:
@@ -183,13 +183,13 @@ async def _latest_good_state(event_log: EventReader, run_id: str, at_seq: int | 
         bound = snapshot.seq - 1  # fall back to the previous one
 
 
-async def save_state(event_log: EventLog, state: RunState) -> None:
+async def save_state(log: EventLog, state: RunState) -> None:
     """Save ``state`` as the run's newest snapshot (a standalone one)."""
-    await event_log.save_snapshot(SnapshotChain().encode(state))
+    await log.save_snapshot(SnapshotChain().encode(state))
 
 
 async def load_state(
-    event_log: EventReader,
+    log: EventReader,
     run_id: str,
     *,
     at_seq: int | None = None,
@@ -212,11 +212,11 @@ async def load_state(
         not isinstance(at_seq, int) or isinstance(at_seq, bool) or at_seq < 1
     ):
         raise ConfigError(f"seq must be a whole number, 1 or more; got {at_seq!r}")
-    state = await _latest_good_state(event_log, run_id, at_seq) if use_snapshots else RunState()
-    async for event in event_log.read(run_id, after_seq=state.seq, upto_seq=at_seq):
+    state = await _latest_good_state(log, run_id, at_seq) if use_snapshots else RunState()
+    async for event in log.read(run_id, after_seq=state.seq, upto_seq=at_seq):
         apply(state, event, reducers)
     if state.seq == 0:
-        raise UnknownRunError(run_id, event_log.url)
+        raise UnknownRunError(run_id, log.url)
     if at_seq is not None and state.seq < at_seq:
         raise ConfigError(f"run {run_id!r} has no seq {at_seq}; its last seq is {state.seq}")
     return state

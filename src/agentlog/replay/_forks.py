@@ -48,7 +48,7 @@ class Forks:
         return {"forks": self.forks, "complete": self.complete}
 
 
-async def fork_origin(reader: EventReader, run_id: str) -> dict[str, Any] | None:
+async def fork_origin(log: EventReader, run_id: str) -> dict[str, Any] | None:
     """``{"run_id", "seq"}`` of the run ``run_id`` was forked from, or None.
 
     A fork's first append is the history it copied (without
@@ -60,7 +60,7 @@ async def fork_origin(reader: EventReader, run_id: str) -> dict[str, Any] | None
     after, size, checked_snapshot = 0, _FIRST_LOOK, False
     while True:
         last = after
-        async for event in reader.read(run_id, after_seq=after, upto_seq=after + size):
+        async for event in log.read(run_id, after_seq=after, upto_seq=after + size):
             # decided by the first marker: nothing past it is decoded
             if isinstance(event.data, RunForked):
                 return {"run_id": event.data.origin_run_id, "seq": event.data.origin_seq}
@@ -72,14 +72,14 @@ async def fork_origin(reader: EventReader, run_id: str) -> dict[str, Any] | None
         after, size = last, CHUNK
         if not checked_snapshot:
             checked_snapshot = True
-            snapshot = await reader.load_snapshot(run_id)
+            snapshot = await log.load_snapshot(run_id)
             if snapshot is not None and snapshot.seq > after:
-                state = await load_state(reader, run_id, at_seq=snapshot.seq)
+                state = await load_state(log, run_id, at_seq=snapshot.seq)
                 return None if state.forked_from is None else dict(state.forked_from)
 
 
 async def forks_of(
-    catalog: RunCatalog, reader: EventReader, origin: RunRow, *, scan: int = FORK_SCAN
+    catalog: RunCatalog, log: EventReader, origin: RunRow, *, scan: int = FORK_SCAN
 ) -> Forks:
     """The runs forked from ``origin`` (directly; a fork of a fork is listed
     on its own origin's page).
@@ -109,7 +109,7 @@ async def forks_of(
             if row.started_at < origin.started_at:
                 continue
             try:
-                came_from = await fork_origin(reader, row.run_id)
+                came_from = await fork_origin(log, row.run_id)
             except AgentlogError:  # a run this reader cannot open (no key): unknown
                 unreadable += 1
                 continue

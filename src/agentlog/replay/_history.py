@@ -2,7 +2,7 @@
 
 :class:`RunHistory` is what the run page of ``agentlog ui`` (and any other
 debugger) reads. The run is found in the hot log or the archive through the
-same calls (:class:`~agentlog.archive.ArchivedEventLog` joins the two), and
+same calls (:class:`~agentlog.archive.ArchivedEventReader` joins the two), and
 every answer is JSON-ready: plain dicts, lists, strings, numbers, booleans
 and None.
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentlog.archive import ArchivedEventLog, ArchiveReader, ArchiveStore
+from agentlog.archive import ArchivedEventReader, ArchiveReader, ArchiveStore
 from agentlog.archive._run_index import ArchiveRunIndex, run_location
 from agentlog.crypto import KeyStore, PayloadCipher
 from agentlog.errors import (
@@ -96,21 +96,21 @@ def history_reader(
             ArchiveReader(archive.store, archive.manifest, cipher=cipher)  # its loaded manifest
         )
     )
-    return ArchivedEventLog(hot, source, cipher=cipher)
+    return ArchivedEventReader(hot, source, cipher=cipher)
 
 
 class RunHistory:
     """One run's history, hot or archived, read through the same calls."""
 
-    def __init__(self, run_id: str, reader: EventReader, info: RunInfo, where: str) -> None:
+    def __init__(self, run_id: str, log: EventReader, info: RunInfo, where: str) -> None:
         """Use :meth:`open`; this takes an opened reader and the run's index row."""
         self.run_id = run_id
         self.where = where
-        self._reader = reader
+        self._reader = log
         self._row = run_row(info, where)
         self._names: dict[str, str] = {}  # task key -> task name, as pages teach them
         self._timeline = TimelineBuilder()  # the whole run's, once asked for
-        self._windows = TimelineWindows(reader, run_id)
+        self._windows = TimelineWindows(log, run_id)
         self._fork: tuple[dict[str, Any] | None] | None = None  # (origin,) once read
         self._kept: tuple[RunState, RunState] | None = None  # see _states
 
@@ -140,7 +140,7 @@ class RunHistory:
             if reader is not log:
                 await reader.close()
             raise UnknownRunError(run_id, log.url if log is not None else "the archive")
-        in_archive = isinstance(reader, ArchivedEventLog) and bool(
+        in_archive = isinstance(reader, ArchivedEventReader) and bool(
             reader.archive.manifest.latest(run_id)
         )
         hot = info if reader is log else await log.find_run(run_id) if log is not None else None

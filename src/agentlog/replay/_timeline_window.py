@@ -51,10 +51,10 @@ CHUNK = 2_048
 class TimelineWindows:
     """Windows of one run's timeline (see the module docstring)."""
 
-    def __init__(self, reader: EventReader, run_id: str, *, chunk: int = CHUNK) -> None:
+    def __init__(self, log: EventReader, run_id: str, *, chunk: int = CHUNK) -> None:
         """Read ``run_id``'s events from ``reader`` (the caller's to close),
         ``chunk`` events a read while looking for a boundary."""
-        self._reader, self.run_id, self._chunk = reader, run_id, max(1, chunk)
+        self._reader, self.run_id, self._chunk = log, run_id, max(1, chunk)
         #: superstep -> the seq of the event that opens it: the run's first
         #: event for superstep 0, the SuperstepCommitted before it otherwise.
         self._opens: dict[int, int] = {0: 1}

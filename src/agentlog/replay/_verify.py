@@ -29,7 +29,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, TypeAlias
 
-from agentlog.archive import ArchivedEventLog, ArchiveStore
+from agentlog.archive import ArchivedEventReader, ArchiveStore
 from agentlog.errors import (
     AgentlogError,
     ConfigError,
@@ -136,7 +136,7 @@ async def verify_history(workflow: Workflow[Any], events: Sequence[Event]) -> li
 
 
 async def verify_run(
-    reader: EventReader, workflows: Iterable[Workflow[Any]], info: RunInfo
+    log: EventReader, workflows: Iterable[Workflow[Any]], info: RunInfo
 ) -> RunCheck:
     """Check the run ``info`` names, read from ``reader``, against ``workflows``."""
     base = RunCheck(info.run_id, info.workflow, info.version, "skipped")
@@ -153,7 +153,7 @@ async def verify_run(
         )
         return _diverged(base, Mismatch(1, "version", info.workflow, None, message))
     try:
-        events = [event async for event in reader.read(info.run_id)]
+        events = [event async for event in log.read(info.run_id)]
     except RunArchivedError:
         message = (
             f"run {info.run_id!r} was archived and the archive it moved to was not read: "
@@ -166,7 +166,7 @@ async def verify_run(
     return await _check(workflow, events)
 
 
-async def select_runs(reader: EventReader, runs: RunSelection = "open") -> list[RunInfo]:
+async def select_runs(log: EventReader, runs: RunSelection = "open") -> list[RunInfo]:
     """The runs a check covers, most recently updated first.
 
     Raises:
@@ -176,14 +176,14 @@ async def select_runs(reader: EventReader, runs: RunSelection = "open") -> list[
         raise ConfigError(f"runs must be 'open', 'all' or a number of runs, got {runs!r}")
     if isinstance(runs, int) and runs < 1:
         raise ConfigError(f"runs must be at least 1 (the N most recent runs), got {runs}")
-    infos = await reader.list_runs()
+    infos = await log.list_runs()
     if runs == "open":
         return [info for info in infos if info.status not in RunStatus.TERMINAL]
     return infos if runs == "all" else infos[:runs]
 
 
 async def verify_runs(
-    event_log: EventReader,
+    log: EventReader,
     workflows: Iterable[Workflow[Any]],
     *,
     runs: RunSelection = "open",
@@ -205,7 +205,7 @@ async def verify_runs(
         ConfigError: a bad ``runs``.
     """
     workflows = list(workflows)
-    reader: EventReader = event_log if archive is None else ArchivedEventLog(event_log, archive)
+    reader: EventReader = log if archive is None else ArchivedEventReader(log, archive)
     try:
         infos = await select_runs(reader, runs)
         checks: list[RunCheck] = []
@@ -214,7 +214,7 @@ async def verify_runs(
             if progress is not None:
                 progress(checks[-1], len(checks), len(infos))
     finally:
-        if reader is not event_log:
+        if reader is not log:
             await reader.close()  # the archive's reader; the hot log is the caller's
     return VerifyReport(tuple(checks))
 

@@ -60,25 +60,25 @@ def open_archive_source(source: ArchiveSource) -> ArchiveStore:
 
 @contextlib.asynccontextmanager
 async def archive_history(
-    hot: EventLog, archive: ArchiveSource | None
+    log: EventLog, archive: ArchiveSource | None
 ) -> AsyncIterator[EventReader]:
     """Where a run's history is read: the hot log, plus ``archive`` if given.
 
     Sealed archived content is opened with the hot log's cipher.
     """
     if archive is None:
-        yield hot
+        yield log
         return
-    from agentlog.archive._history import ArchivedEventLog
+    from agentlog.archive._history import ArchivedEventReader
 
-    combined = ArchivedEventLog(hot, open_archive_source(archive))
+    combined = ArchivedEventReader(log, open_archive_source(archive))
     try:
         yield combined
     finally:
         await combined.close()
 
 
-async def read_state(hot: EventLog, archive: ArchiveSource | None, run_id: str) -> RunState:
+async def read_state(log: EventLog, archive: ArchiveSource | None, run_id: str) -> RunState:
     """The run's state: from the hot log, or from ``archive`` once its events
     were pruned into it.
 
@@ -89,9 +89,9 @@ async def read_state(hot: EventLog, archive: ArchiveSource | None, run_id: str) 
             ``archive`` does not hold them.
     """
     try:
-        return await load_state(hot, run_id)
+        return await load_state(log, run_id)
     except RunArchivedError:
         if archive is None:
-            raise RunArchivedError(run_id, hot.url, hint=_NO_ARCHIVE) from None
-    async with archive_history(hot, archive) as history:
+            raise RunArchivedError(run_id, log.url, hint=_NO_ARCHIVE) from None
+    async with archive_history(log, archive) as history:
         return await load_state(history, run_id)

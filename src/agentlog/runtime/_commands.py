@@ -51,7 +51,7 @@ from agentlog.runtime._shred import record_shredded
 
 __all__ = ["Outcome", "apply_command", "refused", "send", "waits_for_outcome", "worker_loop"]
 
-log = get_logger("agentlog.worker")
+_log = get_logger("agentlog.worker")
 
 
 #: What the worker does with a command once it tried to apply it.
@@ -88,7 +88,7 @@ def refused(command: Command, status: str) -> WorkflowError:
 
 
 async def send(
-    event_log: EventLog,
+    log: EventLog,
     command: Command,
     *,
     wake: asyncio.Event,
@@ -103,12 +103,12 @@ async def send(
     raises what ``check`` raises on the run as it is now, the error a log
     written directly gives (no ``check``: a refusal is fine).
     """
-    sent = await event_log.send_command(command)
+    sent = await log.send_command(command)
     wake.set()
     if not wait or not waits_for_outcome():
         return
-    if await event_log.command_outcome(sent) is False and check is not None:
-        state = await load_state(event_log, command.run_id)
+    if await log.command_outcome(sent) is False and check is not None:
+        state = await load_state(log, command.run_id)
         check(state)
         raise refused(command, state.status)
 
@@ -127,13 +127,13 @@ async def apply_command(driver: RunDriver, command: Command) -> Outcome:
     try:
         return "ack" if await _apply(driver, command) else "retry"
     except FencedError as exc:  # NotOwnerError too: the partition moved
-        log.info("command left to the run's new owner", run_id=command.run_id, error=str(exc))
+        _log.info("command left to the run's new owner", run_id=command.run_id, error=str(exc))
         return "drop"
     except (BackendUnavailableError, LeaseHeldError) as exc:
-        log.info("command not applied yet", run_id=command.run_id, error=str(exc))
+        _log.info("command not applied yet", run_id=command.run_id, error=str(exc))
         return "retry"
     except AgentlogError as exc:
-        log.warning("command refused", run_id=command.run_id, kind=command.kind, error=str(exc))
+        _log.warning("command refused", run_id=command.run_id, kind=command.kind, error=str(exc))
     return "ack"
 
 
@@ -146,7 +146,7 @@ async def _apply(driver: RunDriver, command: Command) -> bool:
             await driver.record(run_id, lambda state: [], start=command.data)
         return True
     if not exists:
-        log.warning("command for an unknown run", run_id=run_id, kind=kind)
+        _log.warning("command for an unknown run", run_id=run_id, kind=kind)
         return True
     if kind == "shred":
         if isinstance(command.data, RunShredded):

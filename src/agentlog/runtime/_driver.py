@@ -52,7 +52,7 @@ from agentlog.runtime._writer import RunWriter
 
 __all__ = ["RunDriver"]
 
-log = get_logger("agentlog.runtime")
+_log = get_logger("agentlog.runtime")
 
 #: What a driver records that is not an input from outside the run.
 _NOT_INPUTS = (WriterClaimed, RunMigrated)
@@ -66,8 +66,8 @@ class RunDriver:
         config: owner, lease, durability and snapshots of the runs' writers.
     """
 
-    def __init__(self, event_log: EventLog, config: RuntimeConfig) -> None:
-        self.log = event_log
+    def __init__(self, log: EventLog, config: RuntimeConfig) -> None:
+        self.log = log
         self.config = config
         #: The workflow code this process can run, by name.
         self.workflows: dict[str, Workflow[Any]] = {}
@@ -177,7 +177,7 @@ class RunDriver:
             except (LeaseHeldError, RunNotWaitingError):
                 continue  # another process got there first, or it just ended
             except AgentlogError as exc:
-                log.warning("run not recovered", run_id=info.run_id, error=str(exc))
+                _log.warning("run not recovered", run_id=info.run_id, error=str(exc))
                 report.failed[info.run_id] = exc
                 continue
             report.recovered.append(info.run_id)
@@ -351,7 +351,7 @@ class RunDriver:
         and asyncio would log its error as "never retrieved"."""
         self._active.pop(run_id, None)
         if not task.cancelled() and (error := task.exception()) is not None:
-            log.info("run stopped in this process", run_id=run_id, error=repr(error))
+            _log.info("run stopped in this process", run_id=run_id, error=repr(error))
 
     async def _drive(self, executor: RunExecutor, writer: RunWriter) -> RunState:
         run_id, epoch = writer.state.run_id, writer.epoch
@@ -384,7 +384,7 @@ class RunDriver:
             try:
                 await self.log.renew_lease(run_id, epoch, lease)
             except FencedError as exc:
-                log.warning("writer fenced; stopping", run_id=run_id, epoch=epoch)
+                _log.warning("writer fenced; stopping", run_id=run_id, epoch=epoch)
                 writer.fence(exc)  # no side effect may start from here on
                 fenced.append(exc)
                 if owner is not None:
@@ -393,7 +393,7 @@ class RunDriver:
             except Exception as exc:  # storage hiccup: the next renewal may work
                 if task_cancelling():
                     return  # it was our cancel, swallowed by the client
-                log.warning("lease renewal failed", run_id=run_id, error=str(exc))
+                _log.warning("lease renewal failed", run_id=run_id, error=str(exc))
             else:
                 writer.lease_renewed(sent_at, lease)
 

@@ -70,7 +70,7 @@ from agentlog.runtime._writer_protocol import Writer
 
 __all__ = ["CODE_ERROR", "CODE_ERRORS", "RunExecutor", "code_failure"]
 
-log = get_logger("agentlog.runtime")
+_log = get_logger("agentlog.runtime")
 
 _DONE, _INTERRUPTED = "done", "interrupted"
 #: Errors of ours that fail the step like the step's own errors (recorded,
@@ -110,7 +110,7 @@ class RunExecutor:
         #: Set by a worker that stops (SIGTERM): the run ends its current
         #: superstep, records it and lets go, for another worker to continue.
         self.hand_over_requested = asyncio.Event()
-        self._log = log.bind(run_id=writer.state.run_id)
+        self._log = _log.bind(run_id=writer.state.run_id)
 
     @property
     def state(self) -> RunState:

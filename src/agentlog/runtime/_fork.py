@@ -108,22 +108,22 @@ def _check_updates(updates: Mapping[str, Any] | None, wf: Workflow[Any]) -> dict
     return chosen
 
 
-async def _check_not_shredded(history: EventReader, run_id: str, last_seq: int) -> None:
+async def _check_not_shredded(log: EventReader, run_id: str, last_seq: int) -> None:
     """Refuse a shredded origin, even in a process that still caches its key
     (a fork would otherwise seal its content again under a live key)."""
-    cipher = history.cipher
+    cipher = log.cipher
     if cipher is not None and await asyncio.to_thread(cipher.keys.store.is_shredded, run_id):
-        raise ShreddedError(run_id, where=history.url)
-    last = [e async for e in history.read(run_id, after_seq=last_seq - 1)]
+        raise ShreddedError(run_id, where=log.url)
+    last = [e async for e in log.read(run_id, after_seq=last_seq - 1)]
     if last and isinstance(last[-1].data, RunShredded):
-        raise ShreddedError(run_id, last[-1].data.at, where=history.url)
+        raise ShreddedError(run_id, last[-1].data.at, where=log.url)
 
 
-async def _check_new_run_id(history: EventReader, new_run_id: str) -> None:
+async def _check_new_run_id(log: EventReader, new_run_id: str) -> None:
     if not new_run_id:
         raise ConfigError("fork() needs a new_run_id: the id of the run it creates")
     check_run_id(new_run_id)
-    info = await history.find_run(new_run_id)
+    info = await log.find_run(new_run_id)
     if info is not None and info.last_seq > 0:
         raise RunExistsError(
             f"run {new_run_id!r} exists already ({info.status}, workflow "
@@ -133,7 +133,7 @@ async def _check_new_run_id(history: EventReader, new_run_id: str) -> None:
 
 
 async def plan_fork(
-    history: EventReader,
+    log: EventReader,
     origin_run_id: str,
     at_seq: int,
     new_run_id: str,
@@ -154,17 +154,17 @@ async def plan_fork(
     """
     if not isinstance(at_seq, int) or isinstance(at_seq, bool) or at_seq < 1:
         raise ConfigError(f"at_seq must be a whole number, 1 or more; got {at_seq!r}")
-    info = await history.find_run(origin_run_id)
+    info = await log.find_run(origin_run_id)
     if info is None or info.last_seq == 0:
-        raise UnknownRunError(origin_run_id, history.url)
+        raise UnknownRunError(origin_run_id, log.url)
     if at_seq > info.last_seq:
         raise ConfigError(
             f"run {origin_run_id!r} has no seq {at_seq}; its last seq is {info.last_seq}. "
             "Nothing was recorded."
         )
-    await _check_new_run_id(history, new_run_id)
-    await _check_not_shredded(history, origin_run_id, info.last_seq)
-    events = [e async for e in history.read(origin_run_id, upto_seq=at_seq)]
+    await _check_new_run_id(log, new_run_id)
+    await _check_not_shredded(log, origin_run_id, info.last_seq)
+    events = [e async for e in log.read(origin_run_id, upto_seq=at_seq)]
     if [e.seq for e in events] != list(range(1, at_seq + 1)):
         got = f"seqs {events[0].seq}..{events[-1].seq}" if events else "no events"
         raise ReplayError(
@@ -220,19 +220,19 @@ def claim_of_new_run(new_run_id: str) -> Iterator[None]:
         ) from exc
 
 
-async def record_fork(event_log: EventLog, plan: ForkPlan, epoch: int) -> RunState:
+async def record_fork(log: EventLog, plan: ForkPlan, epoch: int) -> RunState:
     """Record the fork as the new run's claimed writer at ``epoch`` (step 2);
     return the new run's state.
 
     Raises:
         RunExistsError: another process recorded the new run id meanwhile.
     """
-    info = await event_log.find_run(plan.new_run_id)
+    info = await log.find_run(plan.new_run_id)
     if info is not None and info.last_seq > 0:  # recorded between the check and the claim
         raise RunExistsError(f"run {plan.new_run_id!r} was just created elsewhere; pick another id")
     copied = copy_events(plan.origin_events, plan.new_run_id, epoch)
     marker = RunForked(plan.origin_run_id, plan.origin_seq, plan.updates)
     copied.append(Event(plan.new_run_id, len(copied) + 1, marker, writer_epoch=epoch))
     state = fold(copied, reducers=plan.workflow.reducer_table)
-    await event_log.append(copied, durable=True)
+    await log.append(copied, durable=True)
     return state

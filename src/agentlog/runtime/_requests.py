@@ -68,7 +68,7 @@ from agentlog.runtime._writer import Durability, RunWriter, check_durability
 
 __all__ = ["RunRequests"]
 
-log = get_logger("agentlog.runtime")
+_log = get_logger("agentlog.runtime")
 
 #: How many times a cancel claims the run when other forced claims keep
 #: taking it before the cancel is recorded (each of those ends it, as a rule).
@@ -298,7 +298,7 @@ class RunRequests:
                 after: list[EventData] = []
                 if migration is not None:
                     after.append(self._driver.migrated(wf, state, migration))
-        log.info("run forked", run_id=new_run_id, origin=run_id, origin_seq=at_seq)
+        _log.info("run forked", run_id=new_run_id, origin=run_id, origin_seq=at_seq)
         here = self.config.execute and state.status == RunStatus.RUNNING
         mode = state.durability or self.config.durability
         await self._driver.continue_run(wf, state, epoch, deadline, mode, after, here)

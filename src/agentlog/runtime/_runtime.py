@@ -54,7 +54,7 @@ from agentlog.runtime._writer import Durability
 __all__ = ["VERBS", "Runtime", "RuntimeConfig"]
 
 
-log = get_logger("agentlog.runtime")
+_log = get_logger("agentlog.runtime")
 
 
 class Runtime:
@@ -75,25 +75,23 @@ class Runtime:
 
     def __init__(
         self,
-        event_log: EventLog,
+        log: EventLog,
         *,
         workflows: Iterable[Workflow[Any]] = (),
         config: RuntimeConfig | None = None,
         archive: ArchiveSource | None = None,
     ) -> None:
         self.archive = None if archive is None else open_archive_source(archive)
-        self.log = event_log
+        self.log = log
         self.config = config or RuntimeConfig()
         #: Claims, records and drives this process's runs.
-        self.driver = RunDriver(event_log, self.config)
+        self.driver = RunDriver(log, self.config)
         #: The workflow code this process can run, by name (the driver's).
         self.workflows: dict[str, Workflow[Any]] = self.driver.workflows
         self.requests = RunRequests(
             self.driver, self.archive, ensure_worker=self._ensure_worker, wait=self.wait
         )
-        self.worker = Worker(
-            self.driver, event_log, self.config.worker_config, submit=self._submit_tick
-        )
+        self.worker = Worker(self.driver, log, self.config.worker_config, submit=self._submit_tick)
         self._owns_log = False
         self.register(*workflows)
 

@@ -67,7 +67,7 @@ __all__ = [
     "shredded_already",
 ]
 
-log = get_logger("agentlog.runtime")
+_log = get_logger("agentlog.runtime")
 
 #: The reason recorded when a run that had not ended is cancelled by a shred.
 SHRED_REASON = "shredded"
@@ -106,7 +106,7 @@ def _has_content(data: EventData) -> bool:
 
 @contextlib.asynccontextmanager
 async def _history(
-    event_log: EventLog, info: RunInfo, archive: ArchiveSource | None
+    log: EventLog, info: RunInfo, archive: ArchiveSource | None
 ) -> AsyncIterator[EventReader]:
     """Where the run's events are read: the hot log, plus ``archive`` once
     some of them were pruned into it.
@@ -115,12 +115,12 @@ async def _history(
         RunArchivedError: the run was pruned and no ``archive`` was given.
     """
     if info.archived and archive is None:
-        raise RunArchivedError(info.run_id, event_log.url, hint=_NO_ARCHIVE)
-    async with archive_history(event_log, archive if info.archived else None) as history:
+        raise RunArchivedError(info.run_id, log.url, hint=_NO_ARCHIVE)
+    async with archive_history(log, archive if info.archived else None) as history:
         yield history
 
 
-async def _sealed_or_not(history: EventReader, info: RunInfo) -> None:
+async def _sealed_or_not(log: EventReader, info: RunInfo) -> None:
     """Raise unless the run's first event with content is sealed with this key store.
 
     A run is encrypted from its first event, or not at all, so one event
@@ -130,11 +130,11 @@ async def _sealed_or_not(history: EventReader, info: RunInfo) -> None:
     after = 0
     while after < info.last_seq:
         upto = min(after + _PEEK, info.last_seq)
-        async for event in history.read(info.run_id, after_seq=after, upto_seq=upto):
+        async for event in log.read(info.run_id, after_seq=after, upto_seq=upto):
             if event.sealed is None and event.unreadable is None and not _has_content(event.data):
                 continue  # metadata only: stored in clear either way
             if event.sealed is None:
-                raise NotEncryptedError(info.run_id, history.url)
+                raise NotEncryptedError(info.run_id, log.url)
             if isinstance(event.unreadable, MissingDataKeyError | WrongKeyError):
                 raise event.unreadable  # another key store's run: never tombstone it here
             return
@@ -142,7 +142,7 @@ async def _sealed_or_not(history: EventReader, info: RunInfo) -> None:
 
 
 async def check_shreddable(
-    event_log: EventLog, run_id: str, archive: ArchiveSource | None = None
+    log: EventLog, run_id: str, archive: ArchiveSource | None = None
 ) -> tuple[PayloadCipher, RunInfo]:
     """The log's cipher and the run's index row, once the run may be shredded.
 
@@ -159,19 +159,19 @@ async def check_shreddable(
         MissingDataKeyError, WrongKeyError: this key store did not encrypt
             the run (another keyring wrote it); nothing was changed.
     """
-    info = await event_log.find_run(run_id)
+    info = await log.find_run(run_id)
     if info is None or info.last_seq == 0:
-        raise UnknownRunError(run_id, event_log.url)
-    cipher = event_log.cipher
+        raise UnknownRunError(run_id, log.url)
+    cipher = log.cipher
     if cipher is None:
         raise NoKeyStoreError(run_id)
-    async with _history(event_log, info, archive) as history:
+    async with _history(log, info, archive) as history:
         await _sealed_or_not(history, info)
     return cipher, info
 
 
 async def shredded_already(
-    event_log: EventLog,
+    log: EventLog,
     cipher: PayloadCipher,
     info: RunInfo,
     archive: ArchiveSource | None = None,
@@ -183,52 +183,50 @@ async def shredded_already(
         return False
     if info.status == RunStatus.SHREDDED:
         return True
-    async with _history(event_log, info, archive) as history:
+    async with _history(log, info, archive) as history:
         last = [e async for e in history.read(info.run_id, after_seq=info.last_seq - 1)]
     return bool(last) and isinstance(last[-1].data, RunShredded)
 
 
-async def _append(event_log: EventLog, info: RunInfo, epoch: int, *data: EventData) -> int:
+async def _append(log: EventLog, info: RunInfo, epoch: int, *data: EventData) -> int:
     """Append ``data`` after the run's last event at ``epoch``; return the last seq."""
     events = [
         Event(info.run_id, info.last_seq + i, item, writer_epoch=epoch)
         for i, item in enumerate(data, start=1)
     ]
-    await event_log.append(events, durable=True)
+    await log.append(events, durable=True)
     return events[-1].seq
 
 
 async def record_shred(
-    event_log: EventLog, cipher: PayloadCipher, run_id: str, owner: str, lease_seconds: float
+    log: EventLog, cipher: PayloadCipher, run_id: str, owner: str, lease_seconds: float
 ) -> ShredReport:
     """Moves 1 to 4 of the module docstring, on a log with direct writes."""
     store = cipher.keys.store
-    epoch = await event_log.claim_writer(
-        run_id, owner=owner, lease_seconds=lease_seconds, force=True
-    )
+    epoch = await log.claim_writer(run_id, owner=owner, lease_seconds=lease_seconds, force=True)
     try:
-        info = await event_log.get_run(run_id)  # as it stands now that nobody else writes
+        info = await log.get_run(run_id)  # as it stands now that nobody else writes
         cancelled = False
         if info.status not in RunStatus.TERMINAL:
             if await asyncio.to_thread(store.is_shredded, run_id):
                 # Its key went without a cancel (KeyStore.destroy by hand): a
                 # cancel can no longer be sealed, and nothing can drive it anyway.
-                log.warning("shredded run had not ended", run_id=run_id, status=info.status)
+                _log.warning("shredded run had not ended", run_id=run_id, status=info.status)
             else:
                 cancel = RunCancelled(SHRED_REASON)
-                await _append(event_log, info, epoch, WriterClaimed(epoch, owner), cancel)
-                info, cancelled = await event_log.get_run(run_id), True
+                await _append(log, info, epoch, WriterClaimed(epoch, owner), cancel)
+                info, cancelled = await log.get_run(run_id), True
         at = await asyncio.to_thread(cipher.shred, run_id)
-        seq = await _append(event_log, info, epoch, RunShredded(at=at, by=owner))
+        seq = await _append(log, info, epoch, RunShredded(at=at, by=owner))
     finally:
         with contextlib.suppress(FencedError, UnknownRunError):
-            await event_log.release_lease(run_id, epoch)
-    log.info("run shredded", run_id=run_id, at=at, cancelled=cancelled)
+            await log.release_lease(run_id, epoch)
+    _log.info("run shredded", run_id=run_id, at=at, cancelled=cancelled)
     return ShredReport(run_id, at, store.description, cancelled=cancelled, recorded_seq=seq)
 
 
 async def record_shredded(
-    event_log: EventLog, run_id: str, shredded: RunShredded, owner: str, lease_seconds: float
+    log: EventLog, run_id: str, shredded: RunShredded, owner: str, lease_seconds: float
 ) -> None:
     """As the run's owner, append ``shredded`` unless it is recorded (a worker
     applying a client's ``shred`` command: the client destroyed the key).
@@ -236,14 +234,12 @@ async def record_shredded(
     Only metadata is appended, and nothing is replayed: the run's content
     cannot be read any more.
     """
-    epoch = await event_log.claim_writer(
-        run_id, owner=owner, lease_seconds=lease_seconds, force=True
-    )
+    epoch = await log.claim_writer(run_id, owner=owner, lease_seconds=lease_seconds, force=True)
     try:
-        info = await event_log.get_run(run_id)
-        last = [e async for e in event_log.read(run_id, after_seq=info.last_seq - 1)]
+        info = await log.get_run(run_id)
+        last = [e async for e in log.read(run_id, after_seq=info.last_seq - 1)]
         if not (last and isinstance(last[-1].data, RunShredded)):
-            await _append(event_log, info, epoch, shredded)
+            await _append(log, info, epoch, shredded)
     finally:
         with contextlib.suppress(FencedError, UnknownRunError):
-            await event_log.release_lease(run_id, epoch)
+            await log.release_lease(run_id, epoch)

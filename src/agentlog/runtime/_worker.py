@@ -55,7 +55,7 @@ from agentlog.runtime._schedules import Schedule
 
 __all__ = ["SubmitTick", "Worker", "WorkerConfig"]
 
-log = get_logger("agentlog.worker")
+_log = get_logger("agentlog.worker")
 
 #: A run that could not be taken over (a corrupt event, changed code) is
 #: tried again after this long, not on every pass.
@@ -87,13 +87,13 @@ class Worker:
     def __init__(
         self,
         driver: RunDriver,
-        event_log: EventLog,
+        log: EventLog,
         config: WorkerConfig | None = None,
         *,
         submit: SubmitTick | None = None,
     ) -> None:
         self.driver = driver
-        self.log = event_log
+        self.log = log
         self.config = config or WorkerConfig()
         #: Set to look for work at once: the driver's, which sets it when it
         #: lets go of a run for a worker.
@@ -113,7 +113,7 @@ class Worker:
 
     async def run(self) -> None:
         """Drive runs until :meth:`stop`; then hand every run over and return."""
-        log.info("worker started", owner=self.driver.config.owner)
+        _log.info("worker started", owner=self.driver.config.owner)
         backoff = 0.0
         while not self._stopping.is_set() and not task_cancelling():
             try:
@@ -122,12 +122,12 @@ class Worker:
                 backoff = 0.0
             except Exception as exc:  # the log is unreachable: say so, back off, go on
                 backoff = min(max(backoff * 2, self.config.poll_seconds), _MAX_BACKOFF_S)
-                log.warning("worker pass failed; retrying", error=repr(exc), retry_in=backoff)
+                _log.warning("worker pass failed; retrying", error=repr(exc), retry_in=backoff)
                 await _wait(self._stopping, backoff)
             await self._idle()
         if self._hand_over:  # stopped by stop(), not by Runtime.close()
             await self.driver.hand_over()
-        log.info("worker stopped", owner=self.driver.config.owner)
+        _log.info("worker stopped", owner=self.driver.config.owner)
 
     def stop(self, *, hand_over: bool = True) -> None:
         """Stop taking work; running runs finish their current superstep and
@@ -244,7 +244,7 @@ class Worker:
         if wf is None:
             if info.workflow not in self._unknown:
                 self._unknown.add(info.workflow)
-                log.warning(
+                _log.warning(
                     "run waits for a worker that knows its workflow",
                     run_id=info.run_id,
                     workflow=info.workflow,
@@ -266,7 +266,7 @@ class Worker:
         except (LeaseHeldError, RunNotWaitingError):
             return False  # another worker got there first, or it moved on
         except AgentlogError as exc:
-            log.warning("run not taken over", run_id=info.run_id, error=str(exc))
+            _log.warning("run not taken over", run_id=info.run_id, error=str(exc))
             self._broken[info.run_id] = now + _RETRY_BROKEN
             return False
         self._broken.pop(info.run_id, None)
@@ -282,7 +282,7 @@ class Worker:
             return
         exc = task.exception()
         if isinstance(exc, AgentlogError) and not isinstance(exc, _LOST_THE_RUN):
-            log.warning("run stopped on an error; retried later", run_id=run_id, error=str(exc))
+            _log.warning("run stopped on an error; retried later", run_id=run_id, error=str(exc))
             self._broken[run_id] = utcnow() + _RETRY_BROKEN
         self.wake.set()  # a slot is free
 
@@ -313,9 +313,9 @@ class Worker:
             try:
                 if await self.log.find_run(run_id) is None:
                     await submit(entry.workflow, run_id, entry.input_for(tick))
-                    log.info("schedule tick submitted", run_id=run_id, cron=entry.cron)
+                    _log.info("schedule tick submitted", run_id=run_id, cron=entry.cron)
             except Exception as exc:  # the user's input function too: say so, go on
-                log.warning("schedule tick not submitted", run_id=run_id, error=repr(exc))
+                _log.warning("schedule tick not submitted", run_id=run_id, error=repr(exc))
                 return  # this tick again on the next pass
             self._cursors[key] = tick
 

@@ -71,7 +71,7 @@ def check_durability(mode: str) -> None:
         raise ConfigError(f"durability must be one of {', '.join(DURABILITY_MODES)}, got {mode!r}")
 
 
-log = get_logger("agentlog.runtime")
+_log = get_logger("agentlog.runtime")
 
 # A queue item: a batch of events, or a state to snapshot once they are in.
 _Item = list[Event] | Snapshot
@@ -83,7 +83,7 @@ class RunWriter:
 
     def __init__(
         self,
-        event_log: EventLog,
+        log: EventLog,
         state: RunState,
         *,
         epoch: int,
@@ -93,7 +93,7 @@ class RunWriter:
         reducers: Mapping[str, Reducer] | None = None,
     ) -> None:
         check_durability(durability)
-        self.log, self.state, self.epoch = event_log, state, epoch
+        self.log, self.state, self.epoch = log, state, epoch
         self.durability = durability
         self.snapshots = snapshots
         self._last_snapshot_seq = state.seq
@@ -107,7 +107,7 @@ class RunWriter:
         #: time.monotonic() after which this writer's lease may have expired
         self._lease_deadline = lease_deadline
         self._reducers = reducers  # the workflow's own reducer table
-        self._log = log.bind(run_id=state.run_id, epoch=epoch)
+        self._log = _log.bind(run_id=state.run_id, epoch=epoch)
         if durability == "async":
             self._queue = asyncio.Queue()
             self._background = asyncio.create_task(self._drain_forever())

@@ -174,8 +174,8 @@ async def sql_api(request: Request) -> Response:
     # Counted from here: gathering the hot events reads the hot log, and costs memory too.
     context.sql_running += 1
     try:
-        source = await sql_source(context.store, context.hot)
-        plan = (source, sql_cipher(context.keys, context.hot))
+        source = await sql_source(context.store, context.log)
+        plan = (source, sql_cipher(context.keys, context.log))
         processes: QueryProcesses = request.app.state.sql_processes
         process = await run_in_threadpool(processes.take)
         try:

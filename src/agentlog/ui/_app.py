@@ -112,7 +112,7 @@ def served_hosts(host: str, public_hosts: Sequence[str] = ()) -> list[str]:
 
 STATIC = Path(__file__).parent / "static"
 
-log = get_logger(__name__)
+_log = get_logger(__name__)
 
 #: Sent with every response. No inline script or style can run, whatever an
 #: event's payload holds; the pages only load what this server serves.
@@ -159,7 +159,7 @@ class _SecurityHeaders:
         except Exception:
             if started:  # a stream broke midway: nothing more can be said to the client
                 raise
-            log.exception("ui request failed", path=scope.get("path", ""))
+            _log.exception("ui request failed", path=scope.get("path", ""))
             answer = error_response(
                 Request(scope),
                 500,

@@ -13,7 +13,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from agentlog.archive import ArchivedEventLog, ArchiveStore, open_archive
+from agentlog.archive import ArchivedEventReader, ArchiveStore, open_archive
 from agentlog.crypto import KeyStore
 from agentlog.eventlog._base import EventLog, EventReader
 from agentlog.eventlog._urls import open_log, redact_url
@@ -34,7 +34,7 @@ class UiContext:
 
     log_url: str
     """The hot log's URL (shown redacted, never with a password)."""
-    hot: EventLog
+    log: EventLog
     """The hot log, opened without creating it."""
     reader: EventReader
     """The hot log and the archive as one history (the hot log alone with no
@@ -95,7 +95,7 @@ class UiContext:
             if entry is not None:
                 self._histories.move_to_end(run_id)
                 return entry
-            history = await RunHistory.open(run_id, self.hot, self.store, keys=self.keys)
+            history = await RunHistory.open(run_id, self.log, self.store, keys=self.keys)
             entry = self._histories[run_id] = (history, asyncio.Lock())
             while len(self._histories) > HISTORIES_KEPT:
                 await self._histories.popitem(last=False)[1][0].close()
@@ -130,7 +130,7 @@ async def open_context(
         store = _archive_or_none(archive_url)
         reader: EventReader = hot
         if store is not None:
-            reader = ArchivedEventLog(hot, store)
+            reader = ArchivedEventReader(hot, store)
             stack.push_async_callback(reader.close)
         catalog = RunCatalog(hot, store, keys=keys)
         stack.push_async_callback(catalog.close)

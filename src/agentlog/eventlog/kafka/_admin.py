@@ -53,7 +53,7 @@ __all__ = [
     "production_looking",
 ]
 
-log = get_logger(__name__)
+_log = get_logger(__name__)
 
 TOPIC_ALREADY_EXISTS = 36
 #: Large payloads and snapshots: records up to 16 MiB.
@@ -289,7 +289,7 @@ async def _warn_single_replica(
             bootstrap_servers, len((await admin.describe_cluster())["brokers"])
         )
     if why:
-        log.warning(
+        _log.warning(
             "kafka_replication_factor_one",
             topics=topics,
             reason=why,
@@ -334,7 +334,7 @@ def _check(topic: str, configs: dict[str, str], replicas: int, *, is_events: boo
         )
     min_isr = int(configs.get("min.insync.replicas", "1"))
     if replicas >= 3 and min_isr < 2:
-        log.warning(
+        _log.warning(
             "kafka_min_insync_replicas_low",
             topic=topic,
             replication_factor=replicas,

@@ -47,7 +47,7 @@ from agentlog._logging import get_logger
 
 __all__ = ["QUICK_TXN_RETRY_S", "start_client", "stop_quietly", "transactional_producer"]
 
-log = get_logger(__name__)
+_log = get_logger(__name__)
 
 #: How long our transactional producers wait before asking again to add a
 #: partition to a transaction while the previous one is still finishing.
@@ -162,7 +162,7 @@ async def stop_quietly(client: Any, timeout_s: float) -> None:
         # aiokafka's own in-flight fetch, cancelled by its stop(): not ours.
     except (TimeoutError, KafkaError, OSError, RuntimeError) as exc:
         _close_connections(client)
-        log.warning(
+        _log.warning(
             "kafka_client_stop_failed",
             client=type(client).__name__,
             error=f"{type(exc).__name__}: {exc}",

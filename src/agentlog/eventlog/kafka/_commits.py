@@ -25,7 +25,7 @@ from agentlog.eventlog._base import RunInfo
 from agentlog.eventlog.events import Event
 from agentlog.eventlog.kafka._admin import TopicLayout
 from agentlog.eventlog.kafka._records import IndexEntry, encode_index, index_key
-from agentlog.eventlog.kafka._txn import RunWriter, Verdict
+from agentlog.eventlog.kafka._txn import RunProducer, Verdict
 
 __all__ = ["EventsCommit", "IndexCommit"]
 
@@ -54,7 +54,9 @@ class EventsCommit:
     def describe(self) -> str:
         return f"the append at seq {self.first}"
 
-    async def send(self, writer: RunWriter, sent: list[asyncio.Future[Any]]) -> Callable[[], None]:
+    async def send(
+        self, writer: RunProducer, sent: list[asyncio.Future[Any]]
+    ) -> Callable[[], None]:
         producer, key = writer.producer, writer.run_id.encode()
         info = writer.committed.after([event for event, _ in self.batch])
         with_index = (
@@ -104,7 +106,7 @@ class EventsCommit:
 
         return applied
 
-    async def _send_batch(self, writer: RunWriter, builder: Any) -> asyncio.Future[Any]:
+    async def _send_batch(self, writer: RunProducer, builder: Any) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = await writer.producer.send_batch(
             builder, self.layout.events, partition=writer.partition
         )
@@ -145,7 +147,9 @@ class IndexCommit:
             return f"the claim of epoch {self.epoch}"
         return f"the lease change of epoch {self.epoch}"
 
-    async def send(self, writer: RunWriter, sent: list[asyncio.Future[Any]]) -> Callable[[], None]:
+    async def send(
+        self, writer: RunProducer, sent: list[asyncio.Future[Any]]
+    ) -> Callable[[], None]:
         # Built from the tail as of this attempt: a reopen may have moved it on.
         info = dataclasses.replace(
             writer.committed,

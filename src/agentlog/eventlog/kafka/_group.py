@@ -51,7 +51,7 @@ from agentlog.eventlog.kafka._reader import KafkaReader
 
 __all__ = ["GroupMember"]
 
-log = get_logger(__name__)
+_log = get_logger(__name__)
 
 _STOP_S = 5.0
 _POLL_MS = 100
@@ -152,7 +152,7 @@ class GroupMember:
         # fetches them again from the committed offset: skip those (see _poll).
         await self._open_missing()
         self._changed.set()
-        log.info("kafka_group_assigned", partitions=self.owned(), generation=generation)
+        _log.info("kafka_group_assigned", partitions=self.owned(), generation=generation)
 
     async def _open_missing(self) -> None:
         # One opener at a time (the listener and the poll loop both open):
@@ -167,7 +167,7 @@ class GroupMember:
         for p, result in zip(missing, results, strict=True):
             if isinstance(result, BaseException):
                 self._last_error = f"partition {p}: {result}"
-                log.warning("kafka_partition_open_failed", partition=p, error=str(result))
+                _log.warning("kafka_partition_open_failed", partition=p, error=str(result))
 
     async def _open(self, partition: int) -> None:
         owner = PartitionOwner(
@@ -215,7 +215,7 @@ class GroupMember:
                 self._last_error = ""
             except AgentlogError as exc:
                 if str(exc) != self._last_error:
-                    log.warning("kafka_group_poll_failed", error=str(exc))
+                    _log.warning("kafka_group_poll_failed", error=str(exc))
                 self._last_error = str(exc)
                 await asyncio.sleep(_RETRY_OPEN_S)
                 continue
@@ -228,7 +228,7 @@ class GroupMember:
                     if self._assigned - set(self.owners):
                         await asyncio.sleep(_RETRY_OPEN_S)
             except Exception as exc:  # the loop keeps this member in the group: never die
-                log.error("kafka_group_poll_error", error=repr(exc))
+                _log.error("kafka_group_poll_error", error=repr(exc))
                 await asyncio.sleep(_RETRY_OPEN_S)
 
     def _buffer_records(self, tp: TopicPartition, records: list[Any]) -> bool:
@@ -255,7 +255,7 @@ class GroupMember:
                 )
             except (CorruptEventError, EncryptionError) as exc:
                 # Never applied, never blocking the partition: skipped, loudly.
-                log.error("kafka_command_unreadable", where=where, error=str(exc))
+                _log.error("kafka_command_unreadable", where=where, error=str(exc))
                 taken.taken(record.offset)
                 continue
             taken.taken(record.offset, command.run_id, command.data.type)

@@ -58,7 +58,7 @@ from agentlog.eventlog.kafka._writer import WriterPool
 
 __all__ = ["KafkaEventLog"]
 
-log = get_logger(__name__)
+_log = get_logger(__name__)
 
 #: Claims racing with other processes retry this many times before giving up.
 _CLAIM_ATTEMPTS = 20
@@ -130,7 +130,7 @@ class KafkaEventLog(EventLog):
                 or a TLS file cannot be loaded.
         """
         if str(config.acks).lower() not in ("all", "-1"):
-            log.warning(
+            _log.warning(
                 "kafka_acks_not_all",
                 acks=config.acks,
                 hint="fencing needs a transactional producer, which uses acks=all",
@@ -218,7 +218,7 @@ class KafkaEventLog(EventLog):
                 await stop_quietly(client, _STOP_S)
             raise
         pool = WriterPool(config, layout, common, reader)
-        log.info(
+        _log.info(
             "kafka_log_opened",
             url=f"kafka://{config.bootstrap_servers}/{config.name}",
             partitions=layout.events_partitions,
@@ -329,7 +329,7 @@ class KafkaEventLog(EventLog):
                     raise
                 await asyncio.sleep(random.uniform(0.005, 0.02) * (attempt + 1))
                 continue
-            log.info("kafka_writer_claimed", run_id=run_id, epoch=epoch, owner=owner)
+            _log.info("kafka_writer_claimed", run_id=run_id, epoch=epoch, owner=owner)
             return epoch
         raise AssertionError("unreachable")  # pragma: no cover
 

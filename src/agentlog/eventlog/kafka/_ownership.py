@@ -69,7 +69,7 @@ from agentlog.eventlog.kafka._records import encode_index, index_key
 
 __all__ = ["Change", "PartitionOwner", "RunTail"]
 
-log = get_logger(__name__)
+_log = get_logger(__name__)
 
 _STOP_S = 5.0
 
@@ -122,7 +122,7 @@ class PartitionOwner:
             await self.close("its runs could not be read")
             raise
         self._task = asyncio.create_task(self._commit_loop(), name=f"kafka-owner-{self.partition}")
-        log.info("kafka_partition_owned", partition=self.partition, runs=len(self.tails))
+        _log.info("kafka_partition_owned", partition=self.partition, runs=len(self.tails))
 
     async def _open_producer(self) -> None:
         producer = transactional_producer(
@@ -186,7 +186,7 @@ class PartitionOwner:
         if self.producer is not None:
             await stop_quietly(self.producer, _STOP_S)
             self.producer = None
-        log.info("kafka_partition_released", partition=self.partition, why=why)
+        _log.info("kafka_partition_released", partition=self.partition, why=why)
 
     def _not_owner(self, run_id: str) -> NotOwnerError:
         return NotOwnerError(run_id, self.partition, f"this process does not own it ({self._why})")
@@ -222,7 +222,7 @@ class PartitionOwner:
                 try:
                     await self._commit(batch)
                 except Exception as exc:  # never leave a caller waiting
-                    log.warning(
+                    _log.warning(
                         "kafka_partition_commit_failed", partition=self.partition, error=repr(exc)
                     )
                     for change in batch:

@@ -51,7 +51,7 @@ from agentlog.eventlog.kafka._records import (
 
 __all__ = ["KafkaReader"]
 
-log = get_logger(__name__)
+_log = get_logger(__name__)
 
 #: Known (seq, offset just after that event) points kept per run.
 _POINTS_PER_RUN = 32
@@ -194,7 +194,7 @@ class KafkaReader:
         if run_id is None:
             return
         writer_id = self.layout.writer_id(run_id)
-        log.warning(
+        _log.warning(
             "kafka_stalled_transaction_aborted",
             topic=tp.topic,
             partition=tp.partition,
@@ -210,7 +210,7 @@ class KafkaReader:
                 # init_transactions: the coordinator aborts the open one
                 await start_client(producer)
         except BackendUnavailableError as exc:
-            log.warning("kafka_stalled_transaction_not_aborted", run_id=run_id, error=str(exc))
+            _log.warning("kafka_stalled_transaction_not_aborted", run_id=run_id, error=str(exc))
         finally:
             await stop_quietly(producer, _STOP_S)
 
@@ -243,7 +243,7 @@ class KafkaReader:
             kind, run_id = "", ""
         if kind != "r":
             # Not one of our writers' records: leave it to the broker's timeout.
-            log.warning("kafka_stalled_transaction_unknown", topic=tp.topic, key=key)
+            _log.warning("kafka_stalled_transaction_unknown", topic=tp.topic, key=key)
             return None
         return run_id
 
@@ -287,7 +287,7 @@ class KafkaReader:
         try:
             kind, run_id, seq = parse_key(record.key or b"")
         except (ValueError, UnicodeDecodeError):
-            log.error("kafka_runs_record_unreadable", where=where, key=record.key)
+            _log.error("kafka_runs_record_unreadable", where=where, key=record.key)
             return
         try:
             if kind == "r":

@@ -33,7 +33,7 @@ from agentlog.eventlog.kafka._errors import kafka_errors
 
 __all__ = ["ReplyWatch"]
 
-log = get_logger(__name__)
+_log = get_logger(__name__)
 
 _POLL_MS = 50
 _STOP_S = 5.0
@@ -146,7 +146,7 @@ class ReplyWatch:
                     idle = [tp for tp in consumer.assignment() if tp.partition not in waited]
                     consumer.pause(*idle)
             except Exception as exc:  # never die: the waiters' timeout bounds the wait
-                log.warning("kafka_command_replies_unread", error=str(exc))
+                _log.warning("kafka_command_replies_unread", error=str(exc))
                 await asyncio.sleep(_RETRY_S)
 
     def _note(self, partition: int, reply: tuple[int, bool] | None) -> None:

@@ -1,6 +1,6 @@
 """One run's writer, and the one way its Kafka transactions commit.
 
-A :class:`RunWriter` holds a run's transactional producer (transactional id
+A :class:`RunProducer` holds a run's transactional producer (transactional id
 ``<name>.writer.<run_id>``) and the tail it knows to be true. Opening one
 calls ``init_transactions``, which fences every other producer of the run,
 and only then reads the tail (see the package docstring for why that rules
@@ -47,9 +47,9 @@ from agentlog.eventlog.kafka._errors import is_transient, kafka_errors
 from agentlog.eventlog.kafka._reader import KafkaReader
 from agentlog.eventlog.kafka._records import IndexEntry
 
-__all__ = ["Commit", "RunWriter", "Transactions", "Verdict"]
+__all__ = ["Commit", "RunProducer", "Transactions", "Verdict"]
 
-log = get_logger(__name__)
+_log = get_logger(__name__)
 
 T = TypeVar("T")
 
@@ -62,7 +62,7 @@ _STOP_S = 5.0
 
 
 @dataclass(eq=False)
-class RunWriter:
+class RunProducer:
     """One run's producer and the tail it knows to be true."""
 
     run_id: str
@@ -79,7 +79,7 @@ class RunWriter:
     #: Set once the writer must not be used again (fenced, or its producer in doubt).
     error: AgentlogError | None = None
 
-    def adopt(self, fresh: RunWriter) -> None:
+    def adopt(self, fresh: RunProducer) -> None:
         """Take over ``fresh``'s producer and tail (after a reopen)."""
         self.producer, self.partition = fresh.producer, fresh.partition
         self.first_offset, self.offset = fresh.first_offset, fresh.offset
@@ -103,7 +103,9 @@ class Commit(Protocol):
     def describe(self) -> str:
         """What is committed, for messages: ``the append at seq 5``."""
 
-    async def send(self, writer: RunWriter, sent: list[asyncio.Future[Any]]) -> Callable[[], None]:
+    async def send(
+        self, writer: RunProducer, sent: list[asyncio.Future[Any]]
+    ) -> Callable[[], None]:
         """Send the records into the open transaction, adding their futures to ``sent``.
 
         Returns:
@@ -158,7 +160,7 @@ class Transactions:
             return None, self._layout.partition_of(run_id)
         return (await self._reader.exact(entry))[0], entry.partition
 
-    async def open(self, run_id: str) -> RunWriter:
+    async def open(self, run_id: str) -> RunProducer:
         """A new writer of the run: it fenced every other one, then read the tail."""
         producer = await self._producer(run_id)
         try:
@@ -167,8 +169,8 @@ class Transactions:
             await stop_quietly(producer, _STOP_S)
             raise
         if entry is None:
-            return RunWriter(run_id, producer, partition, -1, -1, RunInfo(run_id), False)
-        return RunWriter(
+            return RunProducer(run_id, producer, partition, -1, -1, RunInfo(run_id), False)
+        return RunProducer(
             run_id,
             producer,
             partition,
@@ -179,7 +181,7 @@ class Transactions:
             entry.archived_seq,
         )
 
-    async def reopen(self, writer: RunWriter) -> None:
+    async def reopen(self, writer: RunProducer) -> None:
         """Replace the writer's producer (settling its transaction) and re-read the tail.
 
         Raises:
@@ -191,7 +193,7 @@ class Transactions:
 
     # -- committing --------------------------------------------------------------------
 
-    async def commit(self, writer: RunWriter, commit: Commit) -> None:
+    async def commit(self, writer: RunProducer, commit: Commit) -> None:
         """Commit ``commit`` on ``writer``, by the policy in the module docstring.
 
         Raises:
@@ -221,7 +223,7 @@ class Transactions:
             raise
 
     async def _commit_until_settled(
-        self, writer: RunWriter, commit: Commit, deadline: float
+        self, writer: RunProducer, commit: Commit, deadline: float
     ) -> None:
         run_id, failures = writer.run_id, 0
         while True:
@@ -232,7 +234,7 @@ class Transactions:
                 failure: EventLogError = exc
             in_doubt = not isinstance(failure, FencedError)
             if in_doubt and is_transient(failure):
-                log.warning(
+                _log.warning(
                     "kafka_commit_retry",
                     run_id=run_id,
                     commit=commit.describe(),
@@ -260,7 +262,7 @@ class Transactions:
                     f"time: {failure}"
                 ) from failure
 
-    async def _transact(self, writer: RunWriter, commit: Commit) -> None:
+    async def _transact(self, writer: RunProducer, commit: Commit) -> None:
         """Begin, send and commit one transaction; apply it to the writer once committed."""
         producer = writer.producer
         sent: list[asyncio.Future[Any]] = []

@@ -1,6 +1,6 @@
 """The run writers of one :class:`~agentlog.eventlog.kafka._log.KafkaEventLog`.
 
-One :class:`~agentlog.eventlog.kafka._txn.RunWriter` per run this process
+One :class:`~agentlog.eventlog.kafka._txn.RunProducer` per run this process
 writes, each with its own transactional producer. The pool keeps them, checks
 each append against the tail its writer holds, and remembers which epochs
 were fenced, so that a fenced writer's later calls fail without asking
@@ -27,7 +27,7 @@ from agentlog.eventlog.kafka._clients import stop_quietly
 from agentlog.eventlog.kafka._commits import EventsCommit, IndexCommit
 from agentlog.eventlog.kafka._config import KafkaConfig
 from agentlog.eventlog.kafka._reader import KafkaReader
-from agentlog.eventlog.kafka._txn import Commit, RunWriter, Transactions
+from agentlog.eventlog.kafka._txn import Commit, RunProducer, Transactions
 
 __all__ = ["WriterPool"]
 
@@ -43,13 +43,13 @@ class WriterPool:
     ) -> None:
         self._config, self._layout, self._reader = config, layout, reader
         self._txns = Transactions(config, layout, common, reader)
-        self._writers: dict[str, RunWriter] = {}
+        self._writers: dict[str, RunProducer] = {}
         #: run id -> (the newest fenced epoch, the epoch that fenced it)
         self._fenced: dict[str, tuple[int, int]] = {}
 
     # -- writers -----------------------------------------------------------------------
 
-    async def get(self, run_id: str) -> RunWriter:
+    async def get(self, run_id: str) -> RunProducer:
         """This process's writer of the run, opened (and fencing) if needed."""
         writer = self._writers.get(run_id)
         if writer is None or writer.error is not None:
@@ -59,7 +59,7 @@ class WriterPool:
             self._writers[run_id] = writer
         return writer
 
-    async def fresh(self, run_id: str) -> RunWriter:
+    async def fresh(self, run_id: str) -> RunProducer:
         """A writer that fenced every other one just now, with the true tail."""
         writer = self._writers.get(run_id)
         if writer is None or writer.error is not None:
@@ -72,7 +72,7 @@ class WriterPool:
                 raise
         return writer
 
-    async def current(self, run_id: str, epoch: int) -> RunWriter:
+    async def current(self, run_id: str, epoch: int) -> RunProducer:
         """The writer of ``epoch``; FencedError if a newer epoch owns the run."""
         self._check_fenced(run_id, epoch)
         writer = await self.get(run_id)
@@ -86,7 +86,7 @@ class WriterPool:
         if fenced is not None and epoch <= fenced[0]:
             raise FencedError(run_id, epoch, fenced[1])
 
-    async def _retire(self, writer: RunWriter, error: AgentlogError) -> None:
+    async def _retire(self, writer: RunProducer, error: AgentlogError) -> None:
         """Never use this writer again: later calls on it raise ``error``.
 
         Its producer may be fenced (aiokafka's FATAL_ERROR state, in which any
@@ -98,7 +98,7 @@ class WriterPool:
             del self._writers[writer.run_id]
         await stop_quietly(writer.producer, _STOP_S)
 
-    async def _commit(self, writer: RunWriter, commit: Commit) -> None:
+    async def _commit(self, writer: RunProducer, commit: Commit) -> None:
         """Commit under the writer's lock; a writer that failed is retired."""
         try:
             await self._txns.commit(writer, commit)
@@ -136,7 +136,7 @@ class WriterPool:
             self._reader.note_point(run_id, writer.committed.last_seq, writer.offset)
 
     async def write_index(
-        self, writer: RunWriter, epoch: int, owner: str, expires: datetime | None
+        self, writer: RunProducer, epoch: int, owner: str, expires: datetime | None
     ) -> None:
         """Commit a new index entry for the run: a claim (a newer ``epoch``) or a lease change.
 
