@@ -35,9 +35,9 @@ kafka-jars: $(STAMP)
 
 # The suites of `make test`: the whole tree, then the LangGraph saver's suites on the oldest langgraph.
 SUITE_ALL    := $(BIN)/python -m pytest -p no:cacheprovider --durations=30
-SUITE_OLDEST := $(OLD_VENV)/bin/python -m pytest -p no:cacheprovider tests/langgraph tests/langgraph_graphs \
+SUITE_OLDEST := $(OLD_VENV)/bin/python -m pytest -p no:cacheprovider tests/langgraph tests/langgraph/graphs \
 	tests/archive/test_langgraph_threads.py tests/cli/test_langgraph_threads.py \
-	--deselect tests/langgraph_graphs/test_crash.py::test_sigkill_mid_graph_then_resume
+	--deselect tests/langgraph/graphs/test_crash.py::test_sigkill_mid_graph_then_resume
 
 ## test: every test; the Kafka broker and the S3 server are started by the fixtures.
 ## Both suites run to their end, and the target fails at the end if either failed.
@@ -48,9 +48,9 @@ test: $(STAMP) $(OLD_STAMP) kafka-jars
 test-langgraph-oldest: $(OLD_STAMP) kafka-jars
 	$(SUITE_OLDEST)
 
-## test-unit: the unit, contract and golden suites on memory and SQLite: no service, no child process, nothing slow
+## test-unit: every test on memory and SQLite that needs no service, no child process and is not slow
 test-unit: $(STAMP)
-	$(BIN)/python -m pytest -p no:cacheprovider --tier unit tests/unit tests/contract tests/golden
+	$(BIN)/python -m pytest -p no:cacheprovider --tier unit
 
 ## test-fast: every test that needs no service and is not slow (child processes allowed)
 test-fast: $(STAMP)

@@ -6,7 +6,7 @@ whose text (the ``agentlog`` package docstring) starts from ``Runtime`` and
 ``Workflow`` and links every public module. Any warning pdoc raises (a
 module that does not import, an annotation it cannot read, a repeated module)
 is printed and the exit code is 1, so a broken page never ships quietly.
-``tests/unit/test_api_reference.py`` runs this file and walks the links.
+``tests/project/test_api_reference.py`` runs this file and walks the links.
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ from agentlog.projector import load_state, save_state
 from tests.archive.helpers import as_events
 from tests.services.s3_server import S3Endpoint
 from tests.support.archive import NOW
-from tests.unit.tamper_support import ATTACKS, TASK_SEQ, sealed_run
+from tests.support.tamper import ATTACKS, TASK_SEQ, sealed_run
 
 CANARY = "canary-5f0c1e-do-not-leak"
 

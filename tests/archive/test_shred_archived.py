@@ -44,7 +44,7 @@ from agentlog.eventlog.sqlite._log import SqliteEventLog
 from agentlog.projector import load_state
 from agentlog.runtime import Runtime
 from agentlog.ui import create_app
-from tests.unit.shred_support import CANARY, ONE_SHOT, canary_workflow, raw_bytes, sqlite_files
+from tests.support.shred import CANARY, ONE_SHOT, canary_workflow, raw_bytes, sqlite_files
 
 runner = CliRunner()
 

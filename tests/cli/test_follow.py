@@ -17,7 +17,7 @@ import pytest
 
 from agentlog.eventlog.sqlite._log import SqliteEventLog
 from tests.crash.worker import child_env
-from tests.unit.stream_driver import BOUND_SECONDS
+from tests.support.stream_driver import BOUND_SECONDS
 
 
 async def _spawn(*args: str, cwd: Path) -> asyncio.subprocess.Process:
@@ -52,7 +52,7 @@ async def _lines(proc: asyncio.subprocess.Process) -> list[str]:
 async def test_follow_prints_each_event_live_until_the_run_ends(tmp_path: Path) -> None:
     db, release = tmp_path / "follow.db", tmp_path / "release"
     log_url = f"sqlite:///{db}"
-    drive = ["-m", "tests.unit.stream_driver", str(db), "f1", str(release)]
+    drive = ["-m", "tests.support.stream_driver", str(db), "f1", str(release)]
     driver = await _spawn(*drive, cwd=tmp_path)
     followers: list[asyncio.subprocess.Process] = []
     try:

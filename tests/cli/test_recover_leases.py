@@ -26,7 +26,7 @@ from agentlog.runtime import Runtime, RuntimeConfig, StepContext, Workflow, end
 from tests.cli.cli_workflows import parked_workflow
 from tests.crash.worker import child_env
 from tests.support.lg_threads import run_thread
-from tests.unit.stream_driver import BOUND_SECONDS
+from tests.support.stream_driver import BOUND_SECONDS
 
 runner = CliRunner()
 APP = ["--app", "tests.cli.cli_workflows:workflows"]

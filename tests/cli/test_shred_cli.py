@@ -14,7 +14,7 @@ from agentlog.crypto import LocalKeyStore
 from agentlog.demo import run_demo
 from agentlog.errors import ConfigError
 from agentlog.runtime import Runtime
-from tests.unit.shred_support import CANARY, ONE_SHOT, canary_workflow, raw_bytes, sqlite_files
+from tests.support.shred import CANARY, ONE_SHOT, canary_workflow, raw_bytes, sqlite_files
 
 runner = CliRunner()
 

@@ -23,7 +23,7 @@ from agentlog.cli import app
 from agentlog.eventlog.sqlite._log import SqliteEventLog
 from agentlog.runtime import Runtime, RuntimeConfig, StepContext, Workflow, end
 from tests.crash.worker import child_env
-from tests.unit.stream_driver import BOUND_SECONDS
+from tests.support.stream_driver import BOUND_SECONDS
 
 runner = CliRunner()
 APP = ["--app", "tests.cli.cli_workflows:workflows"]

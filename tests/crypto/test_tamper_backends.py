@@ -4,7 +4,7 @@ The attacker writes the store directly (not through agentlog) and
 recomputes the checksum; they do not have the key store. Plain content in
 place of a sealed event, and a sealed event's clear metadata edited, must
 both fail as TamperedPayloadError for a reader holding the keys. The SQLite
-and archive cases are in tests/unit/test_sealing_downgrade.py and
+and archive cases are in tests/eventlog/test_sealing_downgrade.py and
 tests/archive/test_encryption.py.
 """
 
@@ -23,7 +23,7 @@ from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.codec import row_checksum
 from agentlog.projector import load_state
 from tests.services.redis_server import RedisServer
-from tests.unit.tamper_support import ATTACKS, SECRET, TASK_SEQ, sealed_run
+from tests.support.tamper import ATTACKS, SECRET, TASK_SEQ, sealed_run
 
 
 async def _record(url: str, keyring: Path) -> None:

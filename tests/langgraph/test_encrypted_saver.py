@@ -15,7 +15,7 @@ from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.events import WritesSaved, status_after_event
 from agentlog.langgraph import AgentlogSaver
 from agentlog.runtime import Runtime, RuntimeConfig
-from tests.unit.shred_support import CANARY, raw_bytes, sqlite_files
+from tests.support.shred import CANARY, raw_bytes, sqlite_files
 
 
 class Chat(TypedDict):
