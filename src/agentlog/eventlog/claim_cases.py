@@ -34,6 +34,7 @@ from agentlog.errors import (
     LeaseHeldError,
     UnknownRunError,
 )
+from agentlog.eventlog.events import LANGGRAPH_WORKFLOW, RunStatus
 from agentlog.eventlog.records import RunInfo
 
 __all__ = [
@@ -48,6 +49,8 @@ __all__ = [
     "lua_refusals",
     "refuse",
     "sql_grant",
+    "sql_lease_ended",
+    "sql_needs_worker",
 ]
 
 
@@ -138,14 +141,48 @@ def epoch_error(run_id: str, epoch: int, current: int) -> EventLogError:
     )
 
 
-def _lease_live(ask: Ask) -> bool:
-    row, now = ask.row, ask.now
+def sql_lease_ended(now: str, table: str = "") -> str:
+    """SQL that is true exactly when no writer's lease on the run is live at ``now``.
+
+    :meth:`RunInfo.lease_live <agentlog.eventlog.records.RunInfo.lease_live>`
+    negated, NULL-safe (a lease that ends exactly at ``now`` is over), in the
+    one text that every dialect's statement uses: the claim's refusal and
+    the runnable queries (:func:`sql_needs_worker`).
+
+    Args:
+        now: the statement's parameter for now (``?1``, ``%(now)s``).
+        table: the column's qualifier, such as ``"agentlog_runs."`` in an
+            upsert, whose ``EXCLUDED`` row has the column too.
+    """
+    return f"{table}lease_expires_at IS NULL OR {table}lease_expires_at <= {now}"
+
+
+def sql_needs_worker(now: str, due: str) -> str:
+    """:meth:`RunInfo.needs_worker <agentlog.eventlog.records.RunInfo.needs_worker>`
+    over the run index's columns: the WHERE body of SQLite's and PostgreSQL's
+    runnable queries, which their indexes answer. Case for case: a
+    LangGraph thread never; an archived run only while it is running (the
+    SQL before this rendering left that out, so SQLite and PostgreSQL, unlike
+    the other backends, handed a worker an archived waiting run whose timer
+    was due); a live lease never; a running run with an event; a waiting run
+    whose timer is due.
+
+    Args:
+        now: the parameter the lease is compared with.
+        due: the parameter a waiting run's ``wake_at`` is compared with (the
+            same time; SQLite numbers its parameters).
+    """
     return (
-        row is not None
-        and row.lease_expires_at is not None
-        and now is not None
-        and row.lease_expires_at > now
+        f"last_seq > 0 AND workflow <> '{LANGGRAPH_WORKFLOW}' "
+        f"AND (NOT archived OR status = '{RunStatus.RUNNING}') "
+        f"AND ({sql_lease_ended(now)}) "
+        f"AND (status = '{RunStatus.RUNNING}' "
+        f"OR (status = '{RunStatus.WAITING}' AND wake_at <= {due}))"
     )
+
+
+def _lease_live(ask: Ask) -> bool:
+    return ask.row is not None and ask.now is not None and ask.row.lease_live(ask.now)
 
 
 def _lease_held(ask: Ask, where: str) -> EventLogError:
@@ -172,9 +209,7 @@ _POLITE = Condition(
 _LEASE_LIVE = Condition(
     "the run's lease ends after now",
     _lease_live,
-    sql_unless=(
-        "agentlog_runs.lease_expires_at IS NULL OR agentlog_runs.lease_expires_at <= %(now)s"
-    ),
+    sql_unless=sql_lease_ended("%(now)s", "agentlog_runs."),
     lua="row_expiry and tonumber(row_expiry) > now",
 )
 _NO_ROW = Condition(

@@ -31,8 +31,13 @@ from __future__ import annotations
 import dataclasses
 
 from agentlog.eventlog.base import RunInfo
-from agentlog.eventlog.claim_cases import CLAIM_CASES, LEASE_CASES, grant, sql_grant
-from agentlog.eventlog.events import LANGGRAPH_WORKFLOW
+from agentlog.eventlog.claim_cases import (
+    CLAIM_CASES,
+    LEASE_CASES,
+    grant,
+    sql_grant,
+    sql_needs_worker,
+)
 
 __all__ = [
     "APPEND_FAST",
@@ -180,13 +185,11 @@ COPY_FROM = 64
 COPY_EVENTS = f"COPY agentlog_events ({_EVENT_COLUMNS}) FROM STDIN (FORMAT BINARY)"
 COPY_TYPES = ("text", "int8", "text", "int8", "int4", "int8", "bytea", "int8")
 
-# The same rule as RunInfo.needs_worker, answered from the indexes. Rows that
-# another worker has locked (it is claiming them now) are skipped, not waited for.
+#: RunInfo.needs_worker (rendered by ``claim_cases``), answered from the
+#: indexes. Rows that another worker has locked (it is claiming them now) are
+#: skipped, not waited for.
 RUNNABLE = (
-    f"SELECT {RUN_COLUMNS} FROM agentlog_runs WHERE last_seq > 0 "
-    f"AND workflow <> '{LANGGRAPH_WORKFLOW}' "
-    "AND (lease_expires_at IS NULL OR lease_expires_at <= %(now)s) "
-    "AND (status = 'running' OR (status = 'waiting' AND wake_at <= %(now)s)) "
+    f"SELECT {RUN_COLUMNS} FROM agentlog_runs WHERE {sql_needs_worker('%(now)s', '%(now)s')} "
     "ORDER BY coalesce(wake_at, updated_at) LIMIT %(limit)s FOR UPDATE SKIP LOCKED"
 )
 NEXT_WAKE = (

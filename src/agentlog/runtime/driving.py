@@ -46,7 +46,6 @@ from agentlog.runtime.cancelling import task_cancelling
 from agentlog.runtime.config import RuntimeConfig
 from agentlog.runtime.executor import RunExecutor
 from agentlog.runtime.handles import RecoveryReport
-from agentlog.runtime.waiting import lease_live
 from agentlog.runtime.workflow import Migration, Workflow
 from agentlog.runtime.writer import RunWriter
 
@@ -168,7 +167,7 @@ class RunDriver:
         for info in await self.log.list_runs(status=RunStatus.RUNNING):
             if info.run_id in self._active or info.workflow == LANGGRAPH_WORKFLOW:
                 continue
-            if lease_live(info):
+            if info.lease_live(utcnow()):
                 report.held.append(info)
                 continue
             try:
