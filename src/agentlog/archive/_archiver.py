@@ -387,7 +387,7 @@ class Archiver:
         seq that is taken (a ConflictError, and a run nobody can recover).
         """
         run_id = info.run_id
-        if info.lease_expires_at is not None and info.lease_expires_at > utcnow():
+        if info.lease_live(utcnow()):
             _log.info("unfinished run kept hot: a live writer holds it", run_id=run_id)
             return False
         try:

@@ -91,7 +91,7 @@ def driver(info: RunInfo, now: datetime | None = None) -> str:
         if info.status == RunStatus.WAITING:
             return "an answer: invoke with Command(resume=...)"
         return "its LangGraph app" if info.status == RunStatus.RUNNING else ""
-    live = info.lease_expires_at is not None and info.lease_expires_at > now
+    live = info.lease_live(now)
     if info.status == RunStatus.RUNNING:
         if live:
             return f"worker {info.lease_owner}"

@@ -1,4 +1,4 @@
-"""The claim and lease rules as one table of cases, and the server code made from it.
+"""The claim, lease and append rules as tables of cases, and the server code made from them.
 
 A rule that must run inside a server (PostgreSQL's claim upsert, a Redis
 Lua script) cannot call Python, so it used to be written again in SQL and
@@ -13,6 +13,15 @@ the same table into the SQL of ``postgres_schema`` and the Lua of
 ``redis_scripts`` when those modules are imported, so no server text is
 written by hand. ``agentlog.testing`` runs concrete examples of every case
 against every backend.
+
+An append's fence and seq check (:data:`APPEND_CHECKS`) run on every write,
+so they compare four numbers instead of reading a row; :func:`sql_append_grant`
+and :func:`lua_append_refusals` render them into PostgreSQL's one-statement
+append and the Redis append script. Whether a lease is live is
+:meth:`RunInfo.lease_live <agentlog.eventlog._records.RunInfo.lease_live>`;
+its SQL, and that of :meth:`RunInfo.needs_worker
+<agentlog.eventlog._records.RunInfo.needs_worker>` for the runnable queries,
+is :func:`sql_lease_ended` and :func:`sql_needs_worker`.
 
 The Lua fragments read these locals, which each script binds first:
 ``row_epoch``, ``row_owner`` and ``row_expiry`` (the run's hash fields, nil
@@ -29,25 +38,34 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from agentlog.errors import (
+    ConflictError,
     EventLogError,
     FencedError,
     LeaseHeldError,
     UnknownRunError,
 )
 from agentlog.eventlog._records import RunInfo
+from agentlog.eventlog.events import LANGGRAPH_WORKFLOW, RunStatus
 
 __all__ = [
+    "APPEND_CHECKS",
     "CLAIM_CASES",
+    "EPOCH_CHECK",
     "LEASE_CASES",
+    "AppendCheck",
     "Ask",
     "Case",
     "Condition",
     "Grant",
     "epoch_error",
     "grant",
+    "lua_append_refusals",
     "lua_refusals",
     "refuse",
+    "sql_append_grant",
     "sql_grant",
+    "sql_lease_ended",
+    "sql_needs_worker",
 ]
 
 
@@ -138,14 +156,48 @@ def epoch_error(run_id: str, epoch: int, current: int) -> EventLogError:
     )
 
 
-def _lease_live(ask: Ask) -> bool:
-    row, now = ask.row, ask.now
+def sql_lease_ended(now: str, table: str = "") -> str:
+    """SQL that is true exactly when no writer's lease on the run is live at ``now``.
+
+    :meth:`RunInfo.lease_live <agentlog.eventlog._records.RunInfo.lease_live>`
+    negated, NULL-safe (a lease that ends exactly at ``now`` is over), in the
+    one text that every dialect's statement uses: the claim's refusal and
+    the runnable queries (:func:`sql_needs_worker`).
+
+    Args:
+        now: the statement's parameter for now (``?1``, ``%(now)s``).
+        table: the column's qualifier, such as ``"agentlog_runs."`` in an
+            upsert, whose ``EXCLUDED`` row has the column too.
+    """
+    return f"{table}lease_expires_at IS NULL OR {table}lease_expires_at <= {now}"
+
+
+def sql_needs_worker(now: str, due: str) -> str:
+    """:meth:`RunInfo.needs_worker <agentlog.eventlog._records.RunInfo.needs_worker>`
+    over the run index's columns: the WHERE body of SQLite's and PostgreSQL's
+    runnable queries, which their indexes answer. Case for case: a
+    LangGraph thread never; an archived run only while it is running (the
+    SQL before this rendering left that out, so SQLite and PostgreSQL, unlike
+    the other backends, handed a worker an archived waiting run whose timer
+    was due); a live lease never; a running run with an event; a waiting run
+    whose timer is due.
+
+    Args:
+        now: the parameter the lease is compared with.
+        due: the parameter a waiting run's ``wake_at`` is compared with (the
+            same time; SQLite numbers its parameters).
+    """
     return (
-        row is not None
-        and row.lease_expires_at is not None
-        and now is not None
-        and row.lease_expires_at > now
+        f"last_seq > 0 AND workflow <> '{LANGGRAPH_WORKFLOW}' "
+        f"AND (NOT archived OR status = '{RunStatus.RUNNING}') "
+        f"AND ({sql_lease_ended(now)}) "
+        f"AND (status = '{RunStatus.RUNNING}' "
+        f"OR (status = '{RunStatus.WAITING}' AND wake_at <= {due}))"
     )
+
+
+def _lease_live(ask: Ask) -> bool:
+    return ask.row is not None and ask.now is not None and ask.row.lease_live(ask.now)
 
 
 def _lease_held(ask: Ask, where: str) -> EventLogError:
@@ -154,8 +206,12 @@ def _lease_held(ask: Ask, where: str) -> EventLogError:
     return LeaseHeldError(ask.run_id, row.lease_owner, (row.lease_expires_at - now).total_seconds())
 
 
+def _epoch_differs(epoch: int, current: int) -> bool:
+    return epoch != current
+
+
 def _other_epoch(ask: Ask) -> bool:
-    return ask.row is not None and ask.row.writer_epoch != ask.epoch
+    return ask.row is not None and _epoch_differs(ask.epoch, ask.row.writer_epoch)
 
 
 def _stale(ask: Ask, where: str) -> EventLogError:
@@ -172,9 +228,7 @@ _POLITE = Condition(
 _LEASE_LIVE = Condition(
     "the run's lease ends after now",
     _lease_live,
-    sql_unless=(
-        "agentlog_runs.lease_expires_at IS NULL OR agentlog_runs.lease_expires_at <= %(now)s"
-    ),
+    sql_unless=sql_lease_ended("%(now)s", "agentlog_runs."),
     lua="row_expiry and tonumber(row_expiry) > now",
 )
 _NO_ROW = Condition(
@@ -183,11 +237,14 @@ _NO_ROW = Condition(
     sql_unless=None,
     lua="not row_epoch",
 )
+# The epoch test in SQL and Lua, shared by the lease table and the append's fence.
+_SQL_SAME_EPOCH = "writer_epoch = %(epoch)s"
+_LUA_OTHER_EPOCH = "tonumber(row_epoch) ~= epoch"
 _OTHER_EPOCH = Condition(
     "the asked epoch is not the run's",
     _other_epoch,
-    sql_unless="writer_epoch = %(epoch)s",
-    lua="tonumber(row_epoch) ~= epoch",
+    sql_unless=_SQL_SAME_EPOCH,
+    lua=_LUA_OTHER_EPOCH,
 )
 
 #: ``claim_writer``: a polite claim of a live lease is refused; any other
@@ -261,3 +318,65 @@ def lua_refusals(cases: tuple[Case, ...]) -> str:
         f"if {' and '.join(c.lua for c in case.when)} then return {case.reply} end"
         for case in _refusals(cases)
     )
+
+
+@dataclass(frozen=True, slots=True)
+class AppendCheck:
+    """One refusal of an append (its fence, its seq), said once in each language.
+
+    An append is checked on every write, and in the server too (PostgreSQL's
+    one-statement append, the Redis append script), so its test takes the
+    four numbers it compares, not a row to build: the run's ``last_seq`` and
+    ``current`` writer epoch, the batch's ``first`` seq and ``epoch``.
+
+    Attributes:
+        name: the case, as the docs and the tests name it.
+        refuses: the test in Python, ``(last_seq, first, epoch, current)``.
+        sql_unless: SQL that is true exactly when the test passes, over the
+            run's columns and the statement's ``%(epoch)s`` and
+            ``%(expect_seq)s`` (the seq before the batch's first).
+        lua: the test in Lua, over the locals ``row_last`` (a number),
+            ``row_epoch`` (the hash field, ``'0'`` when absent), ``first``
+            and ``epoch`` (numbers).
+        error: the typed error, from ``(run_id, last_seq, first, epoch, current)``.
+    """
+
+    name: str
+    refuses: Callable[[int, int, int, int], bool]
+    sql_unless: str
+    lua: str
+    error: Callable[[str, int, int, int, int], EventLogError]
+
+
+#: The fence: an append under another epoch than the run's (a writer taken
+#: over, or an epoch never claimed); the lease table's "another epoch" case.
+EPOCH_CHECK = AppendCheck(
+    "another epoch than the run's",
+    lambda last, first, epoch, current: _epoch_differs(epoch, current),
+    sql_unless=_SQL_SAME_EPOCH,
+    lua=_LUA_OTHER_EPOCH,
+    error=lambda run_id, last, first, epoch, current: epoch_error(run_id, epoch, current),
+)
+
+#: ``append``: the fence first (a fenced writer learns that it must stop, not
+#: that it read a stale seq), then the seq; an append that passes both is written.
+APPEND_CHECKS: tuple[AppendCheck, ...] = (
+    EPOCH_CHECK,
+    AppendCheck(
+        "not the run's next seq",
+        lambda last, first, epoch, current: first != last + 1,
+        sql_unless="last_seq = %(expect_seq)s",
+        lua="first ~= row_last + 1",
+        error=lambda run_id, last, first, epoch, current: ConflictError(run_id, last + 1, first),
+    ),
+)
+
+
+def sql_append_grant() -> str:
+    """The SQL condition under which no check of :data:`APPEND_CHECKS` refuses."""
+    return " AND ".join(check.sql_unless for check in APPEND_CHECKS)
+
+
+def lua_append_refusals(reply: str) -> str:
+    """The Lua branches that return ``reply`` when a check of :data:`APPEND_CHECKS` refuses."""
+    return "\n".join(f"if {check.lua} then return {reply} end" for check in APPEND_CHECKS)

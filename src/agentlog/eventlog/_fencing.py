@@ -15,10 +15,9 @@ backend; only the atomicity around it is the backend's own.
 * :func:`check_next`: the conflict or fencing error an append deserves.
 
 The claim and lease decisions are read from the table of cases in
-:mod:`~agentlog.eventlog._claim_cases`, the one the PostgreSQL SQL and the
-Redis Lua are generated from; :func:`check_epoch`, on every append's path,
-raises the same error as that table's "another epoch" case
-(:func:`~agentlog.eventlog._claim_cases.epoch_error`).
+:mod:`~agentlog.eventlog._claim_cases`, and the append's from its
+``APPEND_CHECKS``: the tables the PostgreSQL SQL and the Redis Lua are
+generated from.
 """
 
 from __future__ import annotations
@@ -26,13 +25,14 @@ from __future__ import annotations
 import dataclasses
 from datetime import datetime, timedelta
 
-from agentlog.errors import ConflictError
 from agentlog.eventlog._claim_cases import (
+    APPEND_CHECKS,
     CLAIM_CASES,
+    EPOCH_CHECK,
     LEASE_CASES,
+    AppendCheck,
     Ask,
     Case,
-    epoch_error,
     grant,
     refuse,
 )
@@ -62,25 +62,36 @@ def check_lease(info: RunInfo, now: datetime | None = None) -> None:
 
 
 def check_epoch(run_id: str, epoch: int, current: int) -> None:
-    """Raise unless ``epoch`` is the run's ``current`` writer epoch.
+    """Raise unless ``epoch`` is the run's ``current`` writer epoch (the append's fence alone).
 
     Raises:
         FencedError: a newer writer claimed the run.
         EventLogError: ``epoch`` was never claimed (a caller's bug).
     """
-    if epoch != current:
-        raise epoch_error(run_id, epoch, current)
+    _refuse_append((EPOCH_CHECK,), run_id, 0, 1, epoch, current)
 
 
 def check_next(run_id: str, last_seq: int, first_seq: int, epoch: int, current: int) -> None:
     """Raise the fencing or conflict error that an append deserves, if any.
 
-    Fencing is checked first: a fenced writer learns that it must stop, not
-    that it read a stale seq.
+    The checks are :data:`~agentlog.eventlog._claim_cases.APPEND_CHECKS`, in
+    their order: fencing first, so a fenced writer learns that it must stop,
+    not that it read a stale seq.
+
+    Raises:
+        FencedError: a newer writer claimed the run.
+        EventLogError: ``epoch`` was never claimed (a caller's bug).
+        ConflictError: ``first_seq`` is not the run's next seq.
     """
-    check_epoch(run_id, epoch, current)
-    if first_seq != last_seq + 1:
-        raise ConflictError(run_id, last_seq + 1, first_seq)
+    _refuse_append(APPEND_CHECKS, run_id, last_seq, first_seq, epoch, current)
+
+
+def _refuse_append(
+    checks: tuple[AppendCheck, ...], run_id: str, last: int, first: int, epoch: int, current: int
+) -> None:
+    for check in checks:
+        if check.refuses(last, first, epoch, current):
+            raise check.error(run_id, last, first, epoch, current)
 
 
 def claimed(

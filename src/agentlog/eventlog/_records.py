@@ -121,6 +121,17 @@ class RunInfo:
             wake_at=wake,
         )
 
+    def lease_live(self, now: datetime) -> bool:
+        """True while a writer's lease on the run has not ended at ``now``.
+
+        The one "is the lease live" rule, which a polite claim, a worker, a
+        waiter, ``recover`` and the archiver all ask, so that they cannot
+        disagree on a lease that ends exactly now (it is not live). The
+        servers' SQL of it is rendered once per dialect by
+        :func:`~agentlog.eventlog._claim_cases.sql_lease_ended`.
+        """
+        return self.lease_expires_at is not None and self.lease_expires_at > now
+
     def needs_worker(self, now: datetime) -> bool:
         """True if a worker should drive the run now: it is running and no live
         writer holds it, or it waits on a timer that is due. A LangGraph thread
@@ -129,7 +140,7 @@ class RunInfo:
             return False
         if self.archived and self.status != RunStatus.RUNNING:
             return False
-        if self.lease_expires_at is not None and self.lease_expires_at > now:
+        if self.lease_live(now):
             return False
         if self.status == RunStatus.RUNNING:
             return self.last_seq > 0

@@ -46,7 +46,6 @@ from agentlog.runtime._cancelling import task_cancelling
 from agentlog.runtime._config import RuntimeConfig
 from agentlog.runtime._executor import RunExecutor
 from agentlog.runtime._handles import RecoveryReport
-from agentlog.runtime._waiting import lease_live
 from agentlog.runtime._workflow import Migration, Workflow
 from agentlog.runtime._writer import RunWriter
 
@@ -168,7 +167,7 @@ class RunDriver:
         for info in await self.log.list_runs(status=RunStatus.RUNNING):
             if info.run_id in self._active or info.workflow == LANGGRAPH_WORKFLOW:
                 continue
-            if lease_live(info):
+            if info.lease_live(utcnow()):
                 report.held.append(info)
                 continue
             try:

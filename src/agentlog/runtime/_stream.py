@@ -227,7 +227,7 @@ async def _first_event(log: EventReader, run_id: str, poll_seconds: float) -> Ru
     an error at once, never a wait forever.
     """
     info = await log.find_run(run_id)
-    while info is not None and info.last_seq == 0 and _lease_live(info):
+    while info is not None and info.last_seq == 0 and info.lease_live(utcnow()):
         await asyncio.sleep(poll_seconds)
         info = await log.find_run(run_id)
     if info is None or info.last_seq == 0:
@@ -240,10 +240,6 @@ def _at_rest(info: RunInfo, until: StreamUntil) -> bool:
     return info.status in RunStatus.TERMINAL or (
         until == "park" and info.status == RunStatus.WAITING
     )
-
-
-def _lease_live(info: RunInfo) -> bool:
-    return info.lease_expires_at is not None and info.lease_expires_at > utcnow()
 
 
 async def _parked(log: EventReader, event: Event) -> bool:

@@ -1,8 +1,8 @@
 """What ``Runtime.wait`` and ``Runtime.recover`` ask of a run's state and index row.
 
 Pure functions over a :class:`RunState` or :class:`RunInfo`: when a run has
-settled (a caller stops waiting), whether a writer's lease is live (recover
-leaves such a run alone), and what ``wait`` says when nothing drives a run.
+settled (a caller stops waiting), and what ``wait`` says when nothing drives
+a run. Whether a writer's lease is live is :meth:`RunInfo.lease_live`.
 """
 
 from __future__ import annotations
@@ -17,17 +17,11 @@ from agentlog.eventlog.events import (
     RunStarted,
     RunStatus,
     WriterClaimed,
-    utcnow,
 )
 from agentlog.projector._state import RunState, input_interrupts
 from agentlog.runtime._executor import code_failure
 
-__all__ = ["lease_live", "orphan_message", "orphaned", "outcome", "settled", "untaken_request"]
-
-
-def lease_live(info: RunInfo) -> bool:
-    """True while a writer holds the run's lease (by this clock)."""
-    return info.lease_expires_at is not None and info.lease_expires_at > utcnow()
+__all__ = ["orphan_message", "orphaned", "outcome", "settled", "untaken_request"]
 
 
 def settled(state: RunState) -> bool:

@@ -49,7 +49,7 @@ from agentlog.eventlog.postgres._schema import (
 __all__ = ["after_values", "append_locked", "append_unlocked", "event_arrays"]
 
 _Conn = psycopg.AsyncConnection[tuple[Any, ...]]
-_ROW_COLUMNS = ("run_id", "seq", "type", "ts", "schema_v", "epoch", "payload", "checksum")
+_ROW_COLUMNS = ("run_id", "seq", "type", "ts", "schema_v", "writer_epoch", "payload", "checksum")
 
 
 def event_arrays(rows: Sequence[tuple[Any, ...]]) -> dict[str, list[Any]]:
@@ -93,7 +93,7 @@ async def _append_fast(
     """The one-statement append of a known run; False if the run's row was not
     as expected (nothing was written then)."""
     params = dict(zip(("run", *_INFO_AFTER), after_values(new), strict=True))
-    params |= {"expect_seq": first_seq - 1, "expect_epoch": epoch}
+    params |= {"expect_seq": first_seq - 1, "epoch": epoch}
     if len(rows) >= COPY_FROM:
         return await _append_copy(conn, params, rows, durable)
     if len(rows) == 1:

@@ -31,8 +31,14 @@ from __future__ import annotations
 import dataclasses
 
 from agentlog.eventlog._base import RunInfo
-from agentlog.eventlog._claim_cases import CLAIM_CASES, LEASE_CASES, grant, sql_grant
-from agentlog.eventlog.events import LANGGRAPH_WORKFLOW
+from agentlog.eventlog._claim_cases import (
+    CLAIM_CASES,
+    LEASE_CASES,
+    grant,
+    sql_append_grant,
+    sql_grant,
+    sql_needs_worker,
+)
 
 __all__ = [
     "APPEND_FAST",
@@ -134,7 +140,8 @@ _EVENT_COLUMNS = "run_id, seq, type, ts, schema_v, writer_epoch, payload, checks
 # One statement for any batch size: the rows go as eight arrays.
 _UNNEST = (
     "unnest(%(run_id)b::text[], %(seq)b::bigint[], %(type)b::text[], %(ts)b::bigint[], "
-    "%(schema_v)b::int[], %(epoch)b::bigint[], %(payload)b::bytea[], %(checksum)b::bigint[])"
+    "%(schema_v)b::int[], %(writer_epoch)b::bigint[], %(payload)b::bytea[], "
+    "%(checksum)b::bigint[])"
 )
 INSERT_EVENTS = f"INSERT INTO agentlog_events ({_EVENT_COLUMNS}) SELECT * FROM {_UNNEST}"
 
@@ -143,12 +150,14 @@ INSERT_EVENTS = f"INSERT INTO agentlog_events ({_EVENT_COLUMNS}) SELECT * FROM {
 #: and writer epoch are the ones the batch expects, and the events are
 #: inserted only if that update happened. The update takes the row's lock,
 #: so a concurrent claim either waits for this commit or fences it first.
-#: Zero rows returned: nothing was written; the slow path says why.
+#: Zero rows returned: nothing was written; the slow path says why. The
+#: condition is generated from :data:`~agentlog.eventlog._claim_cases.APPEND_CHECKS`
+#: (``%(epoch)s``: the batch's epoch; ``%(expect_seq)s``: the seq before its first).
 _UPDATE_RUN_IF = (
     "UPDATE agentlog_runs SET workflow = %(workflow)s, version = %(version)s, "
     "status = %(status)s, last_seq = %(last_seq)s, steps = %(steps)s, "
     "started_at = %(started_at)s, updated_at = %(updated_at)s, wake_at = %(wake_at)s "
-    "WHERE run_id = %(run)s AND last_seq = %(expect_seq)s AND writer_epoch = %(expect_epoch)s"
+    f"WHERE run_id = %(run)s AND {sql_append_grant()}"
 )
 APPEND_FAST = (
     f"WITH run AS ({_UPDATE_RUN_IF} RETURNING 1) "
@@ -160,8 +169,8 @@ APPEND_FAST = (
 APPEND_ONE = (
     f"WITH run AS ({_UPDATE_RUN_IF} RETURNING 1) "
     f"INSERT INTO agentlog_events ({_EVENT_COLUMNS}) SELECT %(run_id)s::text, "
-    "%(seq)s::bigint, %(type)s::text, %(ts)s::bigint, %(schema_v)s::int, %(epoch)s::bigint, "
-    "%(payload)b::bytea, %(checksum)s::bigint FROM run"
+    "%(seq)s::bigint, %(type)s::text, %(ts)s::bigint, %(schema_v)s::int, "
+    "%(writer_epoch)s::bigint, %(payload)b::bytea, %(checksum)s::bigint FROM run"
 )
 #: The first batch of a run that has no row yet, in ONE statement: the row is
 #: inserted (its fields as ``r_<name>``) unless one exists, and the events only
@@ -180,13 +189,11 @@ COPY_FROM = 64
 COPY_EVENTS = f"COPY agentlog_events ({_EVENT_COLUMNS}) FROM STDIN (FORMAT BINARY)"
 COPY_TYPES = ("text", "int8", "text", "int8", "int4", "int8", "bytea", "int8")
 
-# The same rule as RunInfo.needs_worker, answered from the indexes. Rows that
-# another worker has locked (it is claiming them now) are skipped, not waited for.
+#: RunInfo.needs_worker (rendered by ``claim_cases``), answered from the
+#: indexes. Rows that another worker has locked (it is claiming them now) are
+#: skipped, not waited for.
 RUNNABLE = (
-    f"SELECT {RUN_COLUMNS} FROM agentlog_runs WHERE last_seq > 0 "
-    f"AND workflow <> '{LANGGRAPH_WORKFLOW}' "
-    "AND (lease_expires_at IS NULL OR lease_expires_at <= %(now)s) "
-    "AND (status = 'running' OR (status = 'waiting' AND wake_at <= %(now)s)) "
+    f"SELECT {RUN_COLUMNS} FROM agentlog_runs WHERE {sql_needs_worker('%(now)s', '%(now)s')} "
     "ORDER BY coalesce(wake_at, updated_at) LIMIT %(limit)s FOR UPDATE SKIP LOCKED"
 )
 NEXT_WAKE = (

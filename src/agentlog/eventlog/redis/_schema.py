@@ -42,14 +42,20 @@ a script back when it fails midway, so each script checks everything before
 its first write. The rules themselves (the next run index row, the retention
 floor, which error a refusal deserves) stay in Python, written once for every
 backend; the scripts only check and apply what Python computed. The checks of
-a claim and of a lease change are the one exception that must run in the
-script, so their branches are generated from the table of cases of
-:mod:`~agentlog.eventlog._claim_cases`, which Python reads too.
+a claim, of a lease change and of an append's epoch and seq are the one
+exception that must run in the script, so their branches are generated from
+the tables of :mod:`~agentlog.eventlog._claim_cases`, which Python reads too.
 """
 
 from __future__ import annotations
 
-from agentlog.eventlog._claim_cases import CLAIM_CASES, LEASE_CASES, grant, lua_refusals
+from agentlog.eventlog._claim_cases import (
+    CLAIM_CASES,
+    LEASE_CASES,
+    grant,
+    lua_append_refusals,
+    lua_refusals,
+)
 
 __all__ = [
     "APPEND",
@@ -99,16 +105,19 @@ class Keys:
 #       then the next row: workflow, version, status, last_seq, steps,
 #       started_at, updated_at, wake_at ('' = none), then per event:
 #       seq, type, ts, schema_v, payload, checksum
-# Returns {'ok'}, {'refused', last_seq, writer_epoch} (a conflict, a fence, or
-# a row that moved since it was read) or {'corrupt', top seq}.
-APPEND = """
+# Returns {'ok'}, {'refused', last_seq, writer_epoch} (a fence or a conflict,
+# by the checks generated from APPEND_CHECKS, or a row that moved since it was
+# read) or {'corrupt', top seq}.
+_REFUSED = "{'refused', row_last, tonumber(row_epoch)}"
+APPEND = (
+    f"""
 local h = redis.call('HMGET', KEYS[1], 'last_seq', 'writer_epoch', 'wake_at')
-local last, current = tonumber(h[1] or '0'), tonumber(h[2] or '0')
+local row_last, row_epoch = tonumber(h[1] or '0'), h[2] or '0'
 local epoch, first, n = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-if epoch ~= current or first ~= last + 1 or last ~= tonumber(ARGV[5]) then
-  return {'refused', last, current}
-end
-for i = 0, n - 1 do
+{lua_append_refusals(_REFUSED)}
+if row_last ~= tonumber(ARGV[5]) then return {_REFUSED} end
+"""
+    + """for i = 0, n - 1 do
   local a = 14 + i * 6
   -- Only the first XADD can fail (an id at or below the stream's top, so the
   -- index lost seqs the stream has); it fails before anything is written.
@@ -139,6 +148,7 @@ if KEYS[8] ~= KEYS[9] then redis.call('ZREM', KEYS[8], ARGV[1]) end
 redis.call('ZADD', KEYS[9], score, ARGV[1])
 return {'ok'}
 """
+)
 
 # KEYS: order zset.  ARGV: the run hashes' key prefix (``P:run:``), then run ids.
 # Puts each run with an event into the order sets as its hash says now.

@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import functools
 
+from agentlog.eventlog._claim_cases import sql_needs_worker
 from agentlog.eventlog._row_format import RUN_COLUMNS, RUN_FIELDS
-from agentlog.eventlog.events import LANGGRAPH_WORKFLOW
 
 __all__ = [
     "INSERT_EVENT",
@@ -95,11 +95,9 @@ def update_run_sql(columns: tuple[int, ...]) -> str:
     return f"UPDATE runs SET {assignments} WHERE run_id = ?"
 
 
-# The same rule as RunInfo.needs_worker, answered from the indexes.
+#: RunInfo.needs_worker (rendered by ``claim_cases``), answered from the indexes.
 RUNNABLE = (
-    f"SELECT {RUN_COLUMNS} FROM runs WHERE last_seq > 0 AND workflow <> '{LANGGRAPH_WORKFLOW}' "
-    "AND (lease_expires_at IS NULL OR lease_expires_at <= ?1) "
-    "AND (status = 'running' OR (status = 'waiting' AND wake_at <= ?2)) "
+    f"SELECT {RUN_COLUMNS} FROM runs WHERE {sql_needs_worker('?1', '?2')} "
     "ORDER BY coalesce(wake_at, updated_at) LIMIT ?3"
 )
 NEXT_WAKE = "SELECT min(wake_at) FROM runs WHERE status = 'waiting' AND wake_at IS NOT NULL"
