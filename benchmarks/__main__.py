@@ -20,13 +20,7 @@ import structlog
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.harness import Row
-
-
-def _fmt(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:,.3f}" if abs(value) < 100 else f"{value:,.0f}"
-    return str(value)
+from benchmarks.harness import COLUMNS, Row, table_cells
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,12 +44,10 @@ def main(argv: list[str] | None = None) -> int:
         rows.extend(module.collect(args.quick))
         console.print(f"  done in {time.perf_counter() - started:.1f}s")
     table = Table(title="agentlog benchmarks")
-    for column in ("area", "benchmark", "median", "p99", "unit", "details"):
-        table.add_column(column, justify="right" if column in ("median", "p99") else "left")
+    for column in COLUMNS:
+        table.add_column(column, justify="right" if column in ("median", "p99", "n") else "left")
     for row in rows:
-        details = ", ".join(f"{k}={_fmt(v)}" for k, v in row.extra.items())
-        p99 = "" if row.p99 is None else _fmt(row.p99)
-        table.add_row(row.area, row.name, _fmt(row.median), p99, row.unit, details)
+        table.add_row(*table_cells(row))
     console.print(table)
     out = here / "results" / "latest.json"
     out.parent.mkdir(exist_ok=True)

@@ -43,7 +43,7 @@ from benchmarks import payloads
 from benchmarks.harness import Row, row_from_samples
 
 AREA = "encryption"
-MESSAGE_BYTES = 500
+MESSAGE_BYTES = payloads.PAYLOAD_BYTES
 BATCH = 1000
 TARGET = 1.15
 ROOT = Path(__file__).resolve().parent.parent / ".cache" / "bench"

@@ -37,7 +37,7 @@ from benchmarks.harness import Row
 
 AREA = "group_commit"
 RUNS = 100
-MESSAGE_BYTES = 500
+MESSAGE_BYTES = payloads.PAYLOAD_BYTES
 ROOT = Path(__file__).resolve().parent.parent / ".cache" / "bench"
 
 
