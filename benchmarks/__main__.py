@@ -11,6 +11,7 @@ import dataclasses
 import importlib
 import json
 import logging
+import os
 import pkgutil
 import sys
 import time
@@ -23,6 +24,11 @@ from rich.table import Table
 from benchmarks.harness import COLUMNS, Row, table_cells
 
 
+def _load(load: tuple[float, float, float] | None = None) -> str:
+    """The load average as ``a / b / c``: the machine's now, or ``load``."""
+    return " / ".join(f"{x:.2f}" for x in (load or os.getloadavg()))
+
+
 def main(argv: list[str] | None = None) -> int:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
@@ -30,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", default=None, help="areas to run, e.g. eventlog")
     args = parser.parse_args(argv)
     console = Console(width=max(Console().width, 200))
+    # The machine may be shared: the load beside the table says how much.
+    load_before = os.getloadavg()
     rows: list[Row] = []
     here = Path(__file__).parent
     for info in sorted(pkgutil.iter_modules([str(here)]), key=lambda m: m.name):
@@ -49,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         table.add_row(*table_cells(row))
     console.print(table)
+    console.print(f"load average (1, 5, 15 min): before {_load(load_before)}, after {_load()}")
     out = here / "results" / "latest.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps([dataclasses.asdict(r) for r in rows], indent=2, default=str))
