@@ -30,13 +30,11 @@ import asyncio
 import statistics
 import time
 import uuid
+from datetime import UTC, datetime
 
 from aiokafka import AIOKafkaProducer
 
-from agentlog.eventlog import Event
-from agentlog.eventlog.base import Snapshot
-from agentlog.eventlog.codec import encode_event, pack
-from agentlog.eventlog.events import utcnow
+from agentlog.eventlog import Event, Snapshot, encode_event, pack
 from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog
 from benchmarks import payloads
 from benchmarks.harness import Row, kafka_broker, row_from_samples, task_events
@@ -146,7 +144,7 @@ async def _resume(bootstrap: str, total: int, repeat: int = 3) -> Row:
             await asyncio.gather(*(log.append(_events(run, first, batch)) for run in runs))
             last = first + batch - 1
             if last % snap_every == 0:
-                await log.save_snapshot(Snapshot("target", last, state, utcnow()))
+                await log.save_snapshot(Snapshot("target", last, state, datetime.now(UTC)))
     samples, records = [], []
     for _ in range(repeat):
         async with await KafkaEventLog.connect(config) as fresh:

@@ -32,10 +32,9 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
-from agentlog.eventlog import Event
+from agentlog.eventlog import Event, open_log
 from agentlog.eventlog.redis_log import RedisEventLog
 from agentlog.eventlog.row_format import event_row
-from agentlog.eventlog.urls import open_log
 from benchmarks.harness import Row, row_from_samples, task_events
 
 AREA = "redis"
