@@ -11,6 +11,7 @@ import dataclasses
 import importlib
 import json
 import logging
+import os
 import pkgutil
 import sys
 import time
@@ -20,13 +21,12 @@ import structlog
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.harness import Row
+from benchmarks.harness import COLUMNS, Row, table_cells
 
 
-def _fmt(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:,.3f}" if abs(value) < 100 else f"{value:,.0f}"
-    return str(value)
+def _load(load: tuple[float, float, float] | None = None) -> str:
+    """The load average as ``a / b / c``: the machine's now, or ``load``."""
+    return " / ".join(f"{x:.2f}" for x in (load or os.getloadavg()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", default=None, help="areas to run, e.g. eventlog")
     args = parser.parse_args(argv)
     console = Console(width=max(Console().width, 200))
+    # The machine may be shared: the load beside the table says how much.
+    load_before = os.getloadavg()
     rows: list[Row] = []
     here = Path(__file__).parent
     for info in sorted(pkgutil.iter_modules([str(here)]), key=lambda m: m.name):
@@ -50,13 +52,12 @@ def main(argv: list[str] | None = None) -> int:
         rows.extend(module.collect(args.quick))
         console.print(f"  done in {time.perf_counter() - started:.1f}s")
     table = Table(title="agentlog benchmarks")
-    for column in ("area", "benchmark", "median", "p99", "unit", "details"):
-        table.add_column(column, justify="right" if column in ("median", "p99") else "left")
+    for column in COLUMNS:
+        table.add_column(column, justify="right" if column in ("median", "p99", "n") else "left")
     for row in rows:
-        details = ", ".join(f"{k}={_fmt(v)}" for k, v in row.extra.items())
-        p99 = "" if row.p99 is None else _fmt(row.p99)
-        table.add_row(row.area, row.name, _fmt(row.median), p99, row.unit, details)
+        table.add_row(*table_cells(row))
     console.print(table)
+    console.print(f"load average (1, 5, 15 min): before {_load(load_before)}, after {_load()}")
     out = here / "results" / "latest.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps([dataclasses.asdict(r) for r in rows], indent=2, default=str))

@@ -3,18 +3,20 @@
 * Throughput: runs of ~100 events in a MemoryEventLog (so the hot read costs
   little and the archiver itself is measured), archived to a local folder and
   to moto_server on loopback, pruning included.
-* SQL: ``quick`` ~100k events, else 10M. The events are made synthetically
-  straight into Parquet through the archive writer (going through the log
-  would take far longer): one chunk of real encoded events is written, then
-  copied into more files with only the run_id column rewritten.
+* SQL: ``quick`` ~100k events, else 10M. Every event is generated, none
+  copied: runs of varied length (50 to 149 events), each with its own run id,
+  day, task names, durations and payloads, archived by the real
+  :class:`~agentlog.archive.Archiver` in passes of :data:`SQL_PASS_RUNS` runs
+  through a fresh MemoryEventLog (so memory stays bounded at 10M). The build
+  is slow at 10M (minutes: every payload is drawn at random), and is timed
+  apart from the queries.
 * Bytes per event: the Parquet archive vs the same events in a SQLite hot log.
 
 Every run is an agent's: a question, then tasks whose results are tool results
-of about 80 bytes (search hits, fetched pages, summaries, chat messages,
-base64 embeddings) and steps that each append a chat message of about 70
-bytes (the sizes the repeated-character payloads had before), all from
-``benchmarks/payloads.py`` and all different, so that Parquet's zstd gains
-only what it would gain on real agents' data.
+and steps that each append a chat message, every payload of
+:data:`benchmarks.payloads.PAYLOAD_BYTES` (the size every backend's benchmark
+stores) and all different, so that Parquet's zstd gains only what it would
+gain on real agents' data.
 """
 
 from __future__ import annotations
@@ -28,76 +30,100 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
-from agentlog.archive import Archiver, ArchiverConfig, LocalArchiveStore, S3ArchiveStore, S3Config
-from agentlog.archive._sql import open_sql
-from agentlog.archive._writer import ManifestEntry, Segment, encode_parquet, events_to_table
+from agentlog.archive import (
+    Archiver,
+    ArchiverConfig,
+    ArchiveStore,
+    LocalArchiveStore,
+    S3ArchiveStore,
+    S3Config,
+    open_sql,
+)
 from agentlog.eventlog import (
     Event,
+    EventData,
+    EventLog,
     MemoryEventLog,
     RunCompleted,
     RunStarted,
     StepCompleted,
     TaskCompleted,
     TaskStarted,
+    open_log,
 )
-from agentlog.eventlog.events import EventData
 from benchmarks import payloads
 from benchmarks.harness import Row, row_from_samples, time_calls
 
 AREA = "archive"
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
+#: The archiver's clock: every run above is finished and past its retention window by then.
+NOW = T0 + timedelta(days=60)
 EVENTS_PER_RUN = 100
 TASK_NAMES = payloads.TOOL_NAMES
-RESULT_BYTES = 80
-MESSAGE_BYTES = 70
+#: Runs generated and archived per pass of the SQL set's build (~100k events).
+SQL_PASS_RUNS = 1_000
+
+
+def run_id(k: int) -> str:
+    """The id of the ``k``-th generated run."""
+    return f"run-{k:08d}"
+
+
+def run_length(k: int) -> int:
+    """Events of the ``k``-th run of the SQL set: 50 to 149, about 100 on average."""
+    return EVENTS_PER_RUN // 2 + (k * 7_919) % EVENTS_PER_RUN
 
 
 def _run_events(run_id: str, n: int, k: int) -> list[Event]:
+    """The ``n`` events of run ``k``, on day ``k % 28`` of March 2024: all its own."""
+    size = payloads.PAYLOAD_BYTES
     r = payloads.rng("archive", k)
-    question = payloads.message(r, MESSAGE_BYTES, "user")
+    question = payloads.message(r, size, "user")
     data: list[EventData] = [RunStarted("bench", "1", {"q": question["content"]}, "sync", "fp")]
     i = 0
     while len(data) < n - 1:
         key = f"{run_id}:{i}"
         name = TASK_NAMES[(k + i) % len(TASK_NAMES)]
         data.append(TaskStarted(key, name, f"step{i}", i, 0, 0))
-        result = payloads.tool_result(r, name, RESULT_BYTES)
+        result = payloads.tool_result(r, name, size)
         data.append(TaskCompleted(key, result, float((k * 7 + i * 13) % 500)))
-        reply = payloads.message(r, MESSAGE_BYTES, "assistant")
+        reply = payloads.message(r, size, "assistant")
         data.append(StepCompleted(f"step{i}", i, 0, {"messages": [reply]}))
         i += 1
-    answer = payloads.message(r, MESSAGE_BYTES, "assistant")
+    answer = payloads.message(r, size, "assistant")
     data = [*data[: n - 1], RunCompleted({"answer": answer["content"]})]
+    day = T0 + timedelta(days=k % 28)
     return [
-        Event(run_id, s + 1, d, T0 + timedelta(milliseconds=s * 10), 1) for s, d in enumerate(data)
+        Event(run_id, s + 1, d, day + timedelta(milliseconds=s * 10), 1) for s, d in enumerate(data)
     ]
 
 
-async def _fill(log: object, runs: int) -> int:
+async def _fill(log: EventLog, runs: Iterable[int], length: Callable[[int], int]) -> int:
+    """Append runs ``runs`` (each ``length(k)`` events long) to ``log``; the event count."""
     total = 0
-    for k in range(runs):
-        run_id = f"run-{k:07d}"
-        await log.claim_writer(run_id)  # type: ignore[attr-defined]
-        events = _run_events(run_id, EVENTS_PER_RUN, k)
-        await log.append(events)  # type: ignore[attr-defined]
+    for k in runs:
+        await log.claim_writer(run_id(k))
+        events = _run_events(run_id(k), length(k), k)
+        await log.append(events)
         total += len(events)
     return total
 
 
-def _archive_throughput(runs: int, store_factory: object, label: str) -> Row:
+def _fixed_length(_k: int) -> int:
+    return EVENTS_PER_RUN
+
+
+def _archive_throughput(runs: int, store_factory: Callable[[], ArchiveStore], label: str) -> Row:
     async def go() -> tuple[float, int, int]:
         log = MemoryEventLog()
-        events = await _fill(log, runs)
-        store = store_factory()  # type: ignore[operator]
+        events = await _fill(log, range(runs), _fixed_length)
+        store = store_factory()
         start = time.perf_counter()
-        summary = await Archiver(log, store, ArchiverConfig()).run(now=T0 + timedelta(days=30))
+        summary = await Archiver(log, store, ArchiverConfig()).run(now=NOW)
         elapsed = time.perf_counter() - start
         assert summary.events == events
         return elapsed, events, summary.bytes_after
@@ -140,39 +166,27 @@ def _moto() -> Iterator[str]:
         proc.wait(timeout=10)
 
 
-def _synthetic_archive(folder: Path, total_events: int) -> tuple[LocalArchiveStore, str]:
-    """``total_events`` in Parquet via the writer: one real chunk, copied with new run ids."""
+async def _generated_archive(folder: Path, total_events: int) -> tuple[LocalArchiveStore, str]:
+    """About ``total_events`` generated events archived into ``folder``, and a run in the middle.
+
+    Passes of :data:`SQL_PASS_RUNS` runs each go through a fresh MemoryEventLog
+    and the real archiver, so that only one pass's events are held at a time.
+    """
     store = LocalArchiveStore(folder)
-    chunk_runs = min(10_000, max(1, total_events // EVENTS_PER_RUN))
-    events = [e for k in range(chunk_runs) for e in _run_events(f"c{k:06d}", EVENTS_PER_RUN, k)]
-    base = events_to_table(events, workflow="bench", version="1")
-    files = max(1, total_events // base.num_rows)
-    run_col = base.schema.get_field_index("run_id")
-    target = ""
-    for f in range(files):
-        run_ids = pc.binary_join_element_wise(
-            pa.scalar(f"f{f:03d}-"), base.column("run_id"), pa.scalar("")
-        )
-        table = base.set_column(run_col, "run_id", run_ids)
-        raw = encode_parquet(table)
-        key = f"workflow=bench/day=2024-03-{f % 28 + 1:02d}/part-f{f:03d}.parquet"
-        store.put(key, raw)
-        segments = tuple(
-            Segment(f"f{f:03d}-c{k:06d}", 1, EVENTS_PER_RUN, "bench", "1", "completed")
-            for k in range(chunk_runs)
-        )
-        entry = ManifestEntry(key, table.num_rows, len(raw), "bench", "2024-03-01", "", segments)
-        store.put(entry.key, entry.to_json())
-        if f == files // 2:
-            target = f"f{f:03d}-c{chunk_runs // 2:06d}"
-    return store, target
+    runs = max(1, total_events // EVENTS_PER_RUN)
+    for first in range(0, runs, SQL_PASS_RUNS):
+        log = MemoryEventLog()
+        await _fill(log, range(first, min(runs, first + SQL_PASS_RUNS)), run_length)
+        await Archiver(log, store, ArchiverConfig()).run(now=NOW)
+        await log.close()
+    return store, run_id(runs // 2)
 
 
 def _sql_rows(total_events: int) -> list[Row]:
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
-        store, target = _synthetic_archive(Path(tmp), total_events)
+        store, target = asyncio.run(_generated_archive(Path(tmp), total_events))
         build = time.perf_counter() - start
         db = asyncio.run(open_sql(store))
         try:
@@ -205,7 +219,16 @@ def _sql_rows(total_events: int) -> list[Row]:
                 )
         finally:
             db.close()
-        rows.append(Row(AREA, "synthetic archive build", "s", build, None, {"events": n}))
+        rows.append(
+            row_from_samples(
+                AREA,
+                "generated archive build (every event drawn, then archived)",
+                [build],
+                unit="s",
+                events=n,
+                events_per_s=round(n / build),
+            )
+        )
     return rows
 
 
@@ -215,17 +238,13 @@ def _file_bytes(folder: Path, prefix: str) -> int:
 
 
 def _bytes_per_event(runs: int) -> Row:
-    from agentlog.eventlog.sqlite._log import SqliteEventLog
-
     async def go(tmp: Path) -> tuple[int, int, int]:
-        log = SqliteEventLog(tmp / "hot.db")
-        events = await _fill(log, runs)
+        log = await open_log(f"sqlite:///{tmp / 'hot.db'}")
+        events = await _fill(log, range(runs), _fixed_length)
         await log.close()
         sqlite_bytes = _file_bytes(tmp, "hot.db")
-        log = SqliteEventLog(tmp / "hot.db")
-        summary = await Archiver(log, LocalArchiveStore(tmp / "arch")).run(
-            now=T0 + timedelta(days=30)
-        )
+        log = await open_log(f"sqlite:///{tmp / 'hot.db'}")
+        summary = await Archiver(log, LocalArchiveStore(tmp / "arch")).run(now=NOW)
         await log.close()
         return events, sqlite_bytes, summary.bytes_after
 
@@ -244,6 +263,7 @@ def _bytes_per_event(runs: int) -> Row:
             "events": events,
             "target": "ratio <= 0.333",
         },
+        n=1,
     )
 
 

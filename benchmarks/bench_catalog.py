@@ -48,7 +48,7 @@ from agentlog.eventlog import (
     TaskStarted,
 )
 from agentlog.eventlog._row_format import event_row, info_to_row
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.eventlog.sqlite._schema import INSERT_EVENT, UPSERT_RUN
 from agentlog.projector import fold, save_state
 from agentlog.replay import RunCatalog, RunHistory

@@ -36,14 +36,14 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from agentlog.crypto import LocalKeyStore, PayloadCipher
 from agentlog.eventlog._packing import pack
 from agentlog.eventlog.events import Event, TaskCompleted
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.runtime import Runtime, RuntimeConfig, StepContext, Workflow, end, goto
 from agentlog.runtime._workflow import Next
 from benchmarks import payloads
 from benchmarks.harness import Row, row_from_samples
 
 AREA = "encryption"
-MESSAGE_BYTES = 500
+MESSAGE_BYTES = payloads.PAYLOAD_BYTES
 BATCH = 1000
 TARGET = 1.15
 ROOT = Path(__file__).resolve().parent.parent / ".cache" / "bench"

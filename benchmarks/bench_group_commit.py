@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.runtime import Runtime, StepContext, Workflow, end, goto
 from agentlog.runtime._workflow import Next
 from benchmarks import payloads
@@ -37,7 +37,7 @@ from benchmarks.harness import Row
 
 AREA = "group_commit"
 RUNS = 100
-MESSAGE_BYTES = 500
+MESSAGE_BYTES = payloads.PAYLOAD_BYTES
 ROOT = Path(__file__).resolve().parent.parent / ".cache" / "bench"
 
 

@@ -1,98 +1,94 @@
-"""LangGraph on agentlog: the runtime benchmark's loop run by LangGraph with three checkpointers.
+"""LangGraph, only the checkpointer swapped: one graph on AgentlogSaver and on LangGraph's savers.
 
-1. The loop of ``benchmarks/bench_runtime.py`` (N steps, each appending the
-   next ~500-byte message of ``bench_runtime.conversation`` to a list), as a
-   LangGraph ``StateGraph``, compiled with
+Every row here runs LangGraph's own engine; only the checkpointer changes.
+(``bench_runtime`` races agentlog's whole runtime against LangGraph's engine
+plus SqliteSaver: a different comparison, labelled as such there.)
+
+1. **Checkpointer only.** The loop of ``benchmarks/bench_runtime.py`` (N
+   steps, each appending the next message of ``bench_runtime.conversation``,
+   :data:`benchmarks.payloads.PAYLOAD_BYTES` each, to a list), as a LangGraph
+   ``StateGraph``, compiled with
    * ``AgentlogSaver`` on SQLite (``sqlite:///...``),
    * LangGraph's own ``SqliteSaver`` (the peer),
+   * LangGraph's ``PostgresSaver`` and ``AgentlogSaver`` on PostgreSQL, when
+     a server is given (each run on a fresh database),
    * ``AgentlogSaver`` on Kafka (``kafka://...``), on a real broker,
    for N = 100, 1,000, 3,000 in durability ``sync`` and ``async`` (``exit``
-   writes one checkpoint per run, so it says nothing about growth). All
-   three run in this same process, one after the other for each N, so load
-   on the machine hits them alike. A row gives the per-step time (median and
-   p99 of the interval between the graph's consecutive ``updates``, which
-   spans the node and its checkpoint) and ``total_ms_per_step`` (the whole
-   ``stream`` over N, including the final flush of async writes: in
-   ``async`` the per-step interval shows only the foreground, as LangGraph
-   queues each ``put`` behind the previous one in a thread, so the total is
-   the figure to compare there). Bytes are
-   the SQLite folder after the saver closed (database, plus any WAL left);
-   on Kafka, the ``.log`` segment files of the log's topics on the broker's
-   disk right after the run (before the broker's cleaner compacts the runs
-   topic) when this module started the broker, else the sum of the records'
-   key and value sizes read back from the topics (``kafka_bytes`` says
-   which). Targets at N = 3,000: >= 50x fewer bytes than SqliteSaver,
-   ms/step no worse, ms/step at the largest N within 1.5x of the smallest.
-2. ``get_tuple`` of the latest checkpoint of a 10,000-checkpoint thread
-   whose state is one 500-byte message (replaced each step) and a counter, so
-   that the read's cost shows the thread's length, not the state's size:
-   ``cold`` is the first call on a fresh saver object (opening it is not
-   timed, and is shown as ``open_ms``), ``warm`` the calls after it on the
-   same saver. Target < 5 ms. The thread is written in durability ``sync``;
-   a saver that fails to build it gets a row that says why, with no figures.
+   writes one checkpoint per run, so it says nothing about growth). All run
+   in this same process, one after the other for each N, so load on the
+   machine hits them alike. A row gives the per-step time (median and p99 of
+   the interval between the graph's consecutive ``updates``, which spans the
+   node and its checkpoint) and ``total_ms_per_step`` (the whole ``stream``
+   over N, including the final flush of async writes: in ``async`` the
+   per-step interval shows only the foreground, as LangGraph queues each
+   ``put`` behind the previous one in a thread, so the total is the figure
+   to compare there), with its ratios to each peer at the same N and mode.
+   Bytes are the SQLite folder after the saver closed (database, plus any WAL
+   left); on PostgreSQL, ``pg_total_relation_size`` of each side's tables; on
+   Kafka, the ``.log`` segment files of the log's topics on the broker's disk
+   right after the run (before the broker's cleaner compacts the runs topic)
+   when this module started the broker, else the sum of the records' key and
+   value sizes read back from the topics (``kafka_bytes`` says which).
+2. **Bounded state.** A 10,000-checkpoint thread whose state does not grow
+   (one message, replaced each step, and a counter), so that the figures show
+   the thread's length, not the state's size: bytes stored; ``get_tuple`` of
+   the latest checkpoint **cold** (the first call on a fresh saver object) and
+   **warm** (the calls after it on the same saver); and **opening a thread**
+   (a fresh saver made, then its first ``get_tuple``). Each row carries its
+   ratio to each peer (``vs_<peer>``: ours over theirs, so above 1 is worse).
+   The thread is written in durability ``sync``; a saver that fails to build
+   it gets a row that says why, with no figures.
+
+Durability is pinned on each side, never left to defaults
+(``benchmarks/durability.py``): SqliteSaver's connection gets WAL and
+``synchronous=FULL`` set by the benchmark, as agentlog's SQLite log sets for
+its durable commits; PostgresSaver's connection gets ``synchronous_commit =
+on``, as agentlog's PostgreSQL log sets. Each loop row prints its side's
+settings (``durability``).
 
 Kafka uses ``KAFKA_BOOTSTRAP_SERVERS`` when set, otherwise a broker started
-from the Maven jars by ``scripts/kafka_broker.py`` (as ``bench_kafka`` does).
-Files go under ``.cache/bench`` in the repo, on the same disk as the code.
+from the Maven jars by ``scripts/kafka_broker.py`` (as ``bench_kafka`` does);
+PostgreSQL the server ``POSTGRES_URL`` names, else one started here
+(``bench_postgres.databases``). Files go under ``.cache/bench`` in the repo,
+on the same disk as the code.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import math
 import operator
-import shutil
-import sqlite3
 import statistics
-import tempfile
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
-from agentlog.errors import AgentlogError
-from agentlog.langgraph import AgentlogSaver
+from agentlog import AgentlogError
 from benchmarks import payloads
-from benchmarks.bench_runtime import MESSAGE_BYTES, conversation
-from benchmarks.harness import Row, kafka_broker, percentile, row_from_samples
+from benchmarks.bench_postgres import databases
+from benchmarks.bench_runtime import conversation
+from benchmarks.harness import Row, row_from_samples
+from benchmarks.langgraph_savers import (
+    PEER,
+    Backend,
+    Kafka,
+    agentlog_kafka,
+    agentlog_sqlite,
+    broker,
+    sqlite_saver,
+)
+
+__all__ = ["Backend", "Kafka", "LoopResult", "collect", "run", "run_loop"]
 
 AREA = "langgraph"
-ROOT = Path(__file__).resolve().parent.parent / ".cache" / "bench"
-PEER = "SqliteSaver"
-
-#: Opens a saver, yields it and closes it: a fresh object on every call.
-Opener = Callable[[], contextlib.AbstractContextManager[BaseCheckpointSaver[Any]]]
-
-
-@dataclass(frozen=True)
-class Kafka:
-    """A broker to run the Kafka side on."""
-
-    bootstrap: str
-    """``host:port`` for clients."""
-    data_dir: Path | None
-    """The broker's log dir when this module started it (bytes are then read
-    from its segment files), None for a broker given by the environment."""
-
-
-@dataclass(frozen=True)
-class Backend:
-    """One checkpointer under test: how to open it and how to count its bytes."""
-
-    name: str
-    opener: Opener
-    measure: Callable[[], tuple[int, str]]
-    """Bytes stored so far, and what was counted."""
-    cleanup: Callable[[], None]
+POSTGRES_PEER = "PostgresSaver"
+#: LangGraph's own savers: every other saver's row carries its ratios to each.
+PEERS = (PEER, POSTGRES_PEER)
+#: Rows of the loop: the same LangGraph graph, only the checkpointer swapped.
+CHECKPOINTER_ONLY = "checkpointer only"
 
 
 @dataclass(frozen=True)
@@ -143,10 +139,15 @@ def _loop_builder(steps: int) -> StateGraph[Any]:
     return _looping(_LoopState, steps, lambda state: {"messages": [messages[state["n"]]]})
 
 
+def window_messages(steps: int) -> list[dict[str, Any]]:
+    """The message each step of the bounded-state loop replaces the last one with."""
+    r = payloads.rng("langgraph-window")
+    return [payloads.conversation_message(r, i, payloads.PAYLOAD_BYTES) for i in range(steps)]
+
+
 def _window_builder(steps: int) -> StateGraph[Any]:
     """A loop whose state stays one message and a counter: many checkpoints, a small state."""
-    r = payloads.rng("langgraph-window")
-    messages = [payloads.conversation_message(r, i, MESSAGE_BYTES) for i in range(steps)]
+    messages = window_messages(steps)
     return _looping(_WindowState, steps, lambda state: {"last": messages[state["n"]]})
 
 
@@ -180,108 +181,40 @@ def run_loop(backend: Backend, steps: int, mode: str) -> LoopResult:
         backend.cleanup()
 
 
-def _workdir() -> Path:
-    ROOT.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(dir=ROOT))
+def _ratios(
+    results: dict[str, Any], name: str, figure: Callable[[Any], float], key: str
+) -> dict[str, Any]:
+    """``name``'s figure over each peer's in ``results`` (peers get none): above 1 is worse."""
+    if name in PEERS:
+        return {}
+    mine = figure(results[name])
+    return {
+        f"{key}{peer}": round(mine / max(figure(results[peer]), 1e-12), 2)
+        for peer in PEERS
+        if peer in results
+    }
 
 
-def _folder_bytes(folder: Path) -> tuple[int, str]:
-    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()), "files after close"
-
-
-def sqlite_saver() -> Backend:
-    """LangGraph's SqliteSaver on a new file."""
-    folder = _workdir()
-
-    @contextlib.contextmanager
-    def opener() -> Iterator[BaseCheckpointSaver[Any]]:
-        conn = sqlite3.connect(folder / "langgraph.db", check_same_thread=False)
-        try:
-            yield SqliteSaver(conn)
-        finally:
-            conn.close()
-
-    return Backend(PEER, opener, lambda: _folder_bytes(folder), lambda: shutil.rmtree(folder, True))
-
-
-def agentlog_sqlite() -> Backend:
-    """AgentlogSaver on a new SQLite event log."""
-    folder = _workdir()
-    url = f"sqlite:///{folder / 'agentlog.db'}"
-    return Backend(
-        "agentlog sqlite",
-        lambda: AgentlogSaver.from_url(url),
-        lambda: _folder_bytes(folder),
-        lambda: shutil.rmtree(folder, True),
-    )
-
-
-def agentlog_kafka(kafka: Kafka) -> Backend:
-    """AgentlogSaver on new topics of the broker."""
-    name = f"lgbench{uuid.uuid4().hex[:8]}"
-    url = f"kafka://{kafka.bootstrap}/{name}"
-    return Backend(
-        "agentlog kafka",
-        lambda: AgentlogSaver.from_url(url),
-        lambda: kafka_bytes(kafka, name),
-        lambda: None,
-    )
-
-
-def kafka_bytes(kafka: Kafka, name: str) -> tuple[int, str]:
-    """Bytes the log ``name`` holds on the broker, and what was counted."""
-    if kafka.data_dir is not None:
-        segments = [
-            p for folder in kafka.data_dir.glob(f"{name}.*-*") for p in folder.glob("*.log")
-        ]
-        return sum(p.stat().st_size for p in segments), "log segments on broker disk"
-    return asyncio.run(_record_bytes(kafka.bootstrap, name)), "sum of record key+value"
-
-
-async def _record_bytes(bootstrap: str, name: str) -> int:
-    """The key and value bytes of every record in the topics ``name.*``, read back."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        topics = [t for t in await admin.list_topics() if t.startswith(f"{name}.")]
-        parts = [
-            TopicPartition(t["topic"], p["partition"])
-            for t in await admin.describe_topics(topics)
-            for p in t["partitions"]
-        ]
-    finally:
-        await admin.close()
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        consumer.assign(parts)
-        await consumer.seek_to_beginning(*parts)
-        ends = await consumer.end_offsets(parts)
-        total = 0
-        while [tp for tp in parts if await consumer.position(tp) < ends[tp]]:
-            batches = await consumer.getmany(timeout_ms=1000)
-            for records in batches.values():
-                total += sum(len(r.key or b"") + len(r.value or b"") for r in records)
-        return total
-    finally:
-        await consumer.stop()
-
-
-def _loop_rows(results: dict[tuple[str, str, int], LoopResult], sizes: list[int]) -> list[Row]:
-    """One row per (backend, mode, N), with its ratios against SqliteSaver at the same N."""
+def _loop_rows(
+    results: dict[tuple[str, str, int], LoopResult], sizes: list[int], durability: dict[str, str]
+) -> list[Row]:
+    """One row per (backend, mode, N), with its ratios against each peer at the same N."""
     rows: list[Row] = []
     small, large = min(sizes), max(sizes)
     for (backend, mode, n), res in results.items():
         extra: dict[str, Any] = {
             "total_ms_per_step": round(res.total_ms_per_step, 3),
             "MB": round(res.nbytes / 1e6, 3),
+            "durability": durability[backend],
         }
         if backend == "agentlog kafka":
             extra["kafka_bytes"] = res.bytes_what
         peer = results.get((PEER, mode, n))
-        if backend != PEER and peer is not None:
+        if backend not in PEERS and peer is not None:
             extra["x_fewer_bytes"] = round(peer.nbytes / max(res.nbytes, 1), 1)
             extra["ms_vs_peer"] = round(res.total_ms_per_step / peer.total_ms_per_step, 2)
+        same = {name: r for (name, m, size), r in results.items() if (m, size) == (mode, n)}
+        extra |= _ratios(same, backend, lambda r: r.total_ms_per_step, "ms_vs_")
         first = results.get((backend, mode, small))
         if n == large and first is not None and large != small:
             extra[f"flat_N{large}/N{small}"] = round(
@@ -290,16 +223,30 @@ def _loop_rows(results: dict[tuple[str, str, int], LoopResult], sizes: list[int]
             extra["flat_median"] = round(
                 statistics.median(res.step_s) / statistics.median(first.step_s), 2
             )
-            if backend != PEER:
+            if backend not in PEERS:
                 extra["target"] = ">=50x fewer bytes, ms_vs_peer<=1, flat<=1.5"
-        rows.append(row_from_samples(AREA, f"loop N={n} {mode}: {backend}", res.step_s, **extra))
+        name = f"{CHECKPOINTER_ONLY}, loop N={n} {mode}: {backend}"
+        rows.append(row_from_samples(AREA, name, res.step_s, **extra))
     return rows
 
 
-def get_tuple_rows(backend: Backend, checkpoints: int, fresh: int, warm: int) -> Row:
-    """``get_tuple`` of the latest checkpoint of a ``checkpoints``-long thread, cold then warm."""
+@dataclass(frozen=True)
+class Bounded:
+    """One saver's figures on the bounded-state thread (seconds), or why it failed."""
+
+    nbytes: int = 0
+    cold: tuple[float, ...] = ()
+    """The first ``get_tuple`` on each fresh saver."""
+    warm: tuple[float, ...] = ()
+    """The calls after the first, on one saver."""
+    opened: tuple[float, ...] = ()
+    """A fresh saver made, then its first ``get_tuple``: opening the thread."""
+    failed: str = ""
+
+
+def bounded_thread(backend: Backend, checkpoints: int, fresh: int, warm: int) -> Bounded:
+    """Build a ``checkpoints``-long thread of a bounded state, then read its latest checkpoint."""
     config: Any = {"configurable": {"thread_id": "bench"}}
-    name = f"get_tuple latest of {checkpoints:,}-checkpoint thread, cold: {backend.name}"
     try:
         try:
             # Built in sync durability: a put that fails then stops the graph at
@@ -308,19 +255,19 @@ def get_tuple_rows(backend: Backend, checkpoints: int, fresh: int, warm: int) ->
                 _stream(_window_builder(checkpoints), saver, {"n": 0}, checkpoints, "sync")
         except AgentlogError as exc:
             # The table shows the failure in place of the figures; the other rows still run.
-            return Row(AREA, name, "ms", math.nan, None, {"failed": str(exc)[:400]})
+            return Bounded(failed=str(exc)[:400])
         cold: list[float] = []
-        opens: list[float] = []
+        opened: list[float] = []
         warm_s: list[float] = []
         for _ in range(fresh):
             start = time.perf_counter()
             with backend.opener() as saver:
-                opened = time.perf_counter()
+                made = time.perf_counter()
                 found = saver.get_tuple(config)
                 done = time.perf_counter()
                 assert found is not None and found.checkpoint["channel_values"]["n"] == checkpoints
-                opens.append(opened - start)
-                cold.append(done - opened)
+                cold.append(done - made)
+                opened.append(done - start)
                 if not warm_s:
                     for _ in range(warm):
                         start = time.perf_counter()
@@ -329,16 +276,53 @@ def get_tuple_rows(backend: Backend, checkpoints: int, fresh: int, warm: int) ->
         nbytes, _ = backend.measure()
     finally:
         backend.cleanup()
-    return row_from_samples(
-        AREA,
-        name,
-        cold,
-        open_ms=round(statistics.median(opens) * 1e3, 2),
-        warm_median_ms=round(statistics.median(warm_s) * 1e3, 3),
-        warm_p99_ms=round(percentile(warm_s, 99) * 1e3, 3),
-        MB=round(nbytes / 1e6, 2),
-        target="<5ms",
-    )
+    return Bounded(nbytes, tuple(cold), tuple(warm_s), tuple(opened))
+
+
+def _median_of(what: str) -> Callable[[Bounded], float]:
+    """The median of the samples a :class:`Bounded` holds under ``what``."""
+    return lambda bounded: statistics.median(getattr(bounded, what))
+
+
+def _bounded_rows(results: dict[str, Bounded], checkpoints: int) -> list[Row]:
+    """Bytes, cold, warm and open rows for each saver, each with its ratios to the peers."""
+    thread = f"bounded state, {checkpoints:,}-checkpoint thread"
+    done = {name: b for name, b in results.items() if not b.failed}
+    rows: list[Row] = []
+    for name, bounded in results.items():
+        if bounded.failed:
+            rows.append(
+                Row(AREA, f"{thread}: {name}", "ms", math.nan, None, {"failed": bounded.failed})
+            )
+            continue
+        rows.append(
+            Row(
+                AREA,
+                f"{thread}, bytes stored: {name}",
+                "MB",
+                bounded.nbytes / 1e6,
+                None,
+                _ratios(done, name, lambda b: b.nbytes, "vs_"),
+                n=1,
+            )
+        )
+        for what, label in (
+            ("cold", "get_tuple cold (first call, fresh saver)"),
+            ("warm", "get_tuple warm (same saver)"),
+            ("opened", "open a thread (fresh saver + first get_tuple)"),
+        ):
+            ratios = _ratios(done, name, _median_of(what), "vs_")
+            samples = list(getattr(bounded, what))
+            rows.append(row_from_samples(AREA, f"{thread}, {label}: {name}", samples, **ratios))
+    return rows
+
+
+def _postgres_makers(new_database: Callable[[], str]) -> list[Callable[[], Backend]]:
+    """PostgresSaver and AgentlogSaver, each on a fresh database of the server."""
+    # imported here: bench_langgraph_postgres builds on this module's Backend
+    from benchmarks.bench_langgraph_postgres import agentlog_postgres, postgres_saver
+
+    return [lambda: postgres_saver(new_database()), lambda: agentlog_postgres(new_database())]
 
 
 def run(
@@ -349,33 +333,41 @@ def run(
     *,
     fresh: int = 10,
     warm: int = 200,
+    new_database: Callable[[], str] | None = None,
 ) -> list[Row]:
-    """Every row of this module, for these sizes and modes; Kafka rows when ``kafka`` is given."""
+    """Every row of this module, for these sizes and modes; Kafka rows when ``kafka`` is
+    given, PostgreSQL rows when ``new_database`` (a maker of fresh database URLs) is."""
     makers: list[Callable[[], Backend]] = [sqlite_saver, agentlog_sqlite]
+    if new_database is not None:
+        makers += _postgres_makers(new_database)
     if kafka is not None:
         makers.append(lambda: agentlog_kafka(kafka))
     results: dict[tuple[str, str, int], LoopResult] = {}
+    durability: dict[str, str] = {}
     for mode in modes:
         for n in sizes:
             for make in makers:
                 backend = make()
+                durability[backend.name] = backend.durability
                 results[(backend.name, mode, n)] = run_loop(backend, n, mode)
-    rows = _loop_rows(results, sizes)
+    rows = _loop_rows(results, sizes, durability)
+    bounded: dict[str, Bounded] = {}
     for make in makers:
-        rows.append(get_tuple_rows(make(), checkpoints, fresh, warm))
-    return rows
-
-
-@contextlib.contextmanager
-def broker() -> Iterator[Kafka]:
-    """The broker named by KAFKA_BOOTSTRAP_SERVERS, or one started here and stopped after."""
-    with kafka_broker("agentlog-lg-bench-") as (bootstrap, data):
-        yield Kafka(bootstrap, data)
+        backend = make()
+        bounded[backend.name] = bounded_thread(backend, checkpoints, fresh, warm)
+    return rows + _bounded_rows(bounded, checkpoints)
 
 
 def collect(quick: bool) -> list[Row]:
     """Run the LangGraph benchmarks (see the module docstring)."""
     sizes = [50, 200] if quick else [100, 1000, 3000]
     checkpoints = 500 if quick else 10_000
-    with broker() as kafka:
-        return run(sizes, ["sync", "async"], checkpoints, kafka, fresh=5 if quick else 10)
+    with broker() as kafka, databases("lgbench") as new_database:
+        return run(
+            sizes,
+            ["sync", "async"],
+            checkpoints,
+            kafka,
+            fresh=5 if quick else 10,
+            new_database=new_database,
+        )

@@ -81,23 +81,39 @@ def _measure(url: str, tables: tuple[str, ...]) -> Callable[[], tuple[int, str]]
     return lambda: (table_bytes(url, tables), "pg_total_relation_size")
 
 
+#: The durability both sides commit with: agentlog's log sets it on its
+#: connections, and :func:`postgres_saver` pins it on PostgresSaver's.
+SYNCHRONOUS_COMMIT = "synchronous_commit=on"
+
+
 def agentlog_postgres(url: str) -> Backend:
     """AgentlogSaver on the (empty) database at ``url``."""
     return Backend(
-        OURS, lambda: AgentlogSaver.from_url(url), _measure(url, AGENTLOG_TABLES), lambda: None
+        OURS,
+        lambda: AgentlogSaver.from_url(url),
+        _measure(url, AGENTLOG_TABLES),
+        lambda: None,
+        SYNCHRONOUS_COMMIT,
     )
 
 
 def postgres_saver(url: str) -> Backend:
-    """LangGraph's PostgresSaver on the (empty) database at ``url``, set up first."""
+    """LangGraph's PostgresSaver on the (empty) database at ``url``, set up first, its
+    connection pinned to ``synchronous_commit = on`` (not left to the server's default)."""
 
     @contextlib.contextmanager
     def opener() -> Iterator[BaseCheckpointSaver[Any]]:
         with PostgresSaver.from_conn_string(url) as saver:
+            conn = saver.conn
+            assert isinstance(conn, psycopg.Connection)  # from_conn_string: one connection
+            conn.execute("SET synchronous_commit = on")
+            row = conn.execute("SHOW synchronous_commit").fetchone()  # a dict: dict_row
+            if row is None or list(row.values()) != ["on"]:
+                raise RuntimeError(f"PostgresSaver's connection kept synchronous_commit={row}")
             saver.setup()
             yield saver
 
-    return Backend(PEER, opener, _measure(url, PEER_TABLES), lambda: None)
+    return Backend(PEER, opener, _measure(url, PEER_TABLES), lambda: None, SYNCHRONOUS_COMMIT)
 
 
 def _rows(results: dict[tuple[str, str, int], LoopResult]) -> list[Row]:

@@ -6,13 +6,14 @@ when set; otherwise starts one with Debian's binaries in a temporary folder
 
 1. **Sync append of one event** (``durable=True``: a committed transaction
    with ``synchronous_commit = on``) through ``PostgresEventLog.append``,
-   against the floor: the same row (the same encoded ~500-byte payload,
+   against the floor: the same row (the same encoded payload of a task result of
+   ``payloads.PAYLOAD_BYTES``,
    checksum and columns, into a table with the same primary key) by one raw
    psycopg ``INSERT`` committed on its own (autocommit), on the same server,
    the same run. Rounds alternate between the two so that disk noise hits
    both alike. Target: ratio <= 1.5.
-2. **Batched append throughput**: one run, batches of 1,000 events (~500
-   bytes each), each batch one durable append. Target: >= 50,000 events/s.
+2. **Batched append throughput**: one run, batches of 1,000 events (the
+   same task results), each batch one durable append. Target: >= 50,000 events/s.
 """
 
 from __future__ import annotations
@@ -27,14 +28,12 @@ from urllib.parse import urlsplit
 
 import psycopg
 
+from agentlog.eventlog import Event
 from agentlog.eventlog._row_format import event_row
-from agentlog.eventlog.events import Event, TaskCompleted
-from agentlog.eventlog.postgres._log import PostgresEventLog
-from benchmarks import payloads
-from benchmarks.harness import Row, row_from_samples
+from agentlog.eventlog.postgres import PostgresEventLog
+from benchmarks.harness import Row, row_from_samples, task_events
 
 AREA = "postgres"
-MESSAGE_BYTES = 500
 BATCH = 1000
 
 
@@ -71,18 +70,8 @@ def databases(prefix: str = "bench") -> Iterator[Callable[[], str]]:
 
 
 def _events(run_id: str, first: int, count: int, epoch: int) -> list[Event]:
-    r = payloads.rng("bench-postgres", run_id, first)
-    return [
-        Event(
-            run_id,
-            seq,
-            TaskCompleted(
-                key=f"k{seq}", result=payloads.conversation_message(r, seq, MESSAGE_BYTES)
-            ),
-            writer_epoch=epoch,
-        )
-        for seq in range(first, first + count)
-    ]
+    """Events ``first`` .. ``first + count - 1`` of a run: the same for the same arguments."""
+    return task_events(AREA, run_id, first, count, epoch)
 
 
 async def _sync_append(url: str, rounds: int, per_round: int) -> list[Row]:

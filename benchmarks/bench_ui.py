@@ -37,7 +37,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
 from agentlog.archive import LocalArchiveStore
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from benchmarks.bench_catalog import build_long_run, build_runs
 from benchmarks.harness import Row, row_from_samples
 

@@ -23,10 +23,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentlog.eventlog import Event, TaskCompleted
+from benchmarks import payloads
+
 #: Starts and stops a real broker from the Maven jars (see its docstring).
 KAFKA_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "kafka_broker.py"
 
-__all__ = ["Row", "percentile", "row_from_samples", "time_calls"]
+__all__ = [
+    "COLUMNS",
+    "Row",
+    "fmt",
+    "p99_cell",
+    "percentile",
+    "row_from_samples",
+    "table_cells",
+    "task_events",
+    "time_calls",
+]
+
+#: The table's columns, in order: :func:`table_cells` gives one row's cells.
+COLUMNS = ("area", "benchmark", "median", "p99", "n", "unit", "details")
 
 
 @dataclass
@@ -43,6 +59,33 @@ class Row:
     median: float
     p99: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    n: int | None = None
+    """How many samples ``median`` and ``p99`` come from. 1 means a single
+    measurement (a whole run timed once, a byte count): it has no tail, and the
+    table says ``n=1`` where a p99 would be, rather than print the one value
+    twice as if it were a percentile. None: a row of another module that does
+    not say (the table then shows its p99 if it has one)."""
+
+
+def fmt(value: object) -> str:
+    """A table cell: floats with thousands separators, 3 decimals below 100."""
+    if isinstance(value, float):
+        return f"{value:,.3f}" if abs(value) < 100 else f"{value:,.0f}"
+    return str(value)
+
+
+def p99_cell(row: Row) -> str:
+    """The p99 column: ``n=1`` for a single sample, so one figure never poses as a tail."""
+    if row.n == 1:
+        return "n=1"
+    return "" if row.p99 is None else fmt(row.p99)
+
+
+def table_cells(row: Row) -> tuple[str, ...]:
+    """One row's cells, in the order of :data:`COLUMNS`."""
+    details = ", ".join(f"{k}={fmt(v)}" for k, v in row.extra.items())
+    n = "" if row.n is None else f"{row.n:,}"
+    return (row.area, row.name, fmt(row.median), p99_cell(row), n, row.unit, details)
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -55,16 +98,40 @@ def percentile(samples: list[float], q: float) -> float:
 def row_from_samples(
     area: str, name: str, samples_s: list[float], *, unit: str = "ms", **extra: Any
 ) -> Row:
-    """A Row from samples in seconds, shown in ``unit`` (ms or us)."""
+    """A Row from samples in seconds, shown in ``unit`` (s, ms or us).
+
+    One sample gives a row with no p99 (``n=1`` in the table): a percentile of
+    one value would be that value again, dressed up as a tail.
+    """
+    if not samples_s:
+        raise ValueError(f"{area}/{name}: no samples to make a row of; measure at least once")
     scale = {"s": 1.0, "ms": 1e3, "us": 1e6}[unit]
-    return Row(
-        area,
-        name,
-        unit,
-        statistics.median(samples_s) * scale,
-        percentile(samples_s, 99) * scale,
-        extra,
-    )
+    tail = percentile(samples_s, 99) * scale if len(samples_s) > 1 else None
+    return Row(area, name, unit, statistics.median(samples_s) * scale, tail, extra, len(samples_s))
+
+
+def task_events(label: str, run_id: str, first: int, count: int, epoch: int = 0) -> list[Event]:
+    """Events ``first .. first + count - 1`` of a run, each a task's realistic result.
+
+    Every backend's benchmark stores these, so that their rows compare: each
+    is a TaskCompleted whose result is a tool result of
+    :data:`~benchmarks.payloads.PAYLOAD_BYTES` (search hits, a fetched page, a
+    summary, a chat completion, an embedding, in turn), every one different.
+    The same arguments give the same events.
+    """
+    r = payloads.rng(label, run_id, first)
+    names = payloads.TOOL_NAMES
+    return [
+        Event(
+            run_id,
+            seq,
+            TaskCompleted(
+                f"k{seq}", payloads.tool_result(r, names[seq % len(names)], payloads.PAYLOAD_BYTES)
+            ),
+            writer_epoch=epoch,
+        )
+        for seq in range(first, first + count)
+    ]
 
 
 def time_calls(fn: Callable[[], Any], repeat: int, *, warmup: int = 3) -> list[float]:

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 __all__ = [
+    "PAYLOAD_BYTES",
     "SEED",
     "TOOL_NAMES",
     "VOCABULARY",
@@ -50,6 +51,13 @@ _T = TypeVar("_T")
 
 #: The seed every generator derives from; change it and every payload changes.
 SEED = 20_241_129
+
+#: The size, in compact-JSON bytes, of every payload a benchmark stores: a
+#: task's result, a step's message, a checkpoint's message. One constant, so
+#: that a figure from one backend compares with a figure from another: the
+#: Kafka, Redis, archive, runtime, event-log and PostgreSQL benchmarks once
+#: stored 80 to 500 bytes each, and their rows could not be set side by side.
+PAYLOAD_BYTES = 500
 
 #: The tool names the benchmarks' tasks use; :func:`tool_result` shapes by name.
 TOOL_NAMES = ("search", "fetch", "summarize", "llm_call", "embed")

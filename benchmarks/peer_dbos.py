@@ -14,10 +14,18 @@ DBOS keeps one process-wide instance and a process-wide registry of
 decorated functions, so the functions are decorated once per process
 (:func:`_loop_workflow`) and each run launches a fresh instance on its own
 SQLite file and destroys it afterwards. Its system database on SQLite runs
-every step in its own ``BEGIN IMMEDIATE`` transaction in SQLite's default
-rollback-journal mode with ``synchronous=FULL``: every step is durable before
-the next one starts, so DBOS compares with agentlog's ``sync`` mode (it has no
-mode that defers checkpoints).
+every step in its own ``BEGIN IMMEDIATE`` transaction: every step is durable
+before the next one starts, so DBOS compares with agentlog's ``sync`` mode (it
+has no mode that defers checkpoints).
+
+DBOS sets neither the journal mode nor ``synchronous``: it gets SQLite's
+rollback journal (``delete``: two fsyncs a commit, the journal's and the
+database's) and this build's default ``synchronous``. The benchmark pins both
+on every connection DBOS's engine opens (an SQLAlchemy ``connect`` listener,
+:func:`benchmarks.durability.pin_sqlite`), and runs the loop twice: in DBOS's
+own ``delete`` mode and in ``wal`` mode (one fsync a commit, as agentlog's
+SQLite), both with ``synchronous=FULL``. The settings read back are returned
+with the timing, for the table.
 
 ``dbos`` is imported only when the loop runs, so ``python -m benchmarks``
 without the ``bench`` extra fails on this peer alone, as it does for LangGraph.
@@ -25,14 +33,21 @@ without the ``bench`` extra fails on this peer alone, as it does for LangGraph.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["dbos_loop"]
+from benchmarks.durability import pin_sqlite
+
+__all__ = ["JOURNAL_MODES", "dbos_loop"]
+
+#: DBOS's own journal mode (SQLite's default), then the one agentlog runs.
+JOURNAL_MODES = ("delete", "wal")
 
 # The conversation of the run in progress. The step reads its message from
 # here by index rather than taking it as an argument so that the loop's data
@@ -77,23 +92,65 @@ def _join_new_threads(before: set[threading.Thread]) -> None:
         )
 
 
-def dbos_loop(messages: list[dict[str, Any]], database: Path) -> float:
+@contextlib.contextmanager
+def _pinned(journal_mode: str) -> Iterator[set[str]]:
+    """Pin every SQLite connection SQLAlchemy opens meanwhile; yield the settings seen."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    seen: set[str] = set()
+
+    def on_connect(dbapi_conn: Any, _record: Any) -> None:
+        if isinstance(dbapi_conn, sqlite3.Connection):
+            seen.add(pin_sqlite(dbapi_conn, journal_mode))
+
+    event.listen(Engine, "connect", on_connect)
+    try:
+        yield seen
+    finally:
+        event.remove(Engine, "connect", on_connect)
+
+
+def dbos_loop(
+    messages: list[dict[str, Any]], database: Path, journal_mode: str = "delete"
+) -> tuple[float, str]:
     """Run the loop once as a DBOS workflow on a new SQLite system database.
 
     Args:
         messages: The conversation; the loop takes one step per message.
         database: The SQLite file to create, in a folder that exists.
+        journal_mode: One of :data:`JOURNAL_MODES`, pinned with
+            ``synchronous=FULL`` on each of DBOS's connections.
 
     Returns:
-        Seconds per step, from the workflow's start to its result: DBOS's
-        launch (migrations) and shutdown are outside the timing, as the
-        Runtime's opening is for agentlog.
-    """
-    from dbos import DBOS, SetWorkflowID
+        Seconds per step, from the workflow's start to its result (DBOS's
+        launch, its migrations, and its shutdown are outside the timing, as
+        the Runtime's opening is for agentlog), and the SQLite settings
+        DBOS's connections ran with.
 
+    Raises:
+        RuntimeError: DBOS opened no SQLite connection the benchmark could
+            pin (another driver), so its settings are unknown.
+    """
     loop = _loop_workflow()
     _messages[:] = messages
     before = set(threading.enumerate())
+    with _pinned(journal_mode) as seen:
+        elapsed = _launch_and_run(loop, messages, database, before)
+    if not seen:
+        raise RuntimeError("DBOS opened no sqlite3 connection to pin: its settings are unknown")
+    return elapsed / len(messages), "; ".join(sorted(seen))
+
+
+def _launch_and_run(
+    loop: Callable[[int], int],
+    messages: list[dict[str, Any]],
+    database: Path,
+    before: set[threading.Thread],
+) -> float:
+    """Launch DBOS on ``database``, run the loop, destroy DBOS; the loop's seconds."""
+    from dbos import DBOS, SetWorkflowID
+
     DBOS(
         config={
             "name": "bench-loop",
@@ -114,4 +171,4 @@ def dbos_loop(messages: list[dict[str, Any]], database: Path) -> float:
         _messages.clear()
         _join_new_threads(before)
     assert done == len(messages), done
-    return elapsed / len(messages)
+    return elapsed

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agentlog.archive import LocalArchiveStore
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 
 
 @pytest.fixture

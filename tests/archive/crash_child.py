@@ -10,7 +10,7 @@ import sys
 from datetime import UTC, datetime
 
 from agentlog.archive import Archiver, ArchiverConfig, LocalArchiveStore
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 
 
 async def main(db: str, folder: str) -> None:

@@ -20,7 +20,7 @@ from agentlog.archive import (
 from agentlog.archive._writer import MANIFEST_PREFIX, Manifest
 from agentlog.errors import RunArchivedError
 from agentlog.eventlog import Event, ResumeReceived, RunCompleted, Snapshot
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.projector import decode_state, load_state
 from tests.archive.helpers import T0, read_all, record_run
 from tests.support.archive import NOW

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agentlog.archive import ArchivedEventReader, Archiver, LocalArchiveStore, open_sql
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from tests.archive.helpers import T0, read_all, record_run
 from tests.support.archive import NOW
 

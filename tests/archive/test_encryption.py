@@ -48,7 +48,7 @@ from agentlog.eventlog import (
     TaskStarted,
 )
 from agentlog.eventlog.events import EventData
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.projector import load_state, save_state
 from tests.archive.helpers import as_events
 from tests.services.s3_server import S3Endpoint

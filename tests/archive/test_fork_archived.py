@@ -19,7 +19,7 @@ from agentlog.archive import Archiver, ArchiveStore, LocalArchiveStore, S3Archiv
 from agentlog.archive._history import ArchivedEventReader
 from agentlog.errors import RunArchivedError, RunExistsError
 from agentlog.eventlog.events import RunStatus
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.projector import fold, load_state
 from agentlog.runtime import Runtime
 from tests.services.s3_server import S3Endpoint

@@ -12,7 +12,7 @@ from langgraph.types import Command
 from agentlog.archive import Archiver, ArchiverConfig, LocalArchiveStore, open_sql
 from agentlog.archive._retention import RetentionPolicies, parse_policy
 from agentlog.eventlog.events import LANGGRAPH_WORKFLOW, utcnow
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.langgraph import AgentlogSaver
 from tests.support.lg_threads import approval_graph, run_thread
 

@@ -23,7 +23,7 @@ from agentlog.archive import (
 from agentlog.archive._sql import sql_source
 from agentlog.archive._sql_process import run_query
 from agentlog.archive._store import httpfs_extension_path
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from tests.archive.helpers import read_all, record_run
 from tests.services.s3_server import S3Endpoint
 from tests.support.archive import NOW

@@ -40,7 +40,7 @@ from agentlog.cli import app
 from agentlog.crypto import LocalKeyStore, PayloadCipher
 from agentlog.errors import RunArchivedError, ShreddedError
 from agentlog.eventlog.events import RunStatus, utcnow
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.projector import load_state
 from agentlog.runtime import Runtime
 from agentlog.ui import create_app

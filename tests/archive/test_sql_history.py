@@ -29,7 +29,7 @@ from agentlog.archive._writer import (
 )
 from agentlog.errors import CorruptEventError
 from agentlog.eventlog import EventLog, EventReader, MemoryEventLog
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from tests.archive.helpers import T0, as_events, read_all, record_run, run_payloads
 from tests.support.archive import NOW
 

@@ -18,7 +18,7 @@ from agentlog.archive._sql import sql_cipher, sql_source
 from agentlog.archive._sql_process import QueryProcess, QueryProcesses, run_query
 from agentlog.crypto import ENV_VAR, LocalKeyStore, PayloadCipher
 from agentlog.errors import ShreddedError
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from tests.archive.test_encryption import CANARY, record
 from tests.support.archive import NOW
 from tests.ui.test_hardening import FOREVER

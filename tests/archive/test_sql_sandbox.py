@@ -19,7 +19,7 @@ from agentlog.archive import ArchiveQueryError, Archiver, LocalArchiveStore, ope
 from agentlog.archive._errors import SqlLimitError
 from agentlog.cli import app
 from agentlog.crypto import LocalKeyStore, PayloadCipher
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from tests.archive.test_encryption import CANARY, record
 from tests.support.archive import NOW
 

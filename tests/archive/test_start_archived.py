@@ -27,7 +27,7 @@ from agentlog.errors import (
     RunNotWaitingError,
 )
 from agentlog.eventlog.events import RunStatus, utcnow
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.runtime import RetryPolicy, Runtime, StepContext, Workflow
 from tests.support.runtime import Calls, config, research_workflow, run_to_rest
 

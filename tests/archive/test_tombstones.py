@@ -18,7 +18,7 @@ from agentlog.errors import ConflictError, RunArchivedError
 from agentlog.eventlog import Event, RunStarted, SuperstepCommitted
 from agentlog.eventlog.events import utcnow
 from agentlog.eventlog.memory import MemoryEventLog
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.projector import fold, load_state, save_state
 from agentlog.runtime import Runtime
 from tests.archive.helpers import read_all, record_run

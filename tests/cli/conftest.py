@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.runtime import Runtime
 from tests.cli.cli_workflows import parked_workflow
 

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from agentlog.cli import app
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from tests.archive.helpers import record_run
 
 

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from agentlog.cli import app
 from agentlog.eventlog import Event, RunStarted, StepCompleted, SuperstepCommitted
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.runtime import Runtime, StepContext, Workflow, end
 from agentlog.runtime._workflow import Next
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from tests.crash.worker import child_env
 from tests.support.stream_driver import BOUND_SECONDS
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from agentlog.archive import Archiver, LocalArchiveStore
 from agentlog.cli import app
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.runtime import Runtime
 from tests.support.fork import CALLS, chain_workflow, events_of, reset, seq_of
 from tests.support.runtime import config

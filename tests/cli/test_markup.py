@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from agentlog.cli import _render as render
 from agentlog.cli import app
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.runtime import Runtime, StepContext, Workflow, end, goto
 from agentlog.runtime._workflow import Next
 

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from agentlog.cli import app
 from agentlog.eventlog.events import LANGGRAPH_WORKFLOW, RunStatus, utcnow
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.runtime import Runtime, RuntimeConfig, StepContext, Workflow, end
 from tests.cli.cli_workflows import parked_workflow
 from tests.crash.worker import child_env

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from agentlog.cli import app
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.runtime import Runtime, RuntimeConfig, StepContext, Workflow, end
 from tests.cli import cli_workflows
 

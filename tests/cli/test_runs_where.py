@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from agentlog.archive import Archiver, LocalArchiveStore
 from agentlog.cli import app
 from agentlog.eventlog.events import utcnow
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from tests.support.lg_threads import run_thread
 
 runner = CliRunner()

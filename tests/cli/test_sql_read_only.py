@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from agentlog.archive import ArchiveQueryError, LocalArchiveStore, open_sql
 from agentlog.cli import app
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from tests.archive.helpers import record_run
 
 runner = CliRunner()

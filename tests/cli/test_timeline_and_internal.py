@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from agentlog.cli import app
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.runtime import Runtime, StepContext, Workflow, end
 
 runner = CliRunner()

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from agentlog.cli import app
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from tests.fixtures.verify import flows
 from tests.fixtures.verify.history import ORDER_DONE, load_into
 

@@ -25,8 +25,8 @@ from agentlog.eventlog._claim_cases import (
     sql_append_grant,
 )
 from agentlog.eventlog._row_format import event_row, info_from_row, info_to_row
+from agentlog.eventlog.postgres import PostgresEventLog
 from agentlog.eventlog.postgres._append import append_unlocked
-from agentlog.eventlog.postgres._log import PostgresEventLog
 from agentlog.eventlog.postgres._schema import SELECT_RUN, UPDATE_RUN_IF, UPSERT_RUN
 from agentlog.eventlog.redis._rows import event_args, time_arg
 from agentlog.eventlog.redis._schema import APPEND, Keys

@@ -15,7 +15,7 @@ from agentlog.errors import EventLogError, LeaseHeldError, UnknownRunError
 from agentlog.eventlog._base import RunInfo, lease_expiry
 from agentlog.eventlog._claim_cases import epoch_error
 from agentlog.eventlog._row_format import info_from_row, info_to_row, to_us
-from agentlog.eventlog.postgres._log import PostgresEventLog
+from agentlog.eventlog.postgres import PostgresEventLog
 from agentlog.eventlog.postgres._schema import CLAIM, LEASE, RUN_FIELDS, SELECT_RUN, UPSERT_RUN
 from agentlog.eventlog.redis._rows import info_from_hash
 from agentlog.eventlog.redis._schema import CLAIM as LUA_CLAIM

@@ -31,10 +31,10 @@ from agentlog.eventlog.events import (
     utcnow,
 )
 from agentlog.eventlog.memory import MemoryEventLog
+from agentlog.eventlog.postgres import PostgresEventLog
 from agentlog.eventlog.postgres import _schema as postgres_schema
-from agentlog.eventlog.postgres._log import PostgresEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.eventlog.sqlite import _schema as sqlite_schema
-from agentlog.eventlog.sqlite._log import SqliteEventLog
 from agentlog.testing import ev, started
 
 SRC = Path(agentlog.__file__).parent

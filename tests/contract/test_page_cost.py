@@ -28,9 +28,9 @@ from agentlog.eventlog.events import (
     StepCompleted,
 )
 from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog
-from agentlog.eventlog.postgres._log import PostgresEventLog
-from agentlog.eventlog.redis._log import RedisEventLog
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.postgres import PostgresEventLog
+from agentlog.eventlog.redis import RedisEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 
 RUNS = 60
 LIMIT = 5

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agentlog.crypto import LocalKeyStore, PayloadCipher
-from agentlog.eventlog.postgres._log import PostgresEventLog
+from agentlog.eventlog.postgres import PostgresEventLog
 from agentlog.testing import EventLogContract
 
 

@@ -29,9 +29,9 @@ from agentlog.eventlog.events import Event, TaskCompleted
 from agentlog.eventlog.kafka._grouplog import PartitionedKafkaEventLog
 from agentlog.eventlog.kafka._log import KafkaEventLog
 from agentlog.eventlog.memory import MemoryEventLog
-from agentlog.eventlog.postgres._log import PostgresEventLog
-from agentlog.eventlog.redis._log import RedisEventLog
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.postgres import PostgresEventLog
+from agentlog.eventlog.redis import RedisEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 
 EVENTLOG = Path(row_format.__file__).parent
 INDEXED = [MemoryEventLog, SqliteEventLog, PostgresEventLog, RedisEventLog]

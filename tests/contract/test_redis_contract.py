@@ -13,7 +13,7 @@ import pytest
 
 from agentlog.crypto import LocalKeyStore, PayloadCipher
 from agentlog.eventlog._urls import open_log
-from agentlog.eventlog.redis._log import RedisEventLog
+from agentlog.eventlog.redis import RedisEventLog
 from agentlog.testing import EventLogContract
 
 pytestmark = pytest.mark.redis

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agentlog.crypto import LocalKeyStore, PayloadCipher
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.testing import EventLogContract
 
 

@@ -19,7 +19,7 @@ from agentlog.errors import TamperedPayloadError
 from agentlog.eventlog._sealing import SEALED_KEY
 from agentlog.eventlog.codec import decode_stored_payload, encode_stored_payload, pack, unpack
 from agentlog.eventlog.events import Event, StepCompleted, TaskCompleted, WriterClaimed
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 
 _NONCE = 12
 

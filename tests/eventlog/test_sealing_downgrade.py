@@ -28,7 +28,7 @@ from agentlog.eventlog.codec import (
 )
 from agentlog.eventlog.events import Event, ResumeReceived, StepFailed, TaskFailed
 from agentlog.eventlog.kafka._commands import decode_command, encode_command
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.projector import load_state
 from agentlog.projector._snapshots import SnapshotChain
 from agentlog.projector._state import RunState

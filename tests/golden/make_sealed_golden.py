@@ -28,7 +28,7 @@ from typing import Any
 from agentlog.crypto import LocalKeyStore, PayloadCipher
 from agentlog.eventlog._sealing import seal_blob
 from agentlog.eventlog.codec import encode_event, pack
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.projector import fold
 from agentlog.runtime import Runtime, RuntimeConfig
 from tests.golden.make_golden import build

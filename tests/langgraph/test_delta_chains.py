@@ -18,7 +18,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from agentlog.errors import CorruptEventError
 from agentlog.eventlog._base import Event
 from agentlog.eventlog.events import LANGGRAPH_WORKFLOW, CheckpointSaved, RunStarted
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.langgraph import AgentlogSaver, StrictSerializer
 
 #: A hang guard: a read of a chain that loops would never return (nor would the

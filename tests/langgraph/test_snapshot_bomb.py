@@ -14,7 +14,7 @@ from structlog.testing import capture_logs
 from agentlog.errors import CorruptEventError
 from agentlog.eventlog._packing import MAX_INFLATED, inflate
 from agentlog.eventlog.codec import checksum, pack, unpack
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.langgraph import AgentlogSaver
 from tests.langgraph.test_snapshots import INTERVAL, cfg, grow
 

@@ -17,7 +17,7 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
 from agentlog.eventlog._base import Event, Snapshot
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.langgraph import AgentlogSaver
 from agentlog.projector._snapshots import load_state
 

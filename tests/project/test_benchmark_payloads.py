@@ -9,17 +9,22 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from benchmarks import (
     bench_archive,
     bench_eventlog,
     bench_kafka,
+    bench_langgraph,
+    bench_postgres,
     bench_projector,
+    bench_redis,
     bench_runtime,
     payloads,
 )
 
+from agentlog.eventlog import StepCompleted, TaskCompleted
 from agentlog.eventlog.codec import encode_payload, pack
 
 # What each benchmark stores, as encoded bytes: one item per event or message.
@@ -29,7 +34,50 @@ BENCHMARK_DATA: dict[str, Callable[[], list[bytes]]] = {
     "kafka": lambda: [encode_payload(e.data) for e in bench_kafka._events("r", 1, 200)],
     "projector": lambda: [encode_payload(e.data) for e in bench_projector._events(200)[1:]],
     "archive": lambda: [encode_payload(e.data) for e in bench_archive._run_events("r", 100, 7)],
+    "redis": lambda: [encode_payload(e.data) for e in bench_redis._events("r", 1, 200)],
+    "postgres": lambda: [encode_payload(e.data) for e in bench_postgres._events("r", 1, 200, 0)],
 }
+
+
+def _results(events: list[Any]) -> list[Any]:
+    return [e.data.result for e in events]
+
+
+def _archive_values() -> list[Any]:
+    """What an archived run stores: its tasks' results and its steps' messages."""
+    values: list[Any] = []
+    for event in bench_archive._run_events("r", 100, 7):
+        if isinstance(event.data, TaskCompleted):
+            values.append(event.data.result)
+        elif isinstance(event.data, StepCompleted):
+            values.extend(event.data.writes["messages"])
+    return values
+
+
+# The values each benchmark stores, before encoding: each should be PAYLOAD_BYTES big.
+BENCHMARK_VALUES: dict[str, Callable[[], list[Any]]] = {
+    "eventlog": lambda: _results(bench_eventlog._events("r", 50)),
+    "kafka": lambda: _results(bench_kafka._events("r", 1, 50)),
+    "redis": lambda: _results(bench_redis._events("r", 1, 50)),
+    "postgres": lambda: _results(bench_postgres._events("r", 1, 50, 0)),
+    "runtime": lambda: bench_runtime.conversation(50),
+    "langgraph bounded": lambda: bench_langgraph.window_messages(50),
+    "projector": lambda: [
+        e.data.writes["last"]
+        for e in bench_projector._events(100)
+        if isinstance(e.data, StepCompleted)
+    ],
+    "archive": _archive_values,
+}
+
+
+@pytest.mark.parametrize("area", sorted(BENCHMARK_VALUES))
+def test_every_benchmark_stores_payloads_of_the_one_size(area: str) -> None:
+    values = BENCHMARK_VALUES[area]()
+    assert len(values) >= 20, area
+    sizes = [payloads.json_size(v) for v in values]
+    wrong = [s for s in sizes if abs(s - payloads.PAYLOAD_BYTES) > payloads.PAYLOAD_BYTES // 10]
+    assert not wrong, f"{area}: payloads of {wrong} bytes, not ~{payloads.PAYLOAD_BYTES}"
 
 
 @pytest.mark.parametrize("area", sorted(BENCHMARK_DATA))

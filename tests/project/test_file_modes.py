@@ -18,7 +18,7 @@ from agentlog.archive import Archiver, open_archive
 from agentlog.errors import ConfigError
 from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.events import Event, RunCompleted, RunStarted
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from tests.archive.helpers import as_events
 from tests.support.archive import NOW
 

@@ -22,7 +22,7 @@ from agentlog.errors import BackendUnavailableError, ConfigError
 from agentlog.eventlog._base import Snapshot
 from agentlog.eventlog.codec import checksum, pack
 from agentlog.eventlog.events import Event
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.projector import decode_state, fold, load_state
 from agentlog.projector._snapshots import SnapshotPolicy, save_state
 from agentlog.runtime import Runtime, RuntimeConfig

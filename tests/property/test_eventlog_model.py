@@ -7,7 +7,7 @@ from pathlib import Path
 from agentlog.crypto import LocalKeyStore, PayloadCipher
 from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.memory import MemoryEventLog
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.testing import MODEL_SETTINGS, EventLogMachine
 
 # Names this module had before the machine shipped in the package, for old imports.

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from agentlog.eventlog._base import EventLog
-from agentlog.eventlog.postgres._log import PostgresEventLog
+from agentlog.eventlog.postgres import PostgresEventLog
 from tests.property.test_eventlog_model import KEEP, MODEL_SETTINGS, EventLogMachine
 from tests.services.postgres_server import PostgresServer
 

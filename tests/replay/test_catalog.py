@@ -13,8 +13,8 @@ from agentlog.errors import ConfigError
 from agentlog.eventlog import EventLog, RunInfo
 from agentlog.eventlog._run_pages import RunQuery
 from agentlog.eventlog.memory import MemoryEventLog
-from agentlog.eventlog.postgres._log import PostgresEventLog
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.postgres import PostgresEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.replay import RunCatalog
 from tests.support.replay_runs import T0, add_runs, run_events
 

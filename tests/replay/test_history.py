@@ -15,7 +15,7 @@ from agentlog.errors import ConfigError, EncryptionError, SeqOutOfRangeError, Un
 from agentlog.eventlog import Event, EventLog, RunStarted, StepCompleted
 from agentlog.eventlog.codec import jsonable
 from agentlog.eventlog.events import RunForked
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.projector import SnapshotPolicy, diff_states, fold, load_state, save_state
 from agentlog.replay import RunCatalog, RunHistory, build_timeline, event_row
 from agentlog.replay._timeline_window import CHUNK

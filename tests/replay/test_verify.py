@@ -12,7 +12,7 @@ import agentlog
 import agentlog.replay
 from agentlog.errors import ConfigError
 from agentlog.eventlog.memory import MemoryEventLog
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.replay._verify import select_runs, verify_history, verify_runs
 from tests.fixtures.verify import flows
 from tests.fixtures.verify.history import (

@@ -26,7 +26,7 @@ from agentlog.errors import LeaseHeldError, RunNotWaitingError
 from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import Event, RunStatus
 from agentlog.eventlog.memory import MemoryEventLog
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.runtime import Runtime, StepContext, Workflow, end
 from tests.support.cancel_race import approval_workflow, parked, race_cancel_and_resume
 from tests.support.runtime import BACKENDS, Gate, config, event_log, types_of

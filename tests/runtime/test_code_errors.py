@@ -23,7 +23,7 @@ import pytest
 from agentlog.cli._runs import driver
 from agentlog.errors import RunFailedError
 from agentlog.eventlog.events import RunFailed, RunStatus, StepFailed
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.runtime import Runtime, StepContext, Workflow, end
 from tests.support.code_error_flows import MISTAKES, broken
 from tests.support.runtime import config, events_of, run_to_rest

@@ -28,7 +28,7 @@ import pytest
 from agentlog.errors import FencedError
 from agentlog.eventlog._base import RunInfo
 from agentlog.eventlog.events import WriterClaimed
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.projector._snapshots import SnapshotPolicy
 from agentlog.projector._state import RunState
 from agentlog.runtime import StepContext

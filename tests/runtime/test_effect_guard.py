@@ -21,7 +21,7 @@ from agentlog.errors import BackendUnavailableError, FencedError, LeaseExpiredEr
 from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import Event, RunStatus, WriterClaimed, utcnow
 from agentlog.eventlog.memory import MemoryEventLog
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.projector._snapshots import SnapshotPolicy
 from agentlog.projector._state import RunState
 from agentlog.runtime import Runtime, StepContext, Workflow, end, goto

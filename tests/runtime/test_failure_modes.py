@@ -15,7 +15,7 @@ from agentlog.errors import ConfigError, UnknownRunError, VersionMismatchError
 from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import RunStatus
 from agentlog.eventlog.memory import MemoryEventLog
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.runtime import Runtime, StepContext, Workflow, end, goto
 from tests.support.runtime import Calls, config, event_log, run_to_rest, types_of
 

@@ -20,7 +20,7 @@ import pytest
 from agentlog.errors import BackendUnavailableError
 from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.memory import MemoryEventLog
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.runtime import Runtime, StepContext, Workflow, end
 from tests.support.runtime import config, run_to_rest
 

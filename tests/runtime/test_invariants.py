@@ -22,7 +22,7 @@ from agentlog.eventlog.events import (
     TaskStarted,
     utcnow,
 )
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.projector import SnapshotPolicy, fold, load_state
 from agentlog.runtime import RetryPolicy, Runtime, StepContext, Workflow, end, goto
 from agentlog.runtime._task_calls import idempotency_key

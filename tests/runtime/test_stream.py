@@ -28,7 +28,7 @@ from agentlog.eventlog.events import (
     RunStatus,
     SuperstepCommitted,
 )
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.projector import fold, load_state
 from agentlog.runtime import (
     STREAM_MODES,

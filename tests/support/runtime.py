@@ -18,7 +18,7 @@ import pytest
 from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import Event
 from agentlog.eventlog.memory import MemoryEventLog
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.projector import load_state
 from agentlog.projector._state import RunState
 from agentlog.runtime import RetryPolicy, Runtime, RuntimeConfig, StepContext, Workflow, end, goto

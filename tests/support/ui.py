@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentlog.archive import Archiver, open_archive
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.runtime import Runtime, RuntimeConfig
 from tests.ui.ui_workflows import HOSTILE, approval_workflow, fanout_workflow
 

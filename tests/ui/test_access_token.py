@@ -18,7 +18,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from starlette.testclient import TestClient
 
 from agentlog.errors import ConfigError
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.ui import create_app
 from agentlog.ui._access import check_token
 from agentlog.ui._actions import CSRF_HEADER

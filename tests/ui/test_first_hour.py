@@ -20,7 +20,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from starlette.testclient import TestClient
 
 from agentlog.crypto import LocalKeyStore
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.replay._rows import SHREDDED
 from agentlog.runtime import Runtime, RuntimeConfig
 from agentlog.ui import create_app

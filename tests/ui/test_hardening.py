@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 from agentlog.cli import app as cli_app
 from agentlog.errors import ConfigError
 from agentlog.eventlog import Event, RunCompleted, RunStarted, StepCompleted, SuperstepCommitted
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.ui import create_app
 from agentlog.ui._actions import CSRF_HEADER
 from agentlog.ui._api_sql import MAX_CELL, MAX_ROWS, SqlLimits

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from starlette.testclient import TestClient
 
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.ui import create_app
 from agentlog.ui._actions import CSRF_HEADER
 from agentlog.ui._bodies import MAX_BODY_BYTES, MAX_BODY_DEPTH

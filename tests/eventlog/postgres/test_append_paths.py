@@ -11,7 +11,7 @@ import pytest
 
 from agentlog.errors import ConflictError, NotSerializableError
 from agentlog.eventlog.events import TaskCompleted
-from agentlog.eventlog.postgres._log import PostgresEventLog
+from agentlog.eventlog.postgres import PostgresEventLog
 from agentlog.eventlog.postgres._schema import COPY_FROM
 from agentlog.testing._events import ev, read_all, seed
 

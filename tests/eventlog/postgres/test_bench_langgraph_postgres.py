@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from benchmarks import bench_langgraph
 from benchmarks import bench_langgraph_postgres as bench
 
 from tests.services.postgres_server import PostgresServer, fresh_database_url
@@ -39,3 +40,27 @@ def test_the_first_save_rows_time_both_savers(postgres_server: PostgresServer) -
     peer = by_name[f"first put of a new thread: {bench.PEER}"]
     assert ours.median > 0 and peer.median > 0 and ours.extra["x_peer"] > 0
     assert "x_peer" not in peer.extra  # the ratio is ours against the peer
+
+
+def test_the_checkpointer_only_table_sets_every_saver_against_both_peers(
+    postgres_server: PostgresServer,
+) -> None:
+    rows = bench_langgraph.run(
+        [3],
+        ["sync"],
+        5,
+        None,
+        fresh=1,
+        warm=2,
+        new_database=lambda: fresh_database_url(postgres_server),
+    )
+    by_name = {row.name: row for row in rows}
+    ours = by_name[f"checkpointer only, loop N=3 sync: {bench.OURS}"]
+    peer = by_name[f"checkpointer only, loop N=3 sync: {bench.PEER}"]
+    assert ours.extra["ms_vs_SqliteSaver"] > 0 and ours.extra["ms_vs_PostgresSaver"] > 0
+    assert "ms_vs_PostgresSaver" not in peer.extra  # a peer is not set against the peers
+    # PostgresSaver's durability is pinned like agentlog's, and the row says so
+    assert peer.extra["durability"] == ours.extra["durability"] == "synchronous_commit=on"
+    thread = "bounded state, 5-checkpoint thread"
+    stored = by_name[f"{thread}, bytes stored: agentlog sqlite"]
+    assert stored.extra["vs_PostgresSaver"] > 0 and stored.extra["vs_SqliteSaver"] > 0

@@ -19,8 +19,8 @@ from agentlog.errors import BackendUnavailableError, ConflictError
 from agentlog.eventlog._row_format import event_row
 from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.events import Event, RunStatus, StepCompleted, TaskCompleted
+from agentlog.eventlog.postgres import PostgresEventLog
 from agentlog.eventlog.postgres._append import append_locked, event_arrays
-from agentlog.eventlog.postgres._log import PostgresEventLog
 from agentlog.runtime import Runtime, RuntimeConfig, StepContext, Workflow, end, goto
 from tests.services.postgres_server import PostgresServer
 

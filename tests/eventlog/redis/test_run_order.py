@@ -11,7 +11,7 @@ from agentlog.eventlog._base import EventLog
 from agentlog.eventlog._run_pages import RunQuery, page_in_memory
 from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.events import InterruptRaised, ResumeReceived, RunCompleted
-from agentlog.eventlog.redis._log import RedisEventLog
+from agentlog.eventlog.redis import RedisEventLog
 from agentlog.testing import ev, started
 
 pytestmark = pytest.mark.redis

@@ -13,8 +13,8 @@ import pytest
 
 from agentlog.errors import BackendUnavailableError, ConfigError
 from agentlog.eventlog._urls import open_log
+from agentlog.eventlog.redis import RedisEventLog
 from agentlog.eventlog.redis._connection import RedisAuthError, RedisDurabilityError
-from agentlog.eventlog.redis._log import RedisEventLog
 from agentlog.testing import ev, read_all, started
 from tests.services.redis_server import RedisServer, _free_port
 

@@ -20,7 +20,7 @@ import pytest
 
 from agentlog.errors import BackendUnavailableError, ConflictError, FencedError, UnknownRunError
 from agentlog.eventlog.events import Event, TaskCompleted
-from agentlog.eventlog.sqlite._log import SqliteEventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 
 
 def ev(run_id: str, seq: int, epoch: int = 0, size: int = 0) -> Event:
