@@ -19,7 +19,7 @@ from agentlog.errors import TamperedPayloadError
 from agentlog.eventlog._sealing import SEALED_KEY
 from agentlog.eventlog.codec import decode_stored_payload, encode_stored_payload, pack, unpack
 from agentlog.eventlog.events import Event, StepCompleted, TaskCompleted, WriterClaimed
-from agentlog.eventlog.sqlite import SqliteEventLog
+from agentlog.eventlog.sqlite._log import SqliteEventLog
 
 _NONCE = 12
 
@@ -125,7 +125,7 @@ def test_a_sealer_past_its_count_draws_fresh_nonces(tmp_path: Path) -> None:
 
     key = DataKeyCache(LocalKeyStore(tmp_path / "keyring.json")).for_seal("run", 1)
     sealer = BatchSealer(key, "event", 2)
-    blobs = [sealer.seal(seq, b"payload %d" % seq) for seq in range(1, 6)]
+    blobs = [b"".join(sealer.seal_parts(seq, b"payload %d" % seq)) for seq in range(1, 6)]
     nonces = set()
     for seq, blob in enumerate(blobs, start=1):
         binding = PayloadBinding("run", seq, "event")

@@ -75,6 +75,7 @@ def test_the_floors_are_measured_in_wal_full_and_rows_carry_ratios_to_them(
     }
 
 
+@pytest.mark.process  # DBOS runs `file -b` on the interpreter at start (platform.architecture)
 @pytest.mark.parametrize("journal", JOURNAL_MODES)
 def test_dbos_runs_with_the_journal_mode_pinned_and_synchronous_full(
     tmp_path: Path, journal: str

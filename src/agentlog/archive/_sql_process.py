@@ -34,7 +34,7 @@ import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import pyarrow as pa
 
@@ -44,7 +44,7 @@ from agentlog.archive._sql_views import VIEWS
 from agentlog.archive._sql_wire import decode_error, encode_error, receive, receive_table, send
 from agentlog.crypto import ENV_VAR, PayloadCipher
 
-__all__ = ["QueryProcess", "QueryProcesses", "run_query"]
+__all__ = ["QueryOptions", "QueryProcess", "QueryProcesses", "run_query"]
 
 #: How long a new query process may take to load and build its views; a bound
 #: for a process that hangs, far above the second or two it takes.
@@ -277,16 +277,23 @@ class QueryProcesses:
         self.close()
 
 
+class QueryOptions(TypedDict, total=False):
+    """How :func:`run_query` runs a query: :meth:`QueryProcess.run`'s keyword
+    arguments, passed through as they are (each optional, with its default there)."""
+
+    memory_limit: str
+    threads: int
+    limit: int | None
+    max_bytes: int | None
+
+
 def run_query(
     source: SqlSource,
     cipher: PayloadCipher | None,
     query: str,
     *,
-    memory_limit: str = "",
-    threads: int = 0,
-    limit: int | None = None,
-    max_bytes: int | None = None,
     processes: QueryProcesses | None = None,
+    **options: Unpack[QueryOptions],
 ) -> tuple[pa.Table, bool]:
     """Run ``query`` in a query process (one of ``processes``, or one of its own).
 
@@ -294,15 +301,7 @@ def run_query(
     """
     process = processes.take() if processes is not None else QueryProcess()
     try:
-        return process.run(
-            source,
-            cipher,
-            query,
-            memory_limit=memory_limit,
-            threads=threads,
-            limit=limit,
-            max_bytes=max_bytes,
-        )
+        return process.run(source, cipher, query, **options)
     finally:
         if processes is not None:
             processes.give_back(process)

@@ -52,7 +52,14 @@ from agentlog.crypto import PayloadCipher
 from agentlog.errors import AgentlogError
 from agentlog.eventlog._sealing import SEALED_KEY
 from agentlog.eventlog.codec import decode_stored_payload, jsonable, pack, store_fields
-from agentlog.eventlog.events import SCHEMA_V, Event, RunStarted, status_after_event, steps_after
+from agentlog.eventlog.events import (
+    SCHEMA_V,
+    Event,
+    EventData,
+    RunStarted,
+    status_after_event,
+    steps_after,
+)
 
 __all__ = [
     "EVENT_SCHEMA",
@@ -116,16 +123,6 @@ def payload_json(fields: dict[str, Any]) -> str:
         return json.dumps(jsonable(fields), separators=(",", ":"), ensure_ascii=False)
 
 
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
-
-
-def _fields(data: Any) -> dict[str, Any]:
-    names = _FIELD_NAMES.get(type(data))
-    if names is None:  # dataclasses.fields() is slow; look the names up once per type
-        names = _FIELD_NAMES[type(data)] = tuple(f.name for f in dataclasses.fields(data))
-    return {name: getattr(data, name) for name in names}
-
-
 def _stored(event: Event, fields: dict[str, Any]) -> tuple[bytes, str]:
     """The row's ``payload`` and ``payload_json``: sealed content stays sealed.
 
@@ -142,9 +139,9 @@ def _stored(event: Event, fields: dict[str, Any]) -> tuple[bytes, str]:
     return pack(stored, path=path), payload_json(clear)
 
 
-def row_json(data: Any) -> str:
+def row_json(data: EventData) -> str:
     """``payload_json`` of an opened payload (what SQL shows to a user with the keys)."""
-    return payload_json(_fields(data))
+    return payload_json(data.to_dict())
 
 
 def events_to_table(events: Iterable[Event], *, workflow: str = "", version: str = "") -> pa.Table:
@@ -163,7 +160,7 @@ def events_to_table(events: Iterable[Event], *, workflow: str = "", version: str
             task_names = {}
         if isinstance(data, RunStarted):
             wf, ver = data.workflow, data.version
-        fields = _fields(data)
+        fields = data.to_dict()
         cols["run_id"].append(event.run_id)
         cols["seq"].append(event.seq)
         cols["type"].append(data.type)

@@ -253,19 +253,6 @@ class BatchSealer:
         self._nonces = os.urandom(_NONCE * max(count, 1))
         self._next = 0
 
-    def seal(
-        self,
-        seq: int,
-        plaintext: bytes,
-        extra: bytes = b"",
-        metadata: bytes = b"",
-        version: int = ENVELOPE_VERSION,
-    ) -> bytes:
-        """``plaintext`` sealed as :func:`seal` seals it, bound to this run, ``seq``,
-        ``extra`` and ``metadata``, under envelope ``version`` (2, or
-        :data:`SEND_INPUTS_VERSION`)."""
-        return b"".join(self.seal_parts(seq, plaintext, extra, metadata, version))
-
     def seal_parts(
         self,
         seq: int,
@@ -274,8 +261,11 @@ class BatchSealer:
         metadata: bytes = b"",
         version: int = ENVELOPE_VERSION,
     ) -> tuple[bytes, bytes, bytes]:
-        """:meth:`seal`'s blob in its three parts, ``(header, nonce, ciphertext + tag)``,
-        for a caller that copies them into a bigger buffer once."""
+        """``plaintext`` sealed as :func:`seal` seals it, bound to this run, ``seq``,
+        ``extra`` and ``metadata``, under envelope ``version`` (2, or
+        :data:`SEND_INPUTS_VERSION`), in its three parts: ``(header, nonce,
+        ciphertext + tag)``, which joined are the blob, for a caller that copies
+        them into a bigger buffer once."""
         at = self._next
         self._next = at + _NONCE
         nonce = self._nonces[at : at + _NONCE]

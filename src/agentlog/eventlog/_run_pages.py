@@ -18,11 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from agentlog.errors import ConfigError
 from agentlog.eventlog._records import RunInfo
+from agentlog.eventlog._row_format import epoch_us
 
 __all__ = [
     "PageSql",
@@ -34,9 +35,6 @@ __all__ = [
     "page_sql",
 ]
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-
 
 def _us(moment: datetime | None) -> int:
     """Microseconds since the Unix epoch (0 for no time: such runs sort last)."""
@@ -44,7 +42,7 @@ def _us(moment: datetime | None) -> int:
         return 0
     if moment.tzinfo is None:
         raise ConfigError(f"a run query's time must have a time zone (UTC); got {moment!r}")
-    return (moment - _EPOCH) // _MICROSECOND
+    return epoch_us(moment)
 
 
 def order_key(updated_at: datetime | None, run_id: str) -> tuple[int, str]:

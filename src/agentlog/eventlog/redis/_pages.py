@@ -14,23 +14,23 @@ by run ids reads only those runs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
+from agentlog.eventlog._row_format import epoch_us
 from agentlog.eventlog._run_pages import RunQuery
 from agentlog.eventlog.events import RunStatus
 from agentlog.eventlog.redis._schema import Keys
 
 __all__ = ["RunOrder"]
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _CHUNK = 500  # runs per BUILD_ORDER call
 _STATUSES = tuple(str(status) for status in RunStatus)
 
 
 def _score(moment: datetime | None) -> int:
     """A run's order score: minus its update time in microseconds (0 for none)."""
-    return 0 if moment is None else -((moment - _EPOCH) // timedelta(microseconds=1))
+    return 0 if moment is None else -epoch_us(moment)
 
 
 @dataclass(frozen=True, slots=True)
