@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from agentlog.archive import LocalArchiveStore
-from agentlog.archive._writer import (
+from agentlog.archive._parquet import (
     ManifestEntry,
     Segment,
     encode_parquet,

@@ -17,7 +17,7 @@ from agentlog.archive import (
     RunNotArchivableError,
     open_sql,
 )
-from agentlog.archive._writer import MANIFEST_PREFIX, Manifest
+from agentlog.archive._parquet import MANIFEST_PREFIX, Manifest
 from agentlog.errors import RunArchivedError
 from agentlog.eventlog import Event, ResumeReceived, RunCompleted, Snapshot
 from agentlog.eventlog.sqlite import SqliteEventLog

@@ -33,7 +33,7 @@ from agentlog.archive import (
     S3Config,
     open_sql,
 )
-from agentlog.archive._writer import SEALED_MARKER
+from agentlog.archive._parquet import SEALED_MARKER
 from agentlog.cli import app
 from agentlog.crypto import LocalKeyStore, PayloadCipher
 from agentlog.errors import KeyStoreMissingError, ShreddedError, TamperedPayloadError

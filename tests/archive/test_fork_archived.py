@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from agentlog.archive import Archiver, ArchiveStore, LocalArchiveStore, S3ArchiveStore, S3Config
-from agentlog.archive._history import ArchivedEventReader
+from agentlog.archive._reader import ArchivedEventReader
 from agentlog.errors import RunArchivedError, RunExistsError
 from agentlog.eventlog.events import RunStatus
 from agentlog.eventlog.sqlite import SqliteEventLog

@@ -35,7 +35,7 @@ from agentlog.archive import (
     S3Config,
     open_sql,
 )
-from agentlog.archive._writer import Manifest
+from agentlog.archive._parquet import Manifest
 from agentlog.cli import app
 from agentlog.crypto import LocalKeyStore, PayloadCipher
 from agentlog.errors import RunArchivedError, ShreddedError

@@ -18,8 +18,7 @@ from agentlog.archive import (
     open_sql,
 )
 from agentlog.archive._errors import ArchiveConfigError
-from agentlog.archive._retention import parse_duration, parse_policy
-from agentlog.archive._writer import (
+from agentlog.archive._parquet import (
     Manifest,
     ManifestEntry,
     Segment,
@@ -27,6 +26,7 @@ from agentlog.archive._writer import (
     file_key,
     table_to_events,
 )
+from agentlog.archive._retention import parse_duration, parse_policy
 from agentlog.errors import CorruptEventError
 from agentlog.eventlog import EventLog, EventReader, MemoryEventLog
 from agentlog.eventlog.sqlite import SqliteEventLog
@@ -187,7 +187,7 @@ def test_manifest_entry_round_trip() -> None:
 
 def test_parquet_has_row_group_statistics(tmp_path: object) -> None:
     table = events_to_table(as_events("r", run_payloads(2)))
-    from agentlog.archive._writer import encode_parquet
+    from agentlog.archive._parquet import encode_parquet
 
     raw = encode_parquet(table, row_group_size=4)
     import pyarrow as pa

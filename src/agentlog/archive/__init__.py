@@ -24,7 +24,7 @@ from agentlog.archive._errors import (
     ArchiveWriteError,
     RunNotArchivableError,
 )
-from agentlog.archive._history import ArchivedEventReader, ArchiveReader
+from agentlog.archive._reader import ArchivedEventReader, ArchiveReader
 from agentlog.archive._retention import RetentionMode, RetentionPolicies, RetentionPolicy
 from agentlog.archive._sql import VIEWS, ArchiveSQL, open_sql
 from agentlog.archive._store import (

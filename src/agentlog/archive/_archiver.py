@@ -47,14 +47,7 @@ import pyarrow.compute as pc
 
 from agentlog._logging import get_logger
 from agentlog.archive._errors import ArchiveCorruptError, RunNotArchivableError
-from agentlog.archive._retention import (
-    RetentionMode,
-    RetentionPolicies,
-    RetentionPolicy,
-    format_duration,
-)
-from agentlog.archive._store import ArchiveStore
-from agentlog.archive._writer import (
+from agentlog.archive._parquet import (
     MANIFEST_PREFIX,
     Manifest,
     ManifestEntry,
@@ -63,6 +56,13 @@ from agentlog.archive._writer import (
     events_to_table,
     file_key,
 )
+from agentlog.archive._retention import (
+    RetentionMode,
+    RetentionPolicies,
+    RetentionPolicy,
+    format_duration,
+)
+from agentlog.archive._store import ArchiveStore
 from agentlog.errors import EventLogError, ReplayError, RunArchivedError
 from agentlog.eventlog._base import EventLog, RunInfo
 from agentlog.eventlog.events import LANGGRAPH_WORKFLOW, Event, RunStatus, utcnow

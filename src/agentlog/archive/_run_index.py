@@ -1,6 +1,6 @@
 """The archive's run index: which runs it holds, listed a page at a time.
 
-The manifest (:class:`~agentlog.archive._writer.Manifest`) is the archive's
+The manifest (:class:`~agentlog.archive._parquet.Manifest`) is the archive's
 run index: each entry names the run segments its Parquet file holds, and a
 run's newest segment carries its index row (workflow, status, last seq,
 steps, times). :class:`ArchiveRunIndex` keeps it loaded and reloads it only
@@ -21,8 +21,8 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from agentlog.archive._parquet import MANIFEST_PREFIX, Manifest, Segment
 from agentlog.archive._store import ArchiveStore
-from agentlog.archive._writer import MANIFEST_PREFIX, Manifest, Segment
 from agentlog.eventlog._base import RunInfo, RunQuery, RunsPage
 from agentlog.eventlog._run_pages import order_key, page_from_counts, page_sql
 

@@ -3,7 +3,7 @@
 Views:
 
 * ``events``: one row per event (the Parquet columns, see
-  :mod:`agentlog.archive._writer`), archived runs and hot runs together. The
+  :mod:`agentlog.archive._parquet`), archived runs and hot runs together. The
   archive part reads exactly the files in the manifest; the hot part is read
   through the EventLog seam (so it works for every backend) and holds only
   the events the archive does not have yet, so no event is counted twice.
@@ -54,11 +54,11 @@ import duckdb
 import pyarrow as pa
 
 from agentlog.archive._errors import ArchiveCorruptError, ArchiveQueryError, SqlLimitError
+from agentlog.archive._parquet import EVENT_SCHEMA, Manifest, events_to_table
 from agentlog.archive._sql_sealed import SealedRowOpener, events_view
 from agentlog.archive._sql_values import python_rows
 from agentlog.archive._sql_views import VIEW_DDL, VIEWS
 from agentlog.archive._store import ArchiveStore
-from agentlog.archive._writer import EVENT_SCHEMA, Manifest, events_to_table
 from agentlog.crypto import KeyStore, PayloadCipher
 from agentlog.errors import RunArchivedError
 from agentlog.eventlog._base import EventReader

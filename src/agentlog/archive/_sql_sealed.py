@@ -1,6 +1,6 @@
 """Opening sealed payloads inside ``agentlog sql``, for a user who holds the keys.
 
-Encrypted runs are archived as they are stored (:mod:`agentlog.archive._writer`):
+Encrypted runs are archived as they are stored (:mod:`agentlog.archive._parquet`):
 their ``payload_json`` is the clear metadata plus ``"_sealed": true``. With a
 cipher, :func:`install` registers the scalar function ``agentlog_open_payload``
 (a vectorized Arrow UDF) and defines the ``events`` view so that a sealed
@@ -27,7 +27,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from agentlog.archive._writer import SEALED_MARKER, row_json
+from agentlog.archive._parquet import SEALED_MARKER, row_json
 from agentlog.crypto import PayloadCipher
 from agentlog.eventlog.codec import decode_stored_payload
 

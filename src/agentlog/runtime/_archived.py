@@ -69,7 +69,7 @@ async def archive_history(
     if archive is None:
         yield log
         return
-    from agentlog.archive._history import ArchivedEventReader
+    from agentlog.archive._reader import ArchivedEventReader
 
     combined = ArchivedEventReader(log, open_archive_source(archive))
     try:

@@ -28,7 +28,7 @@ _LOAD_THE_BACKEND = """
 import aiokafka.producer.sender as sender
 before = {k: v for k, v in vars(sender).items() if k.isupper()}
 import agentlog.eventlog.kafka
-import agentlog.eventlog.kafka._writer, agentlog.eventlog.kafka._txn
+import agentlog.eventlog.kafka._writer_pool, agentlog.eventlog.kafka._txn
 import agentlog.eventlog.kafka._clients
 after = {k: v for k, v in vars(sender).items() if k.isupper()}
 print(repr(sorted(k for k in before if before[k] != after.get(k))))

@@ -10,7 +10,7 @@ Modules, by role (each imports the others directly, never this package):
   client, and why a listener refused us (``KafkaAuthError``);
 * :mod:`~agentlog.eventlog.kafka._reader`: bounded reads of both topics;
 * :mod:`~agentlog.eventlog.kafka._txn`: one run's writer and its transactions;
-* :mod:`~agentlog.eventlog.kafka._writer`: the run writers of one log (appends,
+* :mod:`~agentlog.eventlog.kafka._writer_pool`: the run writers of one log (appends,
   claims, leases);
 * :mod:`~agentlog.eventlog.kafka._log`: :class:`KafkaEventLog`, which wires
   them together;

@@ -55,7 +55,7 @@ from agentlog.eventlog.kafka._ownership import Change, PartitionOwner, RunTail
 from agentlog.eventlog.kafka._reader import KafkaReader
 from agentlog.eventlog.kafka._records import snapshot_key
 from agentlog.eventlog.kafka._replies import ReplyWatch
-from agentlog.eventlog.kafka._writer import WriterPool
+from agentlog.eventlog.kafka._writer_pool import WriterPool
 
 __all__ = ["PartitionedKafkaEventLog"]
 

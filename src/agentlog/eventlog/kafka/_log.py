@@ -2,7 +2,7 @@
 
 It wires the parts together: :mod:`~agentlog.eventlog.kafka._admin` makes the
 topics, :mod:`~agentlog.eventlog.kafka._reader` reads them,
-:mod:`~agentlog.eventlog.kafka._writer` commits runs' events and index entries,
+:mod:`~agentlog.eventlog.kafka._writer_pool` commits runs' events and index entries,
 and snapshots and prunes go through one plain idempotent producer here.
 """
 
@@ -54,7 +54,7 @@ from agentlog.eventlog.kafka._records import (
     snapshot_key,
 )
 from agentlog.eventlog.kafka._security import client_security, diagnose
-from agentlog.eventlog.kafka._writer import WriterPool
+from agentlog.eventlog.kafka._writer_pool import WriterPool
 
 __all__ = ["KafkaEventLog"]
 

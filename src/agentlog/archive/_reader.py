@@ -30,9 +30,9 @@ from typing import Any
 import duckdb
 
 from agentlog.archive._errors import ArchiveCorruptError
+from agentlog.archive._parquet import Manifest, table_to_events
 from agentlog.archive._run_index import segment_info
 from agentlog.archive._store import ArchiveStore
-from agentlog.archive._writer import Manifest, table_to_events
 from agentlog.crypto import PayloadCipher
 from agentlog.errors import RunArchivedError, UnknownRunError
 from agentlog.eventlog._base import EventReader, RunInfo, Snapshot, select_runs
