@@ -36,8 +36,18 @@ def peak_rss(pid: int) -> int:
     raise AssertionError(f"no VmHWM for pid {pid}")
 
 
+def _cmdline(process: psutil.Process) -> list[str]:
+    """A process's command line; none for one that ended (a zombie not yet reaped
+    by its parent, such as a query process just killed, or a child an earlier
+    test left behind)."""
+    try:
+        return process.cmdline()
+    except psutil.NoSuchProcess:  # ZombieProcess is one
+        return []
+
+
 def workers(server: psutil.Process) -> list[psutil.Process]:
-    return [p for p in server.children() if "agentlog.archive._sql_worker" in p.cmdline()]
+    return [p for p in server.children() if "agentlog.archive._sql_worker" in _cmdline(p)]
 
 
 def test_the_issues_query_stops_at_its_bound_and_the_server_stays_small(serve: Serve) -> None:
@@ -45,7 +55,7 @@ def test_the_issues_query_stops_at_its_bound_and_the_server_stays_small(serve: S
     (server,) = [
         p
         for p in psutil.Process().children()
-        if "ui" in p.cmdline() and "--sql-memory-limit" in p.cmdline()
+        if "ui" in _cmdline(p) and "--sql-memory-limit" in _cmdline(p)
     ]
     with httpx.Client(base_url=url, timeout=BOUND) as http:
         headers = {CSRF_HEADER: token_of(http.get("/sql").text)}

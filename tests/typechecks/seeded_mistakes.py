@@ -1,7 +1,7 @@
 """Deliberate mistakes a user could make with the public API; mypy --strict must report each.
 
 Each line that must be reported ends with ``# seeded: <what>``. This file is
-type-checked by ``tests/typing/test_typing.py`` and never run.
+type-checked by ``tests/typechecks/test_typing.py`` and never run.
 """
 
 from __future__ import annotations

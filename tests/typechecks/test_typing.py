@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-SEEDED = Path(__file__).parents[1] / "typing" / "seeded_mistakes.py"
+SEEDED = Path(__file__).parent / "seeded_mistakes.py"
 
 
 @pytest.mark.process
