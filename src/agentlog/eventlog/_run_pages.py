@@ -149,6 +149,7 @@ def page_sql(
     param: Callable[[str], str],
     contains: str,
     collate: str = "",
+    counts_table: str | None = None,
 ) -> PageSql:
     """The SQL of :func:`page_in_memory`'s rule, over a run index table.
 
@@ -160,6 +161,9 @@ def page_sql(
             (``instr({col}, {arg}) > 0``), since neither LIKE escapes alike.
         collate: what makes run ids compare by code point, as Python does
             (PostgreSQL: `` COLLATE "C"``; SQLite compares bytes already).
+        counts_table: a table of ``(status, n)``, the listed runs per status,
+            kept with the index (SQLite's ``run_counts``): an unfiltered
+            page reads its counts there instead of counting every run.
     """
     where = ["last_seq > 0"]
     params: dict[str, Any] = {}
@@ -185,7 +189,10 @@ def page_sql(
         where.append(
             f"(updated_at > {at} OR (updated_at = {at} AND run_id{collate} < {run_id}{collate}))"
         )
-    counts = f"SELECT status, count(*) FROM {table} WHERE {' AND '.join(where)} GROUP BY status"
+    if counts_table is not None and len(where) == 1:
+        counts = f"SELECT status, n FROM {counts_table} WHERE n > 0"
+    else:
+        counts = f"SELECT status, count(*) FROM {table} WHERE {' AND '.join(where)} GROUP BY status"
     count_params = dict(params)
     rows = None
     if query.limit:

@@ -6,7 +6,8 @@ SQLite and PostgreSQL keep the run index as a table of
 dialects (:class:`SqlDialect`: the table, the placeholder style, substring
 search and how run ids compare). A page is one indexed query for its rows
 and one for the counts (:func:`~agentlog.eventlog._run_pages.page_sql`), so
-a list of 100,000 runs reads one page. A backend gives one hook,
+a list of 100,000 runs reads one page; where the backend keeps a table of
+counts per status (SQLite), an unfiltered page reads those few rows. A backend gives one hook,
 :meth:`SqlIndexedEventLog._select`.
 """
 
@@ -40,6 +41,8 @@ class SqlDialect:
     """``{col}`` contains ``{arg}`` as a SQL template (see :func:`page_sql`)."""
     collate: str = ""
     """What makes run ids compare by code point, as Python does."""
+    counts_table: str | None = None
+    """A table of the listed runs per status kept with the index, if any."""
 
 
 class SqlIndexedEventLog(IndexedEventLog):
@@ -69,6 +72,7 @@ class SqlIndexedEventLog(IndexedEventLog):
             param=dialect.param,
             contains=dialect.contains,
             collate=dialect.collate,
+            counts_table=dialect.counts_table,
         )
         if sql.rows is None:
             rows, (counted,) = [], await self._select((sql.counts, sql.count_params))

@@ -102,7 +102,12 @@ class SqliteEventLog(SqlIndexedEventLog):
 
     #: Appends through this instance wake its tails; other processes' at the next poll.
     capabilities = Capabilities(live_tail=True)
-    _dialect = SqlDialect("runs", param=lambda name: f":{name}", contains="instr({col}, {arg}) > 0")
+    _dialect = SqlDialect(
+        "runs",
+        param=lambda name: f":{name}",
+        contains="instr({col}, {arg}) > 0",
+        counts_table="run_counts",
+    )
 
     def __init__(
         self,

@@ -27,6 +27,8 @@ The rows' format (columns, times in microseconds, the checksum) is
 
 Migration 5 indexes the run list's order (``runs_by_update``,
 ``runs_by_status_update``) for :meth:`~agentlog.eventlog._base.EventReader.page_runs`.
+Migration 6 adds ``run_counts``, the listed runs per status, kept by triggers
+on ``runs``, so an unfiltered page's counts do not walk every run.
 """
 
 from __future__ import annotations
@@ -80,11 +82,35 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX runs_by_status_update ON runs "
         "(status, updated_at DESC, run_id, last_seq, workflow)",
     ),
+    (
+        # How many listed runs (last_seq > 0) each status has, kept by triggers
+        # in the same transaction as the run row, so the run list's counts are
+        # a few rows to read instead of a walk of every run (one log may hold
+        # millions). One writer at a time means the counter rows cost no waits.
+        "CREATE TABLE run_counts (status TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID",
+        "INSERT INTO run_counts SELECT status, count(*) FROM runs WHERE last_seq > 0 "
+        "GROUP BY status",
+        "CREATE TRIGGER runs_counted_insert AFTER INSERT ON runs WHEN NEW.last_seq > 0 BEGIN "
+        "INSERT INTO run_counts VALUES (NEW.status, 1) "
+        "ON CONFLICT (status) DO UPDATE SET n = n + 1; END",
+        "CREATE TRIGGER runs_counted_delete AFTER DELETE ON runs WHEN OLD.last_seq > 0 BEGIN "
+        "UPDATE run_counts SET n = n - 1 WHERE status = OLD.status; END",
+        "CREATE TRIGGER runs_counted_update AFTER UPDATE OF status, last_seq ON runs "
+        "WHEN OLD.status IS NOT NEW.status OR (OLD.last_seq > 0) IS NOT (NEW.last_seq > 0) "
+        "BEGIN "
+        "UPDATE run_counts SET n = n - 1 WHERE OLD.last_seq > 0 AND status = OLD.status; "
+        "INSERT INTO run_counts SELECT NEW.status, 1 WHERE NEW.last_seq > 0 "
+        "ON CONFLICT (status) DO UPDATE SET n = n + 1; END",
+    ),
 )
 
 SELECT_RUN = f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?"
+# An upsert, not INSERT OR REPLACE: a replace deletes the old row without
+# firing the delete trigger that keeps ``run_counts``.
 UPSERT_RUN = (
-    f"INSERT OR REPLACE INTO runs ({RUN_COLUMNS}) VALUES ({', '.join('?' * len(RUN_FIELDS))})"
+    f"INSERT INTO runs ({RUN_COLUMNS}) VALUES ({', '.join('?' * len(RUN_FIELDS))}) "
+    "ON CONFLICT (run_id) DO UPDATE SET "
+    + ", ".join(f"{name} = excluded.{name}" for name in RUN_FIELDS if name != "run_id")
 )
 
 

@@ -1,0 +1,112 @@
+"""The run list's counts per status come from ``run_counts`` (issue 23, item 11).
+
+At a million runs, counting every run's status for each page of the UI or
+``agentlog runs`` took longer the bigger the log grew (30x at 100,000 runs
+against 1,000 in ``benchmarks/bench_scale.py``). SQLite now keeps the counts in
+a table that triggers on ``runs`` update in the same transaction. These tests
+check that the table always says what a count of the runs says, through
+every way a run row changes, that a file from before the table gets it filled
+when it is opened, and that an unfiltered page reads it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import timedelta
+from pathlib import Path
+
+from agentlog.eventlog._run_pages import RunQuery
+from agentlog.eventlog.events import (
+    Event,
+    InterruptRaised,
+    ResumeReceived,
+    RunCompleted,
+    RunFailed,
+    RunStarted,
+    utcnow,
+)
+from agentlog.eventlog.sqlite import SqliteEventLog
+from agentlog.eventlog.sqlite._schema import MIGRATIONS
+
+
+def _scan(path: Path) -> dict[str, int]:
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT status, count(*) FROM runs WHERE last_seq > 0 GROUP BY status"
+        ).fetchall()
+    return dict(rows)
+
+
+def _started(run_id: str, workflow: str = "wf") -> Event:
+    return Event(run_id, 1, RunStarted(workflow, "1", {}, "sync", "fp"))
+
+
+async def _fill(log: SqliteEventLog) -> None:
+    """Runs in every status, moved through the paths that change a run row."""
+    for i in range(12):
+        await log.append([_started(f"r{i}", ("a", "b")[i % 2])])
+    for i in range(0, 12, 3):  # completed
+        await log.append([Event(f"r{i}", 2, RunCompleted())])
+    await log.append([Event("r1", 2, RunFailed("boom"))])
+    due = utcnow() + timedelta(hours=1)
+    for i in (2, 4, 5):  # waiting, on a timer or an answer
+        await log.append([Event(f"r{i}", 2, InterruptRaised("s", 0, 0, 0, None, due_at=due))])
+    await log.append([Event("r5", 3, ResumeReceived({"x": 1}))])  # waiting -> running
+    await log.claim_writer("r7", owner="me", lease_seconds=30)  # the claim's upsert
+    await log.prune("r0")  # a tombstone keeps its row
+
+
+async def test_the_counts_table_agrees_with_a_count_of_the_runs(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    log = SqliteEventLog(path)
+    try:
+        await _fill(log)
+        page = await log.page_runs(RunQuery())
+        filtered = await log.page_runs(RunQuery(workflow="a"))
+    finally:
+        await log.close()
+    scanned = _scan(path)
+    assert set(scanned) >= {"running", "waiting", "completed", "failed"}
+    assert page.counts == scanned
+    assert page.total == sum(scanned.values())
+    assert sum(filtered.counts.values()) == 6  # a filtered page still counts its runs
+
+
+async def test_an_unfiltered_page_reads_the_counts_table(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    log = SqliteEventLog(path)
+    try:
+        await _fill(log)
+        with sqlite3.connect(path) as conn:  # what only the counts table says
+            conn.execute("UPDATE run_counts SET n = 1000 WHERE status = 'completed'")
+        page = await log.page_runs(RunQuery())
+        waiting = await log.page_runs(RunQuery(status="waiting"))
+    finally:
+        await log.close()
+    assert page.counts["completed"] == 1000
+    assert waiting.counts["completed"] == 1000
+    assert waiting.total == _scan(path)["waiting"]
+
+
+async def test_a_file_from_before_the_table_gets_it_filled(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    log = SqliteEventLog(path)
+    try:
+        await _fill(log)
+    finally:
+        await log.close()
+    with sqlite3.connect(path) as conn:  # back to the schema before migration 6
+        for name in ("insert", "delete", "update"):
+            conn.execute(f"DROP TRIGGER runs_counted_{name}")
+        conn.execute("DROP TABLE run_counts")
+        conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) - 1}")
+    log = SqliteEventLog(path)
+    try:
+        page = await log.page_runs(RunQuery())
+        await log.append([Event("r8", 2, RunCompleted())])
+        after = await log.page_runs(RunQuery())
+    finally:
+        await log.close()
+    scanned = _scan(path)
+    assert after.counts == scanned
+    assert page.counts["completed"] == scanned["completed"] - 1
