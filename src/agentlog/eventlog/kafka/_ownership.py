@@ -58,7 +58,7 @@ from agentlog._logging import get_logger
 from agentlog.errors import AgentlogError, BackendUnavailableError, FencedError, NotOwnerError
 from agentlog.eventlog._base import RunInfo
 from agentlog.eventlog.kafka._admin import MAX_RECORD_BYTES, TopicLayout
-from agentlog.eventlog.kafka._changes import Change, RunTail
+from agentlog.eventlog.kafka._changes import Change, RecentEvents, RunTail
 from agentlog.eventlog.kafka._clients import start_client, stop_quietly, transactional_producer
 from agentlog.eventlog.kafka._commands import encode_reply
 from agentlog.eventlog.kafka._config import KafkaConfig
@@ -93,6 +93,8 @@ class PartitionOwner:
         self._still_owned = still_owned
         self.producer: AIOKafkaProducer | None = None
         self.tails: dict[str, RunTail] = {}
+        #: The events this owner committed last per run, for its own reads.
+        self.recent = RecentEvents()
         self.commands = CommandOffsets()
         self.commands_tp = TopicPartition(layout.commands, partition)
         #: Set once ownership is lost: every later write raises it.
@@ -145,6 +147,7 @@ class PartitionOwner:
     async def _load(self) -> None:
         entries = await self._reader.exact_many(await self._reader.entries(self.partition))
         self.tails = {e.info.run_id: RunTail.of(e) for e in entries}
+        self.recent.forget()
         doing = f"partition {self.partition}: cannot read the group's committed command offset"
         with kafka_errors(doing):
             async with asyncio.timeout(self._config.request_timeout_s):
@@ -183,6 +186,7 @@ class PartitionOwner:
                         "Read the run again before going on."
                     )
                 )
+        self.recent.forget()
         if self.producer is not None:
             await stop_quietly(self.producer, _STOP_S)
             self.producer = None
@@ -276,6 +280,11 @@ class PartitionOwner:
             return
         self.tails.update(final)
         self.commits += 1
+        for change in taken:
+            if change.events:
+                self.recent.committed(change.run_id, change.events, final[change.run_id])
+            elif change.run_id in final and final[change.run_id].pruned:
+                self.recent.forget(change.run_id)
         self.commands.commit(position, done)
         for run_id, tail in final.items():
             if tail.offset >= 0 and tail.info.last_seq:
