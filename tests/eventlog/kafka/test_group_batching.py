@@ -12,12 +12,15 @@ as before.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
 
-from agentlog.errors import ConflictError, FencedError
+from agentlog.errors import ConfigError, ConflictError, FencedError
+from agentlog.eventlog._urls import kafka_config
 from agentlog.eventlog.events import Event, StepCompleted
+from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog
 from agentlog.eventlog.kafka._admin import partition_for
 from agentlog.eventlog.kafka._grouplog import PartitionedKafkaEventLog
 from agentlog.eventlog.kafka._ownership import PartitionOwner
@@ -27,6 +30,7 @@ from tests.eventlog.kafka.group_support import (
     same_partition_runs,
     settle,
 )
+from tests.eventlog.kafka.group_support import config as group_config
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 
@@ -159,3 +163,49 @@ async def test_a_shared_transaction_still_refuses_stale_and_out_of_order_appends
             ]
     finally:
         await client.close()
+
+
+async def test_writes_that_come_one_after_another_share_a_transaction(
+    kafka_bootstrap: str, kafka_name: str
+) -> None:
+    """The owner lingers before each transaction (``commit_linger_s``), so writes
+    of runs that do not arrive together (here each one a loop turn after the
+    one before, the first already taken by the commit loop) still share it.
+    Committing at once, the first went alone: two transactions, not one. The
+    linger here is long (1 s) so that the test does not race it."""
+    runs = same_partition_runs(8, prefix="linger")
+    config = dataclasses.replace(
+        group_config(kafka_bootstrap, kafka_name, "workers"), commit_linger_s=1.0
+    )
+    member = await KafkaEventLog.connect(config)
+    assert isinstance(member, PartitionedKafkaEventLog)
+    try:
+        await settle([member], lambda: len(member.owned_partitions) == PARTITIONS, "member")
+        epochs = await asyncio.gather(*(member.claim_writer(r) for r in runs))
+        assert member.member is not None
+        owner = member.member.owners[partition_for(runs[0], PARTITIONS)]
+        before = owner.commits
+        appends = []
+        for run_id, epoch in zip(runs, epochs, strict=True):
+            appends.append(asyncio.ensure_future(member.append(_events(run_id, 1, 3, epoch))))
+            for _ in range(3):  # the commit loop runs between two appends
+                await asyncio.sleep(0)
+        await asyncio.gather(*appends)
+        assert owner.commits - before == 1, f"{owner.commits - before} transactions for {len(runs)}"
+    finally:
+        await member.close()
+    client = await open_log(kafka_bootstrap, kafka_name)
+    try:
+        for run_id in runs:
+            assert [e.seq async for e in client.read(run_id)] == [1, 2, 3]
+    finally:
+        await client.close()
+
+
+def test_the_commit_linger_is_set_by_url_and_checked() -> None:
+    config = kafka_config("kafka://127.0.0.1:9092/x?group=g&commit_linger=0.05")
+    assert config.commit_linger_s == 0.05
+    assert KafkaConfig(bootstrap_servers="h:1", name="x").commit_linger_s == 0.01
+    for bad in (-0.001, 2.0):
+        with pytest.raises(ConfigError, match="commit_linger_s must be between 0 and 1"):
+            KafkaConfig(bootstrap_servers="h:1", name="x", commit_linger_s=bad)

@@ -221,6 +221,10 @@ class PartitionOwner:
             await self._wake.wait()
             self._wake.clear()
             while self._queue and self.error is None:
+                if self._config.commit_linger_s:  # let more runs' writes join (KafkaConfig)
+                    await asyncio.sleep(self._config.commit_linger_s)
+                    if not self._queue or self.error is not None:
+                        break  # closed meanwhile: close() settled the queue
                 batch, self._queue = self._queue, []
                 self._inflight = batch
                 try:
