@@ -123,14 +123,14 @@ class IndexedEventLog(EventLog):
         after, batch, seq_of = first - 1, self.read_batch, self._stored.seq
         if after >= last:
             return
-        fetching = asyncio.ensure_future(self._event_rows(run_id, after, last, batch))
+        rows = await self._event_rows(run_id, after, last, batch)
+        ahead: asyncio.Future[Sequence[Any]] | None = None
         try:
-            while after < last:
-                rows = await fetching
+            while True:
                 # Fetch the next batch while this one is decoded and folded: the
                 # store works while the loop does (a full batch means more may come).
                 if len(rows) == batch and seq_of(rows[-1]) < last:
-                    fetching = asyncio.ensure_future(
+                    ahead = asyncio.ensure_future(
                         self._event_rows(run_id, seq_of(rows[-1]), last, batch)
                     )
                     await asyncio.sleep(0)  # let it start: hand its query to the store now
@@ -140,8 +140,12 @@ class IndexedEventLog(EventLog):
                 if problem is not None:
                     raise await self._read_error(run_id, problem)
                 after = events[-1].seq
+                if ahead is None:  # no full batch: the scan saw the last seq (or a gap)
+                    return
+                rows, ahead = await ahead, None
         finally:
-            fetching.cancel()  # a reader that stopped early needs no more rows
+            if ahead is not None:
+                ahead.cancel()  # a reader that stopped early needs no more rows
 
     async def _read_start(self, run_id: str, after_seq: int, upto_seq: int) -> tuple[int, int]:
         """The seqs a read must return, ``(first, last)``, from the run index.
