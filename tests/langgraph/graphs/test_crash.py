@@ -45,7 +45,7 @@ from tests.langgraph.graphs.graphs import (
 
 pytestmark = [pytest.mark.crash, pytest.mark.slow]  # 44-124 s
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SAVER: SaverKind = "agentlog"
 TRIALS = 8
 KILLS = 2

@@ -35,7 +35,7 @@ from tests.langgraph.graphs.graphs import (
     open_saver,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SAVER: SaverKind = "agentlog"
 TRIALS = 50
 RACERS = ("A", "B")
