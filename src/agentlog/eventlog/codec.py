@@ -142,7 +142,6 @@ def decode_stored_payload(
     seq: int,
     kind: PayloadKind = "event",
     where: str = "",
-
 ) -> tuple[EventData, bytes | None, Exception | None]:
     """A payload stored by :func:`encode_stored_payload`: ``(data, sealed, unreadable)``.
 
