@@ -37,31 +37,3 @@ def test_importing_it_does_not_import_boto3() -> None:
     code = "import sys, agentlog.crypto; print('boto3' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
-
-
-def test_exports() -> None:
-    assert agentlog.crypto.__all__ == [
-        "ENV_VAR",
-        "DataKey",
-        "DataKeyCache",
-        "FileKeyTable",
-        "KeyStore",
-        "KeyWrapper",
-        "KmsKek",
-        "KmsKeyStore",
-        "LocalKek",
-        "LocalKeyStore",
-        "PayloadBinding",
-        "PayloadCipher",
-        "PayloadKind",
-        "S3KeyTable",
-        "WrappedKey",
-        "WrappedKeyTable",
-        "is_sealed",
-        "open_",
-        "open_payload",
-        "read_header",
-        "seal",
-    ]
-    for name in agentlog.crypto.__all__:
-        assert hasattr(agentlog.crypto, name)
