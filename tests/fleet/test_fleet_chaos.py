@@ -386,7 +386,7 @@ def _starters(run_id: str, events: list[Event]) -> dict[str, set[int | None]]:
             starters.setdefault(e.data.key, set()).add(owners.get(e.writer_epoch))
         elif isinstance(e.data, TaskCompleted):
             done.add(e.data.key)
-            if exit_mode:
-                held = {pid for epoch, pid in owners.items() if epoch <= e.writer_epoch}
+            if exit_mode:  # an owner that died before its first flush left no WriterClaimed
+                held = {owners.get(epoch) for epoch in range(2, e.writer_epoch + 1)}
                 starters.setdefault(e.data.key, set()).update(held)
     return starters
