@@ -143,6 +143,13 @@ def peak_rss_bytes(pid: int) -> int:
     raise RuntimeError(f"no VmHWM in /proc/{pid}/status")
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) process ``pid`` has used so far (``/proc/PID/stat``)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def broker_connections(pid: int, port: int) -> int:
     """Established TCP connections of process ``pid`` to remote ``port``."""
     inodes = set()
@@ -200,14 +207,16 @@ async def fleet_throughput(
     client = await open_client(topics.client)
     try:
         with fleet(topics.worker, folder) as fleet_:
-            fleet_.start(workers)
+            procs = fleet_.start(workers)
             fleet_.wait_ready()
             settle_s = await topics.wait_stable(workers)
+            cpu_before = sum(cpu_seconds(p.pid) for p in procs)
             submit_s = await submit_all(client, fleet_app.IO, inputs, SUBMIT_PARALLEL)
             bound = 120 + runs * steps * fleet_app.MODEL_CALL_S / CONCURRENCY * 4
             await wait_for(
                 lambda: _completed(client.log, runs), bound, "every run to complete", 1.0
             )
+            cpu_s = sum(cpu_seconds(p.pid) for p in procs) - cpu_before
         takeovers, seconds = await _takeovers_and_clock(client.log, [r for r, _ in inputs])
     finally:
         await client.close()
@@ -218,6 +227,8 @@ async def fleet_throughput(
         "submit_s": submit_s,
         "settle_s": settle_s,
         "takeovers": takeovers,
+        "worker_cpu_s": cpu_s,
+        "worker_cpu_us_per_step": cpu_s / (runs * steps) * 1e6,
     }
 
 
@@ -242,6 +253,8 @@ async def scale_out(bootstrap: str, runs: int, sizes: tuple[int, ...] = (1, 2, 4
                     "submit_s": round(result["submit_s"], 2),
                     "settle_s": round(result["settle_s"], 2),
                     "takeovers": result["takeovers"],
+                    "worker_cpu_us_per_step": round(result["worker_cpu_us_per_step"]),
+                    "worker_cpu_share": round(result["worker_cpu_s"] / result["seconds"], 2),
                     "target": "vs_linear >= 0.8",
                 },
             )

@@ -10,6 +10,7 @@ it appended nothing, and the edit would never be stored.
 
 from __future__ import annotations
 
+import copy
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
@@ -18,7 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
-from agentlog.langgraph import AgentlogSaver
+from agentlog.langgraph import AgentlogSaver, _convert
 
 CONFIG: Any = {"configurable": {"thread_id": "t1"}}
 
@@ -91,3 +92,43 @@ def test_editing_what_get_tuple_returned_changes_no_later_read(log_url: str) -> 
         again = after.checkpoint["channel_values"]["messages"]
         assert [m.id for m in again] == ["human-1", "ai-1"]
         assert again[-1].tool_calls[0]["args"] == {"query": "kafka"}
+
+
+def test_a_warm_read_copies_builtin_data_without_deepcopy(monkeypatch: Any) -> None:
+    """Issue 23 item 8: a reader's copy of the checkpoint's skeleton and
+    metadata (builtin data read back from msgpack: no cycles, nothing shared)
+    is made by a plain walk, not ``copy.deepcopy`` and its memo, which was most
+    of a warm ``get_tuple``. The copy is still the reader's own."""
+    with AgentlogSaver.from_url("memory://") as saver:
+        saver.put(
+            {"configurable": {"thread_id": "t", "checkpoint_ns": ""}},
+            {
+                "v": 4,
+                "id": "1",
+                "ts": "2026-12-03T00:00:00+00:00",
+                "channel_values": {"n": 1},
+                "channel_versions": {"n": "1"},
+                "versions_seen": {"node": {"n": "1"}},
+                "updated_channels": ["n"],
+            },
+            {"source": "loop", "step": 1, "parents": {}},
+            {"n": "1"},
+        )
+        calls = 0
+        real = copy.deepcopy
+
+        def counting(value: Any, memo: Any = None) -> Any:
+            nonlocal calls
+            calls += 1
+            return real(value, memo)
+
+        monkeypatch.setattr(_convert.copy, "deepcopy", counting)
+        read = saver.get_tuple({"configurable": {"thread_id": "t"}})
+        assert read is not None and read.checkpoint["channel_values"] == {"n": 1}
+        assert calls == 0, f"{calls} deepcopy calls for one warm read of builtin data"
+        read.checkpoint["versions_seen"]["node"]["n"] = "edited"
+        read.metadata["step"] = 99
+        again = saver.get_tuple({"configurable": {"thread_id": "t"}})
+        assert again is not None
+        assert again.checkpoint["versions_seen"] == {"node": {"n": "1"}}
+        assert again.metadata["step"] == 1

@@ -3,10 +3,11 @@
 A backend whose run index row says how many events a run has (memory,
 SQLite, PostgreSQL, Redis) reads a run the same way: the index row says
 which seqs to return (:meth:`IndexedEventLog._read_start`), the events come
-in batches of ``read_batch``, and every batch is checked for a gap against
-the seq expected next, so a deleted or damaged record is a
-CorruptEventError naming the missing seq (or RunArchivedError if the run
-was pruned meanwhile). A corrupt event is logged once, here, as the debug
+in batches of ``read_batch`` (the next one fetched while this one is decoded
+and folded, so that the store and the loop work at once), and every batch
+is checked for a gap against the seq expected next, so a deleted or damaged
+record is a CorruptEventError naming the missing seq (or RunArchivedError
+if the run was pruned meanwhile). A corrupt event is logged once, here, as the debug
 line ``corrupt_event``, before it is raised. The tail is
 :meth:`EventReader.tail <agentlog.eventlog._base.EventReader.tail>`, which a
 backend only tells how to wait.
@@ -28,6 +29,7 @@ The run list of a backend with a SQL run index table is
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
@@ -118,15 +120,32 @@ class IndexedEventLog(EventLog):
         check_run_id(run_id)
         upto = MAX_SEQ if upto_seq is None else seq_param(upto_seq)
         first, last = await self._read_start(run_id, seq_param(after_seq), upto)
-        after = first - 1
-        while after < last:
-            rows = await self._event_rows(run_id, after, last, self.read_batch)
-            events, problem = self._scan(run_id, rows, after, last)
-            for event in events:
-                yield event
-            if problem is not None:
-                raise await self._read_error(run_id, problem)
-            after = events[-1].seq
+        after, batch, seq_of = first - 1, self.read_batch, self._stored.seq
+        if after >= last:
+            return
+        rows = await self._event_rows(run_id, after, last, batch)
+        ahead: asyncio.Future[Sequence[Any]] | None = None
+        try:
+            while True:
+                # Fetch the next batch while this one is decoded and folded: the
+                # store works while the loop does (a full batch means more may come).
+                if len(rows) == batch and seq_of(rows[-1]) < last:
+                    ahead = asyncio.ensure_future(
+                        self._event_rows(run_id, seq_of(rows[-1]), last, batch)
+                    )
+                    await asyncio.sleep(0)  # let it start: hand its query to the store now
+                events, problem = self._scan(run_id, rows, after, last)
+                for event in events:
+                    yield event
+                if problem is not None:
+                    raise await self._read_error(run_id, problem)
+                after = events[-1].seq
+                if ahead is None:  # no full batch: the scan saw the last seq (or a gap)
+                    return
+                rows, ahead = await ahead, None
+        finally:
+            if ahead is not None:
+                ahead.cancel()  # a reader that stopped early needs no more rows
 
     async def _read_start(self, run_id: str, after_seq: int, upto_seq: int) -> tuple[int, int]:
         """The seqs a read must return, ``(first, last)``, from the run index.

@@ -25,6 +25,7 @@ from typing import Any
 
 from agentlog.crypto import PayloadCipher
 from agentlog.errors import CorruptEventError, NotSerializableError
+from agentlog.eventlog._builders import build_event
 from agentlog.eventlog._records import RunInfo
 from agentlog.eventlog.codec import decode_stored_payload, encode_stored_payloads, row_checksum
 from agentlog.eventlog.events import Event
@@ -83,7 +84,7 @@ def to_us(moment: datetime, what: str = "ts") -> int:
 
 def from_us(us: int) -> datetime:
     """The UTC datetime of a time column's microseconds."""
-    return _EPOCH + timedelta(microseconds=us)
+    return _EPOCH + timedelta(0, 0, us)  # positional: a keyword costs a third more
 
 
 def info_from_row(row: Sequence[Any]) -> RunInfo:
@@ -158,7 +159,7 @@ def event_from_row(
         data, sealed, unreadable = decode_stored_payload(
             event_type, schema_v, payload, cipher, run_id=run_id, seq=seq, where=where
         )
-        return Event(run_id, seq, data, from_us(ts), epoch, sealed=sealed, unreadable=unreadable)
+        return build_event(run_id, seq, data, from_us(ts), epoch, sealed, unreadable)
     except (TypeError, ValueError, OverflowError, NotSerializableError) as exc:
         # Columns of the wrong type: written by something else than agentlog.
         raise CorruptEventError(run_id, seq, f"bad envelope column: {exc}", where) from exc

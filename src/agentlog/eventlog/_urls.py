@@ -26,7 +26,9 @@ assigns it); ``layout=partitioned`` reads and sends commands to a fleet's
 topics without joining (a client); ``partitions=N`` sizes new topics;
 ``session_timeout=S`` is the group session timeout in seconds;
 ``command_timeout=S`` bounds how long a client's request (or its first read
-of a run it submitted) waits for the run's owning worker (default 60).
+of a run it submitted) waits for the run's owning worker (default 60);
+``commit_linger=S`` is how long a worker gathers a partition's writes into
+one transaction (default 0.01).
 ``kafka://127.0.0.1:9092/agentlog?group=workers&partitions=12``.
 
 For new topics, ``replication_factor=N`` and ``min_insync_replicas=N``.
@@ -248,6 +250,7 @@ _KAFKA_OPTIONS: dict[str, tuple[str, type | str]] = {
     "partitions": ("partitions", int),
     "session_timeout": ("session_timeout_s", float),
     "command_timeout": ("command_timeout_s", float),
+    "commit_linger": ("commit_linger_s", float),
     "replication_factor": ("replication_factor", int),
     "min_insync_replicas": ("min_insync_replicas", int),
     "security_protocol": ("security_protocol", str),

@@ -47,6 +47,7 @@ import xxhash
 
 from agentlog.crypto import PayloadCipher, PayloadKind
 from agentlog.errors import CorruptEventError, UnknownEventTypeError
+from agentlog.eventlog._builders import build_event, build_payload, is_int
 from agentlog.eventlog._packing import MAX_DEPTH, checksum, jsonable, pack, unpack
 from agentlog.eventlog._sealing import load_fields, store_fields, stored_payloads
 from agentlog.eventlog.events import EVENT_TYPES, SCHEMA_V, Event, EventData
@@ -160,51 +161,6 @@ def decode_stored_payload(
     return data, sealed, unreadable
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_str_list(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(v, str) for v in value)
-
-
-def _is_branch(value: Any) -> bool:
-    return isinstance(value, str) or (
-        isinstance(value, dict) and isinstance(value.get("step"), str)
-    )
-
-
-# What each annotated field type must hold once decoded. A payload that fits
-# its class's field names but not these (``writes`` that is a list, say) would
-# otherwise fail deep inside the fold with an AttributeError.
-_FIELD_CHECKS: dict[str, Callable[[Any], bool]] = {
-    "str": lambda v: isinstance(v, str),
-    "int": _is_int,
-    "float": lambda v: isinstance(v, float) or _is_int(v),
-    "bool": lambda v: isinstance(v, bool),
-    "dict[str, Any]": lambda v: isinstance(v, dict),
-    "dict[str, str]": lambda v: isinstance(v, dict),
-    "list[str]": _is_str_list,
-    "list[Branch]": lambda v: isinstance(v, list) and all(map(_is_branch, v)),
-}
-_SHAPES: dict[type[EventData], tuple[tuple[str, str], ...]] = {}
-
-
-def _check_fields(data: EventData) -> str:
-    """The first field whose value does not fit its declared type, or ''."""
-    shape = _SHAPES.get(type(data))
-    if shape is None:
-        fields = dataclasses.fields(data)  # type: ignore[arg-type]
-        shape = _SHAPES[type(data)] = tuple(
-            (f.name, str(f.type)) for f in fields if str(f.type) in _FIELD_CHECKS
-        )
-    for name, annotation in shape:
-        value = getattr(data, name)
-        if not _FIELD_CHECKS[annotation](value):
-            return f"field {name!r} holds {type(value).__name__}, not {annotation}"
-    return ""
-
-
 def _build_payload(
     event_type: str,
     schema_v: int,
@@ -214,6 +170,17 @@ def _build_payload(
     where: str,
     unreadable: Exception | None = None,
 ) -> EventData:
+    """The payload class of ``event_type`` built from its decoded ``fields``.
+
+    Every payload's field types are checked, checksum or not (a bug or
+    another tool may store a well-checksummed payload of the wrong shape),
+    so that one that fits the class's field names but not its types is a
+    CorruptEventError here rather than an AttributeError deep in the fold.
+    The check is made as the object is built (:func:`build_payload`, one
+    exact type test per field, no call); only a payload it does not accept
+    outright is checked again field by field, which decides and names the
+    field (issue 23: a call per field cost more than unpacking the bytes).
+    """
     cls = EVENT_TYPES.get(event_type)
     if cls is None:
         raise UnknownEventTypeError(run_id, seq, f"unknown event type {event_type!r}", where)
@@ -234,12 +201,11 @@ def _build_payload(
     for version in range(schema_v, SCHEMA_V):
         fields = UPCASTERS[version](event_type, fields)
     try:
-        data = cls(**fields)
+        data, misfit = build_payload(cls, fields)
     except TypeError as exc:
         raise CorruptEventError(
             run_id, seq, f"payload does not fit {event_type}: {exc}", where
         ) from exc
-    misfit = _check_fields(data)
     if misfit:
         raise CorruptEventError(run_id, seq, f"payload does not fit {event_type}: {misfit}", where)
     return data
@@ -280,7 +246,7 @@ def _name_of(items: Any) -> tuple[str | None, int | None]:
     if not isinstance(items, list) or len(items) < 2:
         return None, None
     run_id, seq = items[0], items[1]
-    return (run_id if isinstance(run_id, str) else None), (seq if _is_int(seq) else None)
+    return (run_id if isinstance(run_id, str) else None), (seq if is_int(seq) else None)
 
 
 def decode_event(raw: bytes, *, where: str = "", cipher: PayloadCipher | None = None) -> Event:
@@ -299,7 +265,7 @@ def decode_event(raw: bytes, *, where: str = "", cipher: PayloadCipher | None = 
         raise CorruptEventError(None, None, f"envelope does not decode: {exc}", where) from exc
     if isinstance(items, list) and len(items) == 2:
         body, stored = items
-        if not isinstance(body, bytes) or not _is_int(stored):
+        if not isinstance(body, bytes) or not is_int(stored):
             raise CorruptEventError(None, None, "checksummed frame has the wrong types", where)
         try:
             items = unpack(body)
@@ -320,11 +286,11 @@ def decode_event(raw: bytes, *, where: str = "", cipher: PayloadCipher | None = 
     run_id, seq, event_type, ts, schema_v, epoch, fields = items
     if not (
         isinstance(run_id, str)
-        and _is_int(seq)
+        and is_int(seq)
         and isinstance(event_type, str)
         and isinstance(ts, datetime)
-        and _is_int(schema_v)
-        and _is_int(epoch)
+        and is_int(schema_v)
+        and is_int(epoch)
     ):
         named_run, named_seq = _name_of(items)
         raise CorruptEventError(named_run, named_seq, "envelope fields have the wrong types", where)
@@ -332,4 +298,4 @@ def decode_event(raw: bytes, *, where: str = "", cipher: PayloadCipher | None = 
         raise CorruptEventError(run_id, seq, "payload is not a map", where)
     fields, sealed, unreadable = load_fields(cipher, fields, run_id, seq, event_type, where=where)
     data = _build_payload(event_type, schema_v, fields, run_id, seq, where, unreadable)
-    return Event(run_id, seq, data, ts.astimezone(UTC), epoch, sealed=sealed, unreadable=unreadable)
+    return build_event(run_id, seq, data, ts.astimezone(UTC), epoch, sealed, unreadable)

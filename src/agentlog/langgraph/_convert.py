@@ -71,6 +71,27 @@ def _load(serde: SerializerProtocol, kind: str, raw: bytes, where: str) -> Any:
         raise ForbiddenTypeError(exc.what, where) from exc
 
 
+#: Values that need no copy: nothing in them can change.
+_IMMUTABLE = (str, int, float, bool, bytes, type(None))
+
+
+def _fresh(value: Any) -> Any:
+    """A deep copy of builtin data (a checkpoint's skeleton, its metadata).
+
+    ``copy.deepcopy`` keeps a memo of every object for cycles and shared
+    references, which builtin data read back from msgpack has neither of: it
+    was most of a warm ``get_tuple`` (issue 23). Anything else is deep-copied.
+    """
+    kind = type(value)
+    if kind is dict:
+        return {key: _fresh(item) for key, item in value.items()}
+    if kind is list:
+        return [_fresh(item) for item in value]
+    if kind in _IMMUTABLE:
+        return value
+    return copy.deepcopy(value)
+
+
 def _is_builtin(value: Any) -> bool:
     try:
         pack(value)
@@ -247,12 +268,12 @@ def build_tuple(
     # Copies, deep: LangGraph updates a checkpoint's channel_versions and
     # versions_seen in place (get_state applies pending writes to what it
     # read), which must not change the checkpoint the saver holds.
-    skeleton = copy.deepcopy(data.checkpoint)
+    skeleton = _fresh(data.checkpoint)
     checkpoint: Any = {**skeleton, **extra, "id": cid, "channel_values": values}
     metadata: Any = (
         _load(serde, data.metadata_blob[0], data.metadata_blob[1], where)
         if data.metadata_blob
-        else copy.deepcopy(data.metadata)
+        else _fresh(data.metadata)
     )
     pending = [
         (task_id, channel, _load(serde, kind, raw, f"{where} write to {channel!r}"))

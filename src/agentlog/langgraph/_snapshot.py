@@ -13,8 +13,11 @@ blobs, each the items one checkpoint appended, so most blobs a snapshot
 needs were already needed by the one before. A snapshot stores only the
 blobs its chain does not hold yet, compressed once, and names its parent by
 seq and checksum; every ``base_every`` snapshots one stands alone (a base),
-so a load reads at most that many snapshots, and the backends keep a delta's
-base as long as the delta (:attr:`Snapshot.base_seq`). Stored, a thread's
+and so does one for which the chain holds fewer of the bytes it needs than
+it would add (a bounded state, whose values all changed since: a delta would
+save nothing and cost a read per link), so a load reads at most that many
+snapshots, and the backends keep a delta's base as long as the delta
+(:attr:`Snapshot.base_seq`). Stored, a thread's
 messages then take about one copy, not one per snapshot.
 
 Frame: ``{"format": FORMAT, "body": bytes, "checksum": xxh3(body)}``; the body
@@ -64,6 +67,17 @@ class Chain:
     stored: set[BlobKey] = field(default_factory=set)
 
 
+def _worth_a_link(needed: dict[BlobKey, Blob], last: Chain) -> bool:
+    """Whether the next snapshot should be a delta on ``last``'s chain: only if
+    the chain already holds at least as many of the bytes needed now as the
+    snapshot would add. A state that does not grow replaces its values at
+    every step, so its chain holds only a few constant bytes (the input): a
+    delta would store about as much as a base and cost each load one more
+    read per link."""
+    held = sum(len(blob[1]) for key, blob in needed.items() if key in last.stored)
+    return held >= sum(len(blob[1]) for key, blob in needed.items() if key not in last.stored)
+
+
 def encode(model: ThreadModel, last: Chain | None, base_every: int) -> tuple[Snapshot, Chain]:
     """The model's latest checkpoints as the next snapshot of ``last``'s chain.
 
@@ -71,7 +85,7 @@ def encode(model: ThreadModel, last: Chain | None, base_every: int) -> tuple[Sna
         NeedsHistory: the model lacks a blob its latest checkpoints need.
     """
     needed = model.needed_blobs()
-    if last is not None and last.length >= base_every:
+    if last is not None and (last.length >= base_every or not _worth_a_link(needed, last)):
         last = None
     new = {k: b for k, b in needed.items() if last is None or k not in last.stored}
     body = pack(

@@ -270,11 +270,13 @@ def apply(state: RunState, event: Event, reducers: Mapping[str, Reducer] | None 
             f"run {event.run_id!r}: event seq {event.seq} cannot follow seq {state.seq} "
             f"of run {state.run_id!r}; the history has a gap or belongs to another run."
         )
+    data = event.data
     try:
-        if isinstance(event.data, RunStarted | SuperstepCommitted | RunForked):
-            _REDUCING[type(event.data)](state, event.data, reducers or REDUCERS)
+        handler = _APPLY.get(type(data))
+        if handler is not None:
+            handler(state, data)
         else:
-            _APPLY[type(event.data)](state, event.data)
+            _REDUCING[type(data)](state, data, reducers or REDUCERS)
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         # A payload that decoded but is malformed (the codec checks field types;
         # this catches what is inside them) must name its run and seq.

@@ -15,10 +15,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agentlog.eventlog._base import RunInfo
-from agentlog.eventlog.events import Event
+from agentlog.eventlog.events import Event, RunStatus
 from agentlog.eventlog.kafka._records import IndexEntry
 
-__all__ = ["Change", "RunTail"]
+__all__ = ["Change", "RecentEvents", "RunTail"]
+
+_ENDED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.SHREDDED})
+
+#: Events kept per run for its owner's reads (a just-started run has two or three).
+RECENT_PER_RUN = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,3 +89,51 @@ class Change:
             self.done.set_result(None)
         else:
             self.done.set_exception(error)
+
+
+class RecentEvents:
+    """The last few events the owner committed for each run, as the bytes it sent.
+
+    Driving a run it just started (or took over a moment ago), the owner
+    reads the run back; from the broker that is a serialized fetch of its
+    partition, which capped a worker near 14 starts a second. The owner is
+    the only writer of its partition's runs, so the bytes of its own commits
+    are the run's events: a read they cover is decoded from them (checksum
+    verified, seals opened, as a broker read), with no round trip. Bounded
+    per run (:data:`RECENT_PER_RUN`); dropped when the run ends or is pruned,
+    and all at once when the partition is reopened or closed.
+    """
+
+    def __init__(self) -> None:
+        self._runs: dict[str, list[tuple[int, bytes]]] = {}
+
+    def committed(self, run_id: str, events: list[tuple[Event, bytes]], tail: RunTail) -> None:
+        """Remember ``events``, just committed for ``run_id``, whose tail is now ``tail``."""
+        if tail.pruned or tail.info.status in _ENDED:
+            self._runs.pop(run_id, None)
+            return
+        kept = self._runs.get(run_id, [])
+        if kept and kept[-1][0] + 1 != events[0][0].seq:
+            kept = []  # never a gap: start again from these
+        kept = [*kept, *((event.seq, value) for event, value in events)]
+        self._runs[run_id] = kept[-RECENT_PER_RUN:]
+
+    def forget(self, run_id: str | None = None) -> None:
+        """Drop one run's events (a prune), or every run's (None: reopened, closed)."""
+        if run_id is None:
+            self._runs.clear()
+        else:
+            self._runs.pop(run_id, None)
+
+    def covering(
+        self, tail: RunTail, after_seq: int, upto_seq: int | None
+    ) -> list[tuple[int, bytes]] | None:
+        """The run's events with ``after_seq < seq <= upto_seq``, if all are kept; else None."""
+        last = tail.info.last_seq
+        if tail.pruned or tail.archived_seq or last <= 0:
+            return None
+        kept = self._runs.get(tail.info.run_id)
+        if not kept or kept[-1][0] != last or kept[0][0] > after_seq + 1:
+            return None
+        end = last if upto_seq is None else min(upto_seq, last)
+        return [(seq, value) for seq, value in kept if after_seq < seq <= end]

@@ -133,6 +133,15 @@ class KafkaConfig:
     enough for a partition to move to another worker when one dies (a
     session timeout and a rebalance)."""
 
+    commit_linger_s: float = 0.01
+    """A group member's partition owner waits this long before each
+    transaction, so that the writes of more of the partition's runs share it
+    (Kafka Streams commits on an interval for the same reason). A
+    transaction costs the worker and the broker CPU whatever it carries
+    (measured: about 2.5 ms of each on the development machine), and a run's
+    writes wait for it either way; 0 commits as soon as a write is queued.
+    An append still returns only once its transaction is committed."""
+
     index_every: int = 1000
     """Rewrite a run's index entry at least every this many events, which
     bounds how far ``find_run`` reads past it."""
@@ -142,6 +151,10 @@ class KafkaConfig:
             raise ConfigError("KafkaConfig needs bootstrap_servers and a name")
         if self.partitions < 1 or self.keep_snapshots < 1 or self.index_every < 1:
             raise ConfigError("partitions, keep_snapshots and index_every must be >= 1")
+        if not 0 <= self.commit_linger_s <= 1:
+            raise ConfigError(
+                f"commit_linger_s must be between 0 and 1 second, got {self.commit_linger_s}"
+            )
         if self.stalled_transaction_s <= 0:
             raise ConfigError("stalled_transaction_s must be > 0")
         if not self.command_timeout_s > 0:

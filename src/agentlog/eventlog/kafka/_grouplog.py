@@ -31,7 +31,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
-from agentlog.errors import BackendUnavailableError, NotOwnerError
+from agentlog.errors import BackendUnavailableError, CorruptEventError, NotOwnerError
 from agentlog.eventlog._base import (
     Capabilities,
     Command,
@@ -44,7 +44,7 @@ from agentlog.eventlog._base import (
     lease_expiry,
     leased,
 )
-from agentlog.eventlog.codec import encode_event
+from agentlog.eventlog.codec import decode_event, encode_event
 from agentlog.eventlog.events import Event, RunStatus, utcnow
 from agentlog.eventlog.kafka._commands import command_ref, encode_command
 from agentlog.eventlog.kafka._config import KafkaConfig
@@ -142,7 +142,26 @@ class PartitionedKafkaEventLog(KafkaEventLog, layout="partitioned"):
     async def read(
         self, run_id: str, *, after_seq: int = 0, upto_seq: int | None = None
     ) -> AsyncIterator[Event]:
+        """The run's events; an owned run's recent ones from its owner's commits.
+
+        See :class:`~agentlog.eventlog.kafka._changes.RecentEvents`: the bytes
+        are decoded and checked as a broker read's are; anything they do not
+        cover is read from the broker.
+        """
         await self._read_your_writes(run_id)
+        check_run_id(run_id)
+        owner = self.member.owner(self.layout.partition_of(run_id)) if self.member else None
+        tail = owner.tails.get(run_id) if owner is not None else None
+        if owner is not None and tail is not None and tail.has_entry:
+            kept = owner.recent.covering(tail, max(after_seq, 0), upto_seq)
+            if kept is not None:
+                where = f"run {run_id!r} as committed by this owner (partition {owner.partition})"
+                for seq, value in kept:
+                    event = decode_event(value, where=where, cipher=self.cipher)
+                    if event.run_id != run_id or event.seq != seq:
+                        raise CorruptEventError(run_id, seq, "a kept event is not this one", where)
+                    yield event
+                return
         async for event in super().read(run_id, after_seq=after_seq, upto_seq=upto_seq):
             yield event
 
@@ -150,6 +169,13 @@ class PartitionedKafkaEventLog(KafkaEventLog, layout="partitioned"):
         self, run_id: str, *, at_or_before: int | None = None
     ) -> Snapshot | None:
         await self._read_your_writes(run_id)
+        check_run_id(run_id)
+        if self.member is not None and self.member.owner(self.layout.partition_of(run_id)):
+            # Its owner wrote every snapshot since it read them on opening: no read.
+            for kept in reversed(await self._reader.snapshots(run_id, caught_up=True)):
+                if at_or_before is None or kept.snapshot.seq <= at_or_before:
+                    return self._opened_snapshot(kept.snapshot)
+            return None
         return await super().load_snapshot(run_id, at_or_before=at_or_before)
 
     async def find_run(self, run_id: str) -> RunInfo | None:

@@ -367,7 +367,7 @@ class KafkaEventLog(EventLog):
             f"cannot save snapshot of run {snapshot.run_id!r} at seq {snapshot.seq} to topic {runs}"
         )
         await self._write_runs(snapshot.run_id, records, doing, "retry when the broker is back")
-        self._reader.note_snapshot(saved)
+        self._reader.note_snapshot(saved, (old for old in kept if old < floor))
 
     async def _write_runs(
         self, run_id: str, records: list[tuple[bytes, bytes | None]], doing: str, fix: str

@@ -58,7 +58,7 @@ from agentlog._logging import get_logger
 from agentlog.errors import AgentlogError, BackendUnavailableError, FencedError, NotOwnerError
 from agentlog.eventlog._base import RunInfo
 from agentlog.eventlog.kafka._admin import MAX_RECORD_BYTES, TopicLayout
-from agentlog.eventlog.kafka._changes import Change, RunTail
+from agentlog.eventlog.kafka._changes import Change, RecentEvents, RunTail
 from agentlog.eventlog.kafka._clients import start_client, stop_quietly, transactional_producer
 from agentlog.eventlog.kafka._commands import encode_reply
 from agentlog.eventlog.kafka._config import KafkaConfig
@@ -93,6 +93,8 @@ class PartitionOwner:
         self._still_owned = still_owned
         self.producer: AIOKafkaProducer | None = None
         self.tails: dict[str, RunTail] = {}
+        #: The events this owner committed last per run, for its own reads.
+        self.recent = RecentEvents()
         self.commands = CommandOffsets()
         self.commands_tp = TopicPartition(layout.commands, partition)
         #: Set once ownership is lost: every later write raises it.
@@ -145,6 +147,7 @@ class PartitionOwner:
     async def _load(self) -> None:
         entries = await self._reader.exact_many(await self._reader.entries(self.partition))
         self.tails = {e.info.run_id: RunTail.of(e) for e in entries}
+        self.recent.forget()
         doing = f"partition {self.partition}: cannot read the group's committed command offset"
         with kafka_errors(doing):
             async with asyncio.timeout(self._config.request_timeout_s):
@@ -183,6 +186,7 @@ class PartitionOwner:
                         "Read the run again before going on."
                     )
                 )
+        self.recent.forget()
         if self.producer is not None:
             await stop_quietly(self.producer, _STOP_S)
             self.producer = None
@@ -217,6 +221,10 @@ class PartitionOwner:
             await self._wake.wait()
             self._wake.clear()
             while self._queue and self.error is None:
+                if self._config.commit_linger_s:  # let more runs' writes join (KafkaConfig)
+                    await asyncio.sleep(self._config.commit_linger_s)
+                    if not self._queue or self.error is not None:
+                        break  # closed meanwhile: close() settled the queue
                 batch, self._queue = self._queue, []
                 self._inflight = batch
                 try:
@@ -276,6 +284,11 @@ class PartitionOwner:
             return
         self.tails.update(final)
         self.commits += 1
+        for change in taken:
+            if change.events:
+                self.recent.committed(change.run_id, change.events, final[change.run_id])
+            elif change.run_id in final and final[change.run_id].pruned:
+                self.recent.forget(change.run_id)
         self.commands.commit(position, done)
         for run_id, tail in final.items():
             if tail.offset >= 0 and tail.info.last_seq:
@@ -303,12 +316,7 @@ class PartitionOwner:
             with kafka_errors(doing, fenced=lambda: NotOwnerError("", p, "fenced")):
                 async with asyncio.timeout(self._config.request_timeout_s):
                     await producer.begin_transaction()
-                    spans: dict[str, list[tuple[asyncio.Future[Any], int]]] = {}
-                    for change in taken:
-                        if change.events:
-                            spans.setdefault(change.run_id, []).extend(
-                                await self._send_events(producer, change, sent)
-                            )
+                    spans = await self._send_events(producer, taken, sent)
                     final = dict(work)
                     for run_id, tail in work.items():
                         tail = await self._placed(tail, before[run_id], spans.get(run_id, []))
@@ -350,44 +358,61 @@ class PartitionOwner:
         return final
 
     async def _send_events(
-        self, producer: AIOKafkaProducer, change: Change, sent: list[asyncio.Future[Any]]
-    ) -> list[tuple[asyncio.Future[Any], int]]:
-        """Send one change's events as record batches; each future with its record count."""
-        key, spans = change.run_id.encode(), []
+        self, producer: AIOKafkaProducer, taken: list[Change], sent: list[asyncio.Future[Any]]
+    ) -> dict[str, list[_Span]]:
+        """Send every change's events in as few record batches as fit; each run's spans.
+
+        aiokafka sends one batch per partition per request and waits for a
+        batch to be delivered before it queues the next for the same
+        partition, so a batch per change would cost the transaction one
+        round trip per change. One shared batch (up to ``max_batch_size``)
+        carries the events of every run of the transaction in one request;
+        a record's offset is the batch's base offset plus its index in it.
+        """
+        spans: dict[str, list[_Span]] = {}
+        pending: list[tuple[str, int, int]] = []  # (run id, first index, records) in the batch
+
+        async def send(batch: Any) -> None:
+            future = await producer.send_batch(batch, self._layout.events, partition=self.partition)
+            sent.append(future)
+            for run_id, first, records in pending:
+                spans.setdefault(run_id, []).append(_Span(future, first, records))
+            pending.clear()
+
         builder, count = producer.create_batch(), 0
-        for _event, value in change.events:
-            if builder.append(key=key, value=value, timestamp=None) is None:
-                future = await producer.send_batch(
-                    builder, self._layout.events, partition=self.partition
-                )
-                sent.append(future)
-                spans.append((future, count))
-                builder, count = producer.create_batch(), 0
-                builder.append(key=key, value=value, timestamp=None)  # one always fits
-            count += 1
-        future = await producer.send_batch(builder, self._layout.events, partition=self.partition)
-        sent.append(future)
-        spans.append((future, count))
+        for change in taken:
+            if not change.events:
+                continue
+            key, first = change.run_id.encode(), count
+            for _event, value in change.events:
+                if builder.append(key=key, value=value, timestamp=None) is None:
+                    if count > first:
+                        pending.append((change.run_id, first, count - first))
+                    await send(builder)
+                    builder, count, first = producer.create_batch(), 0, 0
+                    builder.append(key=key, value=value, timestamp=None)  # one always fits
+                count += 1
+            pending.append((change.run_id, first, count - first))
+        if pending:
+            await send(builder)
         return spans
 
     @staticmethod
-    async def _placed(
-        tail: RunTail, before: RunTail, spans: list[tuple[asyncio.Future[Any], int]]
-    ) -> RunTail:
+    async def _placed(tail: RunTail, before: RunTail, spans: list[_Span]) -> RunTail:
         """The tail with its events offsets, once the batches are on the broker."""
         if not spans:
             return tail
-        metas = [await future for future, _ in spans]
-        first = before.first_offset if before.first_offset >= 0 else metas[0].offset
-        last_after = metas[-1].offset + spans[-1][1]
-        added = sum(count for _, count in spans)
+        bases = [await span.future for span in spans]
+        first = (
+            before.first_offset if before.first_offset >= 0 else bases[0].offset + spans[0].first
+        )
+        last_after = bases[-1].offset + spans[-1].first + spans[-1].count
+        added = sum(span.count for span in spans)
         return dataclasses.replace(
             tail, first_offset=first, offset=last_after, since_index=before.since_index + added
         )
 
-    def _index_due(
-        self, tail: RunTail, before: RunTail, spans: list[tuple[Any, int]] | None
-    ) -> bool:
+    def _index_due(self, tail: RunTail, before: RunTail, spans: list[_Span] | None) -> bool:
         if not spans:
             return False
         return (
@@ -411,6 +436,17 @@ class PartitionOwner:
         # Still handed out to the runtime: keep them outstanding.
         self.commands.outstanding.update(outstanding)
         self._in_doubt = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Span:
+    """Consecutive records of one run in one sent record batch."""
+
+    future: asyncio.Future[Any]
+    """The batch's delivery: its metadata's offset is the batch's base offset."""
+    first: int
+    """The index of the run's first record here within the batch."""
+    count: int
 
 
 def _consume(future: asyncio.Future[Any]) -> None:

@@ -18,9 +18,8 @@ the coordinator abort the open transaction at once. A live writer whose
 transaction is aborted that way only retries it (its epoch did not change);
 a dead one has nothing left to lose.
 
-The runs topic is small (compacted, one partition) and is read into memory
-incrementally. An events read starts at the best known offset at or before
-the first wanted seq, never at the start of the partition.
+The runs topic is compacted and read into memory incrementally. An events
+read starts at the best known offset at or before the first wanted seq.
 """
 
 from __future__ import annotations
@@ -311,15 +310,20 @@ class KafkaReader:
             raise self._bad[run_id]
         return self._index.get(run_id)
 
-    async def snapshots(self, run_id: str) -> list[SnapshotEntry]:
-        """The run's stored snapshots, oldest first."""
-        await self.catch_up([self.layout.runs_partition(run_id)])
+    async def snapshots(self, run_id: str, *, caught_up: bool = False) -> list[SnapshotEntry]:
+        """The run's stored snapshots, oldest first (``caught_up``: as known here,
+        which is whole for a run whose partition this process owns)."""
+        if not caught_up:
+            await self.catch_up([self.layout.runs_partition(run_id)])
         kept = self._snaps.get(run_id, {})
         return [kept[seq] for seq in sorted(kept)]
 
-    def note_snapshot(self, entry: SnapshotEntry) -> None:
-        """Record a snapshot this process just wrote (before it reads it back)."""
-        self._snaps.setdefault(entry.snapshot.run_id, {})[entry.snapshot.seq] = entry
+    def note_snapshot(self, entry: SnapshotEntry, dropped: Iterable[int] = ()) -> None:
+        """Record a snapshot this process wrote, and drop those it tombstoned."""
+        kept = self._snaps.setdefault(entry.snapshot.run_id, {})
+        kept[entry.snapshot.seq] = entry
+        for seq in dropped:
+            kept.pop(seq, None)
 
     # -- where reads start ------------------------------------------------------------
 

@@ -31,6 +31,14 @@ __all__ = ["SqliteConnection"]
 _log = get_logger(__name__)
 _T = TypeVar("_T")
 
+#: The page size of a new file. The events table is WITHOUT ROWID, so its rows
+#: live in an index b-tree, where a row keeps at most about a quarter of a page
+#: in place: on 4 KiB pages an event over ~1,000 bytes (a LangGraph checkpoint
+#: with a chat message) spilled the rest into an overflow page of its own,
+#: mostly empty, and the file grew 2.5 bytes per byte stored. 8 KiB pages keep
+#: rows up to ~2,000 bytes in place (issue 23 item 8). An existing file keeps its size.
+PAGE_SIZE = 8192
+
 _BUSY, _LOCKED, _READONLY, _CANTOPEN, _NOTADB, _FULL = 5, 6, 8, 14, 26, 13
 _ADVICE = {
     _BUSY: "another process held the write lock too long; retry the call",
@@ -148,6 +156,8 @@ class SqliteConnection:
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if not self.read_only:
+                if version == 0:  # a new file: its page size is fixed once it has content
+                    conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
                 conn.execute("PRAGMA journal_mode=WAL")
             else:  # the first read: a WAL file that cannot be read fails here
                 conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
