@@ -67,6 +67,7 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import GroupCoordinatorNotAvailableError
 
 from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import RunCompleted, RunStarted, RunStatus, WriterClaimed, utcnow
@@ -121,7 +122,11 @@ class Topics:
         try:
 
             async def stable() -> bool:
-                for response in await admin.describe_consumer_groups([self.group]):
+                try:
+                    responses = await admin.describe_consumer_groups([self.group])
+                except GroupCoordinatorNotAvailableError:
+                    return False  # a broker just started elects its coordinator first
+                for response in responses:
                     for group in response.to_object()["groups"]:
                         if group["state"] == "Stable" and len(group["members"]) == members:
                             return True

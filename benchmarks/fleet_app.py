@@ -11,6 +11,8 @@ these workflows by name from another process.
   it after every run is submitted (see ``bench_workers.timer_lateness``).
 * ``bench-io``: an I/O-bound agent: every step is one task that awaits
   100 ms, like a model call, and the run loops for ``steps`` steps.
+* ``bench-park``: one step that parks on a human's approval, then ends with
+  the answer: a run that waits for days costs its worker nothing but memory.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from datetime import UTC, datetime
 from agentlog.runtime import StepContext, Workflow, end, goto
 from agentlog.runtime._workflow import Next
 
-__all__ = ["EPOCH_ENV", "IO", "MODEL_CALL_S", "TIMER", "workflows"]
+__all__ = ["EPOCH_ENV", "IO", "MODEL_CALL_S", "PARK", "TIMER", "workflows"]
 
 #: The environment variable that holds the timer workflow's epoch (UNIX seconds).
 EPOCH_ENV = "AGENTLOG_BENCH_TIMER_EPOCH"
@@ -30,6 +32,7 @@ EPOCH_ENV = "AGENTLOG_BENCH_TIMER_EPOCH"
 MODEL_CALL_S = 0.1
 TIMER = "bench-timer"
 IO = "bench-io"
+PARK = "bench-park"
 
 
 def _timer_workflow() -> Workflow:
@@ -66,4 +69,14 @@ def _io_workflow() -> Workflow:
     return wf
 
 
-workflows = [_timer_workflow(), _io_workflow()]
+def _park_workflow() -> Workflow:
+    wf = Workflow(PARK, state={"answer": "replace"})
+
+    @wf.step
+    async def approve(ctx: StepContext) -> Next:
+        return end(answer=ctx.interrupt({"approve": ctx.run_id}))
+
+    return wf
+
+
+workflows = [_timer_workflow(), _io_workflow(), _park_workflow()]
