@@ -33,14 +33,20 @@ import contextvars
 import math
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, Generic, ParamSpec, overload
+from typing import Any, Generic, Literal, ParamSpec, overload
 
-from typing_extensions import TypeVar
+from typing_extensions import TypeForm, TypeVar
 
-from agentlog.errors import InterruptTimeoutError, InvalidTimerError, WorkflowError
+from agentlog.errors import (
+    InterruptTimeoutError,
+    InvalidTimerError,
+    WorkflowDefinitionError,
+    WorkflowError,
+)
 from agentlog.eventlog.codec import pack
 from agentlog.eventlog.events import InterruptRaised, ProgressReported, utcnow
 from agentlog.projector._state import TIMER_FIRED, interrupt_key
+from agentlog.runtime._awaited import result_is_awaited
 from agentlog.runtime._expects import build_answer, to_schema
 from agentlog.runtime._frozen import FrozenDict
 from agentlog.runtime._retry import RetryPolicy
@@ -56,6 +62,7 @@ __all__ = [
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
+D = TypeVar("D")
 S = TypeVar("S", default=dict[str, Any])
 
 _CONTEXT: contextvars.ContextVar[StepContext[Any] | None] = contextvars.ContextVar(
@@ -229,6 +236,48 @@ class StepContext(Generic[S]):
             raise failure or errors[0]  # type: ignore[misc]
         return [t.result() for t in tasks]
 
+    # The answer's type follows ``expects`` for mypy and pyright (a type form:
+    # a class, a TypedDict, ``Literal[...]``, ``X | None``), and no overload
+    # returns something awaitable, so ``await ctx.interrupt(...)`` is reported.
+    @overload
+    def interrupt(
+        self,
+        payload: Any = None,
+        *,
+        expects: Literal["any"] | None = None,
+        timeout: float | timedelta | None = None,
+        default: object = ...,
+    ) -> object: ...
+
+    @overload
+    def interrupt(
+        self,
+        payload: Any = None,
+        *,
+        expects: Mapping[str, Any],
+        timeout: float | timedelta | None = None,
+        default: object = ...,
+    ) -> dict[str, Any]: ...
+
+    @overload
+    def interrupt(
+        self,
+        payload: Any = None,
+        *,
+        expects: TypeForm[T],
+        timeout: float | timedelta | None = None,
+    ) -> T: ...
+
+    @overload
+    def interrupt(
+        self,
+        payload: Any = None,
+        *,
+        expects: TypeForm[T],
+        timeout: float | timedelta,
+        default: D,
+    ) -> T | D: ...
+
     def interrupt(
         self,
         payload: Any = None,
@@ -239,13 +288,20 @@ class StepContext(Generic[S]):
     ) -> Any:
         """Park the run for a human; on resume, return their answer.
 
+        Not a coroutine: call it without ``await`` (the answer's type is not
+        awaitable, so type checkers report an ``await``; untyped code that
+        awaits it fails at once with ``WorkflowDefinitionError``, before the
+        run parks, rather than after the human answered).
+
         Args:
             payload: what to show the human (builtin values).
             expects: the answer's shape, checked by ``Runtime.resume`` before
                 anything is recorded: a type name ("str", "bool", "int",
-                "float", "list", "dict", "any"), a Python type (``bool``, a
-                TypedDict, a dataclass, a pydantic model), or a dict of key ->
-                either. A dataclass or pydantic model is built from the answer.
+                "float", "list", "dict", "none", "any"), a Python type
+                (``bool``, a TypedDict, a dataclass, a pydantic model), a
+                ``Literal[...]``, a union (``X | None``, ``A | B``), or a dict
+                of key -> either. A dataclass or pydantic model is built from
+                the answer. The return type follows it for type checkers.
             timeout: how long to wait for the answer (seconds or a timedelta),
                 counted from when the interrupt was first raised. A worker
                 answers it for the clock once it passes.
@@ -254,11 +310,17 @@ class StepContext(Generic[S]):
 
         Raises:
             WorkflowDefinitionError: ``expects`` names a type that cannot be
-                checked (a typo such as "boolean" must not accept any answer).
+                checked (a typo such as "boolean" must not accept any answer),
+                or the call is awaited; nothing is recorded.
             InterruptTimeoutError: the timeout passed with no answer and no
                 ``default`` was given.
             InvalidTimerError: a negative, non-finite or absurd ``timeout``.
         """
+        if result_is_awaited():
+            raise WorkflowDefinitionError(
+                f"step {self.step!r} awaits ctx.interrupt(...), which is not a coroutine: "
+                "remove the await (answer = ctx.interrupt(...)); nothing was recorded"
+            )
         schema = to_schema(expects)
         index, key = self._next_interrupt()
         answers = self._writer.state.resume_values
