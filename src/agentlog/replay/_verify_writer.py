@@ -235,6 +235,11 @@ class ReplayWriter:
             return outcome.result
         raise recorded_error(outcome.error, self._modules)
 
+    def upcoming(self, superstep: int, branch: int) -> list[EventData]:
+        """The branch's recorded events of this session that no emitted event matched yet."""
+        ahead = self._lanes.ahead((superstep, branch), self.used, self.cursor, self._boundary())
+        return [self.history[index].data for index in ahead]
+
     async def backoff(self, seconds: float) -> None:
         """A replay does not wait."""
 

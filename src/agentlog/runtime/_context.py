@@ -49,6 +49,7 @@ from agentlog.projector._state import TIMER_FIRED, interrupt_key
 from agentlog.runtime._awaited import result_is_awaited
 from agentlog.runtime._expects import build_answer, to_schema
 from agentlog.runtime._frozen import FrozenDict
+from agentlog.runtime._patches import Patches
 from agentlog.runtime._retry import RetryPolicy
 from agentlog.runtime._task_calls import TaskCalls
 from agentlog.runtime._writer_protocol import Writer
@@ -140,6 +141,7 @@ class StepContext(Generic[S]):
         view = FrozenDict(state if isinstance(state, dict) else dict(state))
         self.state: S = view  # type: ignore[assignment]  # a read-only view, typed as S
         self._calls = TaskCalls(writer, step, superstep, branch)
+        self._patches = Patches(writer, self._calls)
         self._interrupts = 0
 
     @overload
@@ -429,6 +431,27 @@ class StepContext(Generic[S]):
         writer = self._writer
         writer.emit(ProgressReported(self.step, self.superstep, self.branch, data))
         await writer.flush()
+
+    def patched(self, patch_id: str) -> bool:
+        """Versioning in code: True for runs that reach this point under code
+        that has the patch, False for runs whose history already went past it
+        without (see :mod:`agentlog.runtime._patches`).
+
+        The answer is recorded (a marker, when True) and is the same on every
+        later execution of the step, in a resume and in ``agentlog verify``.
+
+        Raises:
+            WorkflowDefinitionError: an empty or non-string id.
+        """
+        return self._patches.patched(patch_id, self._interrupts)
+
+    def deprecate_patch(self, patch_id: str) -> None:
+        """The patch's old path is gone: accept its marker where a run has one.
+
+        Raises:
+            WorkflowDefinitionError: an empty or non-string id.
+        """
+        self._patches.deprecate(patch_id)
 
 
 #: The longest sleep or timeout agentlog accepts: beyond it is surely a unit mistake.
