@@ -65,6 +65,8 @@ R = TypeVar("R")
 T = TypeVar("T")
 D = TypeVar("D")
 S = TypeVar("S", default=dict[str, Any])
+#: What a ``Send`` gives the step (``ctx.input``): a TypedDict for ``Send.to``.
+SI = TypeVar("SI", default=Any)
 
 _CONTEXT: contextvars.ContextVar[StepContext[Any] | None] = contextvars.ContextVar(
     "agentlog_step_context", default=None
@@ -109,8 +111,9 @@ class Interrupted(BaseException):
         self.due_at, self.kind = due_at, kind
 
 
-class StepContext(Generic[S]):
-    """Handed to each step call; ``S`` is the workflow's state type.
+class StepContext(Generic[S, SI]):
+    """Handed to each step call; ``S`` is the workflow's state type, ``SI`` the
+    step's input type (what ``Send.to`` checks).
 
     Attributes:
         run_id: the run's id.
@@ -134,7 +137,7 @@ class StepContext(Generic[S]):
         input: Any = None,
     ) -> None:
         self._writer = writer
-        self.input = input
+        self.input: SI = input
         self.run_id = writer.state.run_id
         self.step, self.superstep, self.branch, self.attempt = step, superstep, branch, attempt
         #: read-only at every depth: a step changes the state only by its writes
