@@ -126,7 +126,7 @@ def outbox_path(log_url: str) -> Path:
 
 
 @functools.cache
-def demo_workflow() -> Workflow[Any]:
+def demo_workflow() -> Workflow[Any, Any]:
     """The demo's research agent (one instance per process)."""
     wf = Workflow(
         "research-agent",

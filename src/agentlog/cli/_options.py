@@ -114,7 +114,7 @@ def existing_archive(url: str, endpoint: str | None = None) -> ArchiveStore | No
 async def open_runtime(
     log_url: str,
     *,
-    workflows: Iterable[Workflow[Any]] = (),
+    workflows: Iterable[Workflow[Any, Any]] = (),
     config: RuntimeConfig,
     archive: ArchiveStore | None = None,
 ) -> Runtime:

@@ -23,7 +23,7 @@ __all__ = ["load_workflows"]
 _FORMS = "write --app module:attribute or --app path/to/file.py:attribute"
 
 
-def load_workflows(specs: list[str] | None) -> list[Workflow[Any]]:
+def load_workflows(specs: list[str] | None) -> list[Workflow[Any, Any]]:
     """The demo's workflow plus every workflow that an ``--app`` value names.
 
     Raises:
@@ -32,7 +32,7 @@ def load_workflows(specs: list[str] | None) -> list[Workflow[Any]]:
     """
     from agentlog.cli._demo import demo_workflow
 
-    found: list[Workflow[Any]] = [demo_workflow()]
+    found: list[Workflow[Any, Any]] = [demo_workflow()]
     for spec in specs or []:
         target = _resolve(spec)
         items = target if isinstance(target, list | tuple) else [target]

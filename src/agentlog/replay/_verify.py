@@ -127,7 +127,7 @@ class VerifyReport:
         return self.diverged == 0
 
 
-async def verify_history(workflow: Workflow[Any], events: Sequence[Event]) -> list[Divergence]:
+async def verify_history(workflow: Workflow[Any, Any], events: Sequence[Event]) -> list[Divergence]:
     """Replay one run's recorded ``events`` under ``workflow``; return its divergences.
 
     Nothing runs outside this process: no task body, no timer, no write.
@@ -136,7 +136,7 @@ async def verify_history(workflow: Workflow[Any], events: Sequence[Event]) -> li
 
 
 async def verify_run(
-    log: EventReader, workflows: Iterable[Workflow[Any]], info: RunInfo
+    log: EventReader, workflows: Iterable[Workflow[Any, Any]], info: RunInfo
 ) -> RunCheck:
     """Check the run ``info`` names, read from ``reader``, against ``workflows``."""
     base = RunCheck(info.run_id, info.workflow, info.version, "skipped")
@@ -184,7 +184,7 @@ async def select_runs(log: EventReader, runs: RunSelection = "open") -> list[Run
 
 async def verify_runs(
     log: EventReader,
-    workflows: Iterable[Workflow[Any]],
+    workflows: Iterable[Workflow[Any, Any]],
     *,
     runs: RunSelection = "open",
     archive: ArchiveStore | None = None,
@@ -219,7 +219,7 @@ async def verify_runs(
     return VerifyReport(tuple(checks))
 
 
-async def _check(workflow: Workflow[Any], events: Sequence[Event]) -> RunCheck:
+async def _check(workflow: Workflow[Any, Any], events: Sequence[Event]) -> RunCheck:
     """Replay ``events`` under ``workflow`` as resume would, session by session."""
     writer = ReplayWriter(events, workflow)
     writer.take_inputs()  # the start, and the first writer's claim
@@ -264,11 +264,11 @@ async def _check(workflow: Workflow[Any], events: Sequence[Event]) -> RunCheck:
     return base
 
 
-def _same(state: RunState, workflow: Workflow[Any]) -> bool:
+def _same(state: RunState, workflow: Workflow[Any, Any]) -> bool:
     return state.version == workflow.version and state.fingerprint in workflow.fingerprints
 
 
-def _version_mismatch(writer: ReplayWriter, workflow: Workflow[Any]) -> Mismatch:
+def _version_mismatch(writer: ReplayWriter, workflow: Workflow[Any, Any]) -> Mismatch:
     state = writer.state
     expected = f"{state.workflow} v{state.version} (state schema {state.fingerprint})"
     got = f"{workflow.name} v{workflow.version} (state schema {workflow.fingerprint})"

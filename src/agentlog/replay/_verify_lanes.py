@@ -150,6 +150,11 @@ class Lanes:
         restarts = tuple(i for i in segment if i < found and self._is(i, (TaskStarted,), data.key))
         return Found(found, restarts if isinstance(data, _OUTCOME) else ())
 
+    def ahead(self, lane: Lane, used: Sequence[bool], start: int, stop: int) -> list[int]:
+        """The unused events of ``lane`` in ``[start, stop)`` up to its step
+        attempt's end: what the branch recorded that its code has not reached."""
+        return self._pending(lane, used, start, stop)[0]
+
     def tried_again(self, index: int, stop: int) -> bool:
         """Whether the task failure recorded at ``index`` was followed by another
         try of the same task (its key) in the same step attempt, before ``stop``

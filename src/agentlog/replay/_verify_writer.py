@@ -110,7 +110,7 @@ class SessionEnds(BaseException):
 class ReplayWriter:
     """A :class:`Writer` that matches emitted events against ``history``; writes nothing."""
 
-    def __init__(self, history: Sequence[Event], workflow: Workflow[Any]) -> None:
+    def __init__(self, history: Sequence[Event], workflow: Workflow[Any, Any]) -> None:
         self.state = RunState(run_id=history[0].run_id if history else "")
         self._reducers = workflow.reducer_table
         self.history = list(history)
@@ -166,7 +166,7 @@ class ReplayWriter:
         )
         return Diverged(Mismatch(event.seq, "step", describe(event.data), None, message))
 
-    def last_migration(self, workflow: Workflow[Any]) -> int | None:
+    def last_migration(self, workflow: Workflow[Any, Any]) -> int | None:
         """The index of the last recorded migration to ``workflow``'s version, if any."""
         found = None
         for index, event in enumerate(self.history):
@@ -234,6 +234,11 @@ class ReplayWriter:
         if isinstance(outcome, TaskCompleted):
             return outcome.result
         raise recorded_error(outcome.error, self._modules)
+
+    def upcoming(self, superstep: int, branch: int) -> list[EventData]:
+        """The branch's recorded events of this session that no emitted event matched yet."""
+        ahead = self._lanes.ahead((superstep, branch), self.used, self.cursor, self._boundary())
+        return [self.history[index].data for index in ahead]
 
     async def backoff(self, seconds: float) -> None:
         """A replay does not wait."""
@@ -332,7 +337,7 @@ class ReplayExecutor(RunExecutor):
     of ``agentlog.replay``, never warnings that a healthy check would print.
     """
 
-    def __init__(self, writer: Writer, workflow: Workflow[Any]) -> None:
+    def __init__(self, writer: Writer, workflow: Workflow[Any, Any]) -> None:
         super().__init__(writer, workflow)
         self._log = _Retold(_log.bind(run_id=writer.state.run_id, replayed=True))
 

@@ -33,16 +33,23 @@ import contextvars
 import math
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, Generic, ParamSpec, overload
+from typing import Any, Generic, Literal, ParamSpec, overload
 
-from typing_extensions import TypeVar
+from typing_extensions import TypeForm, TypeVar
 
-from agentlog.errors import InterruptTimeoutError, InvalidTimerError, WorkflowError
+from agentlog.errors import (
+    InterruptTimeoutError,
+    InvalidTimerError,
+    WorkflowDefinitionError,
+    WorkflowError,
+)
 from agentlog.eventlog.codec import pack
 from agentlog.eventlog.events import InterruptRaised, ProgressReported, utcnow
 from agentlog.projector._state import TIMER_FIRED, interrupt_key
+from agentlog.runtime._awaited import result_is_awaited
 from agentlog.runtime._expects import build_answer, to_schema
 from agentlog.runtime._frozen import FrozenDict
+from agentlog.runtime._patches import Patches
 from agentlog.runtime._retry import RetryPolicy
 from agentlog.runtime._task_calls import TaskCalls
 from agentlog.runtime._writer_protocol import Writer
@@ -56,7 +63,10 @@ __all__ = [
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
+D = TypeVar("D")
 S = TypeVar("S", default=dict[str, Any])
+#: What a ``Send`` gives the step (``ctx.input``): a TypedDict for ``Send.to``.
+SI = TypeVar("SI", default=Any)
 
 _CONTEXT: contextvars.ContextVar[StepContext[Any] | None] = contextvars.ContextVar(
     "agentlog_step_context", default=None
@@ -101,8 +111,9 @@ class Interrupted(BaseException):
         self.due_at, self.kind = due_at, kind
 
 
-class StepContext(Generic[S]):
-    """Handed to each step call; ``S`` is the workflow's state type.
+class StepContext(Generic[S, SI]):
+    """Handed to each step call; ``S`` is the workflow's state type, ``SI`` the
+    step's input type (what ``Send.to`` checks).
 
     Attributes:
         run_id: the run's id.
@@ -126,13 +137,14 @@ class StepContext(Generic[S]):
         input: Any = None,
     ) -> None:
         self._writer = writer
-        self.input = input
+        self.input: SI = input
         self.run_id = writer.state.run_id
         self.step, self.superstep, self.branch, self.attempt = step, superstep, branch, attempt
         #: read-only at every depth: a step changes the state only by its writes
         view = FrozenDict(state if isinstance(state, dict) else dict(state))
         self.state: S = view  # type: ignore[assignment]  # a read-only view, typed as S
         self._calls = TaskCalls(writer, step, superstep, branch)
+        self._patches = Patches(writer, self._calls)
         self._interrupts = 0
 
     @overload
@@ -229,6 +241,48 @@ class StepContext(Generic[S]):
             raise failure or errors[0]  # type: ignore[misc]
         return [t.result() for t in tasks]
 
+    # The answer's type follows ``expects`` for mypy and pyright (a type form:
+    # a class, a TypedDict, ``Literal[...]``, ``X | None``), and no overload
+    # returns something awaitable, so ``await ctx.interrupt(...)`` is reported.
+    @overload
+    def interrupt(
+        self,
+        payload: Any = None,
+        *,
+        expects: Literal["any"] | None = None,
+        timeout: float | timedelta | None = None,
+        default: object = ...,
+    ) -> object: ...
+
+    @overload
+    def interrupt(
+        self,
+        payload: Any = None,
+        *,
+        expects: Mapping[str, Any],
+        timeout: float | timedelta | None = None,
+        default: object = ...,
+    ) -> dict[str, Any]: ...
+
+    @overload
+    def interrupt(
+        self,
+        payload: Any = None,
+        *,
+        expects: TypeForm[T],
+        timeout: float | timedelta | None = None,
+    ) -> T: ...
+
+    @overload
+    def interrupt(
+        self,
+        payload: Any = None,
+        *,
+        expects: TypeForm[T],
+        timeout: float | timedelta,
+        default: D,
+    ) -> T | D: ...
+
     def interrupt(
         self,
         payload: Any = None,
@@ -239,13 +293,20 @@ class StepContext(Generic[S]):
     ) -> Any:
         """Park the run for a human; on resume, return their answer.
 
+        Not a coroutine: call it without ``await`` (the answer's type is not
+        awaitable, so type checkers report an ``await``; untyped code that
+        awaits it fails at once with ``WorkflowDefinitionError``, before the
+        run parks, rather than after the human answered).
+
         Args:
             payload: what to show the human (builtin values).
             expects: the answer's shape, checked by ``Runtime.resume`` before
                 anything is recorded: a type name ("str", "bool", "int",
-                "float", "list", "dict", "any"), a Python type (``bool``, a
-                TypedDict, a dataclass, a pydantic model), or a dict of key ->
-                either. A dataclass or pydantic model is built from the answer.
+                "float", "list", "dict", "none", "any"), a Python type
+                (``bool``, a TypedDict, a dataclass, a pydantic model), a
+                ``Literal[...]``, a union (``X | None``, ``A | B``), or a dict
+                of key -> either. A dataclass or pydantic model is built from
+                the answer. The return type follows it for type checkers.
             timeout: how long to wait for the answer (seconds or a timedelta),
                 counted from when the interrupt was first raised. A worker
                 answers it for the clock once it passes.
@@ -254,11 +315,17 @@ class StepContext(Generic[S]):
 
         Raises:
             WorkflowDefinitionError: ``expects`` names a type that cannot be
-                checked (a typo such as "boolean" must not accept any answer).
+                checked (a typo such as "boolean" must not accept any answer),
+                or the call is awaited; nothing is recorded.
             InterruptTimeoutError: the timeout passed with no answer and no
                 ``default`` was given.
             InvalidTimerError: a negative, non-finite or absurd ``timeout``.
         """
+        if result_is_awaited():
+            raise WorkflowDefinitionError(
+                f"step {self.step!r} awaits ctx.interrupt(...), which is not a coroutine: "
+                "remove the await (answer = ctx.interrupt(...)); nothing was recorded"
+            )
         schema = to_schema(expects)
         index, key = self._next_interrupt()
         answers = self._writer.state.resume_values
@@ -367,6 +434,27 @@ class StepContext(Generic[S]):
         writer = self._writer
         writer.emit(ProgressReported(self.step, self.superstep, self.branch, data))
         await writer.flush()
+
+    def patched(self, patch_id: str) -> bool:
+        """Versioning in code: True for runs that reach this point under code
+        that has the patch, False for runs whose history already went past it
+        without (see :mod:`agentlog.runtime._patches`).
+
+        The answer is recorded (a marker, when True) and is the same on every
+        later execution of the step, in a resume and in ``agentlog verify``.
+
+        Raises:
+            WorkflowDefinitionError: an empty or non-string id.
+        """
+        return self._patches.patched(patch_id, self._interrupts)
+
+    def deprecate_patch(self, patch_id: str) -> None:
+        """The patch's old path is gone: accept its marker where a run has one.
+
+        Raises:
+            WorkflowDefinitionError: an empty or non-string id.
+        """
+        self._patches.deprecate(patch_id)
 
 
 #: The longest sleep or timeout agentlog accepts: beyond it is surely a unit mistake.

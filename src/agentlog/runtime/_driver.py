@@ -69,7 +69,7 @@ class RunDriver:
         self.log = log
         self.config = config
         #: The workflow code this process can run, by name.
-        self.workflows: dict[str, Workflow[Any]] = {}
+        self.workflows: dict[str, Workflow[Any, Any]] = {}
         #: Set when a run is let go of for a worker, or needs one now: the
         #: worker of the same runtime waits on it.
         self.wake = asyncio.Event()
@@ -77,7 +77,7 @@ class RunDriver:
         #: Runs this process is claiming right now (until launched or released).
         self._claiming: set[str] = set()
 
-    def register(self, *workflows: Workflow[Any]) -> None:
+    def register(self, *workflows: Workflow[Any, Any]) -> None:
         """Make workflows runnable here (validates their graphs)."""
         for workflow in workflows:
             workflow.validate()
@@ -102,7 +102,7 @@ class RunDriver:
         """How many runs of ``workflow`` this process drives right now."""
         return sum(1 for ex, _ in self._active.values() if ex.workflow.name == workflow)
 
-    async def take_over(self, wf: Workflow[Any], run_id: str) -> None:
+    async def take_over(self, wf: Workflow[Any, Any], run_id: str) -> None:
         """Claim a running run that no live writer holds and drive it here.
 
         Raises:
@@ -144,7 +144,7 @@ class RunDriver:
             with contextlib.suppress(LeaseHeldError, RunNotWaitingError):
                 await self.take_over(wf, run_id)
 
-    async def fire_timers(self, wf: Workflow[Any], run_id: str) -> None:
+    async def fire_timers(self, wf: Workflow[Any, Any], run_id: str) -> None:
         """Record TimerFired for the run's due timers and drive it here.
 
         Raises:
@@ -199,7 +199,7 @@ class RunDriver:
             with contextlib.suppress(BaseException):
                 await task
 
-    def workflow(self, name: str) -> Workflow[Any]:
+    def workflow(self, name: str) -> Workflow[Any, Any]:
         """The registered workflow ``name``.
 
         Raises:
@@ -210,7 +210,7 @@ class RunDriver:
             raise UnknownWorkflowError(name, self.workflows, self.config.workflow_hint)
         return wf
 
-    def migration(self, wf: Workflow[Any], state: RunState) -> Migration | None:
+    def migration(self, wf: Workflow[Any, Any], state: RunState) -> Migration | None:
         """None if the run matches ``wf``; its migration if one is registered."""
         if state.version == wf.version and state.fingerprint in wf.fingerprints:
             return None
@@ -225,7 +225,7 @@ class RunDriver:
         return migration
 
     @staticmethod
-    def migrated(wf: Workflow[Any], state: RunState, migration: Migration) -> RunMigrated:
+    def migrated(wf: Workflow[Any, Any], state: RunState, migration: Migration) -> RunMigrated:
         """The event that moves ``state`` onto ``wf``'s version through ``migration``."""
         values = migration(dict(state.values))
         return RunMigrated(state.version, wf.version, wf.fingerprint, dict(wf.reducers), values)
@@ -268,7 +268,7 @@ class RunDriver:
 
     async def take_over_with(
         self,
-        wf: Workflow[Any] | None,
+        wf: Workflow[Any, Any] | None,
         run_id: str,
         events: Callable[[RunState], Sequence[EventData]],
         *,
@@ -292,7 +292,7 @@ class RunDriver:
 
     async def continue_run(
         self,
-        wf: Workflow[Any] | None,
+        wf: Workflow[Any, Any] | None,
         state: RunState,
         epoch: int,
         deadline: float,
@@ -336,7 +336,7 @@ class RunDriver:
             await self.release(state.run_id, epoch)
             self.wake.set()  # this process's worker, if it runs, takes it at once
 
-    def _launch(self, wf: Workflow[Any], writer: RunWriter) -> None:
+    def _launch(self, wf: Workflow[Any, Any], writer: RunWriter) -> None:
         executor = RunExecutor(writer, wf)
         run_id = writer.state.run_id
         task = asyncio.create_task(self._drive(executor, writer), name=f"agentlog run {run_id}")

@@ -104,7 +104,7 @@ def code_failure(state: RunState) -> RunFailedError | None:
 class RunExecutor:
     """Runs one run's supersteps with one writer."""
 
-    def __init__(self, writer: Writer, workflow: Workflow[Any]) -> None:
+    def __init__(self, writer: Writer, workflow: Workflow[Any, Any]) -> None:
         self.writer, self.workflow = writer, workflow
         self.cancel_requested = asyncio.Event()
         #: Set by a worker that stops (SIGTERM): the run ends its current

@@ -2,9 +2,12 @@
 
 ``ctx.interrupt(payload, expects=...)`` takes a type name (``"bool"``), a
 Python type (``bool``, ``list[str]``, a TypedDict, a dataclass, a pydantic
-model), or a dict of key -> either. It is turned into a schema of type names
-(builtin values only, so it is stored with the InterruptRaised event and
-checked by ``Runtime.resume`` in any process, without the workflow's code).
+model), a ``Literal[...]``, a union (``X | None``, ``Optional[X]``,
+``A | B``), or a dict of key -> either. It is turned into a schema of type
+names (builtin values only, so it is stored with the InterruptRaised event and
+checked by ``Runtime.resume`` in any process, without the workflow's code): a
+literal is stored as ``["literal", value, ...]``, a union as ``["union",
+schema, ...]``, ``None`` as the name ``"none"``.
 
 A name or type that cannot be checked is refused when the interrupt is
 raised: a typo such as ``"boolean"`` must never let any answer through.
@@ -31,8 +34,20 @@ TYPE_NAMES: dict[str, type | tuple[type, ...]] = {
     "float": (int, float),
     "list": list,
     "dict": dict,
+    "none": type(None),
 }
-_PY_TYPES = {str: "str", bool: "bool", int: "int", float: "float", list: "list", dict: "dict"}
+_PY_TYPES = {
+    str: "str",
+    bool: "bool",
+    int: "int",
+    float: "float",
+    list: "list",
+    dict: "dict",
+    type(None): "none",
+}
+#: The first item of a list schema: what the rest of the list is.
+_LITERAL, _UNION = "literal", "union"
+_UNIONS = (typing.Union, types.UnionType)
 
 
 def to_schema(expects: Any, where: str = "expects") -> Any:
@@ -55,19 +70,32 @@ def to_schema(expects: Any, where: str = "expects") -> Any:
     origin = typing.get_origin(expects)
     if origin in (list, dict):
         return _PY_TYPES[origin]
+    if origin is typing.Literal:
+        return _literal_schema(typing.get_args(expects), where)
+    if origin in _UNIONS:
+        args = typing.get_args(expects)
+        return [_UNION, *(to_schema(arg, f"{where}|{arg!r}") for arg in args)]
     if expects in _PY_TYPES:
         return _PY_TYPES[expects]
     fields = _fields(expects)
     if fields is not None:
         return {name: to_schema(hint, f"{where}.{name}") for name, hint in fields.items()}
-    if origin in (typing.Union, types.UnionType):
-        raise WorkflowDefinitionError(
-            f"{where}: unions such as {expects!r} cannot be checked; ask for one type"
-        )
     raise WorkflowDefinitionError(
         f"{where}: {expects!r} cannot be checked; use bool, str, int, float, list, dict, "
-        "a TypedDict, a dataclass, a pydantic model, or a dict of those"
+        "None, a Literal, a union of those, a TypedDict, a dataclass, a pydantic model, "
+        "or a dict of those"
     )
+
+
+def _literal_schema(values: tuple[Any, ...], where: str) -> list[Any]:
+    """``["literal", value, ...]``; a literal must be a value an answer can be."""
+    for value in values:
+        if value is not None and type(value) not in (str, int, bool):
+            raise WorkflowDefinitionError(
+                f"{where}: Literal value {value!r} cannot be an answer; use str, int, bool "
+                "or None values"
+            )
+    return [_LITERAL, *values]
 
 
 def _fields(tp: Any) -> dict[str, Any] | None:
@@ -87,6 +115,9 @@ def check_answer(schema: Any, value: Any, where: str = "value") -> None:
         InvalidResumeValueError: the value does not fit; the run is still waiting.
     """
     if schema is None or schema == "any":
+        return
+    if isinstance(schema, list) and schema and schema[0] in (_LITERAL, _UNION):
+        _check_choice(schema, value, where)
         return
     if isinstance(schema, dict):
         if not isinstance(value, dict):
@@ -114,8 +145,53 @@ def check_answer(schema: Any, value: Any, where: str = "value") -> None:
         )
 
 
+def _check_choice(schema: list[Any], value: Any, where: str) -> None:
+    """Check ``value`` against a literal or a union schema.
+
+    Raises:
+        InvalidResumeValueError: the value is none of the choices.
+    """
+    kind, choices = schema[0], schema[1:]
+    if kind == _LITERAL:
+        # True == 1 in Python, but True is not the answer Literal[1] asks for
+        if any(value == c and type(value) is type(c) for c in choices):
+            return
+        wanted = " or ".join(repr(c) for c in choices)
+    else:
+        for choice in choices:
+            try:
+                check_answer(choice, value, where)
+            except InvalidResumeValueError:
+                continue
+            return
+        wanted = " or ".join(_describe(c) for c in choices)
+    raise InvalidResumeValueError(
+        f"{where} must be {wanted}, got {type(value).__name__} {value!r}; resume again with "
+        "one of those (the run is still waiting)"
+    )
+
+
+def _describe(schema: Any) -> str:
+    if isinstance(schema, list) and schema and schema[0] == _LITERAL:
+        return " or ".join(repr(c) for c in schema[1:])
+    if isinstance(schema, list) and schema and schema[0] == _UNION:
+        return " or ".join(_describe(c) for c in schema[1:])
+    if isinstance(schema, dict):
+        return f"an object with keys {sorted(schema)}"
+    return "any value" if schema is None else str(schema)
+
+
 def build_answer(expects: Any, value: Any) -> Any:
-    """The answer as the step asked for it: a dataclass or pydantic model is built."""
+    """The answer as the step asked for it: a dataclass or pydantic model is
+    built, also as one member of a union (the first whose shape fits)."""
+    if typing.get_origin(expects) in _UNIONS:
+        for member in typing.get_args(expects):
+            try:
+                check_answer(to_schema(member), value)
+            except InvalidResumeValueError:
+                continue
+            return build_answer(member, value)
+        return value
     if isinstance(expects, type) and dataclasses.is_dataclass(expects):
         return expects(**value)
     validate = getattr(expects, "model_validate", None)

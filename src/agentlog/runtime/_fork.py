@@ -84,13 +84,13 @@ class ForkPlan:
     origin_run_id: str
     origin_seq: int
     new_run_id: str
-    workflow: Workflow[Any]
+    workflow: Workflow[Any, Any]
     origin_events: list[Event]
     """The origin's events 1..origin_seq, as read (content opened)."""
     updates: dict[str, Any]
 
 
-def _check_updates(updates: Mapping[str, Any] | None, wf: Workflow[Any]) -> dict[str, Any]:
+def _check_updates(updates: Mapping[str, Any] | None, wf: Workflow[Any, Any]) -> dict[str, Any]:
     if updates is None:
         return {}
     if not isinstance(updates, Mapping) or not all(isinstance(k, str) for k in updates):
@@ -138,7 +138,7 @@ async def plan_fork(
     at_seq: int,
     new_run_id: str,
     updates: Mapping[str, Any] | None,
-    workflow_named: Callable[[str], Workflow[Any]],
+    workflow_named: Callable[[str], Workflow[Any, Any]],
 ) -> ForkPlan:
     """Check a fork and read what it copies (step 1 of the module docstring).
 

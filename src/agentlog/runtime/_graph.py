@@ -179,6 +179,9 @@ class _Names:
     def called(self, call: ast.Call) -> str | None:
         """``goto``, ``end``, ``Next`` or ``Send`` if ``call`` calls one of them."""
         func = call.func
+        if isinstance(func, ast.Attribute) and func.attr == "to":  # Send.to(step, input)
+            func = func.value
+            return "Send" if isinstance(func, ast.Name) and self.called_name(func) else None
         name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
         if name is None:
             return None
@@ -188,6 +191,11 @@ class _Names:
             if resolved is obj or (resolved is None and name == label):
                 return label
         return None
+
+    def called_name(self, func: ast.Name) -> bool:
+        """Whether ``func`` names :class:`Send` (``Send.to``)."""
+        resolved = self.scope.get(func.id)
+        return resolved is Send or (resolved is None and func.id == "Send")
 
     def step(self, node: ast.expr) -> str | None:
         """The step a ``goto`` argument names, or None if it is computed."""

@@ -28,7 +28,7 @@ class RunCalls(Protocol):
         ...
 
     @property
-    def workflows(self) -> Mapping[str, Workflow[Any]]:
+    def workflows(self) -> Mapping[str, Workflow[Any, Any]]:
         """The workflow code registered here, by name."""
         ...
 

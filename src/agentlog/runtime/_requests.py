@@ -156,9 +156,9 @@ class RunRequests:
 
     async def start(
         self,
-        workflow: Workflow[Any] | str,
+        workflow: Workflow[Any, Any] | str,
         run_id: str,
-        input: dict[str, Any] | None,
+        input: Mapping[str, Any] | None,
         durability: Durability | None,
         max_steps: int | None,
         here: bool,
@@ -185,6 +185,7 @@ class RunRequests:
                 f"input keys {undeclared} are not in the state of workflow {wf.name!r} "
                 f"(keys: {sorted(wf.reducers)}); declare them in Workflow(state=...)"
             )
+        wf.check_input(input)
         pack(input, path="input")
         self._ensure_worker()
         info = await self.log.find_run(run_id)

@@ -31,6 +31,8 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Self
 
+from typing_extensions import TypeVar
+
 from agentlog._logging import get_logger
 from agentlog.crypto import KeyStore
 from agentlog.errors import ConfigError, RunFailedError, UnknownRunError, WorkflowError
@@ -50,6 +52,9 @@ from agentlog.runtime._waiting import orphaned, outcome, settled
 from agentlog.runtime._worker import Worker
 from agentlog.runtime._workflow import Workflow
 from agentlog.runtime._writer import Durability
+
+#: A run's input type: ``Workflow(input=...)``'s TypedDict, else a dict of state keys.
+In = TypeVar("In", bound=Mapping[str, Any], default=dict[str, Any])
 
 __all__ = ["VERBS", "Runtime", "RuntimeConfig"]
 
@@ -77,7 +82,7 @@ class Runtime:
         self,
         log: EventLog,
         *,
-        workflows: Iterable[Workflow[Any]] = (),
+        workflows: Iterable[Workflow[Any, Any]] = (),
         config: RuntimeConfig | None = None,
         archive: ArchiveSource | None = None,
     ) -> None:
@@ -87,7 +92,7 @@ class Runtime:
         #: Claims, records and drives this process's runs.
         self.driver = RunDriver(log, self.config)
         #: The workflow code this process can run, by name (the driver's).
-        self.workflows: dict[str, Workflow[Any]] = self.driver.workflows
+        self.workflows: dict[str, Workflow[Any, Any]] = self.driver.workflows
         self.requests = RunRequests(
             self.driver, self.archive, ensure_worker=self._ensure_worker, wait=self.wait
         )
@@ -100,7 +105,7 @@ class Runtime:
         cls,
         url: str = DEFAULT_LOG_URL,
         *,
-        workflows: Iterable[Workflow[Any]] = (),
+        workflows: Iterable[Workflow[Any, Any]] = (),
         config: RuntimeConfig | None = None,
         keys: KeyStore | None = None,
         archive: ArchiveSource | None = None,
@@ -118,7 +123,7 @@ class Runtime:
         runtime._owns_log = True
         return runtime
 
-    def register(self, *workflows: Workflow[Any]) -> None:
+    def register(self, *workflows: Workflow[Any, Any]) -> None:
         """Make workflows runnable here (validates their graphs)."""
         self.driver.register(*workflows)
 
@@ -131,7 +136,7 @@ class Runtime:
         """How many runs of ``workflow`` this process drives right now."""
         return self.driver.active_count(workflow)
 
-    async def fire_timers(self, wf: Workflow[Any], run_id: str) -> None:
+    async def fire_timers(self, wf: Workflow[Any, Any], run_id: str) -> None:
         """Record TimerFired for the run's due timers and drive it here, as a
         worker does at their due time (see :meth:`RunDriver.fire_timers
         <agentlog.runtime._driver.RunDriver.fire_timers>`)."""
@@ -141,10 +146,10 @@ class Runtime:
 
     async def start(
         self,
-        workflow: Workflow[Any] | str,
+        workflow: Workflow[Any, In] | str,
         *,
         run_id: str,
-        input: dict[str, Any] | None = None,
+        input: In | None = None,
         durability: Durability | None = None,
         max_steps: int | None = None,
     ) -> RunHandle:
@@ -175,10 +180,10 @@ class Runtime:
 
     async def submit(
         self,
-        workflow: Workflow[Any] | str,
+        workflow: Workflow[Any, In] | str,
         *,
         run_id: str,
-        input: dict[str, Any] | None = None,
+        input: In | None = None,
         durability: Durability | None = None,
         max_steps: int | None = None,
     ) -> RunHandle:

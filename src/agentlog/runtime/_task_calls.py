@@ -185,6 +185,17 @@ class TaskCalls:
             self._replaying = False
         return recorded
 
+    @property
+    def position(self) -> int:
+        """The position the step's next call takes among its recorded calls."""
+        return self._positions
+
+    def take_position(self) -> None:
+        """Take the next position for a record that is not an effect (a patch
+        marker, :mod:`agentlog.runtime._patches`), so the calls after it keep
+        the positions they were recorded at."""
+        self._positions += 1
+
     def gave_up(self, exc: BaseException) -> bool:
         """Whether ``exc`` is a failure a task's own retry policy gave up on:
         the executor does not retry the step for it (the task would not run)."""

@@ -22,13 +22,14 @@ error, or ``max_attempts`` tries), a retry of the step raises
 multiplies a task's attempts; ``Runtime.retry`` gives it a fresh set. A task
 without ``retry=`` is tried once per step attempt: the step's policy retries
 it. The signature is kept, so a type checker checks the arguments and the
-result at every call.
+result at every call, and the call is a ``Coroutine``: a forgotten ``await``
+is reported (mypy's ``unused-coroutine``, pyright's ``reportUnusedCoroutine``).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar, overload
 
 from agentlog.errors import WorkflowDefinitionError
@@ -42,11 +43,11 @@ R = TypeVar("R")
 
 
 @overload
-def task(fn: Callable[P, Coroutine[Any, Any, R]], /) -> Callable[P, Awaitable[R]]: ...
+def task(fn: Callable[P, Coroutine[Any, Any, R]], /) -> Callable[P, Coroutine[Any, Any, R]]: ...
 
 
 @overload
-def task(fn: Callable[P, R], /) -> Callable[P, Awaitable[R]]: ...
+def task(fn: Callable[P, R], /) -> Callable[P, Coroutine[Any, Any, R]]: ...
 
 
 @overload
@@ -82,7 +83,7 @@ def task(
     if timeout is not None and timeout <= 0:
         raise WorkflowDefinitionError(f"a task timeout must be positive, got {timeout}")
 
-    def decorate(func: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+    def decorate(func: Callable[..., Any]) -> Callable[..., Coroutine[Any, Any, Any]]:
         task_name = name or getattr(func, "__qualname__", "") or getattr(func, "__name__", "")
         if not task_name:
             raise WorkflowDefinitionError(f"{func!r} has no name; pass @task(name=...)")
@@ -102,14 +103,18 @@ def task(
 class _TaskDecorator:
     """What ``@task(...)`` with options returns: keeps the signature for type checkers."""
 
-    def __init__(self, decorate: Callable[[Callable[..., Any]], Callable[..., Awaitable[Any]]]):
+    def __init__(
+        self, decorate: Callable[[Callable[..., Any]], Callable[..., Coroutine[Any, Any, Any]]]
+    ):
         self._decorate = decorate
 
     @overload
-    def __call__(self, fn: Callable[P, Coroutine[Any, Any, R]], /) -> Callable[P, Awaitable[R]]: ...
+    def __call__(
+        self, fn: Callable[P, Coroutine[Any, Any, R]], /
+    ) -> Callable[P, Coroutine[Any, Any, R]]: ...
 
     @overload
-    def __call__(self, fn: Callable[P, R], /) -> Callable[P, Awaitable[R]]: ...
+    def __call__(self, fn: Callable[P, R], /) -> Callable[P, Coroutine[Any, Any, R]]: ...
 
     def __call__(self, fn: Callable[..., Any], /) -> Any:
         return self._decorate(fn)

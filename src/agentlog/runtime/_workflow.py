@@ -48,6 +48,7 @@ from agentlog.errors import InvalidRouteError, WorkflowDefinitionError
 from agentlog.projector._reducers import REDUCERS, Reducer, function_name
 from agentlog.runtime._callables import is_async_callable
 from agentlog.runtime._graph import to_mermaid
+from agentlog.runtime._inputs import check_input, input_keys
 from agentlog.runtime._retry import RetryPolicy
 from agentlog.runtime._routes import Next, Send, Target, end, goto
 from agentlog.runtime._schedules import Schedule, TickInput
@@ -73,9 +74,15 @@ __all__ = [
 #: The built-in reducers by name (a function may be given instead).
 ReducerName: TypeAlias = Literal["replace", "append", "merge"]
 
-StepResult: TypeAlias = "Next | Mapping[str, Any] | None"
+StepResult: TypeAlias = "Next[Any] | Mapping[str, Any] | None"
 #: The state type a workflow's steps see (a TypedDict, or dict[str, Any]).
 S = TypeVar("S", default=dict[str, Any])
+#: The input a run starts with (``Runtime.start(input=...)``): a TypedDict
+#: given as ``Workflow(input=...)``, or a dict of state keys.
+In = TypeVar("In", default=dict[str, Any])
+#: A step's input type (``StepContext[S, SI]``) and its result type.
+SI = TypeVar("SI")
+R = TypeVar("R", bound=StepResult)
 StepFn = Callable[["StepContext[Any]"], Awaitable[StepResult]]
 #: A step of a workflow whose state type is ``S``.
 TypedStepFn = Callable[["StepContext[S]"], Awaitable[StepResult]]
@@ -98,7 +105,7 @@ class Step:
     """Seconds an attempt may take; then it fails with TimeoutError (and may retry)."""
 
 
-class Workflow(Generic[S]):
+class Workflow(Generic[S, In]):
     """A named, versioned set of steps over a state schema.
 
     ::
@@ -117,6 +124,10 @@ class Workflow(Generic[S]):
             typed ``ctx.state``. Or a dict of each state key to its reducer (a
             function or a registered name: "replace", "append", "merge").
             Steps may only write these keys.
+        input: a TypedDict of what a run starts with (some state keys):
+            ``Runtime.start(wf, input=...)`` is then type-checked against it,
+            and a start without one of its required keys is refused. Default:
+            any dict of state keys.
         start: the first step(s); defaults to the first step registered.
         max_steps: the step limit, counted across the whole run, resumes included.
         retry: the default retry policy of its steps (default:
@@ -126,11 +137,38 @@ class Workflow(Generic[S]):
 
     @overload
     def __init__(
-        self: Workflow[dict[str, Any]],
+        self: Workflow[dict[str, Any], dict[str, Any]],
         name: str,
         *,
         version: str = "1",
         state: Mapping[str, Reducer | ReducerName] | None = None,
+        input: None = None,
+        start: str | Sequence[str] | None = None,
+        max_steps: int = 10_000,
+        retry: RetryPolicy | None = None,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Workflow[S, dict[str, Any]],
+        name: str,
+        *,
+        version: str = "1",
+        state: type[S],
+        input: None = None,
+        start: str | Sequence[str] | None = None,
+        max_steps: int = 10_000,
+        retry: RetryPolicy | None = None,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Workflow[dict[str, Any], In],
+        name: str,
+        *,
+        version: str = "1",
+        state: Mapping[str, Reducer | ReducerName] | None = None,
+        input: type[In],
         start: str | Sequence[str] | None = None,
         max_steps: int = 10_000,
         retry: RetryPolicy | None = None,
@@ -143,6 +181,7 @@ class Workflow(Generic[S]):
         *,
         version: str = "1",
         state: type[S],
+        input: type[In],
         start: str | Sequence[str] | None = None,
         max_steps: int = 10_000,
         retry: RetryPolicy | None = None,
@@ -154,6 +193,7 @@ class Workflow(Generic[S]):
         *,
         version: str = "1",
         state: Any = None,
+        input: Any = None,
         start: str | Sequence[str] | None = None,
         max_steps: int = 10_000,
         retry: RetryPolicy | None = None,
@@ -187,6 +227,8 @@ class Workflow(Generic[S]):
         self.schedules: list[Schedule] = []
         self._functions: dict[Callable[..., Any], str] = {}
         self._raw_edges: dict[str, tuple[tuple[Target, ...], tuple[Target, ...]]] = {}
+        #: The input TypedDict's keys and required keys (None: any state keys).
+        self.input_keys = input_keys(input, self.name, self.reducers)
 
     @property
     def start(self) -> list[str]:
@@ -217,7 +259,9 @@ class Workflow(Generic[S]):
         return self.fingerprint, _digest(legacy)
 
     @overload
-    def step(self, fn: TypedStepFn[S]) -> TypedStepFn[S]: ...
+    def step(
+        self, fn: Callable[[StepContext[S, SI]], Awaitable[R]]
+    ) -> Callable[[StepContext[S, SI]], Awaitable[R]]: ...
 
     @overload
     def step(
@@ -319,6 +363,15 @@ class Workflow(Generic[S]):
             return fn
 
         return with_input
+
+    def check_input(self, input: Mapping[str, Any] | None) -> None:
+        """Check a run's input against ``Workflow(input=...)``, if one was given.
+
+        Raises:
+            ConfigError: a required key of the input type is missing, or a key
+                is not one of its keys; nothing is recorded.
+        """
+        check_input(self.name, self.input_keys, input)
 
     def step_name(self, target: Target) -> str:
         """The name of the step ``target`` (a name or a registered step function).

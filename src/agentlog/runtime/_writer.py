@@ -221,6 +221,10 @@ class RunWriter:
         """Wait ``seconds`` before a retry (a replay's writer does not wait)."""
         await asyncio.sleep(seconds)
 
+    def upcoming(self, superstep: int, branch: int) -> list[EventData]:
+        """Nothing: the live state holds everything the run recorded."""
+        return []
+
     def check_live(self) -> None:
         """Raise unless this writer may begin a side effect now.
 

@@ -44,6 +44,14 @@ class Writer(Protocol):
         """
         ...
 
+    def upcoming(self, superstep: int, branch: int) -> list[EventData]:
+        """What this branch recorded that its code has not reached yet.
+
+        The replay's answer: the branch's events of this session not matched
+        yet. The live writer's is empty: its state holds all the run recorded.
+        """
+        ...
+
     async def flush(self) -> None:
         """End of a unit of work: write what is buffered, per the durability mode."""
         ...

@@ -195,7 +195,7 @@ def create_app(
     *,
     allow_actions: bool = False,
     keys: KeyStore | None = None,
-    workflows: Iterable[Workflow[Any]] = (),
+    workflows: Iterable[Workflow[Any, Any]] = (),
     allowed_hosts: Sequence[str] = LOOPBACK_HOSTS,
     sql_limits: SqlLimits | None = None,
     access_token: str | None = None,

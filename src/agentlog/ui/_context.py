@@ -120,7 +120,7 @@ async def open_context(
     *,
     allow_actions: bool,
     keys: KeyStore | None,
-    workflows: Iterable[Workflow[Any]],
+    workflows: Iterable[Workflow[Any, Any]],
 ) -> AsyncIterator[UiContext]:
     """Open the log (never creating it), the archive if one exists, and with
     actions a runtime that drives what the UI resumes; close them all at the end."""

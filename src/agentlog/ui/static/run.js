@@ -64,7 +64,7 @@
   }
 
   function answerBox(question, i, note) {
-    const plain = !question.expects || typeof question.expects !== "object";
+    const plain = !question.expects || typeof question.expects !== "object" || Array.isArray(question.expects);
     const value = el("textarea", {
       id: i ? "resume-value-" + i : "resume-value", class: "answer", rows: plain ? 1 : 3,
       spellcheck: "false",
