@@ -124,6 +124,10 @@ class TaskFailed(EventData):
     attempt: int = 1
     duration_ms: float = 0.0
     retryable: bool = True
+    #: The exception as data (absent from logs written before it existed):
+    #: {"type": "module.QualName", "message", "args", "causes": [{"type",
+    #: "message"}, ...]}, so a caller can catch the original class.
+    failure: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +217,9 @@ class RunFailed(EventData):
 
     type: ClassVar[str] = "RunFailed"
     error: str
+    #: The exception that failed the run, as :attr:`TaskFailed.failure`
+    #: (None in older logs, and for a failure no exception raised).
+    failure: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

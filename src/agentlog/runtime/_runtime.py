@@ -33,7 +33,7 @@ from typing import Any, Self
 
 from agentlog._logging import get_logger
 from agentlog.crypto import KeyStore
-from agentlog.errors import ConfigError, RunFailedError, UnknownRunError, WorkflowError
+from agentlog.errors import ConfigError, UnknownRunError, WorkflowError
 from agentlog.eventlog._base import EventLog
 from agentlog.eventlog._urls import DEFAULT_LOG_URL, open_log
 from agentlog.eventlog.events import RunStatus, utcnow
@@ -42,6 +42,7 @@ from agentlog.runtime._archived import ArchiveSource, open_archive_source
 from agentlog.runtime._config import VERBS, RuntimeConfig
 from agentlog.runtime._driver import RunDriver
 from agentlog.runtime._executor import RunExecutor
+from agentlog.runtime._failures import ended_error
 from agentlog.runtime._handles import PendingInterrupt, RecoveryReport, RunHandle
 from agentlog.runtime._requests import RunRequests
 from agentlog.runtime._shred import ShredReport
@@ -429,8 +430,12 @@ class Runtime:
     async def result(self, run_id: str, *, timeout: float | None = None) -> dict[str, Any]:  # noqa: ASYNC109
         """The final state values of a completed run.
 
+        A failed run raises its failure's own class where it can be rebuilt
+        safely, caused by a ``RunFailedError`` (see ``_failures.ended_error``).
+
         Raises:
-            RunFailedError: the run failed or was cancelled.
+            RunFailedError: the run failed (or the failure's own class, above).
+            RunCancelledError: the run was cancelled.
             WorkflowError: the run is waiting on an interrupt.
         """
         state = await self.wait(run_id, timeout=timeout)
@@ -442,7 +447,7 @@ class Runtime:
                 f"{state.interrupts[0]['payload']!r}; "
                 "resume it first"
             )
-        raise RunFailedError(f"run {run_id!r} {state.status}: {state.error}")
+        raise ended_error(state, self.workflows.get(state.workflow))
 
     async def recover(self) -> RecoveryReport:
         """Take over every running run whose writer's lease expired.
