@@ -224,7 +224,7 @@ class RunFailed(EventData):
 
 @dataclass(frozen=True, slots=True)
 class RunCancelled(EventData):
-    """The run was cancelled at a step boundary."""
+    """The run was cancelled (its running steps, if any, were interrupted)."""
 
     type: ClassVar[str] = "RunCancelled"
     reason: str = ""

@@ -123,6 +123,8 @@ class RunExecutor:
     def __init__(self, writer: Writer, workflow: Workflow[Any]) -> None:
         self.writer, self.workflow = writer, workflow
         self.cancel_requested = asyncio.Event()
+        #: the reason the first cancel gave (see :meth:`request_cancel`)
+        self.cancel_reason = ""
         #: Set by a worker that stops (SIGTERM): the run ends its current
         #: superstep, records it and lets go, for another worker to continue.
         self.hand_over_requested = asyncio.Event()
@@ -131,6 +133,13 @@ class RunExecutor:
         self._modules = workflow_modules([step.fn for step in workflow.steps.values()])
         #: the failure (as data) of each branch of this superstep that failed for good
         self._failures: dict[int, dict[str, Any]] = {}
+
+    def request_cancel(self, reason: str) -> None:
+        """Cancel the run: its running superstep is interrupted at once and
+        RunCancelled is recorded with the first cancel's ``reason``."""
+        if not self.cancel_requested.is_set():
+            self.cancel_reason = reason
+        self.cancel_requested.set()
 
     @property
     def state(self) -> RunState:
@@ -157,7 +166,7 @@ class RunExecutor:
         state, emit = self.state, self.writer.emit
         while not state.is_terminal and state.status != RunStatus.WAITING:
             if self.cancel_requested.is_set():
-                emit(RunCancelled("cancelled at a step boundary"))
+                emit(RunCancelled(self.cancel_reason or "cancelled at a step boundary"))
                 break
             if self.hand_over_requested.is_set():
                 self._log.info("run handed over at a step boundary", seq=state.seq)
@@ -182,7 +191,8 @@ class RunExecutor:
                 self._superstep(todo, parallel=len(state.next_steps) > 1)
             )
             if outcomes is None:
-                emit(RunCancelled(f"cancelled during superstep {state.superstep}"))
+                why = f"cancelled during superstep {state.superstep}"
+                emit(RunCancelled(self.cancel_reason or why))
                 break
             failures = [
                 (o, b) for o, (b, _) in zip(outcomes, todo, strict=True) if o not in _GOING_ON

@@ -297,11 +297,13 @@ class Runtime:
         return RunHandle(self, run_id)
 
     async def cancel(self, run_id: str, reason: str = "cancelled by request") -> RunState:
-        """Cancel the run at its next step boundary; return its final state.
+        """Cancel the run; return its final state (``cancelled``).
 
-        A run executing here stops at its next step boundary. A run parked or
-        executing elsewhere is taken over (which fences its writer) and
-        cancelled. Cancelling a finished run changes nothing. While the
+        A run executing here is interrupted at once: its running steps and
+        task calls are cancelled (a sync task's thread cannot be stopped; it
+        is no longer awaited); ``result`` raises ``RunCancelledError``. A run
+        parked or executing elsewhere is taken over (which fences its writer)
+        and cancelled. Cancelling a finished run changes nothing. While the
         cancel is being recorded it holds the run's lease, so a ``resume`` or
         ``retry`` racing it is refused (``LeaseHeldError``, or
         ``RunNotWaitingError`` once the run is cancelled) instead of fencing it.
@@ -430,11 +432,9 @@ class Runtime:
     async def result(self, run_id: str, *, timeout: float | None = None) -> dict[str, Any]:  # noqa: ASYNC109
         """The final state values of a completed run.
 
-        A failed run raises its failure's own class where it can be rebuilt
-        safely, caused by a ``RunFailedError`` (see ``_failures.ended_error``).
-
         Raises:
-            RunFailedError: the run failed (or the failure's own class, above).
+            RunFailedError: the run failed; or, caused by it, the failure's
+                own class where it is rebuilt safely (``_failures.ended_error``).
             RunCancelledError: the run was cancelled.
             WorkflowError: the run is waiting on an interrupt.
         """
