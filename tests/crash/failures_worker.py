@@ -119,3 +119,7 @@ def main() -> None:
         asyncio.run(_guarded(drive(args), 60))  # hang guard: a cancel that waits for the task
     except LeaseExpiredError:
         sys.exit(LEASE_LOST)  # too slow to renew its lease: like a kill
+
+
+#: For ``agentlog worker --app tests.crash.failures_worker:workflows`` (the fleet test).
+workflows = [failing_workflow(), long_workflow()]
