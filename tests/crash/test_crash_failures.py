@@ -34,7 +34,7 @@ from tests.crash.failures_worker import (
 )
 from tests.crash.worker import LEASE_LOST, child_env
 
-pytestmark = pytest.mark.crash
+pytestmark = [pytest.mark.crash, pytest.mark.slow]  # 6-12 s a seed on SQLite
 
 #: Generations that kill themselves; one more at most finishes the runs.
 KILLS = 4
