@@ -63,6 +63,7 @@ async def _cancel_while_running(event_log: EventLog, wf: Workflow, started: Any)
         waiter = asyncio.create_task(rt.result("r"))  # a caller awaiting the run
         state = await _bounded(rt.cancel("r", "the user gave up"), "the cancel returned")
         assert state.status == RunStatus.CANCELLED
+        assert state.error == "the user gave up"  # the cancel's own reason is recorded
         with pytest.raises(RunCancelledError) as caught:
             await _bounded(waiter, "the caller's await returned")
         assert (caught.value.run_id, caught.value.reason) == ("r", state.error)
