@@ -125,8 +125,9 @@ class TaskFailed(EventData):
     duration_ms: float = 0.0
     retryable: bool = True
     #: The exception as data (absent from logs written before it existed):
-    #: {"type": "module.QualName", "message", "args", "causes": [{"type",
-    #: "message"}, ...]}, so a caller can catch the original class.
+    #: {"type": "module.QualName", "module", "message", "args" (when builtin
+    #: scalars), "causes": [{"type", "message"}, ...]}, so a caller can catch
+    #: the original class (``runtime/_failures.py``).
     failure: dict[str, Any] | None = None
 
 
