@@ -96,8 +96,9 @@ async def test_a_failed_archived_run_started_again_is_returned_failed(
     async with Runtime(hot, workflows=[wf], config=config("b"), archive=store) as rt:
         handle = await rt.start(wf, run_id="R")
         assert (await handle.wait(timeout=20)).status == RunStatus.FAILED
-        with pytest.raises(RunFailedError, match="boom"):
+        with pytest.raises(RuntimeError, match="boom") as caught:  # rebuilt from the archive
             await handle.result(timeout=20)
+        assert isinstance(caught.value.__cause__, RunFailedError)
     assert await hot.get_run("R") == info  # not retried, not started again
 
 

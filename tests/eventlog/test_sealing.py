@@ -26,8 +26,10 @@ from agentlog.eventlog.codec import (
 from agentlog.eventlog.events import (
     Event,
     ResumeReceived,
+    RunFailed,
     RunStarted,
     TaskCompleted,
+    TaskFailed,
     TaskStarted,
     WriterClaimed,
 )
@@ -133,3 +135,20 @@ def test_a_stored_payload_is_exactly_the_msgpack_of_its_stored_fields(
             None, fields, event.run_id, event.seq, event.type, sealed=stored.get(SEALED_KEY)
         )
         assert raw == pack(again if SEALED_KEY in stored else fields), event.type
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        RunFailed("step failed", failure={"type": "m.Declined", "message": CANARY}),
+        TaskFailed("k1", "Declined", failure={"type": "m.Declined", "message": CANARY}),
+    ],
+    ids=["RunFailed", "TaskFailed"],
+)
+def test_a_recorded_failure_is_sealed(cipher: PayloadCipher, data: RunFailed | TaskFailed) -> None:
+    """A failure's message and causes are content: what the run was given may be in them."""
+    raw = encode_stored_payload(Event("r", 4, data, writer_epoch=1), cipher)
+    assert CANARY.encode() not in raw
+    assert "failure" not in unpack(raw)
+    decoded, _, _ = decode_stored_payload(data.type, 1, raw, cipher, run_id="r", seq=4)
+    assert decoded == data

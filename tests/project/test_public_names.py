@@ -114,6 +114,7 @@ PUBLIC: dict[str, list[str]] = {
         "PostgresAuthError",
         "ReplayError",
         "RunArchivedError",
+        "RunCancelledError",
         "RunExistsError",
         "RunFailedError",
         "RunNotFailedError",

@@ -134,11 +134,13 @@ async def test_a_task_whose_attempts_ran_out_verifies_clean(
     assert await _verdict(renamed, events) == [(_started(events), "task")]
 
 
-async def test_a_step_retry_after_the_task_gave_up_raises_task_failed_error_in_the_replay_too(
+async def test_a_step_retry_after_the_task_gave_up_raises_the_recorded_failure_in_the_replay_too(
     event_log: EventLog,
 ) -> None:
     """The step falls back, then fails for its own reason; its retry calls the
-    task again, which raises TaskFailedError (live and in the replay alike)."""
+    task again, which raises the recorded failure, rebuilt as its class (a
+    class of the workflow's module) and caused by a TaskFailedError, live and
+    in the replay alike."""
     tries: list[str] = []
 
     def flow(seen: list[type[BaseException]], name: str = "charge") -> Workflow:
@@ -155,6 +157,8 @@ async def test_a_step_retry_after_the_task_gave_up_raises_task_failed_error_in_t
                 receipt = await charge(500)
             except (QuotaGone, TaskFailedError) as exc:
                 seen.append(type(exc))
+                if isinstance(exc.__cause__, TaskFailedError):
+                    seen.append(TaskFailedError)
                 receipt = "invoice later"
             if ctx.attempt == 1:
                 raise RuntimeError("ledger busy")
@@ -166,12 +170,12 @@ async def test_a_step_retry_after_the_task_gave_up_raises_task_failed_error_in_t
     recorded, events = await _record(event_log, flow(live), "s")
     assert recorded == RunStatus.COMPLETED
     assert tries == ["charge 500"]
-    assert live == [QuotaGone, TaskFailedError]
+    assert live == [QuotaGone, QuotaGone, TaskFailedError]
     steps = [e.data for e in events if isinstance(e.data, StepFailed)]
     assert [(s.attempt, s.retryable) for s in steps] == [(1, True)]
     replayed: list[type[BaseException]] = []
     assert await _verdict(flow(replayed), events) == []
-    assert replayed == [QuotaGone, TaskFailedError]  # the replay did what the run did
+    assert replayed == [QuotaGone, QuotaGone, TaskFailedError]  # as the run did
     assert await _verdict(flow([], name="charge_card"), events) == [(_started(events), "task")]
 
 

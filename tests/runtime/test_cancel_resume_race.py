@@ -173,11 +173,12 @@ async def test_a_start_that_a_cancel_outruns_returns_the_existing_run(
 
 
 async def test_a_cancel_of_a_run_driven_here_that_another_cancel_takes_over_returns_it(
-    event_log: EventLog,
+    held_log: _HeldMemoryLog | _HeldSqliteLog,
 ) -> None:
-    """This process drives the run and asks it to stop at its step boundary;
-    another process cancels it first, which fences the driver here. The
-    cancel here returns the cancelled run instead of the fence."""
+    """This process drives the run and cancels it (its running step is
+    interrupted); another process cancels it before the RunCancelled here is
+    written, which fences the driver here. The cancel here returns the
+    cancelled run instead of the fence."""
     gate = Gate()
     wf = Workflow("slow", state={"n": "replace"})
 
@@ -186,19 +187,21 @@ async def test_a_cancel_of_a_run_driven_here_that_another_cancel_takes_over_retu
         await gate.pass_through()
         return end(n=1)
 
-    driver = Runtime(event_log, workflows=[wf], config=config("driver"))
-    other = Runtime(event_log, workflows=[wf], config=config("other"))
+    held_log.held = "RunCancelled"
+    driver = Runtime(held_log, workflows=[wf], config=config("driver"))
+    other = Runtime(held_log, workflows=[wf], config=config("other"))
     await driver.start(wf, run_id="r", durability="sync")
     async with asyncio.timeout(10):
         await gate.reached.wait()
         cancelling = asyncio.create_task(driver.cancel("r", "from here"))
-        await driver.active_runs["r"].cancel_requested.wait()
+        await held_log.reached.wait()  # the cancel here is about to be written
         taken = await other.cancel("r", "from elsewhere")
-        gate.release.set()
+        held_log.release.set()
         cancelled = await cancelling
+    gate.release.set()
     assert taken.status == cancelled.status == RunStatus.CANCELLED
     assert cancelled.error == "from elsewhere"
-    assert (await types_of(event_log, "r"))[-1] == "RunCancelled"
+    assert (await types_of(held_log, "r"))[-1] == "RunCancelled"
     await other.close()
     await driver.close()
 

@@ -132,10 +132,15 @@ async def test_a_step_retry_raises_the_recorded_failure_instead_of_running_the_t
         failed = await run_to_rest(rt, "r")
     assert tries == ["refund 700"]
     assert failed.status == RunStatus.FAILED
-    assert [type(e) for e in seen] == [Declined, TaskFailedError, TaskFailedError]
-    again = seen[1]
+    # A retry of the step sees the recorded failure as its own class again
+    # (defined in the workflow's module), caused by the TaskFailedError.
+    assert [type(e) for e in seen] == [Declined, Declined, Declined]
+    assert str(seen[1]) == "account closed"
+    again = seen[1].__cause__
     assert isinstance(again, TaskFailedError)
     assert (again.task, again.error, again.attempts) == ("refund", "Declined: account closed", 1)
+    assert again.error_type == f"{Declined.__module__}.Declined"
+    assert again.message == "account closed"
     assert "agentlog retry r" in str(again)
 
 

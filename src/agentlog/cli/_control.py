@@ -84,7 +84,7 @@ def cancel(
     log: LogOpt = DEFAULT_LOG_URL,
     as_json: JsonOpt = False,
 ) -> None:
-    """Cancel a run at its next step boundary."""
+    """Cancel a run (a running step and its tasks are interrupted)."""
 
     async def go() -> str:
         async with await open_runtime(log, config=ONE_SHOT) as runtime:

@@ -59,7 +59,8 @@ The hierarchy::
     │   ├── NondeterminismError     a re-executed step asked for another task than recorded
     │   ├── TaskFailedError         a task called again after its retry policy gave up
     │   ├── InvalidWriteError       a step wrote a key the state schema does not have
-    │   └── RunFailedError          result() of a run that failed or was cancelled
+    │   ├── RunFailedError          result() of a run that failed (or its own class, rebuilt)
+    │   └── RunCancelledError       result() of a run that was cancelled
     └── ArchiveError                raised by the archive (see agentlog.archive)
 
 ``retryable`` is data on the error: True where the same call may succeed
@@ -129,6 +130,7 @@ from agentlog.errors._workflow import (
     InvalidWriteError,
     NoLiveWriterError,
     NondeterminismError,
+    RunCancelledError,
     RunExistsError,
     RunFailedError,
     RunNotFailedError,
@@ -182,6 +184,7 @@ __all__ = [
     "NondeterminismError",
     "ReplayError",
     "RunArchivedError",
+    "RunCancelledError",
     "RunExistsError",
     "RunFailedError",
     "RunNotFailedError",

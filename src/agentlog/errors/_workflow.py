@@ -5,7 +5,7 @@ not match its run's history.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from agentlog.errors._root import WorkflowError
 
@@ -123,21 +123,39 @@ class TaskFailedError(WorkflowError):
     Raised in the step, in place of running the task: a retry of the step (or
     its re-execution after an interrupt) never runs a task whose failure is
     recorded as final (a ``non_retryable`` error, or its ``max_attempts``
-    used). The original exception is not kept across processes, so this error
-    carries its recorded type and message. ``Runtime.retry`` gives the task a
+    used). Where the recorded class can be rebuilt safely (a builtin, or a
+    class of the workflow's own modules) the step sees an instance of it
+    instead, whose ``__cause__`` is this error; otherwise this error, with the
+    recorded type, message and causes. ``Runtime.retry`` gives the task a
     fresh set of attempts.
 
     Attributes:
         run_id, step, task, key: which call (``key`` is its idempotency key).
         error: the recorded failure, ``"Type: message"``.
         attempts: how often the task ran in this run attempt.
+        error_type: the failure's class, ``"module.QualName"`` ("" in logs
+            written before it was recorded).
+        message: the failure's message.
+        causes: its ``__cause__``/``__context__`` chain, outermost first, as
+            ``(error_type, message)`` pairs.
     """
 
     def __init__(
-        self, run_id: str, step: str, task: str, key: str, error: str, attempts: int
+        self,
+        run_id: str,
+        step: str,
+        task: str,
+        key: str,
+        error: str,
+        attempts: int,
+        *,
+        error_type: str = "",
+        message: str = "",
+        causes: Sequence[tuple[str, str]] = (),
     ) -> None:
         self.run_id, self.step, self.task, self.key = run_id, step, task, key
         self.error, self.attempts = error, attempts
+        self.error_type, self.message, self.causes = error_type, message, tuple(causes)
         super().__init__(
             f"run {run_id!r}, step {step!r}: task {task!r} failed for good after {attempts} "
             f"attempt(s) ({error}); its retry policy gave up, so it is not run again in this "
@@ -155,4 +173,48 @@ class InvalidWriteError(WorkflowError):
 
 
 class RunFailedError(WorkflowError):
-    """result() of a run that failed or was cancelled."""
+    """A caller awaited the result of a run that failed.
+
+    ``Runtime.result`` raises an instance of the failure's own class instead
+    when it can be rebuilt safely (a builtin, or a class of the workflow's
+    own modules), with this error as its ``__cause__``, so the run id is not
+    lost; otherwise this error.
+
+    Attributes:
+        run_id: the run.
+        error_type: the failure's class, ``"module.QualName"`` ("" when the
+            log does not record it: logs written before it was recorded, or a
+            failure no exception raised, such as a step limit).
+        message: the failure's message.
+        causes: its ``__cause__``/``__context__`` chain, outermost first, as
+            ``(error_type, message)`` pairs.
+    """
+
+    def __init__(
+        self,
+        text: str,
+        *,
+        run_id: str = "",
+        error_type: str = "",
+        message: str = "",
+        causes: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        super().__init__(text)
+        self.run_id, self.error_type, self.message = run_id, error_type, message
+        self.causes = tuple(causes)
+
+
+class RunCancelledError(WorkflowError):
+    """A caller awaited the result of a run that was cancelled.
+
+    Attributes:
+        run_id: the run.
+        reason: the reason the cancel recorded.
+    """
+
+    def __init__(self, run_id: str, reason: str) -> None:
+        self.run_id, self.reason = run_id, reason
+        super().__init__(
+            f"run {run_id!r} was cancelled ({reason or 'no reason given'}); it has no "
+            "result. Start a new run, or fork this one (`agentlog fork`) to continue it."
+        )

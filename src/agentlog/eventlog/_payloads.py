@@ -124,6 +124,11 @@ class TaskFailed(EventData):
     attempt: int = 1
     duration_ms: float = 0.0
     retryable: bool = True
+    #: The exception as data (absent from logs written before it existed):
+    #: {"type": "module.QualName", "module", "message", "args" (when builtin
+    #: scalars), "causes": [{"type", "message"}, ...]}, so a caller can catch
+    #: the original class (``runtime/_failures.py``).
+    failure: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,11 +218,14 @@ class RunFailed(EventData):
 
     type: ClassVar[str] = "RunFailed"
     error: str
+    #: The exception that failed the run, as :attr:`TaskFailed.failure`
+    #: (None in older logs, and for a failure no exception raised).
+    failure: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class RunCancelled(EventData):
-    """The run was cancelled at a step boundary."""
+    """The run was cancelled (its running steps, if any, were interrupted)."""
 
     type: ClassVar[str] = "RunCancelled"
     reason: str = ""

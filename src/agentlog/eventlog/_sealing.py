@@ -78,6 +78,7 @@ CONTENT_FIELDS = frozenset(
         "writes",  # StepCompleted, WritesSaved
         "result",  # TaskCompleted
         "error",  # TaskFailed, StepFailed, RunFailed
+        "failure",  # TaskFailed, RunFailed
         "payload",  # InterruptRaised
         "value",  # ResumeReceived
         "answers",  # ResumeReceived

@@ -120,6 +120,10 @@ def _task_completed(state: RunState, data: TaskCompleted) -> None:
 def _task_failed(state: RunState, data: TaskFailed) -> None:
     task = state.tasks.setdefault(data.key, {"name": "", "step": "", "attempts": 1})
     task.update(status="failed", error=data.error, attempts=data.attempt)
+    if data.failure is not None:  # kept only when recorded (old logs fold alike)
+        task["failure"] = data.failure
+    else:
+        task.pop("failure", None)
     if not data.retryable:  # its retry policy gave up: kept only when so (old logs fold alike)
         task["retryable"] = False
 
@@ -172,7 +176,7 @@ def _run_completed(state: RunState, data: RunCompleted) -> None:
 
 
 def _run_failed(state: RunState, data: RunFailed) -> None:
-    state.status, state.error = RunStatus.FAILED, data.error
+    state.status, state.error, state.failure = RunStatus.FAILED, data.error, data.failure
 
 
 def _run_cancelled(state: RunState, data: RunCancelled) -> None:
@@ -185,6 +189,7 @@ def _run_retried(state: RunState, data: RunRetried) -> None:
     # failed task gets a fresh set of attempts of its own retry policy (the
     # attempts it made so far count no more; their numbers go on).
     state.status, state.error, state.attempts = RunStatus.RUNNING, "", {}
+    state.failure = None
     for task in state.tasks.values():
         if task.get("status") == "failed":
             task.pop("retryable", None)

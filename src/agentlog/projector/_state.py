@@ -161,6 +161,10 @@ class RunState:
     resume_values: dict[str, Any] = field(default_factory=dict)
     output: Any = None
     error: str = ""
+    #: The failure that ended the run, as data (``RunFailed.failure``): its
+    #: type, message and causes; None for a run that did not fail, or whose
+    #: log predates it.
+    failure: dict[str, Any] | None = None
     #: The writer epoch of the last WriterClaimed.
     writer_epoch: int = 0
     #: Where a forked run came from (``Runtime.fork``): {"run_id", "seq"} of

@@ -119,9 +119,9 @@ async def apply_command(driver: RunDriver, command: Command) -> Outcome:
     Returns:
         "ack": applied or refused for good; ack it. "retry": not yet (the
         log is unreachable, the run's writer lets go of it in a moment, or
-        a cancel of a run driven here takes effect at its next step
-        boundary, whose append commits it on Kafka); the worker tries it
-        again on its next pass. "drop": this process no longer owns the
+        a cancel of a run driven here interrupts its running superstep
+        and is acked by the RunCancelled it appends, which commits it on
+        Kafka); the worker tries it again on its next pass. "drop": this process no longer owns the
         run; the new owner gets the command.
     """
     try:
@@ -158,7 +158,7 @@ async def _apply(driver: RunDriver, command: Command) -> bool:
     if kind == "cancel":
         active = driver.active_run(run_id)
         if active is not None:
-            active.cancel_requested.set()  # it stops at its next step boundary
+            active.request_cancel(getattr(command.data, "reason", ""))  # it stops at once
             return False  # acked by the RunCancelled it records then
         await driver.record(run_id, _unless_ended(command.data))
         return True

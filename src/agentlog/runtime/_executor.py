@@ -9,7 +9,9 @@ and the branches' writes are reduced into the state.
 Errors fall in these groups:
 
 * a step raised: StepFailed is recorded, the step's retry policy decides,
-  and when the tries are used up the run fails (RunFailed). An error a
+  and when the tries are used up the run fails (RunFailed, with the failure
+  as data: its type, message and causes, so a caller can catch the
+  original class; see ``runtime/_failures.py``). An error a
   task's own retry policy gave up on is not retried by the step: the task
   would not run again (it raises ``TaskFailedError`` in this run attempt);
 * a step's code broke the workflow's contract (:data:`CODE_ERRORS`: it
@@ -29,13 +31,19 @@ Errors fall in these groups:
   to the caller, and the run stays resumable once the code is fixed;
 * the log said no (fenced by a newer writer, storage down): the executor
   stops at once and raises it.
+
+A cancel (:attr:`RunExecutor.cancel_requested`) does not wait for the
+running superstep: its steps, and their task calls, are cancelled at their
+next ``await`` and RunCancelled is recorded. A sync task's thread cannot be
+stopped: it is no longer awaited and its outcome is not recorded (its
+TaskStarted is, so the effect is known to have run at least once).
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any, cast
 
 from agentlog._logging import get_logger
@@ -64,7 +72,9 @@ from agentlog.eventlog.events import (
 )
 from agentlog.projector._reducers import replace
 from agentlog.projector._state import RunState, branch_input, branch_step
+from agentlog.runtime._cancelling import task_cancelling
 from agentlog.runtime._context import Interrupted, StepContext
+from agentlog.runtime._failures import causes_of, describe, workflow_modules
 from agentlog.runtime._workflow import Next, Send, Step, Target, Workflow
 from agentlog.runtime._writer_protocol import Writer
 
@@ -73,6 +83,7 @@ __all__ = ["CODE_ERROR", "CODE_ERRORS", "RunExecutor", "code_failure"]
 _log = get_logger("agentlog.runtime")
 
 _DONE, _INTERRUPTED = "done", "interrupted"
+_GOING_ON = (_DONE, _INTERRUPTED)
 #: Errors of ours that fail the step like the step's own errors (recorded,
 #: never retried): the step can catch them and take another path.
 _FAIL_THE_STEP = (InterruptTimeoutError, InvalidTimerError, TaskFailedError)
@@ -95,9 +106,14 @@ def code_failure(state: RunState) -> RunFailedError | None:
     """
     if state.status != RunStatus.FAILED or not state.error.startswith(f"{CODE_ERROR}: "):
         return None
+    failure = state.failure or {}
     return RunFailedError(
         f"run {state.run_id!r} failed: {state.error}. Fix the step's code, then continue "
-        f"the run with Runtime.retry or `agentlog retry {state.run_id}`."
+        f"the run with Runtime.retry or `agentlog retry {state.run_id}`.",
+        run_id=state.run_id,
+        error_type=str(failure.get("type", "")),
+        message=str(failure.get("message", "")),
+        causes=causes_of(failure),
     )
 
 
@@ -107,10 +123,23 @@ class RunExecutor:
     def __init__(self, writer: Writer, workflow: Workflow[Any, Any]) -> None:
         self.writer, self.workflow = writer, workflow
         self.cancel_requested = asyncio.Event()
+        #: the reason the first cancel gave (see :meth:`request_cancel`)
+        self.cancel_reason = ""
         #: Set by a worker that stops (SIGTERM): the run ends its current
         #: superstep, records it and lets go, for another worker to continue.
         self.hand_over_requested = asyncio.Event()
         self._log = _log.bind(run_id=writer.state.run_id)
+        #: where a recorded failure's class may be rebuilt from (_failures.rebuild)
+        self._modules = workflow_modules([step.fn for step in workflow.steps.values()])
+        #: the failure (as data) of each branch of this superstep that failed for good
+        self._failures: dict[int, dict[str, Any]] = {}
+
+    def request_cancel(self, reason: str) -> None:
+        """Cancel the run: its running superstep is interrupted at once and
+        RunCancelled is recorded with the first cancel's ``reason``."""
+        if not self.cancel_requested.is_set():
+            self.cancel_reason = reason
+        self.cancel_requested.set()
 
     @property
     def state(self) -> RunState:
@@ -137,7 +166,7 @@ class RunExecutor:
         state, emit = self.state, self.writer.emit
         while not state.is_terminal and state.status != RunStatus.WAITING:
             if self.cancel_requested.is_set():
-                emit(RunCancelled("cancelled at a step boundary"))
+                emit(RunCancelled(self.cancel_reason or "cancelled at a step boundary"))
                 break
             if self.hand_over_requested.is_set():
                 self._log.info("run handed over at a step boundary", seq=state.seq)
@@ -150,17 +179,27 @@ class RunExecutor:
             ]
             limit = state.limits.get("max_steps")
             if limit is not None and state.steps + len(todo) > limit:
-                emit(
-                    RunFailed(
-                        f"StepLimitExceeded: the run has taken {state.steps} of its "
-                        f"{limit} steps and the next superstep needs {len(todo)} more"
-                    )
+                why = (
+                    f"the run has taken {state.steps} of its {limit} steps and the next "
+                    f"superstep needs {len(todo)} more"
                 )
+                failure = {"type": "StepLimitExceeded", "message": why}
+                emit(RunFailed(f"StepLimitExceeded: {why}", failure=failure))
                 break
-            outcomes = await self._superstep(todo, parallel=len(state.next_steps) > 1)
-            failures = [o for o in outcomes if o not in (_DONE, _INTERRUPTED)]
+            self._failures.clear()
+            outcomes = await self._unless_cancelled(
+                self._superstep(todo, parallel=len(state.next_steps) > 1)
+            )
+            if outcomes is None:
+                why = f"cancelled during superstep {state.superstep}"
+                emit(RunCancelled(self.cancel_reason or why))
+                break
+            failures = [
+                (o, b) for o, (b, _) in zip(outcomes, todo, strict=True) if o not in _GOING_ON
+            ]
             if failures:
-                emit(RunFailed(failures[0]))
+                error, branch = failures[0]
+                emit(RunFailed(error, failure=self._failures.get(branch)))
                 break
             if _INTERRUPTED in outcomes:
                 break
@@ -169,11 +208,42 @@ class RunExecutor:
                 step, branch, error = broken
                 attempt = state.attempts.get(branch, 0) + 1
                 emit(StepFailed(step, state.superstep, branch, attempt, error, False))
-                emit(RunFailed(error))
+                emit(RunFailed(error, failure={"type": "ReducerError", "message": error}))
                 break
             goto = [t for b in sorted(state.pending) for t in state.pending[b]["goto"]]
             emit(SuperstepCommitted(state.superstep, _join(goto)))
             await self.writer.flush()
+
+    async def _unless_cancelled(
+        self, superstep: Coroutine[Any, Any, list[str]]
+    ) -> list[str] | None:
+        """The superstep's outcomes, or None if a cancel came first.
+
+        The superstep runs in a task of its own, so a cancel interrupts it
+        at once instead of at the next step boundary: its steps and their
+        task calls are cancelled (nothing is recorded for a step that did
+        not finish). A superstep that finished as the cancel came keeps its
+        outcome (the cancel is recorded at the boundary after it).
+        """
+        running = asyncio.create_task(superstep)
+        cancel = asyncio.create_task(self.cancel_requested.wait())
+        try:
+            await asyncio.wait((running, cancel), return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # this run's own task is cancelled (close, fenced)
+            running.cancel()
+            cancel.cancel()
+            await asyncio.gather(running, cancel, return_exceptions=True)
+            raise
+        cancel.cancel()
+        if not running.done():
+            running.cancel()
+            self._log.info("cancel interrupts the running superstep", seq=self.state.seq)
+        try:
+            return await running
+        except asyncio.CancelledError:
+            if task_cancelling():
+                raise  # this run's own task was cancelled meanwhile
+            return None
 
     async def _superstep(self, todo: list[tuple[int, Branch]], *, parallel: bool) -> list[str]:
         values = self.state.values  # replaced, never mutated, on commit
@@ -218,11 +288,16 @@ class RunExecutor:
                 state=values,
                 input=given,
             )
+            ctx._calls.modules = self._modules  # a task's final failure is rebuilt from these
             token = ctx._enter()  # @task functions find their step through it
             try:
                 try:
-                    async with asyncio.timeout(step.timeout):
+                    async with asyncio.timeout(step.timeout) as limit:
                         result = await step.fn(ctx)
+                except TimeoutError as exc:
+                    if not limit.expired():
+                        raise
+                    raise TimeoutError(f"step {name!r} took longer than {step.timeout:g}s") from exc
                 finally:
                     await ctx._settle()  # no task call outlives its step
                 writes, goto = self._check(step, result)
@@ -240,8 +315,6 @@ class RunExecutor:
                 ):
                     raise  # the log said no, or the run waits for fixed code
                 error = f"{type(exc).__name__}: {exc}"
-                if isinstance(exc, TimeoutError) and step.timeout is not None:
-                    error = f"TimeoutError: step {name!r} took longer than {step.timeout}s"
                 # A failure a task's own retry policy gave up on is final: a step
                 # retry would not run that task again, only raise it again. Code
                 # errors are never retried: the same code fails the same way.
@@ -259,6 +332,8 @@ class RunExecutor:
                 self._log.warning(
                     "step failed", step=name, attempt=attempt, error=error, retry=retry
                 )
+                if code_error or not retry:
+                    self._failures[branch] = describe(exc)
                 if code_error:
                     return f"{CODE_ERROR}: step {name!r} broke the workflow's contract: {error}"
                 if not retry:

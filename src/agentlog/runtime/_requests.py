@@ -116,7 +116,7 @@ class RunRequests:
         ensure_worker: starts the runtime's background worker, if it runs one
             (called once a request is checked, before it moves a run).
         wait: the runtime's :meth:`Runtime.wait`, for a cancel of a run
-            driven here (it stops at its next step boundary).
+            driven here (its running superstep is interrupted).
     """
 
     def __init__(
@@ -308,7 +308,7 @@ class RunRequests:
         """``Runtime.cancel``."""
         active = self._driver.active_run(run_id)
         if active is not None:
-            active.cancel_requested.set()
+            active.request_cancel(reason)
             with contextlib.suppress(FencedError):  # taken over: cancel it from the log
                 return await self._wait(run_id)
         state = await self.read_state(run_id)

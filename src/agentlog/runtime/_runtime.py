@@ -35,7 +35,7 @@ from typing_extensions import TypeVar
 
 from agentlog._logging import get_logger
 from agentlog.crypto import KeyStore
-from agentlog.errors import ConfigError, RunFailedError, UnknownRunError, WorkflowError
+from agentlog.errors import ConfigError, UnknownRunError, WorkflowError
 from agentlog.eventlog._base import EventLog
 from agentlog.eventlog._urls import DEFAULT_LOG_URL, open_log
 from agentlog.eventlog.events import RunStatus, utcnow
@@ -44,6 +44,7 @@ from agentlog.runtime._archived import ArchiveSource, open_archive_source
 from agentlog.runtime._config import VERBS, RuntimeConfig
 from agentlog.runtime._driver import RunDriver
 from agentlog.runtime._executor import RunExecutor
+from agentlog.runtime._failures import ended_error
 from agentlog.runtime._handles import PendingInterrupt, RecoveryReport, RunHandle
 from agentlog.runtime._requests import RunRequests
 from agentlog.runtime._shred import ShredReport
@@ -301,11 +302,13 @@ class Runtime:
         return RunHandle(self, run_id)
 
     async def cancel(self, run_id: str, reason: str = "cancelled by request") -> RunState:
-        """Cancel the run at its next step boundary; return its final state.
+        """Cancel the run; return its final state (``cancelled``).
 
-        A run executing here stops at its next step boundary. A run parked or
-        executing elsewhere is taken over (which fences its writer) and
-        cancelled. Cancelling a finished run changes nothing. While the
+        A run executing here is interrupted at once: its running steps and
+        task calls are cancelled (a sync task's thread cannot be stopped; it
+        is no longer awaited); ``result`` raises ``RunCancelledError``. A run
+        parked or executing elsewhere is taken over (which fences its writer)
+        and cancelled. Cancelling a finished run changes nothing. While the
         cancel is being recorded it holds the run's lease, so a ``resume`` or
         ``retry`` racing it is refused (``LeaseHeldError``, or
         ``RunNotWaitingError`` once the run is cancelled) instead of fencing it.
@@ -435,7 +438,9 @@ class Runtime:
         """The final state values of a completed run.
 
         Raises:
-            RunFailedError: the run failed or was cancelled.
+            RunFailedError: the run failed; or, caused by it, the failure's
+                own class where it is rebuilt safely (``_failures.ended_error``).
+            RunCancelledError: the run was cancelled.
             WorkflowError: the run is waiting on an interrupt.
         """
         state = await self.wait(run_id, timeout=timeout)
@@ -447,7 +452,7 @@ class Runtime:
                 f"{state.interrupts[0]['payload']!r}; "
                 "resume it first"
             )
-        raise RunFailedError(f"run {run_id!r} {state.status}: {state.error}")
+        raise ended_error(state, self.workflows.get(state.workflow))
 
     async def recover(self) -> RecoveryReport:
         """Take over every running run whose writer's lease expired.

@@ -13,8 +13,14 @@
   and the writer is checked to still own the run before the effect starts;
   its result or error is recorded;
 * a task's own retry policy is final for the run attempt: once it gives up,
-  a later call in the same run attempt raises ``TaskFailedError`` instead of
-  running the task (``Runtime.retry`` gives it a fresh set of attempts).
+  a later call in the same run attempt raises its recorded failure instead
+  of running the task: the original class where it can be rebuilt safely
+  (:func:`~agentlog.runtime._failures.rebuild`), caused by a
+  ``TaskFailedError``, else that error (``Runtime.retry`` gives the task a
+  fresh set of attempts);
+* a failure is recorded with its type, message and causes
+  (:func:`~agentlog.runtime._failures.describe`); a try over its time limit
+  raises a ``TimeoutError`` that says which limit.
 """
 
 from __future__ import annotations
@@ -25,19 +31,19 @@ import copy
 import hashlib
 import inspect
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, cast
 
 from agentlog.errors import (
     AgentlogError,
     NondeterminismError,
     NotSerializableError,
-    TaskFailedError,
     WorkflowError,
 )
 from agentlog.eventlog.codec import pack
 from agentlog.eventlog.events import TaskCompleted, TaskFailed, TaskStarted
 from agentlog.projector._state import task_attempts
+from agentlog.runtime._failures import describe, task_failed
 from agentlog.runtime._retry import RetryPolicy
 from agentlog.runtime._writer_protocol import Writer
 
@@ -93,6 +99,9 @@ class TaskCalls:
         self._owner = _current_task()
         #: every call so far returned its recorded outcome (see :meth:`recorded`)
         self._replaying = True
+        #: the modules a recorded failure's class may be rebuilt from (the
+        #: workflow's own; the executor sets them): see ``_failures.rebuild``
+        self.modules: Collection[str] = ()
 
     async def run(
         self,
@@ -115,7 +124,8 @@ class TaskCalls:
         Raises:
             NondeterminismError: see :meth:`recorded`; nothing ran.
             TaskFailedError: the task's retry policy gave up earlier in this
-                run attempt; nothing ran.
+                run attempt; nothing ran. (The recorded class itself, caused
+                by this error, where it can be rebuilt safely.)
         """
         index = self._per_name.get(name, 0)
         self._per_name[name] = index + 1
@@ -127,8 +137,9 @@ class TaskCalls:
             if recorded["status"] == "completed":
                 return copy.deepcopy(recorded["result"])  # the step's own copy
             if recorded.get("retryable") is False:
-                error, tries = recorded.get("error", ""), task_attempts(recorded)
-                raise TaskFailedError(self.run_id, self.step, name, key, error, tries)
+                failure = task_failed(recorded, (self.run_id, self.step, name, key), self.modules)
+                self._gave_up.append(failure)  # final: the step is not retried for it
+                raise failure
             attempt, spent = recorded["attempts"] + 1, task_attempts(recorded)
         self._in_flight += 1
         self._settled.clear()
@@ -196,6 +207,28 @@ class TaskCalls:
         the positions they were recorded at."""
         self._positions += 1
 
+    async def _failed(
+        self,
+        key: str,
+        attempt: int,
+        exc: Exception,
+        started: float,
+        retry: RetryPolicy | None,
+        spent: int,
+    ) -> None:
+        """Record a try's failure: TaskFailed, with the failure as data."""
+        writer = self._writer
+        elapsed = (time.perf_counter() - started) * 1000
+        again = retry is None or retry.retries(exc, spent)  # None: the step's policy
+        failed = writer.emit(
+            TaskFailed(key, _describe(exc), attempt, elapsed, again, failure=describe(exc))
+        )
+        await writer.flush()
+        # The verdict as recorded is the one followed: the same live; in a
+        # replay (agentlog verify) the history's, not the policy's second
+        # opinion on an error rebuilt from its recorded text.
+        self._again[key] = cast(TaskFailed, failed.data).retryable
+
     def gave_up(self, exc: BaseException) -> bool:
         """Whether ``exc`` is a failure a task's own retry policy gave up on:
         the executor does not retry the step for it (the task would not run)."""
@@ -228,21 +261,16 @@ class TaskCalls:
         started = time.perf_counter()
         token = _TASK_KEY.set(key)
         try:
-            async with asyncio.timeout(time_limit):
+            async with asyncio.timeout(time_limit) as limit:
                 result = await writer.run_effect(key, fn, args, kwargs)
         except Exception as exc:
-            if not isinstance(exc, AgentlogError):
-                elapsed = (time.perf_counter() - started) * 1000
-                why = f"TimeoutError: over {time_limit}s" if isinstance(exc, TimeoutError) else None
-                again = retry is None or retry.retries(exc, spent)  # None: the step's policy
-                failed = writer.emit(
-                    TaskFailed(key, why or _describe(exc), attempt, elapsed, again)
-                )
-                await writer.flush()
-                # The verdict as recorded is the one followed: the same live; in a
-                # replay (agentlog verify) the history's, not the policy's second
-                # opinion on an error rebuilt from its recorded text.
-                self._again[key] = cast(TaskFailed, failed.data).retryable
+            if isinstance(exc, AgentlogError):
+                raise
+            if isinstance(exc, TimeoutError) and limit.expired():
+                over = TimeoutError(f"task {name!r} took longer than {time_limit:g}s")
+                await self._failed(key, attempt, over, started, retry, spent)
+                raise over from exc
+            await self._failed(key, attempt, exc, started, retry, spent)
             raise
         finally:
             _TASK_KEY.reset(token)

@@ -30,10 +30,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Coroutine
+from datetime import timedelta
 from typing import Any, ParamSpec, TypeVar, overload
 
 from agentlog.errors import WorkflowDefinitionError
 from agentlog.runtime._context import current_context
+from agentlog.runtime._durations import limit_seconds
 from agentlog.runtime._retry import RetryPolicy
 
 __all__ = ["task"]
@@ -55,7 +57,7 @@ def task(
     *,
     name: str | None = None,
     retry: RetryPolicy | None = None,
-    timeout: float | None = None,
+    timeout: float | timedelta | None = None,
 ) -> _TaskDecorator: ...
 
 
@@ -65,7 +67,7 @@ def task(
     *,
     name: str | None = None,
     retry: RetryPolicy | None = None,
-    timeout: float | None = None,
+    timeout: float | timedelta | None = None,
 ) -> Any:
     """Make ``fn`` a durable task (usable bare or with options).
 
@@ -76,12 +78,12 @@ def task(
             in one run attempt: a step retry does not run it again once this
             policy gave up. Default: once per step attempt (the step's retry
             policy decides whether it runs again).
-        timeout: seconds per try; a try that takes longer fails with
-            ``TimeoutError`` (a sync function's thread cannot be stopped and
-            finishes in the background).
+        timeout: how long one try may take (seconds or a timedelta); a try
+            that takes longer fails with a ``TimeoutError`` that names the
+            task and the limit (a sync function's thread cannot be stopped
+            and finishes in the background).
     """
-    if timeout is not None and timeout <= 0:
-        raise WorkflowDefinitionError(f"a task timeout must be positive, got {timeout}")
+    seconds = limit_seconds(timeout, "a task timeout")
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Coroutine[Any, Any, Any]]:
         task_name = name or getattr(func, "__qualname__", "") or getattr(func, "__name__", "")
@@ -92,7 +94,7 @@ def task(
         async def call(*args: Any, **kwargs: Any) -> Any:
             ctx = current_context()
             return await ctx.run_task(
-                task_name, func, args, kwargs, retry=retry, time_limit=timeout
+                task_name, func, args, kwargs, retry=retry, time_limit=seconds
             )
 
         return call

@@ -47,6 +47,7 @@ from typing_extensions import TypeVar
 from agentlog.errors import InvalidRouteError, WorkflowDefinitionError
 from agentlog.projector._reducers import REDUCERS, Reducer, function_name
 from agentlog.runtime._callables import is_async_callable
+from agentlog.runtime._durations import limit_seconds
 from agentlog.runtime._graph import to_mermaid
 from agentlog.runtime._inputs import check_input, input_keys
 from agentlog.runtime._retry import RetryPolicy
@@ -271,7 +272,7 @@ class Workflow(Generic[S, In]):
         then: Target | Sequence[Target] | None = None,
         routes: Sequence[Target] | None = None,
         retry: RetryPolicy | None = None,
-        timeout: float | None = None,
+        timeout: float | timedelta | None = None,
     ) -> Callable[[TypedStepFn[S]], TypedStepFn[S]]: ...
 
     def step(
@@ -282,7 +283,7 @@ class Workflow(Generic[S, In]):
         then: Target | Sequence[Target] | None = None,
         routes: Sequence[Target] | None = None,
         retry: RetryPolicy | None = None,
-        timeout: float | None = None,
+        timeout: float | timedelta | None = None,
     ) -> StepFn | Callable[[StepFn], StepFn]:
         """Register an async step (usable bare or with options).
 
@@ -293,11 +294,11 @@ class Workflow(Generic[S, In]):
                 workflow is registered, enforced at run time, and drawn by
                 :meth:`mermaid`.
             retry: this step's retry policy, instead of the workflow's.
-            timeout: seconds one attempt may take, so a hung model call
-                fails (and may retry) instead of holding the run forever.
+            timeout: how long one attempt may take (seconds or a timedelta), so
+                a hung model call fails (and may retry) instead of holding the
+                run forever.
         """
-        if timeout is not None and timeout <= 0:
-            raise WorkflowDefinitionError(f"a step timeout must be positive, got {timeout}")
+        seconds = limit_seconds(timeout, "a step timeout")
 
         def register(func: StepFn) -> StepFn:
             step_name = name or getattr(func, "__name__", "")
@@ -319,7 +320,7 @@ class Workflow(Generic[S, In]):
                 )
             self._raw_edges[step_name] = (edges, _targets(routes))
             self._functions[func] = step_name
-            self.steps[step_name] = Step(step_name, func, (), retry or self.retry, timeout=timeout)
+            self.steps[step_name] = Step(step_name, func, (), retry or self.retry, timeout=seconds)
             return func
 
         return register(fn) if fn is not None else register
