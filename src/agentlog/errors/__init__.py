@@ -48,6 +48,8 @@ The hierarchy::
     │   ├── RunExistsError          start() of a run id that exists with another workflow
     │   ├── RunNotWaitingError      resume() of a run that is not parked on an interrupt
     │   ├── RunNotFailedError       retry() of a run that has not failed
+    │   ├── RunEndedError           send() to a run that has ended
+    │   ├── InvalidMessageError     a message topic, key or idempotency key that is not short text
     │   ├── NoLiveWriterError       wait() on a running run that no live writer drives
     │   ├── InvalidTimerError       a negative, non-finite or absurd sleep or timeout
     │   ├── InterruptTimeoutError   an interrupt's timeout passed with no answer (in the step)
@@ -122,6 +124,7 @@ from agentlog.errors._root import (
 )
 from agentlog.errors._workflow import (
     InterruptTimeoutError,
+    InvalidMessageError,
     InvalidResumeValueError,
     InvalidRouteError,
     InvalidScheduleError,
@@ -129,6 +132,7 @@ from agentlog.errors._workflow import (
     InvalidWriteError,
     NoLiveWriterError,
     NondeterminismError,
+    RunEndedError,
     RunExistsError,
     RunFailedError,
     RunNotFailedError,
@@ -148,6 +152,7 @@ __all__ = [
     "CheckpointError",
     "ConfigError",
     "InterruptTimeoutError",
+    "InvalidMessageError",
     "InvalidResumeValueError",
     "InvalidScheduleError",
     "InvalidTimerError",
@@ -182,6 +187,7 @@ __all__ = [
     "NondeterminismError",
     "ReplayError",
     "RunArchivedError",
+    "RunEndedError",
     "RunExistsError",
     "RunFailedError",
     "RunNotFailedError",

@@ -79,7 +79,7 @@ CONTENT_FIELDS = frozenset(
         "result",  # TaskCompleted
         "error",  # TaskFailed, StepFailed, RunFailed
         "payload",  # InterruptRaised
-        "value",  # ResumeReceived
+        "value",  # ResumeReceived, MessageSent, ValuePublished
         "answers",  # ResumeReceived
         "data",  # ProgressReported
         "output",  # RunCompleted

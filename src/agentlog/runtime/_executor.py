@@ -42,6 +42,7 @@ from agentlog._logging import get_logger
 from agentlog.errors import (
     AgentlogError,
     InterruptTimeoutError,
+    InvalidMessageError,
     InvalidRouteError,
     InvalidTimerError,
     InvalidWriteError,
@@ -65,6 +66,7 @@ from agentlog.eventlog.events import (
 from agentlog.projector._reducers import replace
 from agentlog.projector._state import RunState, branch_input, branch_step
 from agentlog.runtime._context import Interrupted, StepContext
+from agentlog.runtime._inbox import Inbox, record_handed
 from agentlog.runtime._workflow import Next, Send, Step, Target, Workflow
 from agentlog.runtime._writer_protocol import Writer
 
@@ -75,7 +77,7 @@ _log = get_logger("agentlog.runtime")
 _DONE, _INTERRUPTED = "done", "interrupted"
 #: Errors of ours that fail the step like the step's own errors (recorded,
 #: never retried): the step can catch them and take another path.
-_FAIL_THE_STEP = (InterruptTimeoutError, InvalidTimerError, TaskFailedError)
+_FAIL_THE_STEP = (InterruptTimeoutError, InvalidTimerError, InvalidMessageError, TaskFailedError)
 #: Errors that say a step's code breaks the workflow's contract. They fail
 #: the run at once (recorded, never retried: the same code fails the same way).
 CODE_ERRORS = (InvalidWriteError, InvalidRouteError, UnknownStepError, WorkflowDefinitionError)
@@ -110,6 +112,9 @@ class RunExecutor:
         #: Set by a worker that stops (SIGTERM): the run ends its current
         #: superstep, records it and lets go, for another worker to continue.
         self.hand_over_requested = asyncio.Event()
+        #: Messages sent to the run from this process, recorded between
+        #: supersteps and before the run parks (see runtime/_inbox.py).
+        self.inbox = Inbox()
         self._log = _log.bind(run_id=writer.state.run_id)
 
     @property
@@ -136,6 +141,7 @@ class RunExecutor:
     async def _loop(self) -> None:
         state, emit = self.state, self.writer.emit
         while not state.is_terminal and state.status != RunStatus.WAITING:
+            await record_handed(self.writer, self.inbox)
             if self.cancel_requested.is_set():
                 emit(RunCancelled("cancelled at a step boundary"))
                 break
@@ -163,6 +169,8 @@ class RunExecutor:
                 emit(RunFailed(failures[0]))
                 break
             if _INTERRUPTED in outcomes:
+                if await record_handed(self.writer, self.inbox):
+                    continue  # a message sent meanwhile answers a recv: it runs again
                 break
             broken = self._commit_error()
             if broken is not None:
