@@ -35,7 +35,7 @@ from typing import Any
 from agentlog.errors import LeaseHeldError, RunEndedError, VersionMismatchError
 from agentlog.eventlog._base import Command
 from agentlog.eventlog.codec import pack
-from agentlog.eventlog.events import MessageSent, ValuePublished, WriterClaimed
+from agentlog.eventlog.events import MessageSent, RunStatus, ValuePublished, WriterClaimed
 from agentlog.projector._snapshots import load_state
 from agentlog.projector._state import RunState
 from agentlog.runtime._driver import RunDriver
@@ -122,7 +122,10 @@ async def _record(driver: RunDriver, run_id: str, topic: str, value: Any, key: s
         wakes = waiting_recv(state, topic)
         events = [WriterClaimed(epoch, driver.config.owner), MessageSent(topic, value, key, wakes)]
     wf = driver.workflows.get(state.workflow)
-    here = wakes is not None and driver.config.execute and wf is not None
+    # Running after the message (it answered a recv, or nothing held the run):
+    # continue it here, as a resume does, if this process executes its code.
+    running = wakes is not None or state.status == RunStatus.RUNNING
+    here = running and driver.config.execute and wf is not None
     if here and wf is not None:
         try:
             driver.migration(wf, state)
