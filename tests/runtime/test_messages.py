@@ -18,6 +18,7 @@ import pytest
 
 from agentlog.errors import (
     InvalidMessageError,
+    LeaseHeldError,
     NotSerializableError,
     RunEndedError,
     RunNotWaitingError,
@@ -305,3 +306,28 @@ async def test_a_run_with_messages_replays_forks_and_verifies(event_log: EventLo
         done = await run_to_rest(rt, "m2")
     assert done.values["got"] == ["a1", "other a2", "b1"]
     assert state.values["got"] == ["a1", "a2", "b1"]
+
+
+async def test_a_send_waits_while_another_writer_holds_the_run_up_to_its_timeout(
+    event_log: EventLog,
+) -> None:
+    """Another runtime (another process) drives the run: the sender waits for
+    its writer to let go; past ``timeout`` it raises, having recorded nothing."""
+    calls, gate = Calls(), Gate()
+    wf = inbox_workflow(calls, gate, takes=1)
+    async with Runtime(event_log, workflows=[wf], config=config("driver")) as driver:
+        await driver.start(wf, run_id="m")
+        async with asyncio.timeout(20):
+            await gate.reached.wait()  # its step runs; the driver holds the run
+        async with Runtime(event_log, workflows=[wf], config=config("sender")) as sender:
+            before = await types_of(event_log, "m")
+            with pytest.raises(LeaseHeldError):
+                await sender.send("m", "a", "too soon", timeout=0.2)
+            assert await types_of(event_log, "m") == before
+            sending = asyncio.create_task(sender.send("m", "a", "a1", idempotency_key="a1"))
+            gate.release.set()  # the run goes on and parks on its recv: the sender gets in
+            async with asyncio.timeout(20):
+                assert await sending is True
+            await sender.send("m", "b", "b1")
+            state = await run_to_rest(sender, "m")
+    assert state.status == RunStatus.COMPLETED and state.values["got"] == ["a1", "b1"]
