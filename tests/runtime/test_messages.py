@@ -200,6 +200,8 @@ async def test_a_message_sent_while_a_step_runs_is_kept_for_a_later_recv(
     assert state.status == RunStatus.COMPLETED
     assert state.values["got"] == ["during the step", "b1"]
     assert calls.count["take"] == 1
+    # Recorded between two supersteps by the executor itself: a replay agrees.
+    assert await verify_history(wf, await events_of(event_log, "m")) == []
 
 
 async def test_a_retried_step_gets_the_same_message_and_a_later_recv_the_next(
@@ -331,3 +333,4 @@ async def test_a_send_waits_while_another_writer_holds_the_run_up_to_its_timeout
             await sender.send("m", "b", "b1")
             state = await run_to_rest(sender, "m")
     assert state.status == RunStatus.COMPLETED and state.values["got"] == ["a1", "b1"]
+    assert await verify_history(wf, await events_of(event_log, "m")) == []

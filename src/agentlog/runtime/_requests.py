@@ -85,10 +85,12 @@ def _check_run_id(run_id: str) -> None:
 
 def _require_waiting(state: RunState) -> None:
     asked = input_interrupts(state)
-    topics = [i["payload"]["topic"] for i in state.interrupts if is_message(i)]
+    topics = sorted(
+        {str((i.get("payload") or {}).get("topic")) for i in state.interrupts if is_message(i)}
+    )
     if state.status == RunStatus.WAITING and topics and not asked:
         raise RunNotWaitingError(
-            f"run {state.run_id!r} waits for a message on {sorted(set(topics))} and asks no "
+            f"run {state.run_id!r} waits for a message on {topics} and asks no "
             "question; nothing was recorded. Send it with Runtime.send or `agentlog send`."
         )
     if state.status == RunStatus.WAITING and state.interrupts and not asked:
