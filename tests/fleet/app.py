@@ -15,6 +15,8 @@ what really ran in which worker process (``gen`` is the worker's pid).
 * ``slow``: three steps in a row, each reported and each calling an effect
   that takes ``SLOW_EFFECT_S`` (the first one waits on a gate file), so that
   a worker is stopped mid-step.
+* ``inbox``: takes a message on topic "jobs" per superstep (``ctx.recv``)
+  until it holds ``input["want"]`` of them; no service.
 * ``orphan`` is in :data:`others` only: a worker started with ``workflows``
   does not know it.
 """
@@ -200,6 +202,19 @@ for _index, _name in enumerate(SLOW_STEPS):
     _slow_step(_name, SLOW_STEPS[_index + 1] if _index + 1 < len(SLOW_STEPS) else None)
 
 
+# -- inbox: messages sent by the test, received one per superstep -------------------
+
+inbox = Workflow("inbox", state={"got": "append", "want": "replace"})
+
+
+@inbox.step
+async def take(ctx: StepContext) -> Any:
+    value = await ctx.recv("jobs")
+    if len(ctx.state.get("got") or []) + 1 >= ctx.state["want"]:
+        return end(got=[value])
+    return goto("take", got=[value])
+
+
 # -- orphan: a workflow only some workers know ------------------------------------
 
 orphan = Workflow("orphan", state={"done": "replace"})
@@ -212,6 +227,6 @@ async def only_step(ctx: StepContext) -> Any:
 
 
 #: What ``--app tests.fleet.app:workflows`` loads.
-workflows = [fleet, nap, sleeper, slow]
+workflows = [fleet, nap, sleeper, slow, inbox]
 #: What ``--app tests.fleet.app:others`` loads.
 others = [orphan]

@@ -29,6 +29,12 @@ here in clear (read back with the key still cached), so it folds. And
 RunForked: ``golden-forked`` (``golden-retried``'s first events forked with
 an update, then run to completion), appended with ``--append-forked``; the
 committed states gained ``forked_from`` (null) with it, the one field it adds.
+And MessageSent, MessageReceived and ValuePublished: ``golden-messages`` (a
+message sent while the run asks a question, received after the answer; a
+recv that parks and a message that wakes it; a publish), appended with
+``--append-messages``; the committed states gained ``inbox``, ``received``,
+``message_keys``, ``published`` (empty dicts) and ``published_calls`` (an
+empty list) with it, the fields those events fold into.
 """
 
 from __future__ import annotations
@@ -293,6 +299,36 @@ async def generate_forked() -> tuple[list[bytes], dict[str, Any]]:
     return [encode_event(e) for e in events], {"golden-forked": expected}
 
 
+async def generate_messages() -> tuple[list[bytes], dict[str, Any]]:
+    """The ``golden-messages`` run: messages sent, received and published."""
+    log = MemoryEventLog()
+    config = RuntimeConfig(owner="golden-host:1", lease_seconds=60, worker=False)
+    wf = Workflow("golden-messages", state={"got": "append"})
+
+    @wf.step(then="take")
+    async def ask(ctx: StepContext) -> Any:
+        ctx.interrupt("go?")
+
+    @wf.step
+    async def take(ctx: StepContext) -> Any:
+        first = await ctx.recv("orders")
+        await ctx.publish("status", {"first": first})
+        second = await ctx.recv("orders")
+        return end(got=[first, second])
+
+    async with Runtime(log, workflows=[wf], config=config) as rt:
+        await rt.start(wf, run_id="golden-messages", durability="sync")
+        await rt.wait("golden-messages")
+        await rt.send("golden-messages", "orders", {"id": 1}, idempotency_key="order-1")
+        await rt.resume("golden-messages", "go")
+        await rt.wait("golden-messages")  # parked on its second recv
+        await rt.send("golden-messages", "orders", {"id": 2})
+        await rt.wait("golden-messages")
+    events = [e async for e in log.read("golden-messages")]
+    expected = json.loads(json.dumps(fold(events).to_dict(), sort_keys=True))
+    return [encode_event(e) for e in events], {"golden-messages": expected}
+
+
 #: Runs added after the first three (same schema version, new event types),
 #: appended to the committed files without touching the bytes already there.
 APPENDED = {
@@ -301,6 +337,7 @@ APPENDED = {
     "--append-langgraph": generate_langgraph,
     "--append-shredded": generate_shredded,
     "--append-forked": generate_forked,
+    "--append-messages": generate_messages,
 }
 
 

@@ -8,7 +8,7 @@ bad URL) prints one line on stderr and exits with code 2.
 
 * :mod:`agentlog.cli._app`: the Typer app, global options, the error boundary;
 * :mod:`agentlog.cli._runs`: ``runs``, ``show``, ``state``, ``diff`` (read only);
-* :mod:`agentlog.cli._control`: ``resume``, ``cancel``, ``recover``, ``demo``;
+* :mod:`agentlog.cli._control`: ``resume``, ``send``, ``cancel``, ``recover``, ``demo``;
 * :mod:`agentlog.cli._fork`: ``fork``, a new run from another run's state at a seq;
 * :mod:`agentlog.cli._worker`: ``worker``, the long-running process that drives runs;
 * :mod:`agentlog.cli._archive`: ``archive`` and ``sql``;

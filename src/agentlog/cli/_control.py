@@ -1,5 +1,5 @@
-"""The commands that drive runs: ``resume``, ``cancel``, ``recover``, ``retry``,
-``shred``, ``demo``."""
+"""The commands that drive runs: ``resume``, ``send``, ``cancel``, ``recover``,
+``retry``, ``shred``, ``demo``."""
 
 from __future__ import annotations
 
@@ -75,6 +75,43 @@ def resume(
         print_line(
             f"run {run_id}: {result['status']} at seq {result['seq']}, {result['steps']} steps"
         )
+
+
+@command()
+def send(
+    run_id: RunIdArg,
+    topic: Annotated[str, typer.Argument(help="The topic a step's ctx.recv(topic) takes.")],
+    value: Annotated[str, typer.Argument(help="The message, as JSON.")],
+    key: Annotated[
+        str | None, typer.Option("--key", help="An idempotency key: sent once, stored once.")
+    ] = None,
+    log: LogOpt = DEFAULT_LOG_URL,
+    apps: AppOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Send a message into a run; with --app, run it here until it parks or ends."""
+    try:
+        message = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"the message is not JSON: {exc}; for a string write '\"text\"'"
+        ) from None
+    workflows = load_workflows(apps)
+    # Without the code, record the message for a worker (the run is not driven here).
+    config = ONE_SHOT if apps else dataclasses.replace(ONE_SHOT, execute=False)
+
+    async def go() -> dict[str, Any]:
+        async with await open_runtime(log, workflows=workflows, config=config) as runtime:
+            recorded = await runtime.send(run_id, topic, message, key)
+            state = await (runtime.wait(run_id) if apps else runtime.get_state(run_id))
+            return {"run_id": run_id, "recorded": recorded, "status": state.status}
+
+    result = run_async(go)
+    if as_json:
+        print_json(result)
+        return
+    said = "sent" if result["recorded"] else "already sent (same --key): nothing recorded"
+    print_line(f"run {run_id}: message on {topic!r} {said}; the run is {result['status']}")
 
 
 @command()

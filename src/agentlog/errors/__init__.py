@@ -48,6 +48,8 @@ The hierarchy::
     │   ├── RunExistsError          start() of a run id that exists with another workflow
     │   ├── RunNotWaitingError      resume() of a run that is not parked on an interrupt
     │   ├── RunNotFailedError       retry() of a run that has not failed
+    │   ├── RunEndedError           send() to a run that has ended
+    │   ├── InvalidMessageError     a message topic, key or idempotency key that is not short text
     │   ├── NoLiveWriterError       wait() on a running run that no live writer drives
     │   ├── InvalidTimerError       a negative, non-finite or absurd sleep or timeout
     │   ├── InterruptTimeoutError   an interrupt's timeout passed with no answer (in the step)
@@ -123,6 +125,7 @@ from agentlog.errors._root import (
 )
 from agentlog.errors._workflow import (
     InterruptTimeoutError,
+    InvalidMessageError,
     InvalidResumeValueError,
     InvalidRouteError,
     InvalidScheduleError,
@@ -131,6 +134,7 @@ from agentlog.errors._workflow import (
     NoLiveWriterError,
     NondeterminismError,
     RunCancelledError,
+    RunEndedError,
     RunExistsError,
     RunFailedError,
     RunNotFailedError,
@@ -150,6 +154,7 @@ __all__ = [
     "CheckpointError",
     "ConfigError",
     "InterruptTimeoutError",
+    "InvalidMessageError",
     "InvalidResumeValueError",
     "InvalidScheduleError",
     "InvalidTimerError",
@@ -185,6 +190,7 @@ __all__ = [
     "ReplayError",
     "RunArchivedError",
     "RunCancelledError",
+    "RunEndedError",
     "RunExistsError",
     "RunFailedError",
     "RunNotFailedError",

@@ -42,6 +42,16 @@ class RunNotFailedError(WorkflowError):
     """retry() of a run that has not failed."""
 
 
+class RunEndedError(WorkflowError):
+    """send() to a run that completed, failed, was cancelled or shredded:
+    no step of it will ever receive the message, so nothing was recorded."""
+
+
+class InvalidMessageError(WorkflowError, ValueError):
+    """send(), recv(), publish() or get_event() with a topic or key that is
+    not non-empty text of at most 256 characters (or a bad idempotency key)."""
+
+
 class NoLiveWriterError(WorkflowError):
     """wait() on a running run whose writer is gone: nothing is driving it.
 

@@ -189,6 +189,57 @@ class ProgressReported(EventData):
 
 
 @dataclass(frozen=True, slots=True)
+class MessageSent(EventData):
+    """A message sent into the run (``Runtime.send``) on ``topic``.
+
+    An input from outside the run, kept in the run's inbox, in order per
+    topic, until a step's ``ctx.recv(topic)`` consumes it (MessageReceived).
+    ``key`` is the sender's idempotency key ("" for none): a second send
+    with the same key is not recorded. ``wakes`` is the id of the open
+    ``recv`` interrupt this message answers (the oldest one on its topic),
+    set by the writer that records it, so that the run index and the fold
+    agree that the run goes on; None when no step waits on the topic.
+    """
+
+    type: ClassVar[str] = "MessageSent"
+    topic: str
+    value: Any = None
+    key: str = ""
+    wakes: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MessageReceived(EventData):
+    """A step's ``ctx.recv`` consumed the message recorded at ``seq`` (the
+    oldest undelivered one of ``topic``); ``index`` is the recv's call index
+    in its step, so a re-executed step gets the same message."""
+
+    type: ClassVar[str] = "MessageReceived"
+    topic: str
+    seq: int
+    step: str
+    superstep: int
+    branch: int
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class ValuePublished(EventData):
+    """A step published ``value`` under ``key`` (``ctx.publish``), for
+    ``Runtime.get_event`` and watchers; the latest value of a key wins.
+    ``index`` is the publish's call index in its step: a re-executed step
+    that publishes again records nothing new."""
+
+    type: ClassVar[str] = "ValuePublished"
+    key: str
+    value: Any
+    step: str
+    superstep: int
+    branch: int
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
 class StepFailed(EventData):
     """An attempt of a step raised."""
 
@@ -382,6 +433,9 @@ EVENT_TYPES: dict[str, type[EventData]] = {
         ResumeReceived,
         TimerFired,
         ProgressReported,
+        MessageSent,
+        MessageReceived,
+        ValuePublished,
         StepFailed,
         RunCompleted,
         RunFailed,

@@ -167,7 +167,7 @@ class Command:
     """The backend's handle on the command (its offset), for :meth:`EventLog.ack_command`."""
 
 
-COMMAND_KINDS = ("start", "resume", "retry", "cancel", "shred")
+COMMAND_KINDS = ("start", "resume", "retry", "cancel", "shred", "send")
 
 
 def select_runs(rows: Iterable[RunInfo], status: str | None) -> list[RunInfo]:

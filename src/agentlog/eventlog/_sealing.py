@@ -80,7 +80,7 @@ CONTENT_FIELDS = frozenset(
         "error",  # TaskFailed, StepFailed, RunFailed
         "failure",  # TaskFailed, RunFailed
         "payload",  # InterruptRaised
-        "value",  # ResumeReceived
+        "value",  # ResumeReceived, MessageSent, ValuePublished
         "answers",  # ResumeReceived
         "data",  # ProgressReported
         "output",  # RunCompleted

@@ -27,6 +27,8 @@ from agentlog.eventlog._payloads import (
     CheckpointsRemoved,
     EventData,
     InterruptRaised,
+    MessageReceived,
+    MessageSent,
     ProgressReported,
     ResumeReceived,
     RunCancelled,
@@ -44,6 +46,7 @@ from agentlog.eventlog._payloads import (
     TaskFailed,
     TaskStarted,
     TimerFired,
+    ValuePublished,
     WriterClaimed,
     WritesSaved,
 )
@@ -58,6 +61,8 @@ __all__ = [
     "Event",
     "EventData",
     "InterruptRaised",
+    "MessageReceived",
+    "MessageSent",
     "ProgressReported",
     "ResumeReceived",
     "RunCancelled",
@@ -76,6 +81,7 @@ __all__ = [
     "TaskFailed",
     "TaskStarted",
     "TimerFired",
+    "ValuePublished",
     "WriterClaimed",
     "WritesSaved",
     "status_after",
@@ -180,6 +186,8 @@ def status_after_event(status: str, data: EventData) -> str:
             return status
         restarted = data.metadata.get("source") in _THREAD_RESTARTS
         return RunStatus.RUNNING if restarted else status
+    if isinstance(data, MessageSent) and data.wakes is not None:
+        return RunStatus.RUNNING  # it answers the recv the run is parked on
     return status_after(status, data.type)
 
 

@@ -23,6 +23,8 @@ from agentlog.eventlog.events import (
     CheckpointsRemoved,
     Event,
     InterruptRaised,
+    MessageReceived,
+    MessageSent,
     ProgressReported,
     ResumeReceived,
     RunCancelled,
@@ -41,6 +43,7 @@ from agentlog.eventlog.events import (
     TaskFailed,
     TaskStarted,
     TimerFired,
+    ValuePublished,
     WriterClaimed,
     WritesSaved,
 )
@@ -48,6 +51,7 @@ from agentlog.projector._checkpoints import checkpoint_saved, checkpoints_remove
 from agentlog.projector._reducers import REDUCERS, Reducer, replace
 from agentlog.projector._state import (
     ATTEMPTS_BEFORE_RETRY,
+    MESSAGE_ARRIVED,
     TIMER_FIRED,
     RunState,
     interrupt_id,
@@ -100,6 +104,7 @@ def _superstep_committed(
     state.next_steps = list(data.next)
     state.pending, state.attempts, state.resume_values = {}, {}, {}
     state.branch_tasks = {}
+    state.received, state.published_calls = {}, []
 
 
 def _task_started(state: RunState, data: TaskStarted) -> None:
@@ -164,6 +169,34 @@ def _timer_fired(state: RunState, data: TimerFired) -> None:
     for key in data.ids:
         state.interrupts = [i for i in state.interrupts if interrupt_id(i) != key]
         state.resume_values[key] = dict(TIMER_FIRED)
+
+
+def _message_sent(state: RunState, data: MessageSent) -> None:
+    seq = state.seq + 1  # this event's
+    state.inbox.setdefault(data.topic, []).append({"seq": seq, "value": data.value})
+    if data.key:
+        state.message_keys[data.key] = seq
+    if data.wakes is not None:  # the recv it answers runs again and takes it
+        state.status = RunStatus.RUNNING
+        state.interrupts = [i for i in state.interrupts if interrupt_id(i) != data.wakes]
+        state.resume_values[data.wakes] = dict(MESSAGE_ARRIVED)
+
+
+def _message_received(state: RunState, data: MessageReceived) -> None:
+    queue = state.inbox.get(data.topic, [])
+    found = next((m for m in queue if m["seq"] == data.seq), None)
+    if found is None:
+        raise KeyError(f"no undelivered message at seq {data.seq} on topic {data.topic!r}")
+    queue.remove(found)
+    if not queue:
+        del state.inbox[data.topic]
+    key = interrupt_key(data.superstep, data.branch, data.index)
+    state.received[key] = {"topic": data.topic, "seq": data.seq, "value": found["value"]}
+
+
+def _value_published(state: RunState, data: ValuePublished) -> None:
+    state.published[data.key] = data.value
+    state.published_calls.append(interrupt_key(data.superstep, data.branch, data.index))
 
 
 def _step_failed(state: RunState, data: StepFailed) -> None:
@@ -241,6 +274,9 @@ _APPLY: dict[type, Callable[[RunState, Any], None]] = {
     WriterClaimed: _writer_claimed,
     RunShredded: _run_shredded,
     ProgressReported: _progress_reported,
+    MessageSent: _message_sent,
+    MessageReceived: _message_received,
+    ValuePublished: _value_published,
     # A LangGraph thread (agentlog.langgraph), folded in projector/_checkpoints.py.
     CheckpointSaved: checkpoint_saved,
     WritesSaved: writes_saved,

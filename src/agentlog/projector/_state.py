@@ -18,10 +18,12 @@ from agentlog.eventlog.events import Branch, RunStatus
 __all__ = [
     "ATTEMPTS_BEFORE_RETRY",
     "INTERNAL_FIELDS",
+    "MESSAGE_ARRIVED",
     "TIMER_FIRED",
     "RunState",
     "due_timers",
     "input_interrupts",
+    "is_message",
     "is_timer",
     "branch_input",
     "branch_step",
@@ -52,6 +54,10 @@ def interrupt_key(superstep: int, branch: int, index: int) -> str:
 #: with this one key, because resume checks answers against ``expects``.
 TIMER_FIRED: dict[str, str] = {"agentlog.timer": "fired"}
 
+#: What ``resume_values`` holds for a ``recv`` that a message answered
+#: (``MessageSent.wakes``): the step runs again and its recv takes the message.
+MESSAGE_ARRIVED: dict[str, str] = {"agentlog.message": "arrived"}
+
 
 #: The key of a task's entry (``RunState.tasks``) that holds the attempts it
 #: made before the run was last retried (``Runtime.retry``).
@@ -70,9 +76,16 @@ def is_timer(interrupt: dict[str, Any]) -> bool:
     return bool(interrupt.get("kind") == "timer")
 
 
+def is_message(interrupt: dict[str, Any]) -> bool:
+    """True for an open interrupt a message answers (a ``recv`` with nothing
+    to take); its payload is ``{"topic": ...}``."""
+    return bool(interrupt.get("kind") == "message")
+
+
 def input_interrupts(state: RunState) -> list[dict[str, Any]]:
-    """The open interrupts a human answers (every one but sleeps), oldest first."""
-    return [i for i in state.interrupts if not is_timer(i)]
+    """The open interrupts a human answers (every one but sleeps and
+    ``recv``s, which a message answers), oldest first."""
+    return [i for i in state.interrupts if not is_timer(i) and not is_message(i)]
 
 
 def due_timers(state: RunState, now: datetime) -> list[str]:
@@ -108,6 +121,10 @@ INTERNAL_FIELDS = frozenset(
         "tasks",
         "resume_values",
         "writer_epoch",
+        "inbox",
+        "received",
+        "message_keys",
+        "published_calls",
     }
 )
 
@@ -170,6 +187,19 @@ class RunState:
     #: Where a forked run came from (``Runtime.fork``): {"run_id", "seq"} of
     #: the origin; None for a run that was not forked.
     forked_from: dict[str, Any] | None = None
+    #: Messages sent to the run and not yet received, by topic, oldest first:
+    #: {"seq" (of their MessageSent), "value"}.
+    inbox: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: Messages the current superstep's recv calls took, by call id
+    #: (:func:`interrupt_key`): {"topic", "seq", "value"}; a step that runs
+    #: again gets the same message.
+    received: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The seq of the MessageSent each idempotency key recorded.
+    message_keys: dict[str, int] = field(default_factory=dict)
+    #: The latest value the run published under each key (``ctx.publish``).
+    published: dict[str, Any] = field(default_factory=dict)
+    #: Call ids of the current superstep's publishes already recorded.
+    published_calls: list[str] = field(default_factory=list)
 
     @property
     def is_terminal(self) -> bool:

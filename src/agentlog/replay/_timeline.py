@@ -38,6 +38,7 @@ from typing import Any
 from agentlog.eventlog.events import (
     Event,
     InterruptRaised,
+    MessageSent,
     ResumeReceived,
     RunCancelled,
     RunFailed,
@@ -332,6 +333,8 @@ class TimelineBuilder:
             self._raised(event, data)
         elif isinstance(data, ResumeReceived | TimerFired):
             self._answered(event, data)
+        elif isinstance(data, MessageSent) and data.wakes is not None:
+            self._answered(event, data)  # the message answers a parked recv
         elif isinstance(data, RunFailed):
             self._mark("run_failed", event, self._phase, None, "", error)
         elif isinstance(data, RunCancelled):
@@ -385,9 +388,11 @@ class TimelineBuilder:
         mark.id = ident
         self._open[ident] = mark
 
-    def _answered(self, event: Event, data: ResumeReceived | TimerFired) -> None:
+    def _answered(self, event: Event, data: ResumeReceived | TimerFired | MessageSent) -> None:
         if isinstance(data, TimerFired):
             ids, by = list(data.ids), "timer"
+        elif isinstance(data, MessageSent):
+            ids, by = [data.wakes or ""], "message"
         elif data.answers is not None:
             ids, by = list(data.answers), "resume"
         else:  # recorded before interrupts had ids: the oldest open one

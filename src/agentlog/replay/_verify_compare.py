@@ -19,6 +19,7 @@ from agentlog.errors import AgentlogError
 from agentlog.eventlog.events import (
     EventData,
     InterruptRaised,
+    MessageReceived,
     ProgressReported,
     StepCompleted,
     StepFailed,
@@ -26,6 +27,7 @@ from agentlog.eventlog.events import (
     TaskCompleted,
     TaskFailed,
     TaskStarted,
+    ValuePublished,
 )
 
 __all__ = ["Mismatch", "RecordedTaskError", "compare", "describe", "kind_of", "recorded_error"]
@@ -88,6 +90,18 @@ def compare(seq: int, expected: EventData, got: EventData) -> Mismatch | None:
                 expected.goto,
                 got.goto,
                 f"step {got.step!r} went to {got.goto!r}; the history went to {expected.goto!r}",
+            )
+    elif isinstance(expected, MessageReceived | ValuePublished):
+        # the same message (by its seq) or the same published key, at this call
+        said = ("topic", "seq") if isinstance(expected, MessageReceived) else ("key",)
+        if [getattr(expected, n) for n in said] != [getattr(got, n) for n in said]:
+            return Mismatch(
+                seq,
+                "step",
+                describe(expected),
+                describe(got),
+                f"step {expected.step!r} did {got.to_dict()} where the history has "
+                f"{expected.to_dict()}",
             )
     elif isinstance(expected, StepFailed | InterruptRaised | ProgressReported):
         if expected.step != got.step:  # type: ignore[attr-defined]

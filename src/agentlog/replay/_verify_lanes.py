@@ -37,6 +37,7 @@ from agentlog.eventlog.events import (
     Event,
     EventData,
     InterruptRaised,
+    MessageReceived,
     ProgressReported,
     RunCompleted,
     RunFailed,
@@ -46,6 +47,7 @@ from agentlog.eventlog.events import (
     TaskCompleted,
     TaskFailed,
     TaskStarted,
+    ValuePublished,
 )
 from agentlog.replay._verify_compare import Mismatch, compare, describe, kind_of
 
@@ -63,6 +65,8 @@ CODE_EVENTS = (
     StepFailed,
     InterruptRaised,
     ProgressReported,
+    MessageReceived,
+    ValuePublished,
     SuperstepCommitted,
     RunCompleted,
     RunFailed,
@@ -132,7 +136,7 @@ class Lanes:
             return None if closed_at is None else extra(data, self.history[closed_at].seq)
         if lane is None or isinstance(data, BARRIERS):
             return Found(pending[0])  # in order: every call of the attempt came before
-        if isinstance(data, ProgressReported):
+        if isinstance(data, ProgressReported | MessageReceived | ValuePublished):
             return Found(next((i for i in pending if not self._is(i, _TASK)), pending[0]))
         assert isinstance(data, _TASK)
         segment = [i for i in pending if not self._is(i, BARRIERS)]

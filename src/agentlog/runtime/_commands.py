@@ -47,6 +47,7 @@ from agentlog.projector._snapshots import load_state
 from agentlog.projector._state import RunState
 from agentlog.runtime._driver import RunDriver
 from agentlog.runtime._expects import answers_for
+from agentlog.runtime._messages import apply_send
 from agentlog.runtime._shred import record_shredded
 
 __all__ = ["Outcome", "apply_command", "refused", "send", "waits_for_outcome", "worker_loop"]
@@ -155,6 +156,8 @@ async def _apply(driver: RunDriver, command: Command) -> bool:
                 driver.log, run_id, command.data, config.owner, config.lease_seconds
             )
         return True
+    if kind == "send":  # a message (Runtime.send): see runtime/_messages.py
+        return await apply_send(driver, command)
     if kind == "cancel":
         active = driver.active_run(run_id)
         if active is not None:

@@ -49,6 +49,7 @@ from agentlog.projector._state import TIMER_FIRED, interrupt_key
 from agentlog.runtime._awaited import result_is_awaited
 from agentlog.runtime._expects import build_answer, to_schema
 from agentlog.runtime._frozen import FrozenDict
+from agentlog.runtime._inbox import check_name, publish_value, take_message
 from agentlog.runtime._patches import Patches
 from agentlog.runtime._retry import RetryPolicy
 from agentlog.runtime._task_calls import TaskCalls
@@ -146,6 +147,7 @@ class StepContext(Generic[S, SI]):
         self._calls = TaskCalls(writer, step, superstep, branch)
         self._patches = Patches(writer, self._calls)
         self._interrupts = 0
+        self._publishes = 0
 
     @overload
     async def task(
@@ -455,6 +457,61 @@ class StepContext(Generic[S, SI]):
             WorkflowDefinitionError: an empty or non-string id.
         """
         self._patches.deprecate(patch_id)
+
+    async def recv(self, topic: str, timeout: float | timedelta | None = None) -> Any:  # noqa: ASYNC109
+        """Take the next message sent to this run on ``topic`` (``Runtime.send``).
+
+        Messages are kept in the run's log, in order per topic, from whenever
+        they were sent (before the run asked too), and each is received once:
+        the delivery is recorded, so a step that runs again gets the same
+        message and a later ``recv`` the next one. With none waiting, the
+        run parks durably (no process held) until one is sent, and the step
+        runs again from its start (side effects belong in tasks).
+
+        Args:
+            topic: the topic (non-empty text, at most 256 characters).
+            timeout: how long to wait (seconds or a timedelta), counted from
+                when this recv first parked; a worker fires it, like a sleep.
+
+        Returns:
+            The message's value; None if ``timeout`` passed with no message.
+
+        Raises:
+            InvalidMessageError: a topic that is not short text.
+            InvalidTimerError: a negative, non-finite or absurd ``timeout``.
+        """
+        check_name("topic", topic)
+        seconds = None if timeout is None else _seconds(timeout, "recv timeout")
+        index, key = self._next_interrupt()
+        found, value = take_message(
+            self._writer, topic, self.step, self.superstep, self.branch, index
+        )
+        if found:
+            return value
+        if seconds is not None and self._writer.state.resume_values.get(key) == TIMER_FIRED:
+            return None
+        due = None if seconds is None else self._due(key, seconds)
+        raise Interrupted(index, {"topic": topic}, None, due, "message")
+
+    async def publish(self, key: str, value: Any) -> None:
+        """Publish ``value`` under ``key`` for ``Runtime.get_event`` and watchers
+        (``Runtime.stream``); the latest value of a key wins.
+
+        Recorded as a ValuePublished event and written as the run's durability
+        mode writes (see :meth:`progress`). Each publish call of a step is
+        recorded once: a step that runs again (a retry, a resume) publishes
+        nothing new at a call it made before.
+
+        Raises:
+            InvalidMessageError: a key that is not short text.
+            NotSerializableError: ``value`` cannot be stored; nothing is recorded.
+        """
+        check_name("key", key)
+        index = self._publishes
+        self._publishes += 1
+        step, superstep, branch = self.step, self.superstep, self.branch
+        if publish_value(self._writer, key, value, step, superstep, branch, index):
+            await self._writer.flush()
 
 
 #: The longest sleep or timeout agentlog accepts: beyond it is surely a unit mistake.

@@ -50,6 +50,7 @@ from agentlog._logging import get_logger
 from agentlog.errors import (
     AgentlogError,
     InterruptTimeoutError,
+    InvalidMessageError,
     InvalidRouteError,
     InvalidTimerError,
     InvalidWriteError,
@@ -75,6 +76,7 @@ from agentlog.projector._state import RunState, branch_input, branch_step
 from agentlog.runtime._cancelling import task_cancelling
 from agentlog.runtime._context import Interrupted, StepContext
 from agentlog.runtime._failures import causes_of, describe, workflow_modules
+from agentlog.runtime._inbox import Inbox, record_handed
 from agentlog.runtime._workflow import Next, Send, Step, Target, Workflow
 from agentlog.runtime._writer_protocol import Writer
 
@@ -86,7 +88,7 @@ _DONE, _INTERRUPTED = "done", "interrupted"
 _GOING_ON = (_DONE, _INTERRUPTED)
 #: Errors of ours that fail the step like the step's own errors (recorded,
 #: never retried): the step can catch them and take another path.
-_FAIL_THE_STEP = (InterruptTimeoutError, InvalidTimerError, TaskFailedError)
+_FAIL_THE_STEP = (InterruptTimeoutError, InvalidTimerError, InvalidMessageError, TaskFailedError)
 #: Errors that say a step's code breaks the workflow's contract. They fail
 #: the run at once (recorded, never retried: the same code fails the same way).
 CODE_ERRORS = (InvalidWriteError, InvalidRouteError, UnknownStepError, WorkflowDefinitionError)
@@ -128,6 +130,9 @@ class RunExecutor:
         #: Set by a worker that stops (SIGTERM): the run ends its current
         #: superstep, records it and lets go, for another worker to continue.
         self.hand_over_requested = asyncio.Event()
+        #: Messages sent to the run from this process, recorded between
+        #: supersteps and before the run parks (see runtime/_inbox.py).
+        self.inbox = Inbox()
         self._log = _log.bind(run_id=writer.state.run_id)
         #: where a recorded failure's class may be rebuilt from (_failures.rebuild)
         self._modules = workflow_modules([step.fn for step in workflow.steps.values()])
@@ -165,6 +170,7 @@ class RunExecutor:
     async def _loop(self) -> None:
         state, emit = self.state, self.writer.emit
         while not state.is_terminal and state.status != RunStatus.WAITING:
+            await record_handed(self.writer, self.inbox)
             if self.cancel_requested.is_set():
                 emit(RunCancelled(self.cancel_reason or "cancelled at a step boundary"))
                 break
@@ -202,6 +208,8 @@ class RunExecutor:
                 emit(RunFailed(error, failure=self._failures.get(branch)))
                 break
             if _INTERRUPTED in outcomes:
+                if await record_handed(self.writer, self.inbox):
+                    continue  # a message sent meanwhile answers a recv: it runs again
                 break
             broken = self._commit_error()
             if broken is not None:

@@ -61,6 +61,7 @@ from agentlog.eventlog.codec import pack
 from agentlog.eventlog.events import (
     Event,
     EventData,
+    MessageReceived,
     RunForked,
     RunShredded,
     RunStarted,
@@ -186,8 +187,10 @@ async def plan_fork(
 
 def copy_events(events: Sequence[Event], new_run_id: str, epoch: int) -> list[Event]:
     """The origin's ``events`` as the new run's (see the module docstring):
-    renumbered from 1, task keys of the new run, without WriterClaimed."""
+    renumbered from 1, task keys of the new run, without WriterClaimed; a
+    received message names its MessageSent by the new seq."""
     keys: dict[str, str] = {}
+    seqs: dict[int, int] = {}
     copied: list[Event] = []
     for event in events:
         data: EventData = event.data
@@ -201,6 +204,9 @@ def copy_events(events: Sequence[Event], new_run_id: str, epoch: int) -> list[Ev
             data = dataclasses.replace(data, key=key)
         elif isinstance(data, TaskCompleted | TaskFailed):
             data = dataclasses.replace(data, key=keys.get(data.key, data.key))
+        elif isinstance(data, MessageReceived):
+            data = dataclasses.replace(data, seq=seqs.get(data.seq, data.seq))
+        seqs[event.seq] = len(copied) + 1
         # A new Event: no ``sealed`` blob, so the log seals it with the new run's key.
         copied.append(Event(new_run_id, len(copied) + 1, data, ts=event.ts, writer_epoch=epoch))
     return copied

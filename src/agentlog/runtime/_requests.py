@@ -49,7 +49,7 @@ from agentlog.eventlog.events import (
 )
 from agentlog.projector._fold import fold
 from agentlog.projector._snapshots import load_state
-from agentlog.projector._state import RunState, input_interrupts
+from agentlog.projector._state import RunState, input_interrupts, is_message
 from agentlog.runtime._archived import ArchiveSource, archive_history, read_state
 from agentlog.runtime._commands import send
 from agentlog.runtime._config import verb_hint
@@ -84,7 +84,16 @@ def _check_run_id(run_id: str) -> None:
 
 
 def _require_waiting(state: RunState) -> None:
-    if state.status == RunStatus.WAITING and state.interrupts and not input_interrupts(state):
+    asked = input_interrupts(state)
+    topics = sorted(
+        {str((i.get("payload") or {}).get("topic")) for i in state.interrupts if is_message(i)}
+    )
+    if state.status == RunStatus.WAITING and topics and not asked:
+        raise RunNotWaitingError(
+            f"run {state.run_id!r} waits for a message on {topics} and asks no "
+            "question; nothing was recorded. Send it with Runtime.send or `agentlog send`."
+        )
+    if state.status == RunStatus.WAITING and state.interrupts and not asked:
         wake = min(i["due_at"] for i in state.interrupts)
         raise RunNotWaitingError(
             f"run {state.run_id!r} sleeps until {wake:%Y-%m-%d %H:%M:%S} UTC and asks no "

@@ -26,8 +26,8 @@ reading runs, and the background worker's task, are here.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Iterable, Mapping
+from datetime import timedelta
 from types import TracebackType
 from typing import Any, Self
 
@@ -35,21 +35,20 @@ from typing_extensions import TypeVar
 
 from agentlog._logging import get_logger
 from agentlog.crypto import KeyStore
-from agentlog.errors import ConfigError, UnknownRunError, WorkflowError
+from agentlog.errors import ConfigError
 from agentlog.eventlog._base import EventLog
 from agentlog.eventlog._urls import DEFAULT_LOG_URL, open_log
-from agentlog.eventlog.events import RunStatus, utcnow
 from agentlog.projector._state import RunState, input_interrupts, interrupt_id
 from agentlog.runtime._archived import ArchiveSource, open_archive_source
 from agentlog.runtime._config import VERBS, RuntimeConfig
 from agentlog.runtime._driver import RunDriver
 from agentlog.runtime._executor import RunExecutor
-from agentlog.runtime._failures import ended_error
 from agentlog.runtime._handles import PendingInterrupt, RecoveryReport, RunHandle
+from agentlog.runtime._messages import get_event, send_message
 from agentlog.runtime._requests import RunRequests
 from agentlog.runtime._shred import ShredReport
 from agentlog.runtime._stream import StreamMode, StreamUntil, StreamUpdate
-from agentlog.runtime._waiting import orphaned, outcome, settled
+from agentlog.runtime._waiting import follow, values_of
 from agentlog.runtime._worker import Worker
 from agentlog.runtime._workflow import Workflow
 from agentlog.runtime._writer import Durability
@@ -226,6 +225,52 @@ class Runtime:
         await self.requests.resume(run_id, value, answers)
         return RunHandle(self, run_id)
 
+    async def send(
+        self,
+        run_id: str,
+        topic: str,
+        value: Any = None,
+        idempotency_key: str | None = None,
+        *,
+        timeout: float | timedelta | None = None,  # noqa: ASYNC109
+    ) -> bool:
+        """Send a message into the run, for a step's ``ctx.recv(topic)``: an
+        event of the run, kept in order per topic (also when sent before the
+        run waits) and received once. Recorded by the run's writer: at once
+        if none holds the run, at the next superstep boundary if this process
+        drives it, once it lets go if another process does (docs/messages.md).
+
+        Args:
+            idempotency_key: a key already recorded for the run records nothing.
+            timeout: how long to wait (seconds or a timedelta) while another
+                process's writer holds the run (None: as long as it does).
+
+        Returns:
+            True if recorded now; False if ``idempotency_key`` was recorded before.
+
+        Raises:
+            UnknownRunError, RunEndedError (the run ended), InvalidMessageError (a
+            bad topic or key), NotSerializableError, LeaseHeldError (``timeout``
+            passed while another writer held the run): nothing is recorded.
+        """
+        self._ensure_worker()
+        read = self.requests.read_state
+        return await send_message(self.driver, read, run_id, topic, value, idempotency_key, timeout)
+
+    async def get_event(
+        self,
+        run_id: str,
+        key: str,
+        *,
+        timeout: float | timedelta | None = None,  # noqa: ASYNC109
+    ) -> Any:
+        """The latest value the run published under ``key`` (``ctx.publish``),
+        waiting for one up to ``timeout`` (seconds or a timedelta; None: no
+        bound). Returns None if it passed first, or the run ended without
+        publishing ``key``. Raises UnknownRunError, InvalidMessageError."""
+        read = self.requests.read_state
+        return await get_event(self.driver, read, run_id, key, timeout)
+
     async def fork(
         self,
         run_id: str,
@@ -371,42 +416,9 @@ class Runtime:
             cannot be serialized).
         """
         self._ensure_worker()
-        orphaned_at: float | None = None
         async with asyncio.timeout(timeout):
-            while True:
-                active = self.driver.active_task(run_id)
-                if active is not None and not active.done():
-                    # A snapshot: the live state is the executor's own.
-                    state = (await asyncio.shield(active)).copy()
-                    if settled(state):
-                        return outcome(state)
-                    continue  # asleep on a timer, or handed over: a worker goes on
-                if active is not None:  # ended just now: its result says how
-                    state = active.result().copy()
-                    if settled(state):
-                        return outcome(state)
-                info = await self.log.find_run(run_id)
-                # None or empty: sent as a command its owner has not recorded yet.
-                queued = info is None or info.last_seq == 0
-                if queued and self.log.direct_writes:
-                    raise UnknownRunError(run_id, self.log.url)
-                if info is not None and not queued:
-                    if info.status in RunStatus.TERMINAL:
-                        return outcome(await self.requests.read_state(run_id))
-                    if info.status == RunStatus.WAITING:
-                        state = await self.requests.read_state(run_id)
-                        if settled(state):
-                            return state
-                driven = info is not None and (
-                    (not queued and not info.needs_worker(utcnow())) or self.worker.will_take(info)
-                )
-                if driven:
-                    orphaned_at = None
-                elif orphaned_at is None:
-                    orphaned_at = time.monotonic()
-                elif time.monotonic() - orphaned_at > self.config.orphan_grace_seconds:
-                    raise await orphaned(self.log, run_id, info, self.config.orphan_grace_seconds)
-                await asyncio.sleep(self.config.poll_seconds)
+            read, will_take = self.requests.read_state, self.worker.will_take
+            return await follow(self.driver, read, will_take, run_id)
 
     def stream(
         self,
@@ -444,15 +456,7 @@ class Runtime:
             WorkflowError: the run is waiting on an interrupt.
         """
         state = await self.wait(run_id, timeout=timeout)
-        if state.status == RunStatus.COMPLETED:
-            return state.values
-        if state.status == RunStatus.WAITING:
-            raise WorkflowError(
-                f"run {run_id!r} is waiting on {len(state.interrupts)} interrupt(s), first: "
-                f"{state.interrupts[0]['payload']!r}; "
-                "resume it first"
-            )
-        raise ended_error(state, self.workflows.get(state.workflow))
+        return values_of(state, self.workflows.get(state.workflow))
 
     async def recover(self) -> RecoveryReport:
         """Take over every running run whose writer's lease expired.

@@ -12,8 +12,9 @@ mode          one :class:`StreamUpdate` per ...
 ============  ================================================================
 ``events``    recorded event, whatever its type (``data``: its payload dict)
 ``updates``   finished step (``data``: its writes, a delta), published
-              progress (``data``: what ``ctx.progress`` was given) and
-              interrupt raised (``data``: its payload)
+              progress (``data``: what ``ctx.progress`` was given),
+              interrupt raised (``data``: its payload) and value
+              published (``data``: ``{key: value}`` of ``ctx.publish``)
 ``values``    change of the state's values: the run's start (its input),
               each committed superstep and each migration (``data``: the
               whole values, folded by the projector as a replay folds them)
@@ -52,6 +53,7 @@ from agentlog.eventlog.events import (
     RunStatus,
     StepCompleted,
     SuperstepCommitted,
+    ValuePublished,
     utcnow,
 )
 from agentlog.projector._fold import apply
@@ -201,6 +203,8 @@ def _update(mode: StreamMode, event: Event, state: RunState | None) -> StreamUpd
         return _make(mode, event, data.writes)
     if isinstance(data, InterruptRaised):
         return _make(mode, event, data.payload)
+    if isinstance(data, ValuePublished):  # ctx.publish
+        return _make(mode, event, {data.key: data.value})
     return None
 
 

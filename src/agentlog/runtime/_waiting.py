@@ -7,7 +7,12 @@ a run. Whether a writer's lease is live is :meth:`RunInfo.lease_live`.
 
 from __future__ import annotations
 
-from agentlog.errors import NoLiveWriterError
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from agentlog.errors import NoLiveWriterError, UnknownRunError, WorkflowError
 from agentlog.eventlog._base import EventReader, RunInfo
 from agentlog.eventlog.events import (
     EventData,
@@ -17,18 +22,51 @@ from agentlog.eventlog.events import (
     RunStarted,
     RunStatus,
     WriterClaimed,
+    utcnow,
 )
-from agentlog.projector._state import RunState, input_interrupts
+from agentlog.projector._state import RunState, is_timer
+from agentlog.runtime._driver import RunDriver
 from agentlog.runtime._executor import code_failure
+from agentlog.runtime._failures import ended_error
 
-__all__ = ["orphan_message", "orphaned", "outcome", "settled", "untaken_request"]
+__all__ = [
+    "follow",
+    "values_of",
+    "orphan_message",
+    "orphaned",
+    "outcome",
+    "settled",
+    "untaken_request",
+]
 
 
 def settled(state: RunState) -> bool:
-    """True once the run ended or parked on an interrupt a human answers."""
+    """True once the run ended or parked on an interrupt a human answers, or
+    on a ``recv`` a message answers: anything but a sleep."""
     if state.status == RunStatus.WAITING:
-        return bool(input_interrupts(state))
+        return any(not is_timer(i) for i in state.interrupts)
     return state.status in RunStatus.TERMINAL
+
+
+def values_of(state: RunState, workflow: Any = None) -> dict[str, Any]:
+    """What ``Runtime.result`` returns for a settled run: its final values.
+
+    Raises:
+        The failure's own class, rebuilt, or RunFailedError: the run failed
+            (:func:`~agentlog.runtime._failures.ended_error`, with the run's
+            ``workflow`` for the classes it may rebuild).
+        RunCancelledError: the run was cancelled.
+        WorkflowError: the run is waiting on an interrupt.
+    """
+    if state.status == RunStatus.COMPLETED:
+        return state.values
+    if state.status == RunStatus.WAITING:
+        raise WorkflowError(
+            f"run {state.run_id!r} is waiting on {len(state.interrupts)} interrupt(s), first: "
+            f"{state.interrupts[0]['payload']!r}; "
+            "resume it (or send the message its recv waits for) first"
+        )
+    raise ended_error(state, workflow)
 
 
 def outcome(state: RunState) -> RunState:
@@ -110,3 +148,54 @@ async def orphaned(
     if info is not None and info.status == RunStatus.RUNNING:
         untaken = await untaken_request(log, info)
     return NoLiveWriterError(orphan_message(run_id, info, grace, untaken))
+
+
+async def follow(
+    driver: RunDriver,
+    read_state: Callable[[str], Awaitable[RunState]],
+    will_take: Callable[[RunInfo], bool],
+    run_id: str,
+) -> RunState:
+    """``Runtime.wait`` without its timeout: follow the run until it settles.
+
+    A run executing in this process (``driver``) is awaited; one executing
+    elsewhere is followed through the log, read with ``read_state`` (the log,
+    or the runtime's archive); ``will_take`` says whether this process's
+    worker will take a run that needs a driver.
+    """
+    log, config = driver.log, driver.config
+    orphaned_at: float | None = None
+    while True:
+        active = driver.active_task(run_id)
+        if active is not None and not active.done():
+            # A snapshot: the live state is the executor's own.
+            state = (await asyncio.shield(active)).copy()
+            if settled(state):
+                return outcome(state)
+            continue  # asleep on a timer, or handed over: a worker goes on
+        if active is not None:  # ended just now: its result says how
+            state = active.result().copy()
+            if settled(state):
+                return outcome(state)
+        info = await log.find_run(run_id)
+        # None or empty: sent as a command its owner has not recorded yet.
+        queued = info is None or info.last_seq == 0
+        if queued and log.direct_writes:
+            raise UnknownRunError(run_id, log.url)
+        if info is not None and not queued:
+            if info.status in RunStatus.TERMINAL:
+                return outcome(await read_state(run_id))
+            if info.status == RunStatus.WAITING:
+                state = await read_state(run_id)
+                if settled(state):
+                    return state
+        driven = info is not None and (
+            (not queued and not info.needs_worker(utcnow())) or will_take(info)
+        )
+        if driven:
+            orphaned_at = None
+        elif orphaned_at is None:
+            orphaned_at = time.monotonic()
+        elif time.monotonic() - orphaned_at > config.orphan_grace_seconds:
+            raise await orphaned(log, run_id, info, config.orphan_grace_seconds)
+        await asyncio.sleep(config.poll_seconds)

@@ -26,13 +26,14 @@ from agentlog.errors import ConfigError
 from agentlog.eventlog._base import Capabilities, Command, EventLog, EventReader
 from agentlog.eventlog.events import RunCancelled
 from agentlog.testing._contract_claims import ClaimsContract
+from agentlog.testing._contract_messages import MessagesContract
 from agentlog.testing._contract_runs import RunsContract
 from agentlog.testing._contract_storage import StorageContract
 
 __all__ = ["EventLogContract"]
 
 
-class EventLogContract(RunsContract, ClaimsContract, StorageContract):
+class EventLogContract(RunsContract, ClaimsContract, StorageContract, MessagesContract):
     """The behaviour every EventLog backend must have.
 
     Example::

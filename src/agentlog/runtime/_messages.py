@@ -1,0 +1,190 @@
+"""Messages into a run (``Runtime.send``) and values out of it (``Runtime.get_event``).
+
+A message is recorded by the run's one writer, as every event is:
+
+* the run is driven in this process: it is handed to its executor
+  (:class:`~agentlog.runtime._inbox.Inbox`), which records it at its next
+  superstep boundary, or before it parks;
+* else, on a log that runtimes write directly (SQLite, PostgreSQL, Redis,
+  memory), the sender claims the run politely, as a resume does, records
+  ``MessageSent`` and lets go (or drives the run here if the message
+  answers the ``recv`` it is parked on); while another process's writer
+  holds the run, it waits for that writer to let go (the run parks, ends or
+  is handed over), up to its ``timeout``;
+* on a log whose workers own the runs (Kafka with a consumer group), the
+  sender sends a ``send`` command, which the run's owner applies as above
+  (:func:`apply_send`), and waits for its outcome. A command always carries
+  an idempotency key (a random one if the caller gave none), so a command
+  delivered twice is recorded once.
+
+A message sent before a step waits for it is kept in the run's inbox, in
+order per topic; a message that answers a parked ``recv`` carries that
+recv's id (``MessageSent.wakes``), so the run index and the fold agree that
+the run goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any
+
+from agentlog.errors import LeaseHeldError, RunEndedError, VersionMismatchError
+from agentlog.eventlog._base import Command
+from agentlog.eventlog.codec import pack
+from agentlog.eventlog.events import MessageSent, RunStatus, ValuePublished, WriterClaimed
+from agentlog.projector._snapshots import load_state
+from agentlog.projector._state import RunState
+from agentlog.runtime._driver import RunDriver
+from agentlog.runtime._inbox import check_name, waiting_recv
+
+__all__ = ["ReadState", "apply_send", "get_event", "send_message"]
+
+
+class _Duplicate(Exception):
+    """The idempotency key was recorded before: let go of the claim, record nothing."""
+
+
+def _check_open(state: RunState, topic: str) -> None:
+    if state.is_terminal:
+        raise RunEndedError(
+            f"run {state.run_id!r} is {state.status}: no step will receive the message "
+            f"on {topic!r}, so nothing was recorded. Send it to a run that has not ended."
+        )
+
+
+def _seconds(timeout: float | timedelta | None) -> float | None:
+    return timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+
+
+#: Reads a run's state from the log, or from the runtime's archive.
+ReadState = Callable[[str], Awaitable[RunState]]
+
+
+async def send_message(
+    driver: RunDriver,
+    read_state: ReadState,
+    run_id: str,
+    topic: str,
+    value: Any,
+    idempotency_key: str | None,
+    timeout: float | timedelta | None,  # noqa: ASYNC109 - bounds a wait for the writer
+) -> bool:
+    """``Runtime.send``; see there. True if recorded now, False if a message
+    with this idempotency key was recorded before."""
+    check_name("topic", topic)
+    key = "" if idempotency_key is None else check_name("idempotency key", idempotency_key)
+    pack(value, path="message value")  # refused before anything is claimed
+    state = await read_state(run_id)  # UnknownRunError
+    _check_open(state, topic)
+    log = driver.log
+    if not log.direct_writes:
+        command = Command(run_id, "send", MessageSent(topic, value, key or uuid.uuid4().hex))
+        sent = await log.send_command(command)
+        driver.wake.set()  # this process's worker may own the run
+        if await log.command_outcome(sent) is False:  # refused: ended, or a duplicate
+            _check_open(await load_state(log, run_id), topic)
+            return False
+        return True
+    seconds = _seconds(timeout)
+    deadline = None if seconds is None else time.monotonic() + seconds
+    while True:
+        try:
+            return await _record(driver, run_id, topic, value, key)
+        except _Duplicate:
+            return False
+        except LeaseHeldError:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise
+            await asyncio.sleep(driver.config.poll_seconds)
+
+
+async def _record(driver: RunDriver, run_id: str, topic: str, value: Any, key: str) -> bool:
+    """Record one message as the run's writer: through its executor here, or
+    by claiming it. Raises LeaseHeldError while another writer holds it."""
+    executor, task = driver.active_run(run_id), driver.active_task(run_id)
+    if executor is not None and task is not None:
+        future = executor.inbox.put(topic, value, key)
+        either: list[asyncio.Future[Any]] = [future, task]
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        if future.done():
+            return future.result()
+        executor.inbox.withdraw(future)  # it stopped first: claim the run below
+        raise LeaseHeldError(run_id, driver.config.owner, 0.0)
+    async with driver.claimed(run_id) as (epoch, deadline):
+        state = await load_state(driver.log, run_id)
+        _check_open(state, topic)
+        if key and key in state.message_keys:
+            raise _Duplicate
+        wakes = waiting_recv(state, topic)
+        events = [WriterClaimed(epoch, driver.config.owner), MessageSent(topic, value, key, wakes)]
+    wf = driver.workflows.get(state.workflow)
+    # Running after the message (it answered a recv, or nothing held the run):
+    # continue it here, as a resume does, if this process executes its code.
+    running = wakes is not None or state.status == RunStatus.RUNNING
+    here = running and driver.config.execute and wf is not None
+    if here and wf is not None:
+        try:
+            driver.migration(wf, state)
+        except VersionMismatchError:
+            here = False  # a worker with the run's code goes on with it
+    mode = state.durability or driver.config.durability
+    await driver.continue_run(wf, state, epoch, deadline, mode, events, here)
+    return True
+
+
+async def apply_send(driver: RunDriver, command: Command) -> bool:
+    """As the run's owner, apply a client's ``send`` command.
+
+    Returns:
+        True once it is recorded (or refused: a duplicate key, an ended run,
+        raised as RunEndedError); False while the executor driving the run
+        here has not recorded it yet (it does at its next superstep boundary,
+        and that append finishes the command).
+    """
+    data = command.data
+    assert isinstance(data, MessageSent)
+    executor = driver.active_run(command.run_id)
+    if executor is not None:
+        future = executor.inbox.put(data.topic, data.value, data.key, token=command.ref)
+        if not future.done():
+            return False
+        future.result()  # RunEndedError: refused, acked
+        return True
+    try:
+        await _record(driver, command.run_id, data.topic, data.value, data.key)
+    except _Duplicate:
+        return True  # recorded before (a command delivered twice): acked, no effect
+    return True
+
+
+async def get_event(
+    driver: RunDriver,
+    read_state: ReadState,
+    run_id: str,
+    key: str,
+    timeout: float | timedelta | None,  # noqa: ASYNC109 - returns None when it passes
+) -> Any:
+    """``Runtime.get_event``; see there."""
+    check_name("key", key)
+    active = driver.active_run(run_id)
+    state = active.state.copy() if active is not None else await read_state(run_id)
+    if key in state.published:
+        return state.published[key]
+    if state.is_terminal:
+        return None
+    try:
+        async with asyncio.timeout(_seconds(timeout)):
+            tail = driver.log.tail(
+                run_id, after_seq=state.seq, poll_seconds=driver.config.poll_seconds
+            )
+            async for event in tail:
+                data = event.data
+                if isinstance(data, ValuePublished) and data.key == key:
+                    return data.value
+    except TimeoutError:
+        return None
+    return None  # the run ended without publishing it

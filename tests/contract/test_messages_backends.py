@@ -1,0 +1,109 @@
+"""Messages (``rt.send`` / ``ctx.recv``) and published values (``ctx.publish``
+/ ``rt.get_event``) on every backend, between a client and a worker.
+
+The same scenario runs on memory and SQLite (tests/runtime/test_messages.py
+covers them in depth), PostgreSQL, Redis (a client records through the
+EventLog seam with the writer fencing a driver uses) and a Kafka worker
+fleet (the client sends a command the run's owner applies): messages sent
+before the run waits are kept in order and received once, a duplicate
+idempotency key records nothing, a recv parks the run until a message wakes
+it, and ``get_event`` waits for the value the run publishes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentlog.errors import RunEndedError
+from agentlog.eventlog.events import MessageSent, RunStatus
+from agentlog.runtime import Runtime, RuntimeConfig, StepContext, Workflow, end
+from tests.support.fleet import until
+
+WAIT_S = 120.0
+
+
+def inbox() -> Workflow:
+    wf = Workflow("inbox", state={"got": "append"})
+
+    @wf.step(then="take")
+    async def ask(ctx: StepContext) -> Any:
+        ctx.interrupt("go?")
+
+    @wf.step
+    async def take(ctx: StepContext) -> Any:
+        first = await ctx.recv("orders")
+        await ctx.publish("first", first)
+        second = await ctx.recv("orders")  # parks: sent after the run waits for it
+        return end(got=[first, second, await ctx.recv("audit")])
+
+    return wf
+
+
+@contextlib.asynccontextmanager
+async def pair(worker_url: str, client_url: str) -> AsyncIterator[Runtime]:
+    """A runtime whose worker drives the runs, and a client runtime (yielded)
+    that only records requests, as another process would."""
+    wf = inbox()
+    async with contextlib.AsyncExitStack() as stack:
+        worker = await Runtime.open(
+            worker_url, workflows=[wf], config=RuntimeConfig("worker", poll_seconds=0.05)
+        )
+        await stack.enter_async_context(worker)  # runs its worker loop
+        config = RuntimeConfig(owner="client", execute=False, worker=False)
+        client = await Runtime.open(client_url, workflows=[wf], config=config)
+        yield await stack.enter_async_context(client)
+
+
+async def scenario(client: Runtime) -> None:
+    await client.submit("inbox", run_id="m")
+    assert (await client.wait("m", timeout=WAIT_S)).status == RunStatus.WAITING  # asks
+    assert await client.send("m", "orders", {"id": 1}, idempotency_key="order-1") is True
+    assert await client.send("m", "orders", {"id": 1}, idempotency_key="order-1") is False
+    assert await client.send("m", "audit", "seen") is True
+    await client.resume("m", "go")
+    assert await client.get_event("m", "first", timeout=WAIT_S) == {"id": 1}
+
+    async def parked_on_recv() -> bool:
+        state = await client.get_state("m")
+        return [i.get("kind") for i in state.interrupts] == ["message"]
+
+    await until(parked_on_recv, "the run parks on its second recv", WAIT_S)
+    assert await client.send("m", "orders", {"id": 2}) is True  # wakes it
+    state = await client.wait("m", timeout=WAIT_S)
+    assert state.status == RunStatus.COMPLETED, (state.status, state.error)
+    assert state.values["got"] == [{"id": 1}, {"id": 2}, "seen"]
+    assert state.published == {"first": {"id": 1}}
+    sent = [e.data async for e in client.log.read("m") if isinstance(e.data, MessageSent)]
+    assert [m.topic for m in sent] == ["orders", "audit", "orders"]  # the duplicate: not stored
+    assert sent[-1].wakes is not None
+    with pytest.raises(RunEndedError):
+        await client.send("m", "orders", {"id": 3})
+
+
+async def test_messages_on_sqlite_between_two_runtimes(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'agentlog.db'}"
+    async with pair(url, url) as client:
+        await scenario(client)
+
+
+async def test_messages_on_postgres(postgres_url: str) -> None:
+    async with pair(postgres_url, postgres_url) as client:
+        await scenario(client)
+
+
+async def test_messages_on_redis(redis_url: str) -> None:
+    async with pair(redis_url, redis_url) as client:
+        await scenario(client)
+
+
+@pytest.mark.timeout(300)
+async def test_messages_on_a_kafka_worker_fleet(kafka_bootstrap: str, kafka_name: str) -> None:
+    base = f"kafka://{kafka_bootstrap}/{kafka_name}"
+    worker_url = f"{base}?group=workers&partitions=2&session_timeout=6"
+    async with pair(worker_url, f"{base}?layout=partitioned&partitions=2") as client:
+        await scenario(client)
