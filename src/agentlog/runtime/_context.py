@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import math
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, Literal, ParamSpec, overload
@@ -47,9 +46,11 @@ from agentlog.eventlog.codec import pack
 from agentlog.eventlog.events import InterruptRaised, ProgressReported, utcnow
 from agentlog.projector._state import TIMER_FIRED, interrupt_key
 from agentlog.runtime._awaited import result_is_awaited
+from agentlog.runtime._durations import timer_seconds
 from agentlog.runtime._expects import build_answer, to_schema
 from agentlog.runtime._frozen import FrozenDict
 from agentlog.runtime._inbox import check_name, publish_value, take_message
+from agentlog.runtime._interrupted import Interrupted
 from agentlog.runtime._patches import Patches
 from agentlog.runtime._retry import RetryPolicy
 from agentlog.runtime._task_calls import TaskCalls
@@ -91,25 +92,6 @@ def current_context() -> StepContext[Any]:
 
 #: ``interrupt(default=...)`` was not given.
 _NO_DEFAULT: Any = object()
-
-
-class Interrupted(BaseException):
-    """Raised by :meth:`StepContext.interrupt` to park the run.
-
-    A BaseException, so that a step's ``except Exception`` does not swallow it.
-    """
-
-    def __init__(
-        self,
-        index: int,
-        payload: Any,
-        expects: Any,
-        due_at: datetime | None = None,
-        kind: str = "input",
-    ) -> None:
-        super().__init__(index, payload)
-        self.index, self.payload, self.expects = index, payload, expects
-        self.due_at, self.kind = due_at, kind
 
 
 class StepContext(Generic[S, SI]):
@@ -338,7 +320,7 @@ class StepContext(Generic[S, SI]):
                     raise InterruptTimeoutError(self.run_id, key, payload)
                 return default
             return build_answer(expects, answer)
-        due = None if timeout is None else self._due(key, _seconds(timeout, "timeout"))
+        due = None if timeout is None else self._due(key, timer_seconds(timeout, "timeout"))
         pack([payload, schema], path="interrupt payload")
         raise Interrupted(index, payload, schema, due)
 
@@ -353,7 +335,7 @@ class StepContext(Generic[S, SI]):
         Raises:
             InvalidTimerError: a negative, non-finite or absurd duration.
         """
-        seconds = _seconds(duration, "sleep duration")
+        seconds = timer_seconds(duration, "sleep duration")
         index, key = self._next_interrupt()
         if key in self._writer.state.resume_values:
             return
@@ -373,7 +355,7 @@ class StepContext(Generic[S, SI]):
         index, key = self._next_interrupt()
         if key in self._writer.state.resume_values:
             return
-        _seconds((when - utcnow()).total_seconds(), "sleep_until", allow_past=True)
+        timer_seconds((when - utcnow()).total_seconds(), "sleep_until", allow_past=True)
         due = self._open_due(key) or when.astimezone(UTC)
         raise Interrupted(index, None, None, due, "timer")
 
@@ -481,7 +463,7 @@ class StepContext(Generic[S, SI]):
             InvalidTimerError: a negative, non-finite or absurd ``timeout``.
         """
         check_name("topic", topic)
-        seconds = None if timeout is None else _seconds(timeout, "recv timeout")
+        seconds = None if timeout is None else timer_seconds(timeout, "recv timeout")
         index, key = self._next_interrupt()
         found, value = take_message(
             self._writer, topic, self.step, self.superstep, self.branch, index
@@ -512,24 +494,3 @@ class StepContext(Generic[S, SI]):
         step, superstep, branch = self.step, self.superstep, self.branch
         if publish_value(self._writer, key, value, step, superstep, branch, index):
             await self._writer.flush()
-
-
-#: The longest sleep or timeout agentlog accepts: beyond it is surely a unit mistake.
-MAX_TIMER_SECONDS = 10 * 366 * 86400.0
-
-
-def _seconds(value: float | timedelta, what: str, *, allow_past: bool = False) -> float:
-    """A duration in seconds, checked: finite, not negative, at most ~10 years."""
-    seconds = value.total_seconds() if isinstance(value, timedelta) else value
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
-        raise InvalidTimerError(f"{what} must be seconds (a number) or a timedelta, got {value!r}")
-    if not math.isfinite(seconds) or (seconds < 0 and not allow_past):
-        raise InvalidTimerError(
-            f"{what} must be a finite number of seconds >= 0, got {value!r}; nothing was recorded"
-        )
-    if seconds > MAX_TIMER_SECONDS:
-        raise InvalidTimerError(
-            f"{what} of {seconds:.0f}s is more than 10 years; check the unit (seconds, or a "
-            "timedelta). Nothing was recorded."
-        )
-    return float(seconds)

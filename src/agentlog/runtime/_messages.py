@@ -39,6 +39,7 @@ from agentlog.eventlog.events import MessageSent, RunStatus, ValuePublished, Wri
 from agentlog.projector._snapshots import load_state
 from agentlog.projector._state import RunState
 from agentlog.runtime._driver import RunDriver
+from agentlog.runtime._durations import timer_seconds
 from agentlog.runtime._inbox import check_name, waiting_recv
 
 __all__ = ["ReadState", "apply_send", "get_event", "send_message"]
@@ -56,8 +57,9 @@ def _check_open(state: RunState, topic: str) -> None:
         )
 
 
-def _seconds(timeout: float | timedelta | None) -> float | None:
-    return timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+def _wait_seconds(timeout: float | timedelta | None) -> float | None:
+    """How long a caller waits (None: no bound), checked like a timer's length."""
+    return None if timeout is None else timer_seconds(timeout, "timeout")
 
 
 #: Reads a run's state from the log, or from the runtime's archive.
@@ -89,7 +91,7 @@ async def send_message(
             _check_open(await load_state(log, run_id), topic)
             return False
         return True
-    seconds = _seconds(timeout)
+    seconds = _wait_seconds(timeout)
     deadline = None if seconds is None else time.monotonic() + seconds
     while True:
         try:
@@ -177,7 +179,7 @@ async def get_event(
     if state.is_terminal:
         return None
     try:
-        async with asyncio.timeout(_seconds(timeout)):
+        async with asyncio.timeout(_wait_seconds(timeout)):
             tail = driver.log.tail(
                 run_id, after_seq=state.seq, poll_seconds=driver.config.poll_seconds
             )

@@ -33,12 +33,11 @@ from typing import Any, Self
 
 from typing_extensions import TypeVar
 
-from agentlog._logging import get_logger
 from agentlog.crypto import KeyStore
 from agentlog.errors import ConfigError
 from agentlog.eventlog._base import EventLog
 from agentlog.eventlog._urls import DEFAULT_LOG_URL, open_log
-from agentlog.projector._state import RunState, input_interrupts, interrupt_id
+from agentlog.projector._state import RunState
 from agentlog.runtime._archived import ArchiveSource, open_archive_source
 from agentlog.runtime._config import VERBS, RuntimeConfig
 from agentlog.runtime._driver import RunDriver
@@ -48,7 +47,7 @@ from agentlog.runtime._messages import get_event, send_message
 from agentlog.runtime._requests import RunRequests
 from agentlog.runtime._shred import ShredReport
 from agentlog.runtime._stream import StreamMode, StreamUntil, StreamUpdate
-from agentlog.runtime._waiting import follow, values_of
+from agentlog.runtime._waiting import follow, pending_of, values_of
 from agentlog.runtime._worker import Worker
 from agentlog.runtime._workflow import Workflow
 from agentlog.runtime._writer import Durability
@@ -57,9 +56,6 @@ from agentlog.runtime._writer import Durability
 In = TypeVar("In", bound=Mapping[str, Any], default=dict[str, Any])
 
 __all__ = ["VERBS", "Runtime", "RuntimeConfig"]
-
-
-_log = get_logger("agentlog.runtime")
 
 
 class Runtime:
@@ -318,13 +314,7 @@ class Runtime:
         Raises:
             UnknownRunError: no such run.
         """
-        state = await self.get_state(run_id)
-        return [
-            PendingInterrupt(
-                interrupt_id(i), i["step"], i["payload"], i.get("expects"), i.get("due_at")
-            )
-            for i in input_interrupts(state)
-        ]
+        return pending_of(await self.get_state(run_id))
 
     async def retry(self, run_id: str, reason: str = "retried by request") -> RunHandle:
         """Continue a failed run under the same run id, here.

@@ -24,10 +24,11 @@ from agentlog.eventlog.events import (
     WriterClaimed,
     utcnow,
 )
-from agentlog.projector._state import RunState, is_timer
+from agentlog.projector._state import RunState, input_interrupts, interrupt_id, is_timer
 from agentlog.runtime._driver import RunDriver
 from agentlog.runtime._executor import code_failure
 from agentlog.runtime._failures import ended_error
+from agentlog.runtime._handles import PendingInterrupt
 
 __all__ = [
     "follow",
@@ -67,6 +68,16 @@ def values_of(state: RunState, workflow: Any = None) -> dict[str, Any]:
             "resume it (or send the message its recv waits for) first"
         )
     raise ended_error(state, workflow)
+
+
+def pending_of(state: RunState) -> list[PendingInterrupt]:
+    """What ``Runtime.pending`` returns: the run's open input interrupts, oldest first."""
+    return [
+        PendingInterrupt(
+            interrupt_id(i), i["step"], i["payload"], i.get("expects"), i.get("due_at")
+        )
+        for i in input_interrupts(state)
+    ]
 
 
 def outcome(state: RunState) -> RunState:
