@@ -65,6 +65,7 @@ from agentlog.archive._retention import (
 from agentlog.archive._store import ArchiveStore
 from agentlog.errors import EventLogError, ReplayError, RunArchivedError
 from agentlog.eventlog._base import EventLog, RunInfo
+from agentlog.eventlog._indexed import IndexedEventLog, StoredPayload
 from agentlog.eventlog.events import LANGGRAPH_WORKFLOW, Event, RunStatus, utcnow
 from agentlog.projector import REDUCERS, decode_state, load_state, save_state
 
@@ -290,14 +291,10 @@ class Archiver:
         self, chunk: list[RunPlan], manifest: Manifest, now: datetime
     ) -> tuple[ManifestEntry, int]:
         events: list[Event] = []
+        stored: list[StoredPayload] = []
         segments: list[Segment] = []
         for plan in chunk:
-            run_events = [
-                e
-                async for e in self.log.read(
-                    plan.run_id, after_seq=plan.first_seq - 1, upto_seq=plan.info.last_seq
-                )
-            ]
+            run_events = await self._read_run(plan, stored)
             if not run_events or run_events[0].seq != plan.first_seq:
                 raise ArchiveCorruptError(
                     f"{self.log.url} run {plan.run_id}",
@@ -328,7 +325,10 @@ class Archiver:
                 info = by_run[seg.run_id]
                 tables.append(
                     events_to_table(
-                        events[start : start + count], workflow=info.workflow, version=info.version
+                        events[start : start + count],
+                        workflow=info.workflow,
+                        version=info.version,
+                        stored=stored[start : start + count],
                     )
                 )
                 start += count
@@ -357,6 +357,24 @@ class Archiver:
         manifest.add(entry)
         _log.info("archived file", file=key, runs=len(segments), rows=rows, bytes=len(raw))
         return entry, hot_bytes
+
+    async def _read_run(self, plan: RunPlan, stored: list[StoredPayload]) -> list[Event]:
+        """The plan's events from the hot log; their stored payloads go on ``stored``.
+
+        Why the stored bytes: the archive copies each payload as the log
+        stores it (checksum verified on the way) instead of packing the
+        decoded payload again. A log that keeps no bytes gives None for each.
+        """
+        after, upto = plan.first_seq - 1, plan.info.last_seq
+        if isinstance(self.log, IndexedEventLog):
+            pairs = [
+                p async for p in self.log.read_stored(plan.run_id, after_seq=after, upto_seq=upto)
+            ]
+            stored.extend(payload for _, payload in pairs)
+            return [event for event, _ in pairs]
+        events = [e async for e in self.log.read(plan.run_id, after_seq=after, upto_seq=upto)]
+        stored.extend([None] * len(events))
+        return events
 
     async def _prune(self, plan: RunPlan, manifest: Manifest) -> int:
         info = await self.log.find_run(plan.run_id)
