@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from agentlog._logging import get_logger
@@ -317,22 +316,9 @@ class Archiver:
         key = file_key(workflow, day, segments)
 
         def encode() -> tuple[bytes, int, int]:
-            by_run = {p.run_id: p.info for p in chunk}
-            tables = []
-            start = 0
-            for seg in segments:  # later segments lack RunStarted: fill from the index
-                count = seg.last_seq - seg.first_seq + 1
-                info = by_run[seg.run_id]
-                tables.append(
-                    events_to_table(
-                        events[start : start + count],
-                        workflow=info.workflow,
-                        version=info.version,
-                        stored=stored[start : start + count],
-                    )
-                )
-                start += count
-            table = pa.concat_tables(tables)
+            # Later segments lack RunStarted: their workflow and version come from the index.
+            runs = {p.run_id: (p.info.workflow, p.info.version) for p in chunk}
+            table = events_to_table(events, runs=runs, stored=stored)
             payload_bytes = pc.sum(pc.binary_length(table.column("payload"))).as_py() or 0
             envelope = sum(len(e.run_id) for e in events) + _ENVELOPE_BYTES * len(events)
             return (
@@ -367,11 +353,13 @@ class Archiver:
         """
         after, upto = plan.first_seq - 1, plan.info.last_seq
         if isinstance(self.log, IndexedEventLog):
-            pairs = [
-                p async for p in self.log.read_stored(plan.run_id, after_seq=after, upto_seq=upto)
-            ]
-            stored.extend(payload for _, payload in pairs)
-            return [event for event, _ in pairs]
+            events: list[Event] = []
+            async for batch, payloads in self.log.read_stored(
+                plan.run_id, after_seq=after, upto_seq=upto
+            ):
+                events += batch
+                stored += payloads
+            return events
         events = [e async for e in self.log.read(plan.run_id, after_seq=after, upto_seq=upto)]
         stored.extend([None] * len(events))
         return events

@@ -36,7 +36,7 @@ import base64
 import dataclasses
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -158,12 +158,14 @@ def events_to_table(
     *,
     workflow: str = "",
     version: str = "",
+    runs: Mapping[str, tuple[str, str]] | None = None,
     stored: Sequence[StoredPayload] | None = None,
 ) -> pa.Table:
     """Rows for one or more runs' events (already in ``(run_id, seq)`` order).
 
     ``workflow`` and ``version`` fill the columns of runs whose RunStarted is
-    not among ``events`` (a later segment of a run). ``stored`` holds, per
+    not among ``events`` (a later segment of a run); ``runs`` gives them per
+    run id instead, so that one call builds a whole file. ``stored`` holds, per
     event, its payload bytes and schema version as the hot log stores them
     (:meth:`~agentlog.eventlog._indexed.IndexedEventLog.read_stored`), copied
     into the ``payload`` column as they are; where an item is None (or
@@ -171,7 +173,8 @@ def events_to_table(
 
     Why column by column: each column is built as a typed Arrow array from
     a list of plain values (``ts`` as int64 microseconds), because
-    ``Table.from_pydict`` over datetimes cost a third of the archive's time.
+    ``Table.from_pydict`` over datetimes cost a third of the archive's time,
+    and once per file, not per run, because each array has a fixed cost.
     """
     workflows: list[str] = []
     versions: list[str] = []
@@ -189,7 +192,8 @@ def events_to_table(
     for event, raw in zip(events, raws, strict=True):
         data = event.data
         if event.run_id != current_run:
-            current_run, wf, ver = event.run_id, workflow, version
+            current_run = event.run_id
+            wf, ver = runs.get(current_run, (workflow, version)) if runs else (workflow, version)
             task_names = {}
         if isinstance(data, RunStarted):
             wf, ver = data.workflow, data.version
@@ -218,7 +222,7 @@ def events_to_table(
         pa.array([e.run_id for e in events], pa.string()),
         pa.array([e.seq for e in events], pa.int64()),
         pa.array([e.data.type for e in events], pa.string()),
-        pa.array([epoch_us(e.ts) for e in events], pa.int64()).cast(_TS),
+        pa.array([epoch_us(e.ts) for e in events], _TS),
         pa.array(schema_vs, pa.int32()),
         pa.array([e.writer_epoch for e in events], pa.int64()),
         pa.array(workflows, pa.string()),

@@ -138,18 +138,19 @@ class IndexedEventLog(EventLog):
 
     async def read_stored(
         self, run_id: str, *, after_seq: int = 0, upto_seq: int | None = None
-    ) -> AsyncIterator[tuple[Event, StoredPayload]]:
-        """:meth:`read`, each event with its payload as stored (checksum verified).
+    ) -> AsyncIterator[tuple[list[Event], list[StoredPayload]]]:
+        """:meth:`read` batch by batch, each event with its payload as stored
+        (checksum verified).
 
         Why: a copy of the log (the archive) can keep the bytes the log
-        stores instead of packing each decoded payload again. The payload is
+        stores instead of packing each decoded payload again. A payload is
         None where the backend keeps no bytes (the memory log).
         """
         payload_of = self._stored.stored
         async with aclosing(self._batches(run_id, after_seq, upto_seq)) as batches:
             async for events, rows in batches:
-                for event, row in zip(events, rows, strict=False):  # rows may run past a gap
-                    yield event, payload_of(row)
+                # rows may run past the events when the batch ends at a gap
+                yield events, [payload_of(row) for row in rows[: len(events)]]
 
     async def _batches(
         self, run_id: str, after_seq: int, upto_seq: int | None
