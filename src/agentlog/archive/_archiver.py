@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from agentlog._logging import get_logger
@@ -65,6 +64,7 @@ from agentlog.archive._retention import (
 from agentlog.archive._store import ArchiveStore
 from agentlog.errors import EventLogError, ReplayError, RunArchivedError
 from agentlog.eventlog._base import EventLog, RunInfo
+from agentlog.eventlog._indexed import IndexedEventLog, StoredPayload
 from agentlog.eventlog.events import LANGGRAPH_WORKFLOW, Event, RunStatus, utcnow
 from agentlog.projector import REDUCERS, decode_state, load_state, save_state
 
@@ -290,14 +290,10 @@ class Archiver:
         self, chunk: list[RunPlan], manifest: Manifest, now: datetime
     ) -> tuple[ManifestEntry, int]:
         events: list[Event] = []
+        stored: list[StoredPayload] = []
         segments: list[Segment] = []
         for plan in chunk:
-            run_events = [
-                e
-                async for e in self.log.read(
-                    plan.run_id, after_seq=plan.first_seq - 1, upto_seq=plan.info.last_seq
-                )
-            ]
+            run_events = await self._read_run(plan, stored)
             if not run_events or run_events[0].seq != plan.first_seq:
                 raise ArchiveCorruptError(
                     f"{self.log.url} run {plan.run_id}",
@@ -320,19 +316,9 @@ class Archiver:
         key = file_key(workflow, day, segments)
 
         def encode() -> tuple[bytes, int, int]:
-            by_run = {p.run_id: p.info for p in chunk}
-            tables = []
-            start = 0
-            for seg in segments:  # later segments lack RunStarted: fill from the index
-                count = seg.last_seq - seg.first_seq + 1
-                info = by_run[seg.run_id]
-                tables.append(
-                    events_to_table(
-                        events[start : start + count], workflow=info.workflow, version=info.version
-                    )
-                )
-                start += count
-            table = pa.concat_tables(tables)
+            # Later segments lack RunStarted: their workflow and version come from the index.
+            runs = {p.run_id: (p.info.workflow, p.info.version) for p in chunk}
+            table = events_to_table(events, runs=runs, stored=stored)
             payload_bytes = pc.sum(pc.binary_length(table.column("payload"))).as_py() or 0
             envelope = sum(len(e.run_id) for e in events) + _ENVELOPE_BYTES * len(events)
             return (
@@ -357,6 +343,26 @@ class Archiver:
         manifest.add(entry)
         _log.info("archived file", file=key, runs=len(segments), rows=rows, bytes=len(raw))
         return entry, hot_bytes
+
+    async def _read_run(self, plan: RunPlan, stored: list[StoredPayload]) -> list[Event]:
+        """The plan's events from the hot log; their stored payloads go on ``stored``.
+
+        Why the stored bytes: the archive copies each payload as the log
+        stores it (checksum verified on the way) instead of packing the
+        decoded payload again. A log that keeps no bytes gives None for each.
+        """
+        after, upto = plan.first_seq - 1, plan.info.last_seq
+        if isinstance(self.log, IndexedEventLog):
+            events: list[Event] = []
+            async for batch, payloads in self.log.read_stored(
+                plan.run_id, after_seq=after, upto_seq=upto
+            ):
+                events += batch
+                stored += payloads
+            return events
+        events = [e async for e in self.log.read(plan.run_id, after_seq=after, upto_seq=upto)]
+        stored.extend([None] * len(events))
+        return events
 
     async def _prune(self, plan: RunPlan, manifest: Manifest) -> int:
         info = await self.log.find_run(plan.run_id)

@@ -2,7 +2,9 @@
 
 One row per event. Besides the envelope (``run_id, seq, type, ts, schema_v,
 writer_epoch``) and the payload (``payload``: the msgpack bytes of the payload
-as the hot log stores it; ``payload_json``: a JSON rendering for SQL, with
+as the hot log stores it, copied from a log that keeps them (SQLite,
+PostgreSQL) with the ``schema_v`` they were written at, and packed from the
+decoded payload otherwise; ``payload_json``: a JSON rendering for SQL, with
 bytes as base64, datetimes as ISO 8601 and UUIDs and Decimals as strings),
 each row carries a few typed columns lifted out of the payload so the common
 questions need no JSON parsing: ``workflow``, ``version`` (of the run),
@@ -34,7 +36,7 @@ import base64
 import dataclasses
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -50,6 +52,8 @@ from agentlog.archive._errors import ArchiveCorruptError
 from agentlog.archive._store import ArchiveStore
 from agentlog.crypto import PayloadCipher
 from agentlog.errors import AgentlogError
+from agentlog.eventlog._indexed import StoredPayload
+from agentlog.eventlog._row_format import epoch_us
 from agentlog.eventlog._sealing import SEALED_KEY
 from agentlog.eventlog.codec import decode_stored_payload, jsonable, pack, store_fields
 from agentlog.eventlog.events import (
@@ -102,6 +106,8 @@ EVENT_SCHEMA = pa.schema(
     ]
 )
 
+_TS = EVENT_SCHEMA.field("ts").type
+
 _DICTIONARY_COLUMNS = ["type", "workflow", "version", "step", "task_name"]
 
 
@@ -123,20 +129,23 @@ def payload_json(fields: dict[str, Any]) -> str:
         return json.dumps(jsonable(fields), separators=(",", ":"), ensure_ascii=False)
 
 
-def _stored(event: Event, fields: dict[str, Any]) -> tuple[bytes, str]:
+def _stored(event: Event, fields: dict[str, Any], raw: bytes | None) -> tuple[bytes, str]:
     """The row's ``payload`` and ``payload_json``: sealed content stays sealed.
 
-    An event read with its sealed blob (opened or not) is stored as the hot
-    log stores it, metadata in clear plus the same blob, and rendered as its
-    metadata with the marker: no key is needed and no plaintext is written.
+    ``raw`` is the payload as the hot log stores it, kept as it is (nothing
+    to pack again); without it the payload is packed here, to the same
+    bytes. An event read with its sealed blob (opened or not) is stored as
+    the hot log stores it, metadata in clear plus the same blob, and
+    rendered as its metadata with the marker: no key is needed and no
+    plaintext is written.
     """
     path = f"{event.run_id}#{event.seq}"
     if event.sealed is None:
-        return pack(fields, path=path), payload_json(fields)
+        return (pack(fields, path=path) if raw is None else raw), payload_json(fields)
     stored = store_fields(None, fields, event.run_id, event.seq, event.type, sealed=event.sealed)
     clear = {k: v for k, v in stored.items() if k != SEALED_KEY}
     clear[SEALED_MARKER] = True
-    return pack(stored, path=path), payload_json(clear)
+    return (pack(stored, path=path) if raw is None else raw), payload_json(clear)
 
 
 def row_json(data: EventData) -> str:
@@ -144,44 +153,89 @@ def row_json(data: EventData) -> str:
     return payload_json(data.to_dict())
 
 
-def events_to_table(events: Iterable[Event], *, workflow: str = "", version: str = "") -> pa.Table:
+def events_to_table(
+    events: Sequence[Event],
+    *,
+    workflow: str = "",
+    version: str = "",
+    runs: Mapping[str, tuple[str, str]] | None = None,
+    stored: Sequence[StoredPayload] | None = None,
+) -> pa.Table:
     """Rows for one or more runs' events (already in ``(run_id, seq)`` order).
 
     ``workflow`` and ``version`` fill the columns of runs whose RunStarted is
-    not among ``events`` (a later segment of a run).
+    not among ``events`` (a later segment of a run); ``runs`` gives them per
+    run id instead, so that one call builds a whole file. ``stored`` holds, per
+    event, its payload bytes and schema version as the hot log stores them
+    (:meth:`~agentlog.eventlog._indexed.IndexedEventLog.read_stored`), copied
+    into the ``payload`` column as they are; where an item is None (or
+    ``stored`` is), the decoded payload is packed at the current schema.
+
+    Why column by column: each column is built as a typed Arrow array from
+    a list of plain values (``ts`` as int64 microseconds), because
+    ``Table.from_pydict`` over datetimes cost a third of the archive's time,
+    and once per file, not per run, because each array has a fixed cost.
     """
-    cols: dict[str, list[Any]] = {f.name: [] for f in EVENT_SCHEMA}
+    workflows: list[str] = []
+    versions: list[str] = []
+    steps: list[Any] = []
+    keys: list[str | None] = []
+    names: list[str | None] = []
+    attempts: list[Any] = []
+    durations: list[Any] = []
+    schema_vs: list[int] = []
+    payloads: list[bytes] = []
+    rendered: list[str] = []
     current_run, wf, ver = None, workflow, version
     task_names: dict[str, str] = {}
-    for event in events:
+    raws: Sequence[StoredPayload] = stored if stored is not None else [None] * len(events)
+    for event, raw in zip(events, raws, strict=True):
         data = event.data
         if event.run_id != current_run:
-            current_run, wf, ver = event.run_id, workflow, version
+            current_run = event.run_id
+            wf, ver = runs.get(current_run, (workflow, version)) if runs else (workflow, version)
             task_names = {}
         if isinstance(data, RunStarted):
             wf, ver = data.workflow, data.version
         fields = data.to_dict()
-        cols["run_id"].append(event.run_id)
-        cols["seq"].append(event.seq)
-        cols["type"].append(data.type)
-        cols["ts"].append(event.ts)
-        cols["schema_v"].append(event.schema_v)
-        cols["writer_epoch"].append(event.writer_epoch)
-        cols["workflow"].append(wf)
-        cols["version"].append(ver)
-        cols["step"].append(fields.get("step"))
-        key = fields.get("key")
-        cols["task_key"].append(key if isinstance(key, str) else None)
-        if data.type == "TaskStarted" and isinstance(key, str):
-            task_names[key] = fields["name"]
-        # Completions carry their task's name too, so per-task stats need no join.
-        cols["task_name"].append(task_names.get(key) if isinstance(key, str) else None)
-        cols["attempt"].append(fields.get("attempt"))
-        cols["duration_ms"].append(fields.get("duration_ms"))
-        payload, rendered = _stored(event, fields)
-        cols["payload"].append(payload)
-        cols["payload_json"].append(rendered)
-    return pa.Table.from_pydict(cols, schema=EVENT_SCHEMA)
+        get = fields.get
+        workflows.append(wf)
+        versions.append(ver)
+        steps.append(get("step"))
+        key = get("key")
+        if isinstance(key, str):
+            if data.type == "TaskStarted":
+                task_names[key] = fields["name"]
+            keys.append(key)
+            # Completions carry their task's name too, so per-task stats need no join.
+            names.append(task_names.get(key))
+        else:
+            keys.append(None)
+            names.append(None)
+        attempts.append(get("attempt"))
+        durations.append(get("duration_ms"))
+        payload, text = _stored(event, fields, None if raw is None else raw[0])
+        schema_vs.append(event.schema_v if raw is None else raw[1])
+        payloads.append(payload)
+        rendered.append(text)
+    columns = [
+        pa.array([e.run_id for e in events], pa.string()),
+        pa.array([e.seq for e in events], pa.int64()),
+        pa.array([e.data.type for e in events], pa.string()),
+        pa.array([epoch_us(e.ts) for e in events], _TS),
+        pa.array(schema_vs, pa.int32()),
+        pa.array([e.writer_epoch for e in events], pa.int64()),
+        pa.array(workflows, pa.string()),
+        pa.array(versions, pa.string()),
+        pa.array(steps, pa.string()),
+        pa.array(keys, pa.string()),
+        pa.array(names, pa.string()),
+        pa.array(attempts, pa.int32()),
+        pa.array(durations, pa.float64()),
+        pa.array(payloads, pa.binary()),
+        pa.array(rendered, pa.string()),
+    ]
+    return pa.Table.from_arrays(columns, schema=EVENT_SCHEMA)
 
 
 def encode_parquet(table: pa.Table, *, row_group_size: int = 65_536) -> bytes:

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, ClassVar
@@ -42,7 +43,7 @@ from agentlog.eventlog._base import EventLog, RunInfo, check_run_id
 from agentlog.eventlog._row_format import MAX_SEQ, event_from_row, seq_param
 from agentlog.eventlog.events import Event
 
-__all__ = ["SQL_ROWS", "IndexedEventLog", "StoredRows", "missing_seq_error"]
+__all__ = ["SQL_ROWS", "IndexedEventLog", "StoredPayload", "StoredRows", "missing_seq_error"]
 
 _log = get_logger(__name__)
 
@@ -64,6 +65,10 @@ def missing_seq_error(
     )
 
 
+#: A stored payload's msgpack bytes and the schema version they were written at.
+StoredPayload = tuple[bytes, int] | None
+
+
 @dataclass(frozen=True, slots=True)
 class StoredRows:
     """How the read path reads one backend's stored event rows."""
@@ -77,6 +82,14 @@ class StoredRows:
     """How a gap names the row found instead of the seq expected."""
     nothing: str = "no event"
     """How a gap says that no row came at all."""
+    stored: Callable[[Any], StoredPayload] = lambda _row: None
+    """``(payload bytes, schema_v)`` as the row stores them, for copies that
+    pass them through (the archive); None where a backend keeps no bytes."""
+
+
+def _sql_payload(row: Any) -> StoredPayload:
+    payload = row[5]
+    return (payload if isinstance(payload, bytes) else bytes(payload)), row[3]
 
 
 #: Rows of ``seq, type, ts, schema_v, writer_epoch, payload, checksum``
@@ -85,6 +98,7 @@ SQL_ROWS = StoredRows(
     seq=itemgetter(0),
     event=event_from_row,
     found=lambda row: f"seq {row[0]}",
+    stored=_sql_payload,
 )
 
 # What a batch held instead of the next good event: a corrupt one, or a gap
@@ -117,6 +131,31 @@ class IndexedEventLog(EventLog):
     async def read(
         self, run_id: str, *, after_seq: int = 0, upto_seq: int | None = None
     ) -> AsyncIterator[Event]:
+        async with aclosing(self._batches(run_id, after_seq, upto_seq)) as batches:
+            async for events, _rows in batches:
+                for event in events:
+                    yield event
+
+    async def read_stored(
+        self, run_id: str, *, after_seq: int = 0, upto_seq: int | None = None
+    ) -> AsyncIterator[tuple[list[Event], list[StoredPayload]]]:
+        """:meth:`read` batch by batch, each event with its payload as stored
+        (checksum verified).
+
+        Why: a copy of the log (the archive) can keep the bytes the log
+        stores instead of packing each decoded payload again. A payload is
+        None where the backend keeps no bytes (the memory log).
+        """
+        payload_of = self._stored.stored
+        async with aclosing(self._batches(run_id, after_seq, upto_seq)) as batches:
+            async for events, rows in batches:
+                # rows may run past the events when the batch ends at a gap
+                yield events, [payload_of(row) for row in rows[: len(events)]]
+
+    async def _batches(
+        self, run_id: str, after_seq: int, upto_seq: int | None
+    ) -> AsyncGenerator[tuple[list[Event], Sequence[Any]], None]:
+        """The read's decoded events batch by batch, each with its stored rows."""
         check_run_id(run_id)
         upto = MAX_SEQ if upto_seq is None else seq_param(upto_seq)
         first, last = await self._read_start(run_id, seq_param(after_seq), upto)
@@ -135,8 +174,7 @@ class IndexedEventLog(EventLog):
                     )
                     await asyncio.sleep(0)  # let it start: hand its query to the store now
                 events, problem = self._scan(run_id, rows, after, last)
-                for event in events:
-                    yield event
+                yield events, rows
                 if problem is not None:
                     raise await self._read_error(run_id, problem)
                 after = events[-1].seq

@@ -1,0 +1,60 @@
+"""The SQL views' plans: what a query over a view costs, pinned by counting scans."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agentlog.archive import Archiver, LocalArchiveStore, open_sql
+from agentlog.eventlog import Event, TaskStarted
+from agentlog.eventlog.sqlite import SqliteEventLog
+from tests.archive.helpers import T0, record_run
+from tests.support.archive import NOW
+
+
+def _operators(plan: Any) -> list[str]:
+    """Every operator's name in a JSON query plan, depth first."""
+    if isinstance(plan, list):
+        return [name for node in plan for name in _operators(node)]
+    return [str(plan.get("name", "")), *_operators(plan.get("children", []))]
+
+
+async def test_tasks_view_reads_the_events_once(
+    hot: SqliteEventLog, store: LocalArchiveStore
+) -> None:
+    """The ``tasks`` view groups a task's starts and outcome in one scan, with no
+    join (issue 23: two scans joined on run id and task key made its p95 query
+    the slowest of the SQL rows), and still says what the join said."""
+    await record_run(hot, "ok", tag=1, steps=3)
+    await record_run(hot, "bad", end="failed", tag=2, steps=2)
+    events = await record_run(hot, "open", end=None, tag=3, steps=1)
+    pending = TaskStarted("k-open-late", "search", "late", 9, 0, 0)
+    await hot.append([Event("open", len(events) + 1, pending, T0, events[0].writer_epoch)])
+    await Archiver(hot, store).run(now=NOW, run_ids=["ok", "bad"])
+    with await open_sql(store, hot) as db:  # "open" is still hot: both sources
+        (_, plan), *_ = db.sql(
+            "EXPLAIN (FORMAT JSON) SELECT name, quantile_cont(duration_ms, 0.95) FROM tasks "
+            "GROUP BY name"
+        ).fetchall()
+        operators = _operators(json.loads(plan))
+        scans = operators.count("READ_PARQUET")
+        joins = [name for name in operators if "JOIN" in name]
+        assert (scans, joins) == (1, []), f"{scans} scans of the archive, joins {joins}: {plan}"
+        rows = db.sql(
+            "SELECT run_id, key, name, step, attempts, status, duration_ms, error FROM tasks "
+            "ORDER BY run_id, started, key"
+        ).fetchall()
+    by_key = {row[1]: row for row in rows}
+    assert by_key["k-1-1"] == (
+        "ok",
+        "k-1-1",
+        "fetch",
+        "step1",
+        2,
+        "completed",
+        20.0,
+        "TimeoutError: slow",
+    )
+    assert by_key["k-2-0"][2:7] == ("search", "step0", 1, "completed", 10.0)
+    assert by_key["k-open-late"][4:7] == (1, "pending", None)  # started, no outcome yet
+    assert {row[0] for row in rows} == {"ok", "bad", "open"}
