@@ -1,0 +1,79 @@
+"""A copy of an agent graph whose model calls and function tools are agentlog tasks."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from agents import Agent, FunctionTool, Handoff, Model, ModelProvider, RunContextWrapper
+from agents.tool_context import ToolContext
+
+from agentlog.openai_agents._model import DurableModel
+from agentlog.runtime import RetryPolicy, StepContext
+
+#: the recorded task name of a function tool call is this, a colon, the tool's name
+TOOL_TASK = "openai_agents.tool"
+
+
+class DurableAgents:
+    """Converts agents for one execution of one step.
+
+    Each agent reachable from the first (through handoffs, in cycles too) is
+    copied once: its model becomes a :class:`DurableModel` and each function
+    tool's invocation a task. The caller's agents are left as they were.
+    """
+
+    def __init__(
+        self,
+        ctx: StepContext[Any],
+        provider: ModelProvider,
+        model_retry: RetryPolicy | None,
+        tool_retry: RetryPolicy | None,
+    ) -> None:
+        self._ctx, self._provider = ctx, provider
+        self._model_retry, self._tool_retry = model_retry, tool_retry
+        self._copies: dict[int, Agent[Any]] = {}
+
+    def agent(self, agent: Agent[Any]) -> Agent[Any]:
+        """The durable copy of ``agent`` (the same copy on every call)."""
+        done = self._copies.get(id(agent))
+        if done is not None:
+            return done
+        model = agent.model
+        inner = model if isinstance(model, Model) else self._provider.get_model(model)
+        durable = agent.clone(model=self.model(inner, agent.name))
+        self._copies[id(agent)] = durable  # before the handoffs: they may lead back here
+        durable.tools = [self._tool(tool) for tool in agent.tools]
+        durable.handoffs = [self._handoff(target) for target in agent.handoffs]
+        return durable
+
+    def model(self, inner: Model, agent: str) -> DurableModel:
+        """``inner`` with each call recorded as a task named for ``agent``."""
+        return DurableModel(self._ctx, inner, agent, self._model_retry)
+
+    def _tool(self, tool: Any) -> Any:
+        """A function tool whose invocation is a task; any other tool as it is."""
+        if not isinstance(tool, FunctionTool):
+            return tool
+        invoke, ctx, retry = tool.on_invoke_tool, self._ctx, self._tool_retry
+        name = f"{TOOL_TASK}:{tool.name}"
+
+        async def on_invoke_tool(tool_context: ToolContext[Any], arguments: str) -> Any:
+            return await ctx.run_task(name, invoke, (tool_context, arguments), {}, retry=retry)
+
+        durable = copy.copy(tool)
+        durable.on_invoke_tool = on_invoke_tool
+        return durable
+
+    def _handoff(self, target: Agent[Any] | Handoff[Any, Any]) -> Agent[Any] | Handoff[Any, Any]:
+        """A handoff whose target agent is the durable copy."""
+        if isinstance(target, Agent):
+            return self.agent(target)
+        invoke = target.on_invoke_handoff
+
+        async def on_invoke_handoff(context: RunContextWrapper[Any], arguments: str) -> Any:
+            return self.agent(await invoke(context, arguments))
+
+        durable = copy.copy(target)
+        durable.on_invoke_handoff = on_invoke_handoff
+        return durable
