@@ -40,7 +40,9 @@ class FakeModel(Model):
             else:
                 item = function_call("transfer_to_refunds", {}, call_id="call-handoff")
         elif "call-refund" not in outputs:
-            item = function_call("issue_refund", {"order": "42", "cents": 500}, call_id="call-refund")
+            item = function_call(
+                "issue_refund", {"order": "42", "cents": 500}, call_id="call-refund"
+            )
         else:
             item = assistant_message(f"done: {outputs['call-refund']}", item_id="msg-final")
         return ModelResponse(output=[item], usage=Usage(requests=1), response_id=None)
