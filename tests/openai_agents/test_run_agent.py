@@ -182,3 +182,22 @@ async def test_a_run_wide_model_name_is_refused_with_what_to_do(tmp_path: Path) 
         RunFailedError, match=r"WorkflowDefinitionError: .*give each agent its model"
     ):
         await _run_step(tmp_path, body)
+
+
+async def test_a_local_tool_that_would_run_again_on_replay_is_refused(tmp_path: Path) -> None:
+    """A custom tool runs on this machine outside on_invoke_tool: unrecorded, it
+    would run again whenever the step replays, so run_agent refuses the agent."""
+    from agents import CustomTool
+
+    async def shout(_context: Any, text: str) -> str:
+        return text.upper()
+
+    tool = CustomTool(name="shout", description="Shout.", on_invoke_tool=shout)
+    agent = support_agents(Journal())
+    agent.handoffs[0].tools.append(tool)  # type: ignore[union-attr]  # on refunds, behind the handoff
+
+    async def body(ctx: StepContext) -> None:
+        await run_agent(ctx, agent, "hi")
+
+    with pytest.raises(RunFailedError, match=r"agent 'refunds' has CustomTool: .*function_tool"):
+        await _run_step(tmp_path, body)

@@ -5,14 +5,30 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from agents import Agent, FunctionTool, Handoff, Model, ModelProvider, RunContextWrapper
+from agents import (
+    Agent,
+    ApplyPatchTool,
+    ComputerTool,
+    CustomTool,
+    FunctionTool,
+    Handoff,
+    LocalShellTool,
+    Model,
+    ModelProvider,
+    RunContextWrapper,
+    ShellTool,
+)
 from agents.tool_context import ToolContext
 
+from agentlog.errors import WorkflowDefinitionError
 from agentlog.openai_agents._model import DurableModel
 from agentlog.runtime import RetryPolicy, StepContext
 
 #: the recorded task name of a function tool call is this, a colon, the tool's name
 TOOL_TASK = "openai_agents.tool"
+
+#: tools the SDK runs on this machine outside ``on_invoke_tool``: not recordable
+_LOCAL_TOOLS = (ApplyPatchTool, ComputerTool, CustomTool, LocalShellTool, ShellTool)
 
 
 class DurableAgents:
@@ -39,6 +55,7 @@ class DurableAgents:
         done = self._copies.get(id(agent))
         if done is not None:
             return done
+        _check(agent)
         model = agent.model
         inner = model if isinstance(model, Model) else self._provider.get_model(model)
         durable = agent.clone(model=self.model(inner, agent.name))
@@ -77,3 +94,21 @@ class DurableAgents:
         durable = copy.copy(target)
         durable.on_invoke_handoff = on_invoke_handoff
         return durable
+
+
+def _check(agent: Agent[Any]) -> None:
+    """Refuse what would run again, unrecorded, each time the step replays.
+
+    Raises:
+        WorkflowDefinitionError: ``agent`` has MCP servers or a local tool
+            other than a function tool.
+    """
+    local = [type(tool).__name__ for tool in agent.tools if isinstance(tool, _LOCAL_TOOLS)]
+    if agent.mcp_servers:
+        local.append("mcp_servers")
+    if local:
+        raise WorkflowDefinitionError(
+            f"agent {agent.name!r} has {', '.join(local)}: those run on this machine outside "
+            "a recorded task and would run again whenever the step replays; call the effect "
+            "from a function_tool instead (or use a hosted tool, which the model call records)"
+        )
