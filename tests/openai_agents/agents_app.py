@@ -11,7 +11,7 @@ each tool call is reported to ``record(kind, idempotency_key)``.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agents import Agent, FunctionTool, Model, ModelResponse, Usage, function_tool
@@ -63,13 +63,24 @@ def _tool_outputs(input: Any) -> dict[str, str]:
     return found
 
 
-def support_agents(record: Record) -> Agent[Any]:
-    """The triage agent (which hands off to refunds), with fake models."""
+def support_agents(
+    record: Record,
+    *,
+    lookup_timeout: float | None = None,
+    before_lookup: Callable[[], Awaitable[None]] | None = None,
+) -> Agent[Any]:
+    """The triage agent (which hands off to refunds), with fake models.
 
-    @function_tool
-    def lookup_order(order: str) -> str:
+    ``lookup_timeout`` is the lookup tool's ``timeout_seconds``; the tool
+    awaits ``before_lookup()`` (if given) before it answers.
+    """
+
+    @function_tool(timeout=lookup_timeout)
+    async def lookup_order(order: str) -> str:
         """Look an order up."""
         record("tool:lookup_order", current_idempotency_key())
+        if before_lookup is not None:
+            await before_lookup()
         return f"order {order}: 2 books"
 
     @function_tool(needs_approval=True)

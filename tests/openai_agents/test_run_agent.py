@@ -6,6 +6,7 @@ up, hands off to refunds, whose refund tool needs approval.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from agents import Agent, RunConfig
 from agentlog.errors import RunFailedError, WorkflowDefinitionError
 from agentlog.eventlog.events import TaskCompleted, TaskStarted
 from agentlog.openai_agents import MODEL_TASK, TOOL_TASK, run_agent
-from agentlog.runtime import Runtime, StepContext, Workflow, end
+from agentlog.runtime import RetryPolicy, Runtime, StepContext, Workflow, end
 from tests.openai_agents.agents_app import support_agents, support_workflow, tools_of
 from tests.support.runtime import events_of, run_to_rest
 
@@ -201,3 +202,42 @@ async def test_a_local_tool_that_would_run_again_on_replay_is_refused(tmp_path: 
 
     with pytest.raises(RunFailedError, match=r"agent 'refunds' has CustomTool: .*function_tool"):
         await _run_step(tmp_path, body)
+
+
+async def test_a_tool_timeout_is_recorded_so_a_replay_gives_the_model_the_same(
+    tmp_path: Path,
+) -> None:
+    """The lookup hangs past its timeout_seconds once; the model is told it timed
+    out. A later failure makes the step replay: the lookup must not run again
+    (it would answer now, and the run would go another way than its recorded
+    model responses); the timeout text is its recorded result."""
+    journal = Journal()
+    failures = ["model:refunds"]
+    hangs = [asyncio.Event()]  # never set: the first lookup waits until it is cancelled
+
+    def record(kind: str, key: str) -> None:
+        journal(kind, key)
+        if kind in failures:
+            failures.remove(kind)
+            raise ConnectionError("the model's connection dropped")
+
+    async def before_lookup() -> None:
+        if hangs:
+            await hangs.pop().wait()
+
+    agent = support_agents(record, lookup_timeout=0.5, before_lookup=before_lookup)
+    wf = Workflow("oa-timeout", version="1", state={"answer": "replace"})
+
+    @wf.step(retry=RetryPolicy(max_attempts=3, initial_interval=0.01))
+    async def chat(ctx: StepContext) -> Any:
+        result = await run_agent(ctx, agent, "refund order 42")
+        return end(answer=str(result.final_output))
+
+    async with await Runtime.open(_url(tmp_path), workflows=[wf]) as rt:
+        await rt.start(wf, run_id="r1", input={})
+        assert (await run_to_rest(rt, "r1")).status == "waiting"  # after one step retry
+        _, results = await _tasks(rt, "r1")
+    kinds = [kind for kind, _ in journal.calls]
+    assert kinds.count("tool:lookup_order") == 1, journal.calls
+    lookup_key = journal.calls[kinds.index("tool:lookup_order")][1]
+    assert results[lookup_key] == "Tool 'lookup_order' timed out after 0.5 seconds."

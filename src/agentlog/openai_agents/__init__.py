@@ -20,8 +20,8 @@ interfaces are used (``Model``, ``FunctionTool``, ``Handoff``, ``Runner``,
 ``RunState``). Nothing else in agentlog imports this package or ``agents``.
 """
 
-from agentlog.openai_agents._agents import TOOL_TASK
 from agentlog.openai_agents._model import MODEL_TASK
 from agentlog.openai_agents._run import run_agent
+from agentlog.openai_agents._tools import TOOL_TASK
 
 __all__ = ["MODEL_TASK", "TOOL_TASK", "run_agent"]

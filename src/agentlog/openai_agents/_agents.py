@@ -18,14 +18,11 @@ from agents import (
     RunContextWrapper,
     ShellTool,
 )
-from agents.tool_context import ToolContext
 
 from agentlog.errors import WorkflowDefinitionError
 from agentlog.openai_agents._model import DurableModel
+from agentlog.openai_agents._tools import durable_tool
 from agentlog.runtime import RetryPolicy, StepContext
-
-#: the recorded task name of a function tool call is this, a colon, the tool's name
-TOOL_TASK = "openai_agents.tool"
 
 #: tools the SDK runs on this machine outside ``on_invoke_tool``: not recordable
 _LOCAL_TOOLS = (ApplyPatchTool, ComputerTool, CustomTool, LocalShellTool, ShellTool)
@@ -72,15 +69,7 @@ class DurableAgents:
         """A function tool whose invocation is a task; any other tool as it is."""
         if not isinstance(tool, FunctionTool):
             return tool
-        invoke, ctx, retry = tool.on_invoke_tool, self._ctx, self._tool_retry
-        name = f"{TOOL_TASK}:{tool.name}"
-
-        async def on_invoke_tool(tool_context: ToolContext[Any], arguments: str) -> Any:
-            return await ctx.run_task(name, invoke, (tool_context, arguments), {}, retry=retry)
-
-        durable = copy.copy(tool)
-        durable.on_invoke_tool = on_invoke_tool
-        return durable
+        return durable_tool(self._ctx, tool, self._tool_retry)
 
     def _handoff(self, target: Agent[Any] | Handoff[Any, Any]) -> Agent[Any] | Handoff[Any, Any]:
         """A handoff whose target agent is the durable copy."""
