@@ -241,3 +241,26 @@ async def test_a_tool_timeout_is_recorded_so_a_replay_gives_the_model_the_same(
     assert kinds.count("tool:lookup_order") == 1, journal.calls
     lookup_key = journal.calls[kinds.index("tool:lookup_order")][1]
     assert results[lookup_key] == "Tool 'lookup_order' timed out after 0.5 seconds."
+
+
+@pytest.mark.parametrize("where", ["agent", "run_config"])
+async def test_the_sdks_own_model_retry_is_refused_with_what_to_do(
+    where: str, tmp_path: Path
+) -> None:
+    """Each of the SDK's retries would be a task call of its own: a replay, where
+    the failed try may succeed, could hand one turn another turn's response."""
+    from agents import ModelRetrySettings, ModelSettings
+
+    settings = ModelSettings(retry=ModelRetrySettings(max_retries=2))
+    agent = support_agents(Journal())
+    config = RunConfig(tracing_disabled=True)
+    if where == "agent":
+        agent.handoffs[0].model_settings = settings  # type: ignore[union-attr]
+    else:
+        config.model_settings = settings
+
+    async def body(ctx: StepContext) -> None:
+        await run_agent(ctx, agent, "hi", run_config=config)
+
+    with pytest.raises(RunFailedError, match=r"sets ModelSettings.retry: .*model_retry="):
+        await _run_step(tmp_path, body)

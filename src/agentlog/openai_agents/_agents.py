@@ -15,6 +15,7 @@ from agents import (
     LocalShellTool,
     Model,
     ModelProvider,
+    ModelSettings,
     RunContextWrapper,
     ShellTool,
 )
@@ -90,7 +91,7 @@ def _check(agent: Agent[Any]) -> None:
 
     Raises:
         WorkflowDefinitionError: ``agent`` has MCP servers or a local tool
-            other than a function tool.
+            other than a function tool, or asks the SDK to retry model calls.
     """
     local = [type(tool).__name__ for tool in agent.tools if isinstance(tool, _LOCAL_TOOLS)]
     if agent.mcp_servers:
@@ -100,4 +101,20 @@ def _check(agent: Agent[Any]) -> None:
             f"agent {agent.name!r} has {', '.join(local)}: those run on this machine outside "
             "a recorded task and would run again whenever the step replays; call the effect "
             "from a function_tool instead (or use a hosted tool, which the model call records)"
+        )
+    check_model_settings(agent.model_settings, f"agent {agent.name!r}")
+
+
+def check_model_settings(settings: ModelSettings | None, whose: str) -> None:
+    """Refuse the SDK's own model retries: each try would be a task call of its
+    own, so a replay could hand one turn the recorded response of another.
+
+    Raises:
+        WorkflowDefinitionError: ``settings.retry`` is set.
+    """
+    if settings is not None and settings.retry is not None:
+        raise WorkflowDefinitionError(
+            f"{whose} sets ModelSettings.retry: the SDK would call the model again outside "
+            "the recorded task; drop it and pass run_agent(..., model_retry=RetryPolicy(...)), "
+            "which retries a model call inside its task"
         )

@@ -9,7 +9,7 @@ from agents import Agent, Model, RunConfig, Runner, RunResult, ToolApprovalItem
 from agents.items import TResponseInputItem
 
 from agentlog.errors import WorkflowDefinitionError
-from agentlog.openai_agents._agents import DurableAgents
+from agentlog.openai_agents._agents import DurableAgents, check_model_settings
 from agentlog.runtime import RetryPolicy, StepContext
 
 
@@ -56,14 +56,18 @@ async def run_agent(
         The SDK's ``RunResult`` (``final_output``, ``new_items``, ...).
 
     Raises:
-        WorkflowDefinitionError: ``ctx`` is not a StepContext, or the config
-            sets a model for the whole run by name.
+        WorkflowDefinitionError: ``ctx`` is not a StepContext; the config
+            sets a model for the whole run by name; an agent has a tool that
+            would run unrecorded on replay (MCP servers, computer, shell,
+            apply_patch, custom tools); or the SDK's own model retry
+            (``ModelSettings.retry``) is set (use ``model_retry``).
     """
     if not isinstance(ctx, StepContext):
         raise WorkflowDefinitionError(
             f"run_agent needs the step's StepContext as its first argument, got {ctx!r}"
         )
     config = run_config or RunConfig(tracing_disabled=True)
+    check_model_settings(config.model_settings, "run_config")
     agents = DurableAgents(ctx, config.model_provider, model_retry, tool_retry)
     config = _durable_config(config, agents)
     start = agents.agent(agent)
