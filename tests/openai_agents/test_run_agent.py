@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from agents import Agent, RunConfig
 
-from agentlog.errors import RunFailedError, WorkflowDefinitionError
+from agentlog.errors import NondeterminismError, RunFailedError, WorkflowDefinitionError
 from agentlog.eventlog.events import TaskCompleted, TaskStarted
 from agentlog.openai_agents import MODEL_TASK, TOOL_TASK, run_agent
 from agentlog.runtime import RetryPolicy, Runtime, StepContext, Workflow, end
@@ -264,3 +264,34 @@ async def test_the_sdks_own_model_retry_is_refused_with_what_to_do(
 
     with pytest.raises(RunFailedError, match=r"sets ModelSettings.retry: .*model_retry="):
         await _run_step(tmp_path, body)
+
+
+async def test_a_replay_asking_the_model_something_else_is_refused(tmp_path: Path) -> None:
+    """The triage agent's instructions change between two executions of the step
+    (code changed under a running run): the recorded response answered another
+    conversation, so the replay raises NondeterminismError instead of handing it over."""
+    journal = Journal()
+    failures = ["model:refunds"]
+    executions: list[int] = []
+
+    def record(kind: str, key: str) -> None:
+        journal(kind, key)
+        if kind in failures:
+            failures.remove(kind)
+            raise ConnectionError("the model's connection dropped")
+
+    agent = support_agents(record)
+    agent.instructions = lambda _ctx, _agent: f"version {len(executions)}"
+    wf = Workflow("oa-changed", version="1", state={"answer": "replace"})
+
+    @wf.step(retry=RetryPolicy(max_attempts=3, initial_interval=0.01))
+    async def chat(ctx: StepContext) -> Any:
+        executions.append(ctx.attempt)
+        result = await run_agent(ctx, agent, "refund order 42")
+        return end(answer=str(result.final_output))
+
+    async with await Runtime.open(_url(tmp_path), workflows=[wf]) as rt:
+        await rt.start(wf, run_id="r1", input={})
+        with pytest.raises(NondeterminismError, match=r"model:triage for another conversation"):
+            await run_to_rest(rt, "r1")
+    assert [kind for kind, _ in journal.calls].count("model:triage") == 2  # none on replay

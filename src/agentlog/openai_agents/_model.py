@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -11,7 +13,7 @@ from agents.items import TResponseInputItem, TResponseOutputItem, TResponseStrea
 from agents.usage import deserialize_usage, serialize_usage
 from pydantic import TypeAdapter
 
-from agentlog.errors import WorkflowDefinitionError
+from agentlog.errors import NondeterminismError, WorkflowDefinitionError
 from agentlog.runtime import RetryPolicy, StepContext
 
 #: the recorded task name of every model call (the agent's name follows a colon)
@@ -33,6 +35,7 @@ class DurableModel(Model):
     ) -> None:
         self._ctx, self._inner, self._retry = ctx, inner, retry
         self._name = f"{MODEL_TASK}:{agent}"
+        self._calls = 0  # this model's calls in this execution of the step
 
     async def get_response(
         self,
@@ -48,7 +51,14 @@ class DurableModel(Model):
         conversation_id: str | None,
         prompt: Any | None,
     ) -> ModelResponse:
-        """The model's response: recorded by the first call, replayed after it."""
+        """The model's response: recorded by the first call, replayed after it.
+
+        Raises:
+            NondeterminismError: the step replays, and the conversation the
+                model is asked differs from the one its recorded response
+                answered (``position`` counts this agent's model calls).
+        """
+        asked = _digest(system_instructions, input)
 
         async def call() -> dict[str, Any]:
             response = await self._inner.get_response(
@@ -63,9 +73,12 @@ class DurableModel(Model):
                 conversation_id=conversation_id,
                 prompt=prompt,
             )
-            return _dump(response)
+            return {**_dump(response), "asked": asked}
 
         recorded = await self._ctx.run_task(self._name, call, (), {}, retry=self._retry)
+        if recorded["asked"] != asked:
+            raise _changed(self._ctx, self._calls, self._name)
+        self._calls += 1
         return _load(recorded)
 
     def stream_response(
@@ -95,6 +108,25 @@ class DurableModel(Model):
     async def close(self) -> None:
         """Closes the wrapped model."""
         await self._inner.close()
+
+
+def _digest(instructions: str | None, input: str | list[TResponseInputItem]) -> str:
+    """A fingerprint of what the model is asked.
+
+    A recorded response is handed back only for the conversation it answered:
+    code that changed under a running run (other instructions, another tool
+    result, a tool that timed out once) would otherwise get another turn's
+    response. A value that is not JSON counts by its type alone, so nothing
+    that differs between processes (an address in a repr) breaks a replay.
+    """
+    text = json.dumps([instructions, input], sort_keys=True, default=lambda v: type(v).__name__)
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def _changed(ctx: StepContext[Any], calls: int, name: str) -> NondeterminismError:
+    """The error of a replayed model call asked another conversation than it answered."""
+    recorded = f"{name} for another conversation"
+    return NondeterminismError(ctx.run_id, ctx.step, calls, recorded, name)
 
 
 def _dump(response: ModelResponse) -> dict[str, Any]:
