@@ -47,8 +47,9 @@ async def run_agent(
         context: the SDK's run context object, handed to tools.
         max_turns: the SDK's limit on model turns.
         run_config: the SDK's run settings; its model provider resolves
-            agents whose model is a name. Tracing is turned off unless the
-            config turns it on.
+            agents whose model is a name. Without one, the SDK's tracing
+            (an export to OpenAI) is off; a config of yours keeps its own
+            ``tracing_disabled``.
         model_retry: the retry policy of each model call (none: the step's).
         tool_retry: the retry policy of each function tool call.
 
