@@ -33,7 +33,7 @@ class FakeModel(Model):
         self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
     ) -> ModelResponse:
         self.record(f"model:{self.agent}", current_idempotency_key())
-        outputs = _tool_outputs(input)
+        outputs = tool_outputs(input)
         if self.agent == "triage":
             if "call-lookup" not in outputs:
                 item = function_call("lookup_order", {"order": "42"}, call_id="call-lookup")
@@ -51,7 +51,7 @@ class FakeModel(Model):
         raise NotImplementedError("the tests run agents with Runner.run")
 
 
-def _tool_outputs(input: Any) -> dict[str, str]:
+def tool_outputs(input: Any) -> dict[str, str]:
     """The tool outputs in the conversation so far, by call id."""
     if isinstance(input, str):
         return {}

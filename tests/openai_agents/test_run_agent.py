@@ -12,13 +12,27 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Agent, RunConfig
+from agents import Agent, ModelResponse, RunConfig, Usage, function_tool
+from agents.testing import assistant_message, function_call
 
 from agentlog.errors import NondeterminismError, RunFailedError, WorkflowDefinitionError
 from agentlog.eventlog.events import TaskCompleted, TaskStarted
 from agentlog.openai_agents import MODEL_TASK, TOOL_TASK, run_agent
-from agentlog.runtime import RetryPolicy, Runtime, StepContext, Workflow, end
-from tests.openai_agents.agents_app import support_agents, support_workflow, tools_of
+from agentlog.runtime import (
+    RetryPolicy,
+    Runtime,
+    StepContext,
+    Workflow,
+    current_idempotency_key,
+    end,
+)
+from tests.openai_agents.agents_app import (
+    FakeModel,
+    support_agents,
+    support_workflow,
+    tool_outputs,
+    tools_of,
+)
 from tests.support.runtime import events_of, run_to_rest
 
 QUESTION = {"question": "refund order 42"}
@@ -295,3 +309,55 @@ async def test_a_replay_asking_the_model_something_else_is_refused(tmp_path: Pat
         with pytest.raises(NondeterminismError, match=r"model:triage for another conversation"):
             await run_to_rest(rt, "r1")
     assert [kind for kind, _ in journal.calls].count("model:triage") == 2  # none on replay
+
+
+async def test_tool_calls_side_by_side_replay_by_their_own_keys(tmp_path: Path) -> None:
+    """One model response asks for three lookups at once (the SDK runs them side
+    by side); after a step failure the replay hands each its own result."""
+    journal = Journal()
+    failures = ["model:final"]
+
+    class Fanout(FakeModel):
+        async def get_response(
+            self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+        ) -> ModelResponse:
+            outputs = tool_outputs(input)
+            if not outputs:
+                self.record("model:fanout", current_idempotency_key())
+                calls = [
+                    function_call("lookup", {"order": str(n)}, call_id=f"call-{n}")
+                    for n in (1, 2, 3)
+                ]
+                return ModelResponse(output=calls, usage=Usage(requests=1), response_id=None)
+            self.record("model:final", current_idempotency_key())
+            if failures:
+                raise ConnectionError(failures.pop())
+            text = "; ".join(outputs[f"call-{n}"] for n in (1, 2, 3))
+            return ModelResponse(
+                output=[assistant_message(text)], usage=Usage(requests=1), response_id=None
+            )
+
+    @function_tool
+    async def lookup(order: str) -> str:
+        """Look an order up."""
+        journal(f"tool:lookup:{order}", current_idempotency_key())
+        return f"order {order} found"
+
+    agent = Agent(name="fanout", model=Fanout("fanout", journal), tools=[lookup])
+    wf = Workflow("oa-fanout", version="1", state={"answer": "replace"})
+
+    @wf.step(retry=RetryPolicy(max_attempts=3, initial_interval=0.01))
+    async def chat(ctx: StepContext) -> Any:
+        result = await run_agent(ctx, agent, "look up three orders")
+        return end(answer=str(result.final_output))
+
+    async with await Runtime.open(_url(tmp_path), workflows=[wf]) as rt:
+        await rt.start(wf, run_id="r1", input={})
+        state = await run_to_rest(rt, "r1")
+        _, results = await _tasks(rt, "r1")
+    assert state.values["answer"] == "order 1 found; order 2 found; order 3 found"
+    tools = [(kind, key) for kind, key in journal.calls if kind.startswith("tool:")]
+    assert sorted(kind for kind, _ in tools) == [f"tool:lookup:{n}" for n in (1, 2, 3)]
+    for kind, key in tools:  # each key's recorded result is its own order's
+        assert results[key] == f"order {kind.rsplit(':', 1)[1]} found"
+    assert [kind for kind, _ in journal.calls].count("model:final") == 2  # failed once
