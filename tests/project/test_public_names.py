@@ -233,6 +233,7 @@ PUBLIC: dict[str, list[str]] = {
     "agentlog.eventlog.redis": ["RedisConfig", "RedisEventLog"],
     "agentlog.eventlog.sqlite": ["SqliteEventLog"],
     "agentlog.langgraph": ["AgentlogSaver", "DEFAULT_ALLOWED", "StrictSerializer"],
+    "agentlog.openai_agents": ["MODEL_TASK", "TOOL_TASK", "run_agent"],
     "agentlog.projector": [
         "Change",
         "REDUCERS",
