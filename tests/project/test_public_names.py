@@ -227,6 +227,7 @@ PUBLIC: dict[str, list[str]] = {
     "agentlog.eventlog.redis": ["RedisConfig", "RedisEventLog"],
     "agentlog.eventlog.sqlite": ["SqliteEventLog"],
     "agentlog.langgraph": ["AgentlogSaver", "DEFAULT_ALLOWED", "StrictSerializer"],
+    "agentlog.pydantic_ai": ["AgentlogAgent", "DEFAULT_MODEL_RETRY"],
     "agentlog.projector": [
         "Change",
         "REDUCERS",
