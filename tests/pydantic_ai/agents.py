@@ -11,7 +11,14 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pydantic_ai import Agent, DeferredToolRequests, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai import (
+    Agent,
+    DeferredToolRequests,
+    DeferredToolResults,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+)
 from pydantic_ai.messages import ModelMessage, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
@@ -77,3 +84,15 @@ def support_agent(hook: Hook | None = None) -> Agent[None, str | DeferredToolReq
         return f"refunded {cents}"
 
     return agent
+
+
+async def uninterrupted_output() -> Any:
+    """The support agent's output run by Pydantic AI alone, its refund approved."""
+    agent = support_agent()
+    first = await agent.run("refund my kettle")
+    assert isinstance(first.output, DeferredToolRequests)
+    approved = DeferredToolResults(
+        approvals={call.tool_call_id: True for call in first.output.approvals}
+    )
+    result = await agent.run(message_history=first.all_messages(), deferred_tool_results=approved)
+    return result.output

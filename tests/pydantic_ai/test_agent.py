@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults
+from pydantic_ai import Agent
 from pydantic_ai.models.test import TestModel
 
 from agentlog.errors import InvalidResumeValueError, WorkflowDefinitionError
 from agentlog.eventlog.events import StepFailed, TaskCompleted, TaskStarted
 from agentlog.pydantic_ai import AgentlogAgent
 from agentlog.runtime import RunStatus, Runtime
-from tests.pydantic_ai.agents import CALLS, support_agent
+from tests.pydantic_ai.agents import CALLS, support_agent, uninterrupted_output
 
 RUN = "ticket-1"
 
@@ -35,17 +35,10 @@ def _fresh_counts() -> None:
 
 async def _plain_run() -> tuple[Any, dict[str, int]]:
     """The support agent run by Pydantic AI alone, the refund approved: output, call counts."""
-    agent = support_agent()
-    first = await agent.run("refund my kettle")
-    assert isinstance(first.output, DeferredToolRequests)
-    approvals = {call.tool_call_id: True for call in first.output.approvals}
-    result = await agent.run(
-        message_history=first.all_messages(),
-        deferred_tool_results=DeferredToolResults(approvals=approvals),
-    )
+    output = await uninterrupted_output()
     counts = dict(CALLS)
     CALLS.clear()
-    return result.output, counts
+    return output, counts
 
 
 async def _task_names(rt: Runtime, run_id: str) -> list[str]:

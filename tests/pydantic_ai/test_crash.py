@@ -27,12 +27,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai import DeferredToolRequests, DeferredToolResults
 
 from tests.crash.conftest import dedup_url  # noqa: F401  # the fixture
 from tests.crash.test_crash_resume import read_view
 from tests.crash.worker import LEASE_LOST, child_env
-from tests.pydantic_ai.agents import support_agent
+from tests.pydantic_ai.agents import uninterrupted_output
 
 pytestmark = pytest.mark.crash
 
@@ -40,17 +39,6 @@ REPO = Path(__file__).resolve().parents[2]
 SEED = 25
 RUNS = 3
 MAX_PROCESSES = 12  # per run: the bound on kills and takeovers
-
-
-async def _uninterrupted_output() -> Any:
-    agent = support_agent()
-    first = await agent.run("refund my kettle")
-    assert isinstance(first.output, DeferredToolRequests)
-    result = await agent.run(
-        message_history=first.all_messages(),
-        deferred_tool_results=DeferredToolResults(approvals={"c3": True}),
-    )
-    return result.output
 
 
 def _kill_point(rng: random.Random, first: bool, last_seq: int) -> list[str]:
@@ -88,7 +76,7 @@ def test_sigkill_at_random_points_repeats_no_completed_call(
 ) -> None:
     rng = random.Random(SEED)
     url = f"sqlite:///{tmp_path / 'crash.db'}"
-    expected = asyncio.run(_uninterrupted_output())
+    expected = asyncio.run(uninterrupted_output())
     kills = repeated_model_calls = repeated_tool_calls = 0
     for index in range(RUNS):
         run_id = f"agent-{index}"

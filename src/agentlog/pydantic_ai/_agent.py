@@ -125,6 +125,10 @@ class AgentlogAgent(Generic[AgentDepsT, OutputDataT]):
         """Start a run of the agent on ``prompt`` (see ``Runtime.start``)."""
         return await rt.start(self.workflow, run_id=run_id, input={"prompt": prompt})
 
+    async def submit(self, rt: Runtime, prompt: str, *, run_id: str) -> RunHandle:
+        """Record a run of the agent for a worker to drive (see ``Runtime.submit``)."""
+        return await rt.submit(self.workflow, run_id=run_id, input={"prompt": prompt})
+
     async def run(
         self,
         rt: Runtime,
