@@ -27,6 +27,7 @@ MODULES = [
     "agentlog.archive",
     "agentlog.replay",
     "agentlog.langgraph",
+    "agentlog.pydantic_ai",
     "agentlog.crypto",
     "agentlog.testing",
 ]

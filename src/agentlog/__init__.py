@@ -28,6 +28,8 @@ The modules:
   ``agentlog verify``.
 - `agentlog.langgraph`: `agentlog.langgraph.AgentlogSaver`, a LangGraph
   checkpointer on any agentlog log (the ``langgraph`` extra).
+- `agentlog.pydantic_ai`: `agentlog.pydantic_ai.AgentlogAgent`, a Pydantic AI
+  agent whose runs are durable agentlog runs (the ``pydantic-ai`` extra).
 - `agentlog.crypto`: per-run data keys, encryption at rest and shredding.
 - `agentlog.testing`: the EventLog contract suite, for a backend's own tests
   (the ``testing`` extra).

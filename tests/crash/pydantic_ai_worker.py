@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m tests.pydantic_ai.crash_worker LOG_URL RUN_ID DEDUP_URL GEN \
+    python -m tests.crash.pydantic_ai_worker LOG_URL RUN_ID DEDUP_URL GEN \
         [--kill-seq N --kill-when before|after] [--kill-effect N]
 
 It runs the support agent of :mod:`tests.pydantic_ai.agents` as an

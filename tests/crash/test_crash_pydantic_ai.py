@@ -1,8 +1,8 @@
-"""SIGKILL a process running a Pydantic AI agent at seeded random points, on SQLite.
+"""SIGKILL a process running a Pydantic AI agent at seeded random points, on SQLite and Kafka.
 
 Each run of the support agent (tests/pydantic_ai/agents.py: four model
 requests, three tool calls, one approval) is driven by worker processes
-(tests/pydantic_ai/crash_worker.py). A worker is SIGKILLed at a seeded random
+(tests/crash/pydantic_ai_worker.py). A worker is SIGKILLed at a seeded random
 point: right after a model request or tool call was delivered and before its
 result was recorded, or when a batch of events reaches a random seq (just
 before or just after it is appended). A fresh process then takes the run over,
@@ -23,12 +23,12 @@ import signal
 import subprocess
 import sys
 import urllib.request
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.crash.conftest import dedup_url  # noqa: F401  # the fixture
 from tests.crash.test_crash_resume import read_view
 from tests.crash.worker import LEASE_LOST, child_env
 from tests.pydantic_ai.agents import uninterrupted_output
@@ -53,7 +53,7 @@ def _kill_point(rng: random.Random, first: bool, last_seq: int) -> list[str]:
 
 def _worker(url: str, run_id: str, dedup: str, gen: int, kill: list[str], logs: Path) -> Any:
     """One worker process: its exit code and its stdout."""
-    command = [sys.executable, "-m", "tests.pydantic_ai.crash_worker", url, run_id, dedup]
+    command = [sys.executable, "-m", "tests.crash.pydantic_ai_worker", url, run_id, dedup]
     with open(logs / f"{run_id}-{gen}.log", "w") as stderr:
         done = subprocess.run(
             [*command, str(gen), *kill],
@@ -69,17 +69,25 @@ def _deliveries(dedup: str, run_id: str) -> list[list[Any]]:
     return deliveries
 
 
+@pytest.fixture(params=["sqlite", pytest.param("kafka", marks=pytest.mark.kafka)])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh log on SQLite or on Kafka."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'crash.db'}"
+    bootstrap = request.getfixturevalue("kafka_bootstrap")
+    return f"kafka://{bootstrap}/pydantic{uuid.uuid4().hex[:10]}"
+
+
 @pytest.mark.process
 def test_sigkill_at_random_points_repeats_no_completed_call(
-    dedup_url: str,  # noqa: F811
-    tmp_path: Path,
+    url: str, dedup_url: str, tmp_path: Path
 ) -> None:
     rng = random.Random(SEED)
-    url = f"sqlite:///{tmp_path / 'crash.db'}"
+    backend = url.split(":")[0]
     expected = asyncio.run(uninterrupted_output())
     kills = repeated_model_calls = repeated_tool_calls = 0
     for index in range(RUNS):
-        run_id = f"agent-{index}"
+        run_id = f"{backend}-agent-{index}"  # the dedup service is the session's
         recorded_before: dict[int, set[str]] = {}
         output: Any = None
         for gen in range(MAX_PROCESSES):
@@ -105,7 +113,7 @@ def test_sigkill_at_random_points_repeats_no_completed_call(
                     repeated_model_calls += 1
                 else:
                     repeated_tool_calls += 1
-    print(f"kills {kills}, runs {RUNS}, repeated model calls {repeated_model_calls}, "
-          f"repeated tool calls {repeated_tool_calls}")  # fmt: skip
+    repeated = f"repeated model calls {repeated_model_calls}, tool calls {repeated_tool_calls}"
+    print(f"{backend}: kills {kills}, runs {RUNS}, {repeated}")
     assert kills >= RUNS
     assert (repeated_model_calls, repeated_tool_calls) == (0, 0)
