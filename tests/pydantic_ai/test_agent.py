@@ -7,11 +7,23 @@ alone.
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai import Agent
+from pydantic_ai import (
+    Agent,
+    ApprovalRequired,
+    DeferredToolRequests,
+    ModelResponse,
+    ModelRetry,
+    RunContext,
+    TextPart,
+    ToolCallPart,
+)
+from pydantic_ai.messages import ModelMessage, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
 from agentlog.errors import InvalidResumeValueError, WorkflowDefinitionError
@@ -194,3 +206,54 @@ def test_an_agent_without_a_name_is_refused() -> None:
         AgentlogAgent(Agent(TestModel()))
     with pytest.raises(WorkflowDefinitionError, match=r"pydantic_ai\.Agent"):
         AgentlogAgent("support")  # type: ignore[arg-type]
+
+
+async def test_control_flow_raised_by_a_tool_is_recorded_and_raised_again(url: str) -> None:
+    """``ModelRetry`` and ``ApprovalRequired`` from a tool body are recorded results: a step
+    that runs again raises them again from the record, without running the body."""
+    bodies: Counter[str] = Counter()
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returned = [  # the tools that succeeded (a ModelRetry returns as outcome "retried")
+            part.tool_name
+            for message in messages
+            for part in message.parts
+            if isinstance(part, ToolReturnPart) and part.outcome == "success"
+        ]
+        if "check" not in returned:
+            return ModelResponse(parts=[ToolCallPart("check", {}, f"k{len(messages)}")])
+        if "charge" not in returned:
+            return ModelResponse(parts=[ToolCallPart("charge", {"cents": 9000}, "big")])
+        return ModelResponse(parts=[TextPart("charged")])
+
+    agent: Agent[None, str | DeferredToolRequests] = Agent(
+        FunctionModel(respond), name="guarded", output_type=[str, DeferredToolRequests]
+    )
+
+    @agent.tool_plain
+    def check() -> str:
+        bodies["check"] += 1
+        if bodies["check"] == 1:
+            raise ModelRetry("the ledger is busy, call check again")
+        if bodies["check"] == 2:
+            raise ConnectionError("fails once after the retry: the step runs again")
+        return "ok"
+
+    @agent.tool
+    def charge(ctx: RunContext[None], cents: int) -> str:
+        bodies["charge"] += 1
+        if not ctx.tool_call_approved:
+            raise ApprovalRequired(metadata={"cents": cents})
+        return f"charged {cents}"
+
+    durable = AgentlogAgent(agent)
+    async with await Runtime.open(url, workflows=[durable.workflow]) as rt:
+        run = await durable.start(rt, "charge it", run_id="guarded-1")
+        assert (await run.wait(timeout=60)).status == RunStatus.WAITING
+        [ask] = await run.pending()
+        assert ask.payload["metadata"] == {"big": {"cents": 9000}}
+        await rt.resume("guarded-1", {"big": True})
+        assert await durable.output(rt, "guarded-1", timeout=60) == "charged"
+    # check: the recorded ModelRetry (not run again on the step's second execution), the
+    # failed try, the success; charge: the recorded ApprovalRequired, then the approved call
+    assert dict(bodies) == {"check": 3, "charge": 2}

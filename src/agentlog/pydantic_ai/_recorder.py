@@ -122,6 +122,13 @@ class _Recorder(AbstractCapability[Any]):
                 result = to_jsonable_python(await handler(args))
             except (ModelRetry, ApprovalRequired, CallDeferred) as exc:
                 return _raised(exc)
+            except Exception as exc:
+                # Pydantic AI turns a tool's ModelRetry into its own retry error raised
+                # from it; record the ModelRetry, and raise it from this hook on every
+                # execution, so the tool manager counts the retry the same way each time.
+                if isinstance(exc.__cause__, ModelRetry):
+                    return _raised(exc.__cause__)
+                raise
             await self.ctx.progress(
                 {
                     "pydantic_ai": "tool_result",
