@@ -27,6 +27,8 @@ MODULES = [
     "agentlog.archive",
     "agentlog.replay",
     "agentlog.langgraph",
+    "agentlog.pydantic_ai",
+    "agentlog.openai_agents",
     "agentlog.crypto",
     "agentlog.testing",
 ]

@@ -28,6 +28,11 @@ The modules:
   ``agentlog verify``.
 - `agentlog.langgraph`: `agentlog.langgraph.AgentlogSaver`, a LangGraph
   checkpointer on any agentlog log (the ``langgraph`` extra).
+- `agentlog.pydantic_ai`: `agentlog.pydantic_ai.AgentlogAgent`, a Pydantic AI
+  agent whose runs are durable agentlog runs (the ``pydantic-ai`` extra).
+- `agentlog.openai_agents`: `agentlog.openai_agents.run_agent`, an OpenAI
+  Agents SDK run inside a step, its model and tool calls durable tasks (the
+  ``openai-agents`` extra).
 - `agentlog.crypto`: per-run data keys, encryption at rest and shredding.
 - `agentlog.testing`: the EventLog contract suite, for a backend's own tests
   (the ``testing`` extra).

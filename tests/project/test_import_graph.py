@@ -30,7 +30,8 @@ _LAYERS: list[set[str]] = [
     {"archive"},  # Parquet and DuckDB; the runtime reads archived runs through it
     {"runtime"},  # workflows, the executor, the driver, requests, worker, Runtime
     {"replay"},  # the debugger's data and the replay check (drives the executor)
-    {"ui", "langgraph", "openai_agents"},  # the web debugger; integrations (nothing imports them)
+    {"ui", "langgraph", "openai_agents", "pydantic_ai"},  # the web debugger; the integrations
+    # (the LangGraph saver, the OpenAI Agents SDK and Pydantic AI: nothing imports them)
     {"cli"},  # the command (Typer and Rich), the demo included
     {"__main__", "demo"},  # `python -m agentlog`; the demo's former import path
 ]
