@@ -25,15 +25,33 @@ def dedup(tmp_path: Path) -> Iterator[Dedup]:
         yield Dedup(url, db)
 
 
+@pytest.fixture(params=["sqlite", pytest.param("kafka", marks=pytest.mark.kafka)])
+def backend(request: pytest.FixtureRequest) -> str:
+    """Both backends, for a test that asks for ``backend`` (or a module marked
+    ``usefixtures("backend")``); the others run on SQLite."""
+    return str(request.param)
+
+
 @pytest.fixture
-def log_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'fleet.db'}"
+def log_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The client's log: SQLite, or (for a test on ``backend`` kafka) the fleet's
+    Kafka topics, in ``KAFKA_PARTITIONS`` partitions (a module's own, else 2)."""
+    if "backend" not in request.fixturenames or request.getfixturevalue("backend") == "sqlite":
+        return f"sqlite:///{tmp_path / 'fleet.db'}"
+    bootstrap = request.getfixturevalue("kafka_bootstrap")
+    name = request.getfixturevalue("kafka_name")
+    partitions = getattr(request.module, "KAFKA_PARTITIONS", 2)
+    return f"kafka://{bootstrap}/{name}?layout=partitioned&partitions={partitions}"
 
 
 @pytest.fixture
 def worker_url(log_url: str) -> str:
-    """The log URL the workers open (on Kafka: with the consumer group)."""
-    return log_url
+    """The log URL the workers open (on Kafka: one consumer group, 6 s sessions)."""
+    if not log_url.startswith("kafka://"):
+        return log_url
+    base, query = log_url.split("?", 1)
+    partitions = query.rsplit("partitions=", 1)[1]
+    return f"{base}?group=fleet&partitions={partitions}&session_timeout=6"
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ class, rebuilt from the log, and the cancelled outcome.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -22,34 +21,12 @@ from agentlog.runtime import Runtime, RuntimeConfig
 from tests.crash.failures_worker import FAILING, LONG, PaymentDeclined, workflows
 from tests.support.fleet import Fleet, history, until
 
-pytestmark = pytest.mark.fleet
+pytestmark = [pytest.mark.fleet, pytest.mark.usefixtures("backend")]  # on SQLite and Kafka
 
 APP = "tests.crash.failures_worker:workflows"
-PARTITIONS = 2
+KAFKA_PARTITIONS = 2
 #: A bound on each wait: a hang fails the test instead of stalling it.
 WAIT_S = 60.0
-
-
-@pytest.fixture(params=["sqlite", pytest.param("kafka", marks=pytest.mark.kafka)])
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def log_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if backend == "sqlite":
-        return f"sqlite:///{tmp_path / 'fleet.db'}"
-    bootstrap = request.getfixturevalue("kafka_bootstrap")
-    name = request.getfixturevalue("kafka_name")
-    return f"kafka://{bootstrap}/{name}?layout=partitioned&partitions={PARTITIONS}"
-
-
-@pytest.fixture
-def worker_url(backend: str, log_url: str) -> str:
-    if backend == "sqlite":
-        return log_url
-    base = log_url.split("?", 1)[0]
-    return f"{base}?group=fleet&partitions={PARTITIONS}&session_timeout=6"
 
 
 @pytest.fixture

@@ -41,7 +41,6 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
@@ -95,29 +94,6 @@ RACE_WINDOW = timedelta(seconds=0.3)
 def group(index: int) -> str:
     """Which approval group the index-th run is in."""
     return {0: "ignored", 1: "racing"}.get(index % 5, "answered")
-
-
-@pytest.fixture(params=["sqlite", pytest.param("kafka", marks=pytest.mark.kafka)])
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def log_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """The client's log: SQLite, or the fleet's Kafka topics (read, send commands)."""
-    if backend == "sqlite":
-        return f"sqlite:///{tmp_path / 'fleet.db'}"
-    bootstrap = request.getfixturevalue("kafka_bootstrap")
-    name = request.getfixturevalue("kafka_name")
-    return f"kafka://{bootstrap}/{name}?layout=partitioned&partitions={KAFKA_PARTITIONS}"
-
-
-@pytest.fixture
-def worker_url(backend: str, log_url: str) -> str:
-    if backend == "sqlite":
-        return log_url
-    base = log_url.split("?", 1)[0]
-    return f"{base}?group=fleet&partitions={KAFKA_PARTITIONS}&session_timeout=6"
 
 
 @dataclass

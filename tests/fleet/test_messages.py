@@ -7,41 +7,16 @@ once and in order, and received once, in order. Bounded by count: 8 messages.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from agentlog.eventlog.events import MessageReceived, MessageSent, RunStatus
 from agentlog.runtime import Runtime
 from tests.support.fleet import Fleet, history, until
 
-pytestmark = pytest.mark.fleet
+pytestmark = [pytest.mark.fleet, pytest.mark.usefixtures("backend")]  # on SQLite and Kafka
 
 COUNT = 8
 KAFKA_PARTITIONS = 2
-
-
-@pytest.fixture(params=["sqlite", pytest.param("kafka", marks=pytest.mark.kafka)])
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def log_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """The client's log: SQLite, or the fleet's Kafka topics (read, send commands)."""
-    if backend == "sqlite":
-        return f"sqlite:///{tmp_path / 'fleet.db'}"
-    bootstrap = request.getfixturevalue("kafka_bootstrap")
-    name = request.getfixturevalue("kafka_name")
-    return f"kafka://{bootstrap}/{name}?layout=partitioned&partitions={KAFKA_PARTITIONS}"
-
-
-@pytest.fixture
-def worker_url(backend: str, log_url: str) -> str:
-    if backend == "sqlite":
-        return log_url
-    base = log_url.split("?", 1)[0]
-    return f"{base}?group=fleet&partitions={KAFKA_PARTITIONS}&session_timeout=6"
 
 
 @pytest.mark.timeout(300)

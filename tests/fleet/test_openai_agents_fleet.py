@@ -19,9 +19,9 @@ import pytest
 from agentlog.eventlog.events import RunStatus
 from agentlog.runtime import Runtime, RuntimeConfig
 from tests.openai_agents import fleet_app
-from tests.support.fleet import Fleet, until
+from tests.support.fleet import Fleet, resume_when_free, until
 
-pytestmark = pytest.mark.fleet
+pytestmark = [pytest.mark.fleet, pytest.mark.usefixtures("backend")]  # on SQLite and Kafka
 
 RUNS = 3
 KAFKA_PARTITIONS = 4
@@ -29,29 +29,6 @@ QUESTION = {"question": "refund order 42"}
 ANSWER = "done: refunded 500 on order 42"
 #: the calls of one approved run: 4 model calls, 2 tool calls
 CALLS_PER_RUN = 6
-
-
-@pytest.fixture(params=["sqlite", pytest.param("kafka", marks=pytest.mark.kafka)])
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def log_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """The client's log: SQLite, or the fleet's Kafka topics."""
-    if backend == "sqlite":
-        return f"sqlite:///{tmp_path / 'fleet.db'}"
-    bootstrap = request.getfixturevalue("kafka_bootstrap")
-    name = request.getfixturevalue("kafka_name")
-    return f"kafka://{bootstrap}/{name}?layout=partitioned&partitions={KAFKA_PARTITIONS}"
-
-
-@pytest.fixture
-def worker_url(backend: str, log_url: str) -> str:
-    if backend == "sqlite":
-        return log_url
-    base = log_url.split("?", 1)[0]
-    return f"{base}?group=oa&partitions={KAFKA_PARTITIONS}&session_timeout=6"
 
 
 @pytest.fixture
@@ -89,7 +66,7 @@ async def test_agents_park_survive_a_killed_worker_and_finish(
     await until(parked, "every run parked on its approval", within=120)
     doomed.kill()
     for i in range(RUNS):
-        await agents_client.resume(f"oa-{i}", True)
+        await resume_when_free(agents_client, f"oa-{i}", True)
 
     async def completed() -> bool:
         return await _all(agents_client, RunStatus.COMPLETED)

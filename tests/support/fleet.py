@@ -21,9 +21,11 @@ from typing import Any
 
 import pytest
 
+from agentlog.errors import LeaseHeldError
 from agentlog.eventlog._base import EventLog
 from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.events import Event
+from agentlog.runtime import Runtime
 from tests.crash.worker import child_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -173,6 +175,21 @@ async def until(
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {within:g}s waiting until {what}")
         await asyncio.sleep(every)
+
+
+async def resume_when_free(rt: Runtime, run_id: str, value: Any, within: float = 120.0) -> None:
+    """``rt.resume(run_id, value)``, again while a writer still holds the run: a
+    worker that parked it lets go just after the run reads ``waiting``, and a
+    killed one holds it until its lease runs out (LeaseHeldError says how long)."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            await rt.resume(run_id, value)
+            return
+        except LeaseHeldError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
 
 
 async def history(log: EventLog, run_id: str) -> list[Event]:
