@@ -90,24 +90,35 @@ def test_kafka_modules_import_each_other_not_the_package() -> None:
                 )
 
 
+#: Each optional integration: its package under agentlog, and the top-level
+#: module of the framework it wraps.
+INTEGRATIONS = [
+    ("langgraph", "langgraph"),
+    ("pydantic_ai", "pydantic_ai"),
+    ("openai_agents", "agents"),
+]
+
+
 @pytest.mark.process
-def test_nothing_imports_langgraph() -> None:
-    """agentlog.langgraph is an optional extra: `import agentlog` (and every other
-    layer, the CLI included) must work without LangGraph installed."""
+@pytest.mark.parametrize(("package", "framework"), INTEGRATIONS)
+def test_nothing_imports_an_integration(package: str, framework: str) -> None:
+    """An integration is an optional extra: no other module imports it or its
+    framework, and `import agentlog` (the CLI and the runtime too) loads
+    neither, so agentlog works without the framework installed."""
     import subprocess
     import sys
 
-    import agentlog.langgraph
-
     root = Path(agentlog.__file__).parent
     for path in root.rglob("*.py"):
-        if path.is_relative_to(root / "langgraph"):
+        if path.is_relative_to(root / package):
             continue
         for name in _imports(path):
             where = path.relative_to(root)
-            assert not name.startswith(("agentlog.langgraph", "langgraph")), f"{where}: {name}"
+            assert name.split(".")[0] != framework, f"{where}: {name}"
+            assert not name.startswith(f"agentlog.{package}"), f"{where}: {name}"
     probe = (
-        "import sys, agentlog, agentlog.cli, agentlog.runtime; print('langgraph' in sys.modules)"
+        "import sys, agentlog, agentlog.cli, agentlog.runtime; "
+        f"print(any(m.split('.')[0] == {framework!r} for m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
