@@ -255,6 +255,8 @@ class Worker:
         limit = self.config.workflow_concurrency.get(wf.name)
         if limit is not None and driver.active_count(wf.name) >= limit:
             return False
+        if info.status != RunStatus.WAITING and not await driver.queue_room(wf):
+            return False  # its queue is full: it stays queued (checked again at the claim)
         broken_until = self._broken.get(info.run_id)
         if broken_until is not None and broken_until > now:
             return False
