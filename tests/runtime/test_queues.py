@@ -10,6 +10,7 @@ import pytest
 from agentlog.errors import ConfigError, WorkflowDefinitionError
 from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import RunStatus
+from agentlog.eventlog.memory import MemoryEventLog
 from agentlog.runtime import Queue, Runtime, StepContext, Workflow, end
 from tests.support.runtime import Calls, config, event_log
 
@@ -117,3 +118,21 @@ async def _true(value: bool) -> bool:
 
 async def _took(rt: Runtime, run_id: str) -> bool:
     return run_id in await rt.worker.run_once() or rt.driver.active_run(run_id) is not None
+
+
+def test_a_queue_on_a_log_whose_workers_own_the_runs_is_refused() -> None:
+    wf = queued(Calls(), asyncio.Event(), Queue("emails", concurrency=2))
+    with pytest.raises(ConfigError, match="use SQLite, PostgreSQL or Redis for queued workflows"):
+        Runtime(MemoryEventLog(commands=True), workflows=[wf], config=config("w"))
+
+
+def test_one_queue_with_two_limits_is_refused() -> None:
+    first = queued(Calls(), asyncio.Event(), Queue("emails", concurrency=2))
+    second = Workflow("digest", state={"n": "replace"}, queue=Queue("emails", concurrency=3))
+
+    @second.step
+    async def only(ctx: StepContext) -> Any:
+        return end(n=1)
+
+    with pytest.raises(ConfigError, match="give every workflow of one queue the same Queue"):
+        Runtime(MemoryEventLog(), workflows=[first, second], config=config("w"))

@@ -46,7 +46,7 @@ from agentlog.runtime._cancelling import task_cancelling
 from agentlog.runtime._config import RuntimeConfig
 from agentlog.runtime._executor import RunExecutor
 from agentlog.runtime._handles import RecoveryReport
-from agentlog.runtime._queues import queue_room
+from agentlog.runtime._queues import check_queue, queue_room
 from agentlog.runtime._workflow import Migration, Workflow
 from agentlog.runtime._writer import RunWriter
 
@@ -82,6 +82,7 @@ class RunDriver:
         """Make workflows runnable here (validates their graphs)."""
         for workflow in workflows:
             workflow.validate()
+            check_queue(self.log, workflow, self.workflows.values())
             self.workflows[workflow.name] = workflow
 
     @property

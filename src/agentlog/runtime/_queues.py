@@ -31,12 +31,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from agentlog.errors import ConfigError
 from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import RunStatus, utcnow
 
-__all__ = ["Queue", "queue_room"]
+__all__ = ["Queue", "check_queue", "queue_room"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,46 @@ class Queue:
             raise ConfigError(
                 f"queue {self.name!r}: concurrency must be an int >= 1 (the most runs "
                 f"driven at once), got {limit!r}"
+            )
+
+
+class _Queued(Protocol):
+    """What a queue check reads of a workflow (not imported: it imports us)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def queue(self) -> Queue | None: ...
+
+
+def check_queue(log: EventLog, workflow: _Queued, registered: Iterable[_Queued]) -> None:
+    """Refuse a queued workflow where its limit could not be kept.
+
+    Raises:
+        ConfigError: the log's runs are owned per partition by workers (Kafka),
+            so no worker sees the whole queue; or another registered workflow
+            has a queue of the same name with another limit.
+    """
+    queue = workflow.queue
+    if queue is None:
+        return
+    if not log.direct_writes:
+        raise ConfigError(
+            f"workflow {workflow.name!r} is in queue {queue.name!r}, but this log's runs are "
+            "owned by workers per partition (Kafka), so no worker can count the queue's "
+            "running runs; use SQLite, PostgreSQL or Redis for queued workflows, or drop "
+            "queue= and cap the workers with WorkerConfig.workflow_concurrency"
+        )
+    for other in registered:
+        theirs = other.queue
+        if theirs is None or other.name == workflow.name:
+            continue
+        if theirs.name == queue.name and theirs != queue:
+            raise ConfigError(
+                f"queue {queue.name!r} has concurrency {queue.concurrency} on workflow "
+                f"{workflow.name!r} but {theirs.concurrency} on {other.name!r}; give every "
+                "workflow of one queue the same Queue"
             )
 
 
