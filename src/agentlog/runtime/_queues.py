@@ -135,9 +135,7 @@ async def queue_room(
     live = {
         info.run_id
         for info in await log.list_runs(status=RunStatus.RUNNING)
-        if info.workflow in names
-        and info.lease_expires_at is not None
-        and info.lease_expires_at > now
+        if info.workflow in names and info.lease_live(now)
     }
     if claimed is None:
         return len(live) < queue.concurrency
