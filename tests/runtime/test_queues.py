@@ -12,38 +12,10 @@ from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import RunStatus
 from agentlog.eventlog.memory import MemoryEventLog
 from agentlog.runtime import Queue, Runtime, StepContext, Workflow, end
+from tests.support.queues import queued, three_workers_share_a_queue, until
 from tests.support.runtime import Calls, config, event_log
 
 __all__ = ["event_log"]
-
-RUNS = 6
-
-
-def queued(calls: Calls, gate: asyncio.Event, queue: Queue) -> Workflow:
-    """One step that waits for ``gate``, counting how many are inside at once."""
-    wf = Workflow("mail", state={"n": "replace"}, queue=queue)
-
-    @wf.step
-    async def send(ctx: StepContext) -> Any:
-        calls.hit("send")
-        calls.count["inside"] += 1
-        calls.count["most"] = max(calls.count["most"], calls.count["inside"])
-        try:
-            await gate.wait()
-        finally:
-            calls.count["inside"] -= 1
-        return end(n=1)
-
-    return wf
-
-
-async def _until(predicate: Any, what: str, seconds: float = 30.0) -> None:
-    try:
-        async with asyncio.timeout(seconds):
-            while not await predicate():  # noqa: ASYNC110 - polls
-                await asyncio.sleep(0.01)
-    except TimeoutError:
-        pytest.fail(f"timed out after {seconds:g}s waiting until {what}")
 
 
 @pytest.mark.parametrize(
@@ -61,37 +33,7 @@ def test_a_queue_that_is_not_a_queue_is_refused() -> None:
 
 
 async def test_three_workers_drive_at_most_the_queue_limit_at_once(event_log: EventLog) -> None:
-    calls, gate = Calls(), asyncio.Event()
-    wf = queued(calls, gate, Queue("emails", concurrency=2))
-    client = Runtime(event_log, workflows=[wf], config=config("client", execute=False))
-    workers = [Runtime(event_log, workflows=[wf], config=config(f"w{n}")) for n in range(3)]
-    try:
-        for n in range(RUNS):
-            await client.submit(wf, run_id=f"r{n}", input={"n": 0})
-        # Each worker has room for 50 runs; the queue has room for 2, shared.
-        taken = [len(await rt.worker.run_once()) for rt in workers]
-        assert sum(taken) == 2, f"taken per worker: {taken}"
-        await _until(lambda: _true(calls.count["inside"] == 2), "two runs are inside the step")
-        taken = [len(await rt.worker.run_once()) for rt in workers]
-        assert taken == [0, 0, 0], "a worker took a run while the queue was full"
-        queued_runs = [
-            i for i in await event_log.list_runs(status=RunStatus.RUNNING) if i.workflow == "mail"
-        ]
-        assert len(queued_runs) == RUNS  # recorded at once, none lost
-        gate.set()
-
-        async def all_done() -> bool:
-            for rt in workers:
-                await rt.worker.run_once()
-            runs = await event_log.list_runs(status=RunStatus.COMPLETED)
-            return len(runs) == RUNS
-
-        await _until(all_done, f"all {RUNS} runs completed")
-    finally:
-        for rt in [client, *workers]:
-            await rt.close()
-    assert calls.count["send"] == RUNS
-    assert calls.count["most"] == 2
+    await three_workers_share_a_queue(event_log)
 
 
 async def test_a_started_run_of_a_full_queue_waits_for_a_worker(event_log: EventLog) -> None:
@@ -102,12 +44,12 @@ async def test_a_started_run_of_a_full_queue_waits_for_a_worker(event_log: Event
         await rt.start(wf, run_id="b", input={"n": 0})
         assert calls.count["send"] == 0  # a start of a queued run leaves it to a worker
         assert await rt.worker.run_once() == ["a"]
-        await _until(lambda: _true(calls.count["inside"] == 1), "run a is inside the step")
+        await until(lambda: _true(calls.count["inside"] == 1), "run a is inside the step")
         assert await rt.worker.run_once() == []  # the queue is full
         assert (await event_log.get_run("b")).status == RunStatus.RUNNING
         gate.set()
         assert (await rt.wait("a", timeout=30)).values == {"n": 1}
-        await _until(lambda: _took(rt, "b"), "run b is taken once a is done")
+        await until(lambda: _took(rt, "b"), "run b is taken once a is done")
         assert (await rt.wait("b", timeout=30)).values == {"n": 1}
     assert calls.count["most"] == 1
 
