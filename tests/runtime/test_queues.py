@@ -9,7 +9,7 @@ import pytest
 
 from agentlog.errors import ConfigError, WorkflowDefinitionError
 from agentlog.eventlog._base import EventLog
-from agentlog.eventlog.events import RunStatus
+from agentlog.eventlog.events import RunStatus, utcnow
 from agentlog.eventlog.memory import MemoryEventLog
 from agentlog.runtime import Queue, Runtime, StepContext, Workflow, end
 from tests.support.queues import queued, three_workers_share_a_queue, until
@@ -78,3 +78,29 @@ def test_one_queue_with_two_limits_is_refused() -> None:
 
     with pytest.raises(ConfigError, match="give every workflow of one queue the same Queue"):
         Runtime(MemoryEventLog(), workflows=[first, second], config=config("w"))
+
+
+async def test_a_claim_that_would_go_over_the_limit_lets_go(event_log: EventLog) -> None:
+    """Two workers that each counted room before claiming: the claim counts
+    again, and the one over the limit releases the run, which stays queued."""
+    calls, gate = Calls(), asyncio.Event()
+    wf = queued(calls, gate, Queue("emails", concurrency=1))
+    first = Runtime(event_log, workflows=[wf], config=config("w1"))
+    second = Runtime(event_log, workflows=[wf], config=config("w2"))
+    try:
+        await first.submit(wf, run_id="a", input={"n": 0})
+        await first.submit(wf, run_id="b", input={"n": 0})
+        assert await first.worker.run_once() == ["a"]
+        await until(lambda: _true(calls.count["inside"] == 1), "run a is inside the step")
+        # As a worker does after a count that saw room: claim and continue.
+        await second.driver.take_over(wf, "b")
+        assert second.driver.active_run("b") is None, "run b was driven over the queue's limit"
+        info = await event_log.get_run("b")
+        assert info.status == RunStatus.RUNNING and not info.lease_live(utcnow())
+        gate.set()
+        await until(lambda: _took(second, "b"), "run b is taken once a is done")
+        assert (await second.wait("b", timeout=30)).values == {"n": 1}
+    finally:
+        await first.close()
+        await second.close()
+    assert calls.count["most"] == 1
