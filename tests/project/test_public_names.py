@@ -281,6 +281,7 @@ PUBLIC: dict[str, list[str]] = {
         "Interrupted",
         "Next",
         "PendingInterrupt",
+        "Queue",
         "RecoveryReport",
         "RetryPolicy",
         "RunHandle",

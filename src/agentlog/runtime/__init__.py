@@ -4,6 +4,7 @@ from agentlog.eventlog.events import RunStatus
 from agentlog.runtime._context import Interrupted, StepContext
 from agentlog.runtime._frozen import FrozenDict, FrozenList, thaw
 from agentlog.runtime._handles import PendingInterrupt, RecoveryReport, RunHandle
+from agentlog.runtime._queues import Queue
 from agentlog.runtime._retry import RetryPolicy
 from agentlog.runtime._runtime import VERBS, Runtime, RuntimeConfig
 from agentlog.runtime._schedules import Schedule
@@ -25,6 +26,7 @@ __all__ = [
     "Interrupted",
     "Next",
     "PendingInterrupt",
+    "Queue",
     "RecoveryReport",
     "RetryPolicy",
     "RunHandle",

@@ -46,6 +46,7 @@ from agentlog.runtime._cancelling import task_cancelling
 from agentlog.runtime._config import RuntimeConfig
 from agentlog.runtime._executor import RunExecutor
 from agentlog.runtime._handles import RecoveryReport
+from agentlog.runtime._queues import check_queue, queue_room
 from agentlog.runtime._workflow import Migration, Workflow
 from agentlog.runtime._writer import RunWriter
 
@@ -81,6 +82,7 @@ class RunDriver:
         """Make workflows runnable here (validates their graphs)."""
         for workflow in workflows:
             workflow.validate()
+            check_queue(self.log, workflow, self.workflows.values())
             self.workflows[workflow.name] = workflow
 
     @property
@@ -306,6 +308,9 @@ class RunDriver:
         On any failure before the run is handed to its task, the writer is
         dropped and the lease released, so a corrected call can claim at once.
         """
+        if here and wf is not None and wf.queue is not None:
+            # A queued run is driven only with room; else recorded and left queued.
+            here = state.seq > 0 and await self.queue_room(wf, claimed=state.run_id)
         writer = None
         try:
             writer = RunWriter(
@@ -335,6 +340,15 @@ class RunDriver:
         else:
             await self.release(state.run_id, epoch)
             self.wake.set()  # this process's worker, if it runs, takes it at once
+
+    async def queue_room(self, wf: Workflow[Any, Any], *, claimed: str | None = None) -> bool:
+        """True if ``wf``'s queue has room for a run (for ``claimed``, which
+        this process has just claimed); see :func:`queue_room`."""
+        queue = wf.queue
+        if queue is None:
+            return True
+        names = [w.name for w in self.workflows.values() if w.queue and w.queue.name == queue.name]
+        return await queue_room(self.log, queue, names, claimed=claimed)
 
     def _launch(self, wf: Workflow[Any, Any], writer: RunWriter) -> None:
         executor = RunExecutor(writer, wf)

@@ -50,6 +50,7 @@ from agentlog.runtime._callables import is_async_callable
 from agentlog.runtime._durations import limit_seconds
 from agentlog.runtime._graph import to_mermaid
 from agentlog.runtime._inputs import check_input, input_keys
+from agentlog.runtime._queues import Queue
 from agentlog.runtime._retry import RetryPolicy
 from agentlog.runtime._routes import Next, Send, Target, end, goto
 from agentlog.runtime._schedules import Schedule, TickInput
@@ -134,6 +135,8 @@ class Workflow(Generic[S, In]):
         retry: the default retry policy of its steps (default:
             ``RetryPolicy()``, 3 attempts). A step retry does not rerun a
             task whose own retry policy gave up (see :func:`task`).
+        queue: the queue its runs wait in (:class:`Queue`): workers drive at
+            most ``queue.concurrency`` of them at once (docs/queues.md).
     """
 
     @overload
@@ -147,6 +150,7 @@ class Workflow(Generic[S, In]):
         start: str | Sequence[str] | None = None,
         max_steps: int = 10_000,
         retry: RetryPolicy | None = None,
+        queue: Queue | None = None,
     ) -> None: ...
 
     @overload
@@ -160,6 +164,7 @@ class Workflow(Generic[S, In]):
         start: str | Sequence[str] | None = None,
         max_steps: int = 10_000,
         retry: RetryPolicy | None = None,
+        queue: Queue | None = None,
     ) -> None: ...
 
     @overload
@@ -173,6 +178,7 @@ class Workflow(Generic[S, In]):
         start: str | Sequence[str] | None = None,
         max_steps: int = 10_000,
         retry: RetryPolicy | None = None,
+        queue: Queue | None = None,
     ) -> None: ...
 
     @overload
@@ -186,6 +192,7 @@ class Workflow(Generic[S, In]):
         start: str | Sequence[str] | None = None,
         max_steps: int = 10_000,
         retry: RetryPolicy | None = None,
+        queue: Queue | None = None,
     ) -> None: ...
 
     def __init__(
@@ -198,6 +205,7 @@ class Workflow(Generic[S, In]):
         start: str | Sequence[str] | None = None,
         max_steps: int = 10_000,
         retry: RetryPolicy | None = None,
+        queue: Queue | None = None,
     ) -> None:
         if isinstance(state, type):
             state = _schema_of(state)
@@ -206,6 +214,12 @@ class Workflow(Generic[S, In]):
         check_max_steps(max_steps, WorkflowDefinitionError)
         self.name, self.version, self.max_steps = name, str(version), max_steps
         self.retry = retry or RetryPolicy()
+        if queue is not None and not isinstance(queue, Queue):
+            raise WorkflowDefinitionError(
+                f"workflow {name!r}: queue must be a Queue, got {type(queue).__name__}"
+            )
+        #: The queue its runs wait in, or None: driven as soon as a worker is free.
+        self.queue = queue
         self.reducers: dict[str, str] = {}
         #: Reducer name -> function, for this workflow only: two workflows (or
         #: one built twice, in a fixture) may use different functions.

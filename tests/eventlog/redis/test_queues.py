@@ -1,0 +1,14 @@
+"""A queue's limit on Redis: three workers, each on its own connection, take
+at most the limit between them (the scenario in tests/support/queues.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.queues import three_workers_share_a_queue
+
+pytestmark = pytest.mark.redis
+
+
+async def test_three_workers_on_their_own_connections_share_a_queue(redis_url: str) -> None:
+    await three_workers_share_a_queue(redis_url)
