@@ -171,8 +171,10 @@ class RunRequests:
         durability: Durability | None,
         max_steps: int | None,
         here: bool,
+        parent: Mapping[str, Any] | None = None,
     ) -> None:
-        """``Runtime.start`` (``here``: drive it in this process) and ``Runtime.submit``."""
+        """``Runtime.start`` (``here``: drive it in this process) and ``Runtime.submit``;
+        ``parent`` links a child run to the parent's call that started it."""
         if isinstance(workflow, Workflow):
             if self._driver.workflows.get(workflow.name) is not workflow:
                 self._driver.register(workflow)
@@ -218,7 +220,10 @@ class RunRequests:
             input=dict(input or {}),
             durability=mode,
             fingerprint=wf.fingerprint,
-            limits={"max_steps": max_steps if max_steps is not None else wf.max_steps},
+            limits={
+                "max_steps": max_steps if max_steps is not None else wf.max_steps,
+                **({"parent": dict(parent)} if parent else {}),
+            },
             start=wf.start,
             reducers=dict(wf.reducers),
         )
