@@ -9,10 +9,12 @@ until the child ends, and the child's end wakes it with the child's result
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import pytest
 
+from agentlog.errors import UnknownRunError
 from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import RunStatus
 from agentlog.projector._state import RunState
@@ -129,3 +131,42 @@ async def test_a_failing_child_raises_its_class_in_the_parent(event_log: EventLo
         state = await _until_ended(rt, "f")
     assert state.status == RunStatus.COMPLETED, state.error
     assert state.values["outs"] == ["broke: child 0 broke", 40]
+
+
+async def test_cancelling_the_parent_cancels_its_children(event_log: EventLog) -> None:
+    child = Workflow("waiting_child", state={"got": "replace"})
+
+    @child.step
+    async def wait(ctx: StepContext) -> Any:
+        return end(got=await ctx.recv("never"))  # parks until cancelled
+
+    parent = Workflow("canceller", state={"outs": "replace"})
+
+    @parent.step
+    async def fan(ctx: StepContext) -> Any:
+        handles = [await ctx.start_child(child, {}) for _ in range(2)]
+        return end(outs=[await handle.result() for handle in handles])
+
+    kids = ["c/fan/0:0:0", "c/fan/0:0:1"]
+    async with Runtime(event_log, workflows=[parent, child], config=config()) as rt:
+        await rt.start(parent, run_id="c")
+        for run_id in ["c", *kids]:
+            await _until_status(rt, run_id, RunStatus.WAITING)
+        state = await rt.cancel("c")
+        assert state.status == RunStatus.CANCELLED
+        for kid in kids:
+            assert (await _until_ended(rt, kid)).status == RunStatus.CANCELLED
+
+
+async def _until_status(rt: Runtime, run_id: str, status: str, seconds: float = 20.0) -> None:
+    """Poll until the run has ``status`` (bounded: a hang fails with its status)."""
+    current = ""
+    try:
+        async with asyncio.timeout(seconds):
+            while current != status:
+                with contextlib.suppress(UnknownRunError):
+                    current = (await rt.get_state(run_id)).status
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        shown = current or "not recorded"
+        pytest.fail(f"run {run_id!r} is {shown}, not {status}, after {seconds}s")

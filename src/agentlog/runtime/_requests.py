@@ -319,7 +319,14 @@ class RunRequests:
         await self._driver.continue_run(wf, state, epoch, deadline, mode, after, here)
 
     async def cancel(self, run_id: str, reason: str) -> RunState:
-        """``Runtime.cancel``."""
+        """``Runtime.cancel``; a cancelled run's children are cancelled too, and
+        a cancelled child's parent is told (see :mod:`agentlog.runtime._children`)."""
+        state = await self._cancel(run_id, reason)
+        if self._driver.children is not None and state.status == RunStatus.CANCELLED:
+            await self._driver.children.run_ended(state)
+        return state
+
+    async def _cancel(self, run_id: str, reason: str) -> RunState:
         active = self._driver.active_run(run_id)
         if active is not None:
             active.request_cancel(reason)
