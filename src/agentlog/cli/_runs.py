@@ -166,8 +166,8 @@ def runs(
         )
         for i in infos
     ]
-    columns = ("run", "workflow", "status", "steps", "last event", "age", "where", "moved on by")
-    columns += ("parent",) if family else ()
+    columns: tuple[str, ...] = ("run", "workflow", "status", "steps", "last event", "age")
+    columns += ("where", "moved on by", *(["parent"] if family else []))
     print_table(table(f"runs in {redact_url(log)}", columns, rows))
 
 
