@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 
-from agentlog.errors import UnknownRunError
+from agentlog.errors import RunCancelledError, UnknownRunError
 from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import RunStatus
 from agentlog.projector._state import RunState
+from agentlog.replay import verify_history
 from agentlog.runtime import Runtime, StepContext, Workflow, end
-from tests.support.runtime import Calls, config, event_log
+from tests.support.runtime import Calls, config, event_log, events_of
 
 __all__ = ["event_log"]
 
@@ -93,6 +94,8 @@ async def test_parent_with_three_children_completes_with_their_results(
             assert kid_state.status == RunStatus.COMPLETED
             link = {"run_id": "p", "step": "fan", "call": f"0:0:{i - 1}"}
             assert kid_state.limits["parent"] == link
+        # the parent's history replays under its code (verify): starts and results recorded
+        assert await verify_history(parent, await events_of(event_log, "p")) == []
     # however often the parent's step ran (it parks until its children end),
     # each child started once
     assert [calls.count[f"child {n}"] for n in (1, 2, 3)] == [1, 1, 1]
@@ -170,3 +173,30 @@ async def _until_status(rt: Runtime, run_id: str, status: str, seconds: float = 
     except TimeoutError:
         shown = current or "not recorded"
         pytest.fail(f"run {run_id!r} is {shown}, not {status}, after {seconds}s")
+
+
+async def test_cancelling_a_child_raises_run_cancelled_in_its_parent(event_log: EventLog) -> None:
+    child = Workflow("idle_child", state={"got": "replace"})
+
+    @child.step
+    async def wait(ctx: StepContext) -> Any:
+        return end(got=await ctx.recv("never"))
+
+    parent = Workflow("watcher", state={"outcome": "replace"})
+
+    @parent.step
+    async def watch(ctx: StepContext) -> Any:
+        try:
+            await ctx.child(child, {})
+        except RunCancelledError as exc:
+            return end(outcome=f"cancelled: {exc.run_id}")
+        return end(outcome="completed")
+
+    async with Runtime(event_log, workflows=[parent, child], config=config()) as rt:
+        await rt.start(parent, run_id="w")
+        await _until_status(rt, "w/watch/0:0:0", RunStatus.WAITING)
+        await _until_status(rt, "w", RunStatus.WAITING)
+        await rt.cancel("w/watch/0:0:0")
+        state = await _until_ended(rt, "w")
+    assert state.status == RunStatus.COMPLETED, state.error
+    assert state.values["outcome"] == "cancelled: w/watch/0:0:0"

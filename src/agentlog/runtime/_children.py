@@ -134,6 +134,22 @@ def _modules() -> set[str]:
     return found.modules() if found is not None else set()
 
 
+async def _ended_outcome(
+    writer: Writer, superstep: int, branch: int, child_id: str
+) -> dict[str, Any] | None:
+    """The outcome of ``child_id`` if it ended (None: it has not). Without a
+    runtime (a replay check), what the history recorded next for this branch."""
+    found = CHILD_HOST.get()
+    if found is None:
+        topic = child_topic(child_id)
+        for data in writer.upcoming(superstep, branch):
+            if isinstance(data, MessageSent) and data.topic == topic:
+                return dict(data.value)
+        return None
+    state = await found.read_state(child_id)
+    return child_outcome(state) if state.is_terminal else None
+
+
 async def wait_child(writer: Writer, where: tuple[str, int, int, int], child_id: str) -> Any:
     """The result of ``child_id`` for the wait call ``where`` (step, superstep,
     branch, index) of a step, or park the run until the child ends.
@@ -146,10 +162,10 @@ async def wait_child(writer: Writer, where: tuple[str, int, int, int], child_id:
     step, superstep, branch, index = where
     topic = child_topic(child_id)
     found, outcome = take_message(writer, topic, step, superstep, branch, index)
-    if not found:
-        state = await host().read_state(child_id)
-        if state.is_terminal and child_key(child_id) not in writer.state.message_keys:
-            writer.emit(MessageSent(topic, child_outcome(state), child_key(child_id)))
+    if not found and child_key(child_id) not in writer.state.message_keys:
+        ended = await _ended_outcome(writer, superstep, branch, child_id)
+        if ended is not None:
+            writer.emit(MessageSent(topic, ended, child_key(child_id)))
             found, outcome = take_message(writer, topic, step, superstep, branch, index)
     if found:
         return _result(child_id, outcome)
