@@ -48,6 +48,11 @@ class RuntimeChildHost:
         fns = [s.fn for wf in self._driver.workflows.values() for s in wf.steps.values()]
         return workflow_modules(fns)
 
+    def recheck_seconds(self) -> float:
+        """Four leases: a lost wake is made up for soon, a long child costs
+        the parent a re-run of its step per period."""
+        return self._driver.config.lease_seconds * 4
+
     async def run_ended(self, state: RunState) -> None:
         """Tell a child's parent that it ended; cancel a cancelled parent's children.
 

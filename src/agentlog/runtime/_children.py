@@ -12,9 +12,9 @@ parent on the topic :func:`child_topic`, sent (with the idempotency key
 ``child:<id>``, so it is stored once) by whoever drives the child when it
 ends. A step waiting on a child that has not ended parks like a ``recv``
 (no process held); the message wakes it. A step that finds the child ended
-but no message yet records the message itself, so a wake lost to a crash
-between the child's end and its message is found again when the parent's
-step runs.
+but no message yet records the message itself, and the park carries a timer
+(:meth:`ChildHost.recheck_seconds`) that runs the step again, so a wake
+lost to a crash between the child's end and its message is made up for.
 
 Only the process that drives a step can start or look up a child: the
 driver puts its :class:`ChildHost` in :data:`CHILD_HOST` for the run's task.
@@ -25,10 +25,11 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Protocol
 
 from agentlog.errors import RunCancelledError, WorkflowError
-from agentlog.eventlog.events import MessageSent, RunStatus
+from agentlog.eventlog.events import MessageSent, RunStatus, utcnow
 from agentlog.projector._state import RunState, interrupt_key
 from agentlog.runtime._failures import run_failed
 from agentlog.runtime._inbox import take_message
@@ -70,6 +71,9 @@ class ChildHost(Protocol):
 
     async def run_ended(self, state: RunState) -> None:
         """A run the driver drove ended: wake its parent, cancel its children."""
+
+    def recheck_seconds(self) -> float:
+        """How long a parent waits on a child before a timer checks it again."""
 
 
 #: The host of the step running in this task (set by the driver per run).
@@ -169,7 +173,10 @@ async def wait_child(writer: Writer, where: tuple[str, int, int, int], child_id:
             found, outcome = take_message(writer, topic, step, superstep, branch, index)
     if found:
         return _result(child_id, outcome)
-    raise Interrupted(index, {"topic": topic, "child": child_id}, None, None, "message")
+    # A timer re-checks the child, in case its wake was lost to a crash.
+    running = CHILD_HOST.get()
+    due = None if running is None else utcnow() + timedelta(seconds=running.recheck_seconds())
+    raise Interrupted(index, {"topic": topic, "child": child_id}, None, due, "message")
 
 
 @dataclass(frozen=True, slots=True)
