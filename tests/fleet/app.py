@@ -17,6 +17,9 @@ what really ran in which worker process (``gen`` is the worker's pid).
   a worker is stopped mid-step.
 * ``inbox``: takes a message on topic "jobs" per superstep (``ctx.recv``)
   until it holds ``input["want"]`` of them; no service.
+* ``family``: starts three ``kid`` child runs (``ctx.start_child``) and
+  waits for their results; each ``kid`` calls an effect (reported, so the
+  test sees which worker drove it) that takes ``KID_EFFECT_S``.
 * ``orphan`` is in :data:`others` only: a worker started with ``workflows``
   does not know it.
 """
@@ -215,6 +218,33 @@ async def take(ctx: StepContext) -> Any:
     return goto("take", got=[value])
 
 
+# -- family: a parent run and its three child runs ----------------------------------
+
+#: How long a kid's effect takes (so a worker is killed while the parent waits).
+KID_EFFECT_S = 1.0
+kid = Workflow("kid", state={"n": "replace", "out": "replace"})
+
+
+def _kid_effect(run_id: str, n: int, idempotency_key: str) -> int:
+    effect(run_id, "kid", str(n), idempotency_key)
+    time.sleep(KID_EFFECT_S)
+    return n * 10
+
+
+@kid.step
+async def kid_work(ctx: StepContext) -> Any:
+    return end(out=await ctx.task("work", _kid_effect, ctx.run_id, ctx.state["n"]))
+
+
+family = Workflow("family", state={"outs": "replace"})
+
+
+@family.step
+async def spawn(ctx: StepContext) -> Any:
+    handles = [await ctx.start_child(kid, {"n": n}) for n in (1, 2, 3)]
+    return end(outs=[(await handle.result())["out"] for handle in handles])
+
+
 # -- orphan: a workflow only some workers know ------------------------------------
 
 orphan = Workflow("orphan", state={"done": "replace"})
@@ -227,6 +257,6 @@ async def only_step(ctx: StepContext) -> Any:
 
 
 #: What ``--app tests.fleet.app:workflows`` loads.
-workflows = [fleet, nap, sleeper, slow, inbox]
+workflows = [fleet, nap, sleeper, slow, inbox, family, kid]
 #: What ``--app tests.fleet.app:others`` loads.
 others = [orphan]

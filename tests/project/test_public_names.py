@@ -274,6 +274,7 @@ PUBLIC: dict[str, list[str]] = {
         "verify_runs",
     ],
     "agentlog.runtime": [
+        "ChildHandle",
         "DURABILITY_MODES",
         "Durability",
         "FrozenDict",

@@ -116,6 +116,18 @@ async def _locations(reader: EventReader, infos: list[RunInfo]) -> dict[str, str
     }
 
 
+async def _parents(reader: EventReader, infos: list[RunInfo]) -> dict[str, str]:
+    """The parent run of each child run (its RunStarted's link), "" for others."""
+    parents: dict[str, str] = {}
+    for info in infos:
+        parents[info.run_id] = ""
+        async for event in reader.read(info.run_id, upto_seq=1):
+            link = getattr(event.data, "limits", {}).get("parent")
+            if isinstance(link, dict):
+                parents[info.run_id] = str(link.get("run_id", ""))
+    return parents
+
+
 @command()
 def runs(
     log: LogOpt = DEFAULT_LOG_URL,
@@ -124,17 +136,22 @@ def runs(
     as_json: JsonOpt = False,
 ) -> None:
     """List runs: workflow, status, steps, last event, age, where its events are
-    (hot log, archive, or both when partly archived), and what moves it on."""
+    (hot log, archive, or both when partly archived), what moves it on, and the
+    parent run of a child run (a column shown when there is one)."""
 
-    async def go() -> tuple[list[RunInfo], dict[str, str]]:
+    async def go() -> tuple[list[RunInfo], dict[str, str], dict[str, str]]:
         async with read_history(log, archive) as event_log:
             infos = await event_log.list_runs(status=status.value if status else None)
-            return infos, await _locations(event_log, infos)
+            where = await _locations(event_log, infos)
+            return infos, where, await _parents(event_log, infos)
 
-    infos, where = run_async(go)
+    infos, where, parents = run_async(go)
     if as_json:
-        print_json([{**info_json(i), "where": where[i.run_id]} for i in infos])
+        print_json(
+            [{**info_json(i), "where": where[i.run_id], "parent": parents[i.run_id]} for i in infos]
+        )
         return
+    family = any(parents.values())  # the parent column only when a run has one
     rows = [
         (
             i.run_id,
@@ -145,10 +162,12 @@ def runs(
             age(i.updated_at),
             where[i.run_id],
             driver(i),
+            *([parents[i.run_id]] if family else []),
         )
         for i in infos
     ]
-    columns = ("run", "workflow", "status", "steps", "last event", "age", "where", "moved on by")
+    columns: tuple[str, ...] = ("run", "workflow", "status", "steps", "last event", "age")
+    columns += ("where", "moved on by", *(["parent"] if family else []))
     print_table(table(f"runs in {redact_url(log)}", columns, rows))
 
 

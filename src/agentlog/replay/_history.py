@@ -353,6 +353,15 @@ class RunHistory:
             self._fork = (await fork_origin(self._reader, self.run_id),)
         return self._fork[0]
 
+    async def parent(self) -> str | None:
+        """The parent run's id of a child run (its ``RunStarted`` links it,
+        ``ctx.start_child``), or None."""
+        for event in await self._read(0, 1):
+            link = getattr(event.data, "limits", {}).get("parent")
+            if isinstance(link, dict):
+                return str(link.get("run_id", ""))
+        return None
+
     async def close(self) -> None:
         """Close what :meth:`open` opened (never the caller's hot log)."""
         if self._owned:

@@ -1,6 +1,7 @@
 """The durable runtime: workflows of steps, tasks, interrupts, durability modes."""
 
 from agentlog.eventlog.events import RunStatus
+from agentlog.runtime._children import ChildHandle
 from agentlog.runtime._context import Interrupted, StepContext
 from agentlog.runtime._frozen import FrozenDict, FrozenList, thaw
 from agentlog.runtime._handles import PendingInterrupt, RecoveryReport, RunHandle
@@ -20,6 +21,7 @@ __all__ = [
     "DURABILITY_MODES",
     "STREAM_MODES",
     "VERBS",
+    "ChildHandle",
     "Durability",
     "FrozenDict",
     "FrozenList",

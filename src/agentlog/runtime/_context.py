@@ -46,6 +46,7 @@ from agentlog.eventlog.codec import pack
 from agentlog.eventlog.events import InterruptRaised, ProgressReported, utcnow
 from agentlog.projector._state import TIMER_FIRED, interrupt_key
 from agentlog.runtime._awaited import result_is_awaited
+from agentlog.runtime._children import ChildCalls
 from agentlog.runtime._durations import timer_seconds
 from agentlog.runtime._expects import build_answer, to_schema
 from agentlog.runtime._frozen import FrozenDict
@@ -94,7 +95,7 @@ def current_context() -> StepContext[Any]:
 _NO_DEFAULT: Any = object()
 
 
-class StepContext(Generic[S, SI]):
+class StepContext(ChildCalls, Generic[S, SI]):
     """Handed to each step call; ``S`` is the workflow's state type, ``SI`` the
     step's input type (what ``Send.to`` checks).
 

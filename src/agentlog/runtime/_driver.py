@@ -43,6 +43,7 @@ from agentlog.eventlog.events import (
 from agentlog.projector._snapshots import load_state
 from agentlog.projector._state import RunState, due_timers
 from agentlog.runtime._cancelling import task_cancelling
+from agentlog.runtime._children import CHILD_HOST, ChildHost
 from agentlog.runtime._config import RuntimeConfig
 from agentlog.runtime._executor import RunExecutor
 from agentlog.runtime._handles import RecoveryReport
@@ -77,6 +78,8 @@ class RunDriver:
         self._active: dict[str, tuple[RunExecutor, asyncio.Task[RunState]]] = {}
         #: Runs this process is claiming right now (until launched or released).
         self._claiming: set[str] = set()
+        #: Starts and reads child runs for steps; told when a run ends (the runtime's).
+        self.children: ChildHost | None = None
 
     def register(self, *workflows: Workflow[Any, Any]) -> None:
         """Make workflows runnable here (validates their graphs)."""
@@ -370,8 +373,9 @@ class RunDriver:
         run_id, epoch = writer.state.run_id, writer.epoch
         fenced: list[FencedError] = []
         heartbeat = asyncio.create_task(self._heartbeat(writer, asyncio.current_task(), fenced))
+        CHILD_HOST.set(self.children)  # this run's task only: its steps start children
         try:
-            return await executor.run()
+            state = await executor.run()
         except asyncio.CancelledError:
             if fenced:  # the heartbeat found a newer writer: say so, not "cancelled"
                 raise fenced[0] from None
@@ -381,6 +385,9 @@ class RunDriver:
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
             await self.release(run_id, epoch)
+        if self.children is not None and state.is_terminal:
+            await self.children.run_ended(state)  # wake a parent, cancel children
+        return state
 
     async def _heartbeat(
         self,

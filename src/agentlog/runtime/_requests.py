@@ -171,8 +171,10 @@ class RunRequests:
         durability: Durability | None,
         max_steps: int | None,
         here: bool,
+        parent: Mapping[str, Any] | None = None,
     ) -> None:
-        """``Runtime.start`` (``here``: drive it in this process) and ``Runtime.submit``."""
+        """``Runtime.start`` (``here``: drive it in this process) and ``Runtime.submit``;
+        ``parent`` links a child run to the parent's call that started it."""
         if isinstance(workflow, Workflow):
             if self._driver.workflows.get(workflow.name) is not workflow:
                 self._driver.register(workflow)
@@ -218,7 +220,10 @@ class RunRequests:
             input=dict(input or {}),
             durability=mode,
             fingerprint=wf.fingerprint,
-            limits={"max_steps": max_steps if max_steps is not None else wf.max_steps},
+            limits={
+                "max_steps": max_steps if max_steps is not None else wf.max_steps,
+                **({"parent": dict(parent)} if parent else {}),
+            },
             start=wf.start,
             reducers=dict(wf.reducers),
         )
@@ -314,7 +319,14 @@ class RunRequests:
         await self._driver.continue_run(wf, state, epoch, deadline, mode, after, here)
 
     async def cancel(self, run_id: str, reason: str) -> RunState:
-        """``Runtime.cancel``."""
+        """``Runtime.cancel``; a cancelled run's children are cancelled too, and
+        a cancelled child's parent is told (see :mod:`agentlog.runtime._children`)."""
+        state = await self._cancel(run_id, reason)
+        if self._driver.children is not None and state.status == RunStatus.CANCELLED:
+            await self._driver.children.run_ended(state)
+        return state
+
+    async def _cancel(self, run_id: str, reason: str) -> RunState:
         active = self._driver.active_run(run_id)
         if active is not None:
             active.request_cancel(reason)

@@ -39,6 +39,7 @@ from agentlog.eventlog._base import EventLog
 from agentlog.eventlog._urls import DEFAULT_LOG_URL, open_log
 from agentlog.projector._state import RunState
 from agentlog.runtime._archived import ArchiveSource, open_archive_source
+from agentlog.runtime._child_host import RuntimeChildHost
 from agentlog.runtime._config import VERBS, RuntimeConfig
 from agentlog.runtime._driver import RunDriver
 from agentlog.runtime._executor import RunExecutor
@@ -92,6 +93,7 @@ class Runtime:
         self.requests = RunRequests(
             self.driver, self.archive, ensure_worker=self._ensure_worker, wait=self.wait
         )
+        self.driver.children = RuntimeChildHost(self.driver, self.requests)
         self.worker = Worker(self.driver, log, self.config.worker_config, submit=self._submit_tick)
         self._owns_log = False
         self.register(*workflows)

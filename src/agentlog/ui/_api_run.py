@@ -58,6 +58,7 @@ async def info_api(request: Request) -> Response:
             "info": info.to_json(),
             "last_seq": info.last_seq,
             "shredded": await history.shredded(),
+            "parent": await history.parent(),
         }
     )
 

@@ -28,9 +28,19 @@
       info.started_at ? "started " + time(info.started_at) : "",
     ];
     document.getElementById("run-info").textContent = parts.filter(Boolean).join(" · ");
+    renderParent(data.parent);
     renderShredded(data.shredded);
     renderActions();
     renderPending();
+  }
+
+  // A child run (ctx.start_child) links to its parent run.
+  function renderParent(parent) {
+    const box = document.getElementById("parent");
+    if (!parent) { box.hidden = true; return; }
+    box.replaceChildren("child run of ", el("a", { href: AL.runPath(parent), id: "parent-link",
+      text: parent }));
+    box.hidden = false;
   }
 
   // A shredded run says so, when, and that its content is gone for good:
