@@ -11,12 +11,9 @@ import pytest
 
 from agentlog.eventlog.events import RunStatus
 from agentlog.runtime import Runtime
-from tests.fleet.test_messages import backend, log_url, worker_url
 from tests.support.fleet import Dedup, Fleet, history, until
 
-pytestmark = pytest.mark.fleet
-
-__all__ = ["backend", "log_url", "worker_url"]
+pytestmark = [pytest.mark.fleet, pytest.mark.usefixtures("backend")]  # on SQLite and Kafka
 
 KIDS = [f"fam/spawn/0:0:{i}" for i in range(3)]
 
