@@ -12,11 +12,8 @@ the parent) and the parent completes with every child's result.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
-import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,7 +21,7 @@ import pytest
 from agentlog.eventlog.events import RunStarted, RunStatus, TaskCompleted
 from agentlog.runtime import Runtime, RuntimeConfig
 from tests.crash.family_worker import CHILDREN, child, parent
-from tests.crash.worker import child_env
+from tests.crash.worker import kill, spawn_ready
 from tests.support.fleet import until
 
 pytestmark = pytest.mark.crash
@@ -35,27 +32,8 @@ LEASE_S = 0.5
 
 
 def spawn(url: str, logs: Path, n: int) -> subprocess.Popen[str]:
-    with (logs / f"family-{n}.log").open("w") as stderr:  # the child keeps its own copy
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.crash.family_worker", url, str(LEASE_S)],
-            cwd=REPO,
-            env=child_env(),
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-        )
-    assert proc.stdout is not None
-    ready = proc.stdout.readline().strip()  # bounded by the test's timeout
-    assert ready == "READY", (logs / f"family-{n}.log").read_text()[-4000:]
-    return proc
-
-
-def stop(proc: subprocess.Popen[str]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=60)
-    if proc.stdout is not None:
-        proc.stdout.close()
+    args = ["-m", "tests.crash.family_worker", url, str(LEASE_S)]
+    return spawn_ready(args, logs / f"family-{n}.log")
 
 
 @pytest.mark.timeout(600)
@@ -85,7 +63,7 @@ async def test_each_child_starts_once_and_the_parent_completes_across_sigkills(
                     await until(began, "the parent started its children", 120, every=0.01)
                     await asyncio.sleep(rng.uniform(0.0, 0.5))
             finally:
-                await asyncio.to_thread(stop, proc)
+                await asyncio.to_thread(kill, proc)
             if await ended():
                 break
             midway += 1

@@ -13,11 +13,8 @@ run's result is every message in order.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
-import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,7 +23,7 @@ from agentlog.errors import BackendUnavailableError, LeaseHeldError
 from agentlog.eventlog.events import MessageReceived, MessageSent, RunStatus, WriterClaimed
 from agentlog.runtime import Runtime, RuntimeConfig
 from tests.crash.message_receiver import receiver
-from tests.crash.worker import child_env
+from tests.crash.worker import kill, spawn_ready
 from tests.support.fleet import until
 
 pytestmark = pytest.mark.crash
@@ -38,27 +35,8 @@ LEASE_S = 1.0
 
 
 def spawn(url: str, logs: Path, n: int) -> subprocess.Popen[str]:
-    with (logs / f"receiver-{n}.log").open("w") as stderr:  # the child keeps its own copy
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.crash.message_receiver", url, str(COUNT), str(LEASE_S)],
-            cwd=REPO,
-            env=child_env(),
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-        )
-    assert proc.stdout is not None
-    ready = proc.stdout.readline().strip()  # bounded by the test's timeout
-    assert ready == "READY", (logs / f"receiver-{n}.log").read_text()[-4000:]
-    return proc
-
-
-def stop(proc: subprocess.Popen[str]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=60)
-    if proc.stdout is not None:
-        proc.stdout.close()
+    args = ["-m", "tests.crash.message_receiver", url, str(COUNT), str(LEASE_S)]
+    return spawn_ready(args, logs / f"receiver-{n}.log")
 
 
 async def send_all(client: Runtime, numbers: range) -> None:
@@ -99,7 +77,7 @@ async def test_messages_are_received_exactly_once_in_order_across_sigkills(
 
                     await until(working, f"receiver {n} takes message {first}", 120, every=0.01)
                     await asyncio.sleep(rng.uniform(0.0, 0.1))
-                    await asyncio.to_thread(stop, proc)
+                    await asyncio.to_thread(kill, proc)
                 async with asyncio.timeout(120):
                     await sending
 
@@ -109,7 +87,7 @@ async def test_messages_are_received_exactly_once_in_order_across_sigkills(
                 if first + size >= COUNT:
                     await until(completed, "the run received every message", 120)
             finally:
-                await asyncio.to_thread(stop, proc)
+                await asyncio.to_thread(kill, proc)
         state = await client.get_state("inbox")
         events = [e async for e in client.log.read("inbox")]
     sent = [(e.seq, e.data.value) for e in events if isinstance(e.data, MessageSent)]

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 import urllib.request
@@ -69,6 +71,34 @@ def child_env() -> dict[str, str]:
     repo = Path(__file__).resolve().parents[2]
     paths = [str(repo / "src"), str(repo), os.environ.get("PYTHONPATH", "")]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+
+
+def spawn_ready(args: Sequence[str], log: Path) -> subprocess.Popen[str]:
+    """Start ``python ARGS`` from the repo root with this checkout's code, its
+    stderr in ``log``, and return once it printed READY (a hang is bounded by
+    the calling test's timeout)."""
+    with log.open("w") as stderr:  # the child keeps its own copy
+        proc = subprocess.Popen(
+            [sys.executable, *args],
+            cwd=Path(__file__).resolve().parents[2],
+            env=child_env(),
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+    assert proc.stdout is not None
+    ready = proc.stdout.readline().strip()
+    assert ready == "READY", log.read_text()[-4000:]
+    return proc
+
+
+def kill(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL ``proc`` (if it still runs) and reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    if proc.stdout is not None:
+        proc.stdout.close()
 
 
 def _post(url: str, body: dict[str, Any]) -> Any:
