@@ -81,7 +81,15 @@ def test_readme_is_a_short_page_in_order() -> None:
     text = README.read_text()
     assert len(text.splitlines()) <= 150, "README.md is a five-minute page: reference goes in docs/"
     sections = re.findall(r"^## (.+)$", text, re.MULTILINE)
-    assert sections == ["What it is", "Example", "Backends", "Install", "Where to go next"]
+    assert sections == [
+        "What it is",
+        "Example",
+        "Backends",
+        "Multi-agent runs",
+        "Integrations",
+        "Install",
+        "Where to go next",
+    ]
     assert len(_blocks(text, "python")) == 1
     assert "| SQLite (the default) |" in text
 
