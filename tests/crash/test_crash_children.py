@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from agentlog.eventlog.events import RunStarted, RunStatus, TaskCompleted
+from agentlog.eventlog.events import MessageSent, RunStarted, RunStatus, TaskCompleted, TimerFired
 from agentlog.runtime import Runtime, RuntimeConfig
-from tests.crash.family_worker import CHILDREN, child, parent
+from agentlog.runtime._children import child_topic
+from tests.crash.family_worker import CHILDREN, WORKFLOWS, child, lone_parent, parent
 from tests.crash.worker import kill, spawn_ready
 from tests.support.fleet import until
 
@@ -31,8 +32,8 @@ KILLS = 4
 LEASE_S = 0.5
 
 
-def spawn(url: str, logs: Path, n: int) -> subprocess.Popen[str]:
-    args = ["-m", "tests.crash.family_worker", url, str(LEASE_S)]
+def spawn(url: str, logs: Path, n: int, *flags: str) -> subprocess.Popen[str]:
+    args = ["-m", "tests.crash.family_worker", url, str(LEASE_S), *flags]
     return spawn_ready(args, logs / f"family-{n}.log")
 
 
@@ -82,3 +83,59 @@ async def test_each_child_starts_once_and_the_parent_completes_across_sigkills(
     started = [e.data.result for e in events if isinstance(e.data, TaskCompleted)]
     assert sorted(set(started)) == kids  # each child's start recorded (once per task key)
     assert len(started) == len(set(started)), started
+
+
+@pytest.mark.timeout(300)
+async def test_a_wake_lost_to_a_sigkill_is_made_up_for_by_the_parents_recheck_timer(
+    tmp_path: Path,
+) -> None:
+    """The worker SIGKILLs itself once the child's end is recorded and before
+    its outcome is sent to the parent (``--lose-wake``): no message ever wakes
+    the parked parent. A fresh worker completes it anyway, because the park
+    carries a re-check timer that runs the parent's step, which reads the
+    child's end and records the outcome itself."""
+    url = f"sqlite:///{tmp_path / 'agentlog.db'}"
+    kid = "lone/await_one/0:0:0"
+    config = RuntimeConfig(owner="client", execute=False, worker=False, lease_seconds=LEASE_S)
+    async with await Runtime.open(url, workflows=WORKFLOWS, config=config) as client:
+        await client.submit(lone_parent, run_id="lone")
+
+        async def parked() -> bool:  # the parent waits on its child, which waits on "go"
+            state = await client.get_state("lone")
+            return child_topic(kid) in [i.get("payload", {}).get("topic") for i in state.interrupts]
+
+        proc = await asyncio.to_thread(spawn, url, tmp_path, 0, "--lose-wake")
+        try:
+            await until(parked, "the parent parked on its child", 120)
+            await until(lambda: _waits_on_go(client, kid), "the child parked on its recv", 120)
+            await client.send(kid, "go", "now")  # the child ends; its driver dies
+            await asyncio.to_thread(proc.wait, 120)
+        finally:
+            await asyncio.to_thread(kill, proc)
+        assert proc.returncode == -9, "the worker was to SIGKILL itself before the wake"
+        assert (await client.log.get_run(kid)).status == RunStatus.COMPLETED
+        lost = [e async for e in client.log.read("lone")]
+        assert not any(isinstance(e.data, MessageSent) for e in lost), "the wake was sent"
+        assert (await client.get_state("lone")).status != RunStatus.COMPLETED
+
+        proc = await asyncio.to_thread(spawn, url, tmp_path, 1)
+        try:
+
+            async def ended() -> bool:
+                return (await client.log.get_run("lone")).status == RunStatus.COMPLETED
+
+            await until(ended, "the parent completed after its re-check", 180)
+        finally:
+            await asyncio.to_thread(kill, proc)
+        state = await client.get_state("lone")
+        events = [e.data async for e in client.log.read("lone")]
+    assert state.values["got"] == "now"
+    sent = [e for e in events if isinstance(e, MessageSent)]
+    # recorded by the parent's own step, run again by its timer: no recv was open
+    assert [(e.topic, e.key, e.wakes) for e in sent] == [(child_topic(kid), f"child:{kid}", None)]
+    assert any(isinstance(e, TimerFired) and e.ids for e in events)
+
+
+async def _waits_on_go(client: Runtime, kid: str) -> bool:
+    state = await client.get_state(kid)
+    return any(i.get("payload", {}).get("topic") == "go" for i in state.interrupts)
