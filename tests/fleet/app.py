@@ -20,6 +20,8 @@ what really ran in which worker process (``gen`` is the worker's pid).
 * ``family``: starts three ``kid`` child runs (``ctx.start_child``) and
   waits for their results; each ``kid`` calls an effect (reported, so the
   test sees which worker drove it) that takes ``KID_EFFECT_S``.
+* ``holder``: starts two ``lingerer`` child runs, which wait on a message
+  that never comes, and waits for them; cancelling it cancels them.
 * ``orphan`` is in :data:`others` only: a worker started with ``workflows``
   does not know it.
 """
@@ -245,6 +247,23 @@ async def spawn(ctx: StepContext) -> Any:
     return end(outs=[(await handle.result())["out"] for handle in handles])
 
 
+lingerer = Workflow("lingerer", state={"got": "replace"})
+
+
+@lingerer.step
+async def linger(ctx: StepContext) -> Any:
+    return end(got=await ctx.recv("never"))  # parks until cancelled
+
+
+holder = Workflow("holder", state={"outs": "replace"})
+
+
+@holder.step
+async def hold(ctx: StepContext) -> Any:
+    handles = [await ctx.start_child(lingerer, {}) for _ in range(2)]
+    return end(outs=[await handle.result() for handle in handles])
+
+
 # -- orphan: a workflow only some workers know ------------------------------------
 
 orphan = Workflow("orphan", state={"done": "replace"})
@@ -257,6 +276,6 @@ async def only_step(ctx: StepContext) -> Any:
 
 
 #: What ``--app tests.fleet.app:workflows`` loads.
-workflows = [fleet, nap, sleeper, slow, inbox, family, kid]
+workflows = [fleet, nap, sleeper, slow, inbox, family, kid, holder, lingerer]
 #: What ``--app tests.fleet.app:others`` loads.
 others = [orphan]

@@ -164,10 +164,21 @@ async def _apply(driver: RunDriver, command: Command) -> bool:
             active.request_cancel(getattr(command.data, "reason", ""))  # it stops at once
             return False  # acked by the RunCancelled it records then
         await driver.record(run_id, _unless_ended(command.data))
+        await _cancelled(driver, run_id)
         return True
     check = _still_waiting if kind == "resume" else _still_failed
     await driver.record(run_id, lambda state: check(state, command.data))
     return True
+
+
+async def _cancelled(driver: RunDriver, run_id: str) -> None:
+    """A run ended by a cancel this worker applied: wake its parent, cancel its
+    children (as its driver does for a run it drove). Also when the cancel
+    was recorded before (a command delivered again after a crash), so a
+    cascade cut short by a crash is finished by the next owner."""
+    state = await load_state(driver.log, run_id)
+    if driver.children is not None and state.status == RunStatus.CANCELLED:
+        await driver.children.run_ended(state)
 
 
 def _unless_ended(data: EventData) -> Callable[[RunState], list[EventData]]:

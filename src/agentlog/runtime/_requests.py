@@ -51,7 +51,7 @@ from agentlog.projector._fold import fold
 from agentlog.projector._snapshots import load_state
 from agentlog.projector._state import RunState, input_interrupts, is_message
 from agentlog.runtime._archived import ArchiveSource, archive_history, read_state
-from agentlog.runtime._commands import send
+from agentlog.runtime._commands import send, waits_for_outcome
 from agentlog.runtime._config import verb_hint
 from agentlog.runtime._driver import RunDriver
 from agentlog.runtime._expects import answers_for
@@ -338,6 +338,8 @@ class RunRequests:
         if not self.log.direct_writes:
             # The owning worker applies it; give it a moment, then say how it stands.
             await self._send(Command(run_id, "cancel", RunCancelled(reason)), wait=False)
+            if not waits_for_outcome():  # a worker's loop, which applies it: no wait
+                return state
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.config.orphan_grace_seconds):
                     while not (state := await load_state(self.log, run_id)).is_terminal:  # noqa: ASYNC110 - polls the log
