@@ -21,6 +21,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from agentlog.errors import EventNotPublishedError
 from agentlog.runtime import Runtime, StepContext, Workflow, end, task
 
 
@@ -65,9 +66,10 @@ async def main(log_url: str) -> dict[str, Any]:
         run = await rt.start(supervisor, run_id="supervisor-1")
         progress = None
         while progress != "3/3 researchers done":  # a watcher in any process
-            progress = await rt.get_event("supervisor-1", "progress", timeout=60)
-            if progress is None:
-                raise SystemExit("the supervisor published no progress within a minute")
+            try:
+                progress = await rt.get_event("supervisor-1", "progress", timeout=60)
+            except EventNotPublishedError as exc:
+                raise SystemExit(f"no progress within a minute: {exc}") from exc
             await asyncio.sleep(0.05)
         # The webhook handler: a retried delivery with the same key is stored once.
         await rt.send("supervisor-1", "approval", {"approved": True}, idempotency_key="hook-1")

@@ -89,6 +89,7 @@ PUBLIC: dict[str, list[str]] = {
         "CorruptKeyringError",
         "EncryptionError",
         "EventLogError",
+        "EventNotPublishedError",
         "FencedError",
         "ForbiddenTypeError",
         "InterruptTimeoutError",

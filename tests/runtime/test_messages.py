@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from agentlog.errors import (
+    EventNotPublishedError,
     InvalidMessageError,
     LeaseHeldError,
     NotSerializableError,
@@ -236,6 +237,23 @@ async def test_a_retried_step_gets_the_same_message_and_a_later_recv_the_next(
     assert (await types_of(event_log, "r")).count("MessageReceived") == 2
 
 
+async def test_get_event_tells_a_published_none_from_no_value(event_log: EventLog) -> None:
+    wf = Workflow("nothing", state={"done": "replace"})
+
+    @wf.step
+    async def work(ctx: StepContext) -> Any:
+        await ctx.publish("answer", None)  # a value: "no answer", published
+        return end(done=True)
+
+    async with Runtime(event_log, workflows=[wf], config=config()) as rt:
+        await rt.start(wf, run_id="n")
+        await run_to_rest(rt, "n")
+        assert await rt.get_event("n", "answer", timeout=0) is None  # published None
+        assert await rt.get_event("n", "answer", default="unset") is None
+        with pytest.raises(EventNotPublishedError, match="'other'"):
+            await rt.get_event("n", "other", timeout=timedelta(seconds=5))
+
+
 def publisher(calls: Calls, gate: Gate) -> Workflow:
     wf = Workflow("publisher", state={"done": "replace"})
 
@@ -260,7 +278,11 @@ async def test_get_event_waits_for_the_value_and_the_latest_wins(event_log: Even
         async with asyncio.timeout(20):
             await gate.reached.wait()
         assert await rt.get_event("p", "status") == "starting"
-        assert await rt.get_event("p", "result", timeout=0) is None  # not yet: None
+        with pytest.raises(EventNotPublishedError) as timed_out:  # not yet
+            await rt.get_event("p", "result", timeout=0)
+        assert (timed_out.value.run_id, timed_out.value.key) == ("p", "result")
+        assert not timed_out.value.ended
+        assert await rt.get_event("p", "result", timeout=0, default="none yet") == "none yet"
         waiting = asyncio.create_task(rt.get_event("p", "result", timeout=20))
         await asyncio.sleep(0)
         assert not waiting.done()
@@ -268,7 +290,10 @@ async def test_get_event_waits_for_the_value_and_the_latest_wins(event_log: Even
         assert await waiting == {"n": 42}
         state = await run_to_rest(rt, "p")
         assert await rt.get_event("p", "status") == "half way"  # the latest value
-        assert await rt.get_event("p", "missing") is None  # the run ended without it
+        with pytest.raises(EventNotPublishedError) as never:  # the run ended without it
+            await rt.get_event("p", "missing")
+        assert never.value.ended
+        assert await rt.get_event("p", "missing", default=None) is None
     assert state.published == {"status": "half way", "result": {"n": 42}}
     assert calls.count["work"] == 2
     # The retried step published nothing again: each publish call once.

@@ -50,6 +50,7 @@ The hierarchy::
     │   ├── RunNotFailedError       retry() of a run that has not failed
     │   ├── RunEndedError           send() to a run that has ended
     │   ├── InvalidMessageError     a message topic, key or idempotency key that is not short text
+    │   ├── EventNotPublishedError  get_event() with no value: its timeout passed or the run ended
     │   ├── NoLiveWriterError       wait() on a running run that no live writer drives
     │   ├── InvalidTimerError       a negative, non-finite or absurd sleep or timeout
     │   ├── InterruptTimeoutError   an interrupt's timeout passed with no answer (in the step)
@@ -124,6 +125,7 @@ from agentlog.errors._root import (
     WorkflowError,
 )
 from agentlog.errors._workflow import (
+    EventNotPublishedError,
     InterruptTimeoutError,
     InvalidMessageError,
     InvalidResumeValueError,
@@ -178,6 +180,7 @@ __all__ = [
     "UnknownKekError",
     "WrongKeyError",
     "EventLogError",
+    "EventNotPublishedError",
     "FencedError",
     "ForbiddenTypeError",
     "LeaseExpiredError",

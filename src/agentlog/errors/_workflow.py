@@ -52,6 +52,19 @@ class InvalidMessageError(WorkflowError, ValueError):
     not non-empty text of at most 256 characters (or a bad idempotency key)."""
 
 
+class EventNotPublishedError(WorkflowError, LookupError):
+    """get_event() found no value for the key: its ``timeout`` passed first,
+    or the run ended without publishing it (``ended``). A published None is
+    a value, returned as such; pass ``default=`` to get a value instead of
+    this error.
+    """
+
+    def __init__(self, run_id: str, key: str, ended: bool) -> None:
+        why = "the run ended without publishing it" if ended else "the timeout passed first"
+        super().__init__(f"run {run_id!r} published no value under {key!r}: {why}")
+        self.run_id, self.key, self.ended = run_id, key, ended
+
+
 class NoLiveWriterError(WorkflowError):
     """wait() on a running run whose writer is gone: nothing is driving it.
 

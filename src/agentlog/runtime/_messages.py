@@ -32,7 +32,12 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
-from agentlog.errors import LeaseHeldError, RunEndedError, VersionMismatchError
+from agentlog.errors import (
+    EventNotPublishedError,
+    LeaseHeldError,
+    RunEndedError,
+    VersionMismatchError,
+)
 from agentlog.eventlog._base import Command
 from agentlog.eventlog.codec import pack
 from agentlog.eventlog.events import MessageSent, RunStatus, ValuePublished, WriterClaimed
@@ -42,7 +47,7 @@ from agentlog.runtime._driver import RunDriver
 from agentlog.runtime._durations import timer_seconds
 from agentlog.runtime._inbox import check_name, waiting_recv
 
-__all__ = ["ReadState", "apply_send", "get_event", "send_message"]
+__all__ = ["NO_DEFAULT", "ReadState", "apply_send", "get_event", "send_message"]
 
 
 class _Duplicate(Exception):
@@ -163,12 +168,17 @@ async def apply_send(driver: RunDriver, command: Command) -> bool:
     return True
 
 
+#: ``get_event``'s ``default`` when none is given: raise instead.
+NO_DEFAULT: Any = object()
+
+
 async def get_event(
     driver: RunDriver,
     read_state: ReadState,
     run_id: str,
     key: str,
-    timeout: float | timedelta | None,  # noqa: ASYNC109 - returns None when it passes
+    timeout: float | timedelta | None,  # noqa: ASYNC109 - raises or returns default when it passes
+    default: Any = NO_DEFAULT,
 ) -> Any:
     """``Runtime.get_event``; see there."""
     check_name("key", key)
@@ -176,17 +186,20 @@ async def get_event(
     state = active.state.copy() if active is not None else await read_state(run_id)
     if key in state.published:
         return state.published[key]
-    if state.is_terminal:
-        return None
-    try:
-        async with asyncio.timeout(_wait_seconds(timeout)):
-            tail = driver.log.tail(
-                run_id, after_seq=state.seq, poll_seconds=driver.config.poll_seconds
-            )
-            async for event in tail:
-                data = event.data
-                if isinstance(data, ValuePublished) and data.key == key:
-                    return data.value
-    except TimeoutError:
-        return None
-    return None  # the run ended without publishing it
+    ended = state.is_terminal
+    if not ended:
+        try:
+            async with asyncio.timeout(_wait_seconds(timeout)):
+                tail = driver.log.tail(
+                    run_id, after_seq=state.seq, poll_seconds=driver.config.poll_seconds
+                )
+                async for event in tail:
+                    data = event.data
+                    if isinstance(data, ValuePublished) and data.key == key:
+                        return data.value
+            ended = True  # the tail ends with the run
+        except TimeoutError:
+            pass
+    if default is not NO_DEFAULT:
+        return default
+    raise EventNotPublishedError(run_id, key, ended)

@@ -44,7 +44,7 @@ from agentlog.runtime._config import VERBS, RuntimeConfig
 from agentlog.runtime._driver import RunDriver
 from agentlog.runtime._executor import RunExecutor
 from agentlog.runtime._handles import PendingInterrupt, RecoveryReport, RunHandle
-from agentlog.runtime._messages import get_event, send_message
+from agentlog.runtime._messages import NO_DEFAULT, get_event, send_message
 from agentlog.runtime._requests import RunRequests
 from agentlog.runtime._shred import ShredReport
 from agentlog.runtime._stream import StreamMode, StreamUntil, StreamUpdate
@@ -261,13 +261,13 @@ class Runtime:
         key: str,
         *,
         timeout: float | timedelta | None = None,  # noqa: ASYNC109
+        default: Any = NO_DEFAULT,
     ) -> Any:
-        """The latest value the run published under ``key`` (``ctx.publish``),
-        waiting for one up to ``timeout`` (seconds or a timedelta; None: no
-        bound). Returns None if it passed first, or the run ended without
-        publishing ``key``. Raises UnknownRunError, InvalidMessageError."""
-        read = self.requests.read_state
-        return await get_event(self.driver, read, run_id, key, timeout)
+        """The latest value the run published under ``key`` (a published None
+        too), waiting up to ``timeout`` (None: no bound). If that passes, or the
+        run ended without ``key``: ``default`` if given, else raises
+        EventNotPublishedError (``.ended``); UnknownRunError, InvalidMessageError."""
+        return await get_event(self.driver, self.requests.read_state, run_id, key, timeout, default)
 
     async def fork(
         self,
