@@ -12,6 +12,7 @@ checks that a real change still diverges.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from agentlog.eventlog.events import Event, RunStatus, StepFailed, TaskFailed, T
 from agentlog.replay import verify_history, verify_runs
 from agentlog.replay._verify_compare import RecordedTaskError, recorded_error
 from agentlog.runtime import RetryPolicy, Runtime, StepContext, Workflow, end, task
+from agentlog.runtime._failures import describe
 from tests.support.runtime import FAST_RETRY, config, event_log, events_of, run_to_rest
 
 __all__ = ["event_log"]
@@ -265,12 +267,56 @@ class LocalDecline(Exception):
     """An app's own error, defined in the 'workflow' module of the test below."""
 
 
+def _failure(cls: type[Exception], *args: Any) -> TaskFailed:
+    """A TaskFailed as the runtime records one for ``cls(*args)``."""
+    exc = cls(*args)
+    return TaskFailed("k", f"{cls.__name__}: {exc}", 1, 0.0, False, failure=describe(exc))
+
+
 def test_only_builtins_and_the_workflows_own_classes_are_rebuilt() -> None:
-    assert type(recorded_error("ValueError: bad", [])) is ValueError
-    rebuilt = recorded_error("LocalDecline: card 4242", [__name__])
+    assert type(recorded_error(_failure(ValueError, "bad"), [])) is ValueError
+    rebuilt = recorded_error(_failure(LocalDecline, "card 4242"), [__name__])
     assert type(rebuilt) is LocalDecline and str(rebuilt) == "card 4242"
     # loaded, but not the workflow's: stored text cannot pick it
-    assert type(recorded_error("LocalDecline: card 4242", ["some.other.app"])) is (
+    assert type(recorded_error(_failure(LocalDecline, "card"), ["other.app"])) is RecordedTaskError
+    assert type(recorded_error(_failure(json.JSONDecodeError, "x", "d", 0), [__name__])) is (
         RecordedTaskError
     )
-    assert type(recorded_error("JSONDecodeError: x", [__name__])) is RecordedTaskError
+    # an older history, with no recorded failure: a builtin by its name only
+    old = TaskFailed("k", "ValueError: bad", 1, 0.0, False)
+    assert type(recorded_error(old, [])) is ValueError
+    assert type(recorded_error(dataclasses.replace(old, error="LocalDecline: c"), [__name__])) is (
+        RecordedTaskError
+    )
+
+
+class Declined(Exception):
+    """An app error whose constructor takes two arguments (a reason and a code)."""
+
+    def __init__(self, reason: str, code: int) -> None:
+        super().__init__(reason, code)
+        self.reason, self.code = reason, code
+
+
+async def test_verify_rebuilds_a_task_failure_from_its_recorded_arguments(
+    event_log: EventLog,
+) -> None:
+    """The step routes on the error's own fields: verify raises the class
+    built from the recorded arguments (``_failures.describe``), not from the
+    error's text, so the replay takes the path the run took."""
+    wf = Workflow("declines", state={"out": "replace"})
+
+    @task(name="charge", retry=_policy(non_retryable=(Declined,)))
+    async def charge() -> str:
+        raise Declined("card expired", 402)
+
+    @wf.step
+    async def pay(ctx: StepContext) -> Any:
+        try:
+            return end(out=await charge())
+        except Declined as exc:
+            return end(out=f"{exc.reason} ({exc.code})")
+
+    recorded, events = await _record(event_log, wf, "d")
+    assert recorded == RunStatus.COMPLETED
+    assert await _verdict(wf, events) == []

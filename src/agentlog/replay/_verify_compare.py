@@ -2,7 +2,8 @@
 
 :func:`compare` says whether an emitted event is the recorded one (or what
 differed), :func:`describe` names an event in a sentence, and
-:func:`recorded_error` rebuilds a task's recorded failure so that a step's
+:func:`recorded_error` rebuilds a task's recorded failure (its class and
+arguments, through the runtime's one allow-list) so that a step's
 ``except`` clauses see what they saw when it was recorded (retry policies do
 not decide again in a replay: the runtime follows the verdict its writer
 returns with each recorded failure, see ``ReplayWriter.emit``).
@@ -10,12 +11,10 @@ returns with each recorded failure, see ``ReplayWriter.emit``).
 
 from __future__ import annotations
 
-import builtins
 import dataclasses
-from collections.abc import Container, Iterator
+from collections.abc import Collection
 from typing import Any
 
-from agentlog.errors import AgentlogError
 from agentlog.eventlog.events import (
     EventData,
     InterruptRaised,
@@ -29,6 +28,7 @@ from agentlog.eventlog.events import (
     TaskStarted,
     ValuePublished,
 )
+from agentlog.runtime._failures import rebuild
 
 __all__ = ["Mismatch", "RecordedTaskError", "compare", "describe", "kind_of", "recorded_error"]
 
@@ -137,52 +137,21 @@ def describe(data: EventData) -> str:
     return f"{data.type} of step {step!r}" if step is not None else data.type
 
 
-def recorded_error(error: str, modules: Container[str] = ()) -> Exception:
-    """The recorded task error (``"Type: message"``), rebuilt as its class when
-    its name is on the allow-list, so that a step's ``except`` clauses see what
-    they saw then: a builtin (``except ValueError``), or an exception class
-    defined in ``modules``, the workflow's own. Else a :class:`RecordedTaskError`.
+def recorded_error(failed: TaskFailed, modules: Collection[str] = ()) -> Exception:
+    """The task's recorded failure raised again, so that a step's ``except``
+    clauses see what they saw then: its own class built from its recorded
+    arguments (``TaskFailed.failure``), where the one allow-list of
+    :func:`agentlog.runtime._failures.rebuild` allows it (builtins and the
+    workflow's own ``modules``, already loaded; nothing is imported). Else a
+    :class:`RecordedTaskError` with the recorded text.
 
-    The allow-list comes from code, never from the stored text: a recorded name
-    can only pick a builtin or a class the workflow's modules define. Retry
-    verdicts never depend on it (the replay follows the recorded ones).
+    A history recorded before failures were data has only the text
+    (``"Type: message"``): a builtin is rebuilt from it, by the same rules.
+    Retry verdicts never depend on it (the replay follows the recorded ones).
     """
-    name, _, message = error.partition(": ")
-    cls = _error_class(name, modules)
-    if cls is not None:
-        try:
-            return cls(message)
-        except Exception:  # a constructor that takes more: the generic error below
-            pass
-    return RecordedTaskError(error)
-
-
-def _error_class(name: str, modules: Container[str]) -> type[Exception] | None:
-    """The one exception class ``name`` can mean here, or None: a wrong class
-    would send the step down a path it did not take, so a guess is not made."""
-    builtin = getattr(builtins, name, None)
-    if isinstance(builtin, type) and issubclass(builtin, Exception):
-        return builtin
-    # agentlog's own errors are the runtime's, never rebuilt as a task's failure
-    found = [
-        c
-        for c in _loaded(Exception)
-        if c.__name__ == name and c.__module__ in modules and not _ours(c)
-    ]
-    return found[0] if len(found) == 1 else None
-
-
-def _loaded(root: type[Exception]) -> Iterator[type[Exception]]:
-    """Every subclass of ``root`` loaded in this process (the app is imported)."""
-    seen: set[type[Exception]] = set()
-    todo = [root]
-    while todo:
-        for sub in type.__subclasses__(todo.pop()):
-            if sub not in seen:
-                seen.add(sub)
-                todo.append(sub)
-                yield sub
-
-
-def _ours(cls: type[Exception]) -> bool:
-    return issubclass(cls, AgentlogError) or cls is RecordedTaskError
+    failure = failed.failure
+    if failure is None:
+        name, _, message = failed.error.partition(": ")
+        failure = {"module": "builtins", "type": f"builtins.{name}", "message": message}
+    rebuilt = rebuild(failure, modules)
+    return rebuilt if rebuilt is not None else RecordedTaskError(failed.error)

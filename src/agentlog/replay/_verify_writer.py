@@ -73,6 +73,7 @@ from agentlog.replay._verify_compare import (
 )
 from agentlog.replay._verify_lanes import CODE_EVENTS, Found, Lanes, extra
 from agentlog.runtime._executor import RunExecutor
+from agentlog.runtime._failures import workflow_modules
 from agentlog.runtime._workflow import Workflow
 from agentlog.runtime._writer_protocol import Writer
 
@@ -119,7 +120,7 @@ class ReplayWriter:
         self._bound = 0  # see _boundary
         self._lanes = Lanes(self.history)
         #: the workflow's modules: the only ones a recorded error's class is rebuilt from
-        self._modules: set[str] = {getattr(s.fn, "__module__", "") for s in workflow.steps.values()}
+        self._modules = workflow_modules([s.fn for s in workflow.steps.values()])
         #: The history ends the run: code that goes further diverges (an open
         #: run's history just stops where a resume would go on).
         self.closed = bool(self.history) and isinstance(
@@ -233,7 +234,7 @@ class ReplayWriter:
             raise SessionEnds if self._boundary() < len(self.history) else HistoryEnds
         if isinstance(outcome, TaskCompleted):
             return outcome.result
-        raise recorded_error(outcome.error, self._modules)
+        raise recorded_error(outcome, self._modules)
 
     def upcoming(self, superstep: int, branch: int) -> list[EventData]:
         """The branch's recorded events of this session that no emitted event matched yet."""
