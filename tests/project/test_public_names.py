@@ -300,6 +300,7 @@ PUBLIC: dict[str, list[str]] = {
         "StreamUntil",
         "StreamUpdate",
         "Target",
+        "TaskOptions",
         "VERBS",
         "Worker",
         "WorkerConfig",

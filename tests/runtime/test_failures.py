@@ -19,7 +19,15 @@ import pytest
 from agentlog.errors import RunFailedError, TaskFailedError, WorkflowDefinitionError
 from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import RunFailed, RunStatus, TaskFailed
-from agentlog.runtime import RetryPolicy, Runtime, StepContext, Workflow, end, task
+from agentlog.runtime import (
+    RetryPolicy,
+    Runtime,
+    StepContext,
+    TaskOptions,
+    Workflow,
+    end,
+    task,
+)
 from agentlog.runtime._failures import describe, rebuild
 from tests.support.runtime import config, event_log, events_of, run_to_rest
 
@@ -134,6 +142,44 @@ async def test_a_timed_out_task_says_which_limit_it_hit(event_log: EventLog) -> 
     recorded = [e.data for e in await events_of(event_log, "r") if isinstance(e.data, TaskFailed)]
     assert recorded[0].failure is not None
     assert recorded[0].failure["message"] == "task 'lookup' took longer than 0.02s"
+
+
+async def test_ctx_task_takes_a_timeout_and_a_retry_policy_as_task_options(
+    event_log: EventLog,
+) -> None:
+    """``ctx.task(TaskOptions(name, timeout=, retry=), fn, ...)``: the limits
+    of ``@task``, for an inline call; a try over its limit is a TimeoutError
+    that names the task, and the task's own policy tries it again."""
+    wf = Workflow("inline", state={"done": "replace"}, retry=_ONCE)
+    tries: list[str] = []
+
+    async def lookup(sku: str) -> str:
+        tries.append(sku)
+        if len(tries) == 1:
+            await asyncio_sleep_forever()  # the first try hangs: cut at its limit
+        return f"found {sku}"
+
+    limits = TaskOptions(
+        "lookup", timeout=timedelta(milliseconds=50), retry=RetryPolicy(max_attempts=2)
+    )
+
+    @wf.step
+    async def only(ctx: StepContext) -> Any:
+        return end(done=await ctx.task(limits, lookup, "sku-1"))
+
+    async with Runtime(event_log, workflows=[wf], config=config()) as rt:
+        await rt.start(wf, run_id="r", durability="sync")
+        state = await run_to_rest(rt, "r")
+    assert state.status == RunStatus.COMPLETED, state.error
+    assert state.values["done"] == "found sku-1"
+    assert tries == ["sku-1", "sku-1"]  # in one step attempt: the task's policy retried
+    failed = [e.data for e in await events_of(event_log, "r") if isinstance(e.data, TaskFailed)]
+    assert [f.error for f in failed] == ["TimeoutError: task 'lookup' took longer than 0.05s"]
+    assert [f.retryable for f in failed] == [True]
+    with pytest.raises(WorkflowDefinitionError, match="a task timeout"):
+        TaskOptions("lookup", timeout=timedelta(0))
+    with pytest.raises(WorkflowDefinitionError, match="name"):
+        TaskOptions("", timeout=1)
 
 
 async def test_a_timed_out_step_says_which_limit_it_hit(event_log: EventLog) -> None:

@@ -13,6 +13,7 @@ from agentlog.runtime import (
     Runtime,
     RuntimeConfig,
     StepContext,
+    TaskOptions,
     Workflow,
     end,
     goto,
@@ -45,6 +46,9 @@ async def pay(ctx: StepContext) -> Any:
     cents: int = await charge("cus_1", 500)  # seeded: wrong result type
     await ctx.task("charge", charge, "cus_1")  # seeded: missing task argument
     await ctx.task("lookup", lookup, "not-an-int")  # seeded: wrong argument type via ctx.task
+    limited = TaskOptions("lookup", timeout=30)
+    await ctx.task(limited, lookup, "not-an-int")  # seeded: wrong argument type with TaskOptions
+    await ctx.task(limited, lookup, 7)  # the limits keep the function's signature checked
     order: str = await lookup(7)  # seeded: sync task result type
     reply: str = await chat([{"role": "user"}])  # seeded: result of a task with Any in it
     await chat("hello")  # seeded: argument of a task with Any in it

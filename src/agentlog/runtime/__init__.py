@@ -12,6 +12,7 @@ from agentlog.runtime._schedules import Schedule
 from agentlog.runtime._shred import ShredReport
 from agentlog.runtime._stream import STREAM_MODES, StreamMode, StreamUntil, StreamUpdate, stream
 from agentlog.runtime._task_calls import current_idempotency_key, idempotency_key
+from agentlog.runtime._task_options import TaskOptions
 from agentlog.runtime._tasks import task
 from agentlog.runtime._worker import Worker, WorkerConfig
 from agentlog.runtime._workflow import Next, Send, Step, Target, Workflow, end, goto
@@ -44,6 +45,7 @@ __all__ = [
     "StreamUntil",
     "StreamUpdate",
     "Target",
+    "TaskOptions",
     "Worker",
     "WorkerConfig",
     "Workflow",

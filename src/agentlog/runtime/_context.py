@@ -55,6 +55,7 @@ from agentlog.runtime._interrupted import Interrupted
 from agentlog.runtime._patches import Patches
 from agentlog.runtime._retry import RetryPolicy
 from agentlog.runtime._task_calls import TaskCalls
+from agentlog.runtime._task_options import TaskName
 from agentlog.runtime._writer_protocol import Writer
 
 __all__ = [
@@ -135,7 +136,7 @@ class StepContext(ChildCalls, Generic[S, SI]):
     @overload
     async def task(
         self,
-        name: str,
+        name: TaskName,
         fn: Callable[P, Coroutine[Any, Any, R]],
         /,
         *args: P.args,
@@ -144,17 +145,17 @@ class StepContext(ChildCalls, Generic[S, SI]):
 
     @overload
     async def task(
-        self, name: str, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs
+        self, name: TaskName, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs
     ) -> R: ...
 
-    async def task(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    async def task(self, name: TaskName, fn: Callable[..., Any], /, *args: Any, **kw: Any) -> Any:
         """Run the side effect ``fn(*args, **kwargs)``; record and return its result.
 
         The effect runs at least once: a crash between the effect and its
         recorded result runs it again with the same idempotency key. ``fn``
         may be sync (run in a worker thread) or async. It learns its key
         from :func:`current_idempotency_key`, or from a parameter named
-        ``idempotency_key``, which is filled in.
+        ``idempotency_key``, which is filled in. ``name`` may be TaskOptions (retry, timeout).
 
         Returns:
             ``fn``'s result, or the recorded result on re-execution.
@@ -167,13 +168,13 @@ class StepContext(ChildCalls, Generic[S, SI]):
                 run; the effect was not started.
             NondeterminismError: the step is re-executed and its history has
                 another task at this call; nothing ran.
-            Whatever ``fn`` raised (recorded as TaskFailed first).
+            Whatever ``fn`` raised (recorded as TaskFailed first); TimeoutError.
         """
-        return await self.run_task(name, fn, args, kwargs)
+        return await self.run_task(name, fn, args, kw)
 
     async def run_task(
         self,
-        name: str,
+        name: TaskName,
         fn: Callable[..., Any],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],

@@ -45,6 +45,7 @@ from agentlog.eventlog.events import TaskCompleted, TaskFailed, TaskStarted
 from agentlog.projector._state import task_attempts
 from agentlog.runtime._failures import describe, task_failed
 from agentlog.runtime._retry import RetryPolicy
+from agentlog.runtime._task_options import TaskName, TaskOptions
 from agentlog.runtime._writer_protocol import Writer
 
 __all__ = ["TaskCalls", "current_idempotency_key", "idempotency_key"]
@@ -105,7 +106,7 @@ class TaskCalls:
 
     async def run(
         self,
-        name: str,
+        name: TaskName,
         fn: Callable[..., Any],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
@@ -127,6 +128,8 @@ class TaskCalls:
                 run attempt; nothing ran. (The recorded class itself, caused
                 by this error, where it can be rebuilt safely.)
         """
+        if isinstance(name, TaskOptions):  # ctx.task's limits, as @task's
+            retry, time_limit, name = name.retry, name.seconds, name.name
         index = self._per_name.get(name, 0)
         self._per_name[name] = index + 1
         position, self._positions = self._positions, self._positions + 1
