@@ -20,6 +20,9 @@ what really ran in which worker process (``gen`` is the worker's pid).
 * ``family``: starts three ``kid`` child runs (``ctx.start_child``) and
   waits for their results; each ``kid`` calls an effect (reported, so the
   test sees which worker drove it) that takes ``KID_EFFECT_S``.
+* ``bulletin``: publishes its stage (``ctx.publish``), calls an effect that
+  waits after its delivery until the file named in ``BULLETIN_GATE`` exists
+  (if that is set), then publishes its stage and result.
 * ``holder``: starts two ``lingerer`` child runs, which wait on a message
   that never comes, and waits for them; cancelling it cancels them.
 * ``orphan`` is in :data:`others` only: a worker started with ``workflows``
@@ -220,6 +223,30 @@ async def take(ctx: StepContext) -> Any:
     return goto("take", got=[value])
 
 
+# -- bulletin: values published around a task ----------------------------------
+
+
+def _gated_effect(run_id: str, idempotency_key: str) -> str:
+    result = effect(run_id, "bulletin", "work", idempotency_key)
+    gate = os.environ.get("BULLETIN_GATE")
+    deadline = time.monotonic() + 120  # a hang guard
+    while gate and not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return result
+
+
+bulletin = Workflow("bulletin", state={"done": "replace"})
+
+
+@bulletin.step
+async def announce(ctx: StepContext) -> Any:
+    await ctx.publish("stage", "started")
+    out = await ctx.task("work", _gated_effect, ctx.run_id)
+    await ctx.publish("stage", "worked")
+    await ctx.publish("result", out)
+    return end(done=out)
+
+
 # -- family: a parent run and its three child runs ----------------------------------
 
 #: How long a kid's effect takes (so a worker is killed while the parent waits).
@@ -276,6 +303,6 @@ async def only_step(ctx: StepContext) -> Any:
 
 
 #: What ``--app tests.fleet.app:workflows`` loads.
-workflows = [fleet, nap, sleeper, slow, inbox, family, kid, holder, lingerer]
+workflows = [fleet, nap, sleeper, slow, inbox, bulletin, family, kid, holder, lingerer]
 #: What ``--app tests.fleet.app:others`` loads.
 others = [orphan]
