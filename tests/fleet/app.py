@@ -23,6 +23,10 @@ what really ran in which worker process (``gen`` is the worker's pid).
 * ``bulletin``: publishes its stage (``ctx.publish``), calls an effect that
   waits after its delivery until the file named in ``BULLETIN_GATE`` exists
   (if that is set), then publishes its stage and result.
+* ``patchy``: one task on the old path; in :data:`patched` (the same
+  workflow, a later deploy) ``ctx.patched("v2")`` picks a new task. Each
+  effect waits after its delivery until the file named in ``PATCHY_GATE``
+  exists (if that is set).
 * ``holder``: starts two ``lingerer`` child runs, which wait on a message
   that never comes, and waits for them; cancelling it cancels them.
 * ``orphan`` is in :data:`others` only: a worker started with ``workflows``
@@ -39,7 +43,7 @@ from typing import Any
 
 from agentlog.runtime import StepContext, Workflow, end, goto
 
-__all__ = ["BRANCHES", "SLOW_STEPS", "others", "workflows"]
+__all__ = ["BRANCHES", "SLOW_STEPS", "others", "patched", "workflows"]
 
 #: The parallel branches of one fleet run.
 BRANCHES = ("a", "b", "c")
@@ -247,6 +251,39 @@ async def announce(ctx: StepContext) -> Any:
     return end(done=out)
 
 
+# -- patchy: a deploy that patches a step (ctx.patched) ------------------------
+
+
+def _gated_path(run_id: str, path: str, idempotency_key: str) -> str:
+    result = effect(run_id, "patchy", path, idempotency_key)
+    gate = os.environ.get("PATCHY_GATE")
+    deadline = time.monotonic() + 120  # a hang guard
+    while gate and not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return result
+
+
+patchy = Workflow("patchy", state={"path": "replace"})
+
+
+@patchy.step
+async def route(ctx: StepContext) -> Any:
+    await ctx.task("old", _gated_path, ctx.run_id, "old")
+    return end(path="old")
+
+
+patchy_v2 = Workflow("patchy", state={"path": "replace"})
+
+
+@patchy_v2.step(name="route")
+async def route_v2(ctx: StepContext) -> Any:
+    if ctx.patched("v2"):
+        await ctx.task("new", _gated_path, ctx.run_id, "new")
+        return end(path="new")
+    await ctx.task("old", _gated_path, ctx.run_id, "old")
+    return end(path="old")
+
+
 # -- family: a parent run and its three child runs ----------------------------------
 
 #: How long a kid's effect takes (so a worker is killed while the parent waits).
@@ -303,6 +340,8 @@ async def only_step(ctx: StepContext) -> Any:
 
 
 #: What ``--app tests.fleet.app:workflows`` loads.
-workflows = [fleet, nap, sleeper, slow, inbox, bulletin, family, kid, holder, lingerer]
+workflows = [fleet, nap, sleeper, slow, inbox, bulletin, patchy, family, kid, holder, lingerer]
+#: What ``--app tests.fleet.app:patched`` loads: ``patchy`` patched.
+patched = [patchy_v2]
 #: What ``--app tests.fleet.app:others`` loads.
 others = [orphan]
