@@ -173,9 +173,8 @@ async def _apply(driver: RunDriver, command: Command) -> bool:
 
 async def _cancelled(driver: RunDriver, run_id: str) -> None:
     """A run ended by a cancel this worker applied: wake its parent, cancel its
-    children (as its driver does for a run it drove). Also when the cancel
-    was recorded before (a command delivered again after a crash), so a
-    cascade cut short by a crash is finished by the next owner."""
+    children (as its driver does for a run it drove). Also when it was
+    cancelled before: a second cancel finishes a cascade cut short by a crash."""
     state = await load_state(driver.log, run_id)
     if driver.children is not None and state.status == RunStatus.CANCELLED:
         await driver.children.run_ended(state)
