@@ -48,6 +48,7 @@ from agentlog.eventlog.memory import MemoryEventLog
 from agentlog.projector import diff_states, load_state
 from agentlog.projector._fold import apply
 from agentlog.projector._state import RunState, input_interrupts, interrupt_id
+from agentlog.runtime._telemetry import trace_id
 from agentlog.replay._catalog import RunRow, run_row
 from agentlog.replay._forks import fork_origin
 from agentlog.replay._rows import event_row, short
@@ -360,6 +361,13 @@ class RunHistory:
             link = getattr(event.data, "limits", {}).get("parent")
             if isinstance(link, dict):
                 return str(link.get("run_id", ""))
+        return None
+
+    async def trace_id(self) -> str | None:
+        """The run's OpenTelemetry trace id, if its ``RunStarted`` stored one
+        (runtime/_telemetry.py), else None."""
+        for event in await self._read(0, 1):
+            return trace_id(getattr(event.data, "limits", {}))
         return None
 
     async def close(self) -> None:

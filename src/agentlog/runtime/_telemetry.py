@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -29,7 +29,15 @@ if TYPE_CHECKING:
     from agentlog.eventlog.events import EventData
     from agentlog.projector._state import RunState
 
-__all__ = ["NO_TELEMETRY", "TELEMETRY", "Attempt", "Telemetry", "TelemetryChoice", "choose"]
+__all__ = [
+    "NO_TELEMETRY",
+    "TELEMETRY",
+    "Attempt",
+    "Telemetry",
+    "TelemetryChoice",
+    "choose",
+    "trace_id",
+]
 
 T = TypeVar("T")
 
@@ -94,6 +102,22 @@ NO_TELEMETRY = Telemetry()
 
 #: The telemetry of the run whose task reads it (set by the driver).
 TELEMETRY: ContextVar[Telemetry] = ContextVar("agentlog_telemetry", default=NO_TELEMETRY)
+
+
+def trace_id(limits: Mapping[str, Any]) -> str | None:
+    """The trace id (32 hex digits) a run's RunStarted ``limits`` store, if
+    any: read from the W3C ``traceparent`` (``00-<trace id>-<span id>-<flags>``)
+    without OpenTelemetry, so a UI can link to the trace."""
+    carrier = limits.get("trace")
+    parent = carrier.get("traceparent") if isinstance(carrier, Mapping) else None
+    parts = parent.split("-") if isinstance(parent, str) else []
+    if len(parts) != 4 or len(parts[1]) != 32 or parts[1] == "0" * 32:
+        return None
+    try:
+        int(parts[1], 16)
+    except ValueError:
+        return None
+    return parts[1].lower()
 
 
 def choose(choice: Telemetry | TelemetryChoice) -> Telemetry:
