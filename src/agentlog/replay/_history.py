@@ -48,12 +48,12 @@ from agentlog.eventlog.memory import MemoryEventLog
 from agentlog.projector import diff_states, load_state
 from agentlog.projector._fold import apply
 from agentlog.projector._state import RunState, input_interrupts, interrupt_id
-from agentlog.runtime._telemetry import trace_id
 from agentlog.replay._catalog import RunRow, run_row
 from agentlog.replay._forks import fork_origin
 from agentlog.replay._rows import event_row, short
 from agentlog.replay._timeline import TimelineBuilder
 from agentlog.replay._timeline_window import TimelineWindows
+from agentlog.runtime._telemetry import trace_id
 
 __all__ = ["RunHistory", "history_reader"]
 
