@@ -259,7 +259,10 @@ class _Attempt(Attempt):
         self._span, self._histogram, self._attributes = span, histogram, attributes
         self._branch = branch  # a step's run, superstep, branch: it may end on an interrupt
         self._outcome = "ok"
-        self._token = otel_context.attach(trace.set_span_in_context(span))
+        # Current while the attempt runs (its children's parent); a span with no
+        # valid context (no provider configured) has no children to adopt.
+        valid = span.get_span_context().is_valid
+        self._token = otel_context.attach(trace.set_span_in_context(span)) if valid else None
         self._began = time.perf_counter()
 
     def failed(self, error: BaseException) -> None:
@@ -268,7 +271,8 @@ class _Attempt(Attempt):
 
     def end(self) -> None:
         seconds = time.perf_counter() - self._began
-        otel_context.detach(self._token)
+        if self._token is not None:
+            otel_context.detach(self._token)
         if self._outcome == "ok" and self._branch is not None and _asked(*self._branch):
             self._outcome = "interrupted"
         self._span.set_attribute(OUTCOME, self._outcome)
