@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -61,36 +61,36 @@ def _line(span: ReadableSpan) -> str:
     return span.to_json(indent=None) + "\n"
 
 
-async def main(url: str, spans_path: str) -> None:
-    with open(spans_path, "a", buffering=1) as out:
-        tracer_provider = TracerProvider()
-        tracer_provider.add_span_processor(
-            SimpleSpanProcessor(ConsoleSpanExporter(out=out, formatter=_line))
-        )
-        reader = InMemoryMetricReader()
-        meter_provider = MeterProvider(metric_readers=[reader])
-        telemetry = OpenTelemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
-        config = RuntimeConfig(
-            owner=ROLE, lease_seconds=LEASE_SECONDS, worker=ROLE == "second", telemetry=telemetry
-        )
-        async with await Runtime.open(url, workflows=[wf], config=config) as rt:
-            print("READY", flush=True)
-            if ROLE == "first":
-                await rt.start(wf, run_id="r")
-                await asyncio.Event().wait()
-            async with asyncio.timeout(120):
-                state = await rt.wait("r")
-        takeovers = 0
-        data = reader.get_metrics_data()
-        for resource in data.resource_metrics if data is not None else []:
-            for scope in resource.scope_metrics:
-                for metric in scope.metrics:
-                    if metric.name == "agentlog.lease.takeovers":
-                        takeovers += sum(p.value for p in metric.data.data_points)  # type: ignore[union-attr]
-        print(json.dumps({"status": state.status, "takeovers": takeovers}), flush=True)
-        tracer_provider.shutdown()
-        meter_provider.shutdown()
+async def main(url: str, out: TextIO) -> None:
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(
+        SimpleSpanProcessor(ConsoleSpanExporter(out=out, formatter=_line))
+    )
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    telemetry = OpenTelemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    config = RuntimeConfig(
+        owner=ROLE, lease_seconds=LEASE_SECONDS, worker=ROLE == "second", telemetry=telemetry
+    )
+    async with await Runtime.open(url, workflows=[wf], config=config) as rt:
+        print("READY", flush=True)
+        if ROLE == "first":
+            await rt.start(wf, run_id="r")
+            await asyncio.Event().wait()
+        async with asyncio.timeout(120):
+            state = await rt.wait("r")
+    takeovers = 0
+    data = reader.get_metrics_data()
+    for resource in data.resource_metrics if data is not None else []:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name == "agentlog.lease.takeovers":
+                    takeovers += sum(p.value for p in metric.data.data_points)  # type: ignore[union-attr]
+    print(json.dumps({"status": state.status, "takeovers": takeovers}), flush=True)
+    tracer_provider.shutdown()
+    meter_provider.shutdown()
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    with open(sys.argv[2], "a", buffering=1) as spans:  # a line is written at once
+        asyncio.run(main(sys.argv[1], spans))
