@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
+from typer.testing import CliRunner
 
+from agentlog.cli import app
 from agentlog.errors import ConfigError
 from agentlog.runtime import Runtime, RuntimeConfig, StepContext, Workflow, end
 from agentlog.ui import create_app
@@ -61,3 +63,13 @@ def test_a_traced_run_links_to_its_trace(tmp_path: Path) -> None:
 def test_a_trace_url_without_a_trace_id_or_not_http_is_refused(tmp_path: Path, bad: str) -> None:
     with pytest.raises(ConfigError, match="trace_id"):
         create_app(f"sqlite:///{tmp_path / 'log.db'}", f"file://{tmp_path}", trace_url=bad)
+
+
+def test_agentlog_ui_refuses_a_bad_trace_url_in_one_line(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'log.db'}"
+    asyncio.run(_run(url, "plain-run", None))  # the UI opens an existing log only
+    env = {"AGENTLOG_TRACE_URL": "http://jaeger/trace/"}
+    result = CliRunner().invoke(app, ["ui", "--log", url, "--no-browser", "--port", "0"], env=env)
+    assert result.exit_code == 2, result.output
+    assert "{trace_id}" in result.output and "Traceback" not in result.output
+    assert "--trace-url" in CliRunner().invoke(app, ["ui", "--help"]).output
