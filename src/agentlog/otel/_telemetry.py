@@ -308,7 +308,9 @@ def _in_trace(span: trace.SpanContext, parent: otel_context.Context | None) -> b
 
 def _asked(state: RunState, superstep: int, branch: int) -> bool:
     """Whether the branch's step left an open interrupt (it parks the run)."""
-    return any(i["superstep"] == superstep and i["branch"] == branch for i in state.interrupts)
+    return any(
+        i.get("superstep") == superstep and i.get("branch") == branch for i in state.interrupts
+    )
 
 
 def _error(span: Span, error: BaseException) -> None:
