@@ -50,6 +50,15 @@ def shop() -> Workflow:
     return wf
 
 
+async def until_parked_on_recv(rt: Runtime, run_id: str) -> None:
+    async with asyncio.timeout(30):
+        while True:
+            state = await rt.get_state(run_id)
+            if [i["kind"] for i in state.interrupts] == ["message"]:
+                return
+            await asyncio.sleep(0.02)
+
+
 def _by_id(spans: list[ReadableSpan]) -> dict[int, ReadableSpan]:
     return {s.context.span_id: s for s in spans if s.context is not None}
 
@@ -168,9 +177,7 @@ async def test_timers_and_messages_are_spans(event_log: EventLog, exported: Expo
     cfg = config(telemetry=exported.telemetry, worker=True)
     async with Runtime(event_log, workflows=[wf], config=cfg) as rt:
         await rt.start(wf, run_id="mail")
-        async with asyncio.timeout(30):
-            while not exported.named("agentlog.timer"):  # noqa: ASYNC110 - the worker fires it
-                await asyncio.sleep(0.02)
+        await until_parked_on_recv(rt, "mail")  # the timer fired, then recv parked
         await rt.send("mail", "inbox", "hello")
         assert (await run_to_rest(rt, "mail")).status == RunStatus.COMPLETED
     spans = list(exported.spans.get_finished_spans())
