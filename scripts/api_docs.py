@@ -29,6 +29,7 @@ MODULES = [
     "agentlog.langgraph",
     "agentlog.pydantic_ai",
     "agentlog.openai_agents",
+    "agentlog.otel",
     "agentlog.crypto",
     "agentlog.testing",
 ]

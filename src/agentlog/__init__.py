@@ -33,6 +33,9 @@ The modules:
 - `agentlog.openai_agents`: `agentlog.openai_agents.run_agent`, an OpenAI
   Agents SDK run inside a step, its model and tool calls durable tasks (the
   ``openai-agents`` extra).
+- `agentlog.otel`: `agentlog.otel.OpenTelemetry`, traces and metrics of runs
+  through OpenTelemetry (the ``otel`` extra; used by default when
+  ``opentelemetry-api`` is installed).
 - `agentlog.crypto`: per-run data keys, encryption at rest and shredding.
 - `agentlog.testing`: the EventLog contract suite, for a backend's own tests
   (the ``testing`` extra).

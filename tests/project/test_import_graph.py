@@ -30,8 +30,9 @@ _LAYERS: list[set[str]] = [
     {"archive"},  # Parquet and DuckDB; the runtime reads archived runs through it
     {"runtime"},  # workflows, the executor, the driver, requests, worker, Runtime
     {"replay"},  # the debugger's data and the replay check (drives the executor)
-    {"ui", "langgraph", "openai_agents", "pydantic_ai"},  # the web debugger; the integrations
-    # (the LangGraph saver, the OpenAI Agents SDK and Pydantic AI: nothing imports them)
+    {"ui", "langgraph", "openai_agents", "pydantic_ai", "otel"},  # the web debugger; the
+    # integrations (the LangGraph saver, the OpenAI Agents SDK, Pydantic AI and OpenTelemetry:
+    # nothing imports them; the runtime loads agentlog.otel by name, runtime/_telemetry.py)
     {"cli"},  # the command (Typer and Rich), the demo included
     {"__main__", "demo"},  # `python -m agentlog`; the demo's former import path
 ]

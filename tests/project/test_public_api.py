@@ -33,6 +33,8 @@ def test_layers_import_one_way() -> None:
         # The agent-framework integrations too, each on the runtime's public face.
         "openai_agents": {"crypto", "eventlog", "projector", "runtime", "openai_agents"},
         "pydantic_ai": {"crypto", "eventlog", "projector", "runtime", "pydantic_ai"},
+        # OpenTelemetry: the runtime's telemetry hooks on its API (the runtime loads it by name).
+        "otel": {"crypto", "eventlog", "projector", "runtime", "otel"},
         # The replay debugger's data layer and the replay check: under the CLI and the UI.
         "replay": {"crypto", "eventlog", "projector", "runtime", "archive", "replay"},
     }
@@ -96,6 +98,7 @@ INTEGRATIONS = [
     ("langgraph", "langgraph"),
     ("pydantic_ai", "pydantic_ai"),
     ("openai_agents", "agents"),
+    ("otel", "opentelemetry"),
 ]
 
 

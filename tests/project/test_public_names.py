@@ -235,6 +235,7 @@ PUBLIC: dict[str, list[str]] = {
     "agentlog.eventlog.sqlite": ["SqliteEventLog"],
     "agentlog.langgraph": ["AgentlogSaver", "DEFAULT_ALLOWED", "StrictSerializer"],
     "agentlog.openai_agents": ["MODEL_TASK", "TOOL_TASK", "run_agent"],
+    "agentlog.otel": ["OpenTelemetry", "trace_id_of"],
     "agentlog.pydantic_ai": ["AgentlogAgent", "DEFAULT_MODEL_RETRY"],
     "agentlog.projector": [
         "Change",

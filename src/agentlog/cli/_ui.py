@@ -123,6 +123,15 @@ def ui(
             "Default: a random one when --host is not this machine; none on loopback.",
         ),
     ] = None,
+    trace_url: Annotated[
+        str | None,
+        typer.Option(
+            envvar="AGENTLOG_TRACE_URL",
+            help="A trace viewer's URL with {trace_id} in it (Jaeger: "
+            "http://localhost:16686/trace/{trace_id}): a traced run's page links to its "
+            "OpenTelemetry trace.",
+        ),
+    ] = None,
     apps: AppOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -162,6 +171,7 @@ def ui(
         allowed_hosts=hosts,
         sql_limits=limits,
         access_token=token,
+        trace_url=trace_url,
     )
     with _listen(host, port) as sock:
         chosen: int = sock.getsockname()[1]

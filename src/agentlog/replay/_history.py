@@ -53,6 +53,7 @@ from agentlog.replay._forks import fork_origin
 from agentlog.replay._rows import event_row, short
 from agentlog.replay._timeline import TimelineBuilder
 from agentlog.replay._timeline_window import TimelineWindows
+from agentlog.runtime._telemetry import trace_id
 
 __all__ = ["RunHistory", "history_reader"]
 
@@ -360,6 +361,13 @@ class RunHistory:
             link = getattr(event.data, "limits", {}).get("parent")
             if isinstance(link, dict):
                 return str(link.get("run_id", ""))
+        return None
+
+    async def trace_id(self) -> str | None:
+        """The run's OpenTelemetry trace id, if its ``RunStarted`` stored one
+        (runtime/_telemetry.py), else None."""
+        for event in await self._read(0, 1):
+            return trace_id(getattr(event.data, "limits", {}))
         return None
 
     async def close(self) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from agentlog.errors import ConfigError
 from agentlog.eventlog.events import RunStatus
 from agentlog.projector._snapshots import SnapshotPolicy
+from agentlog.runtime._telemetry import Telemetry, TelemetryChoice
 from agentlog.runtime._writer import Durability
 
 __all__ = ["VERBS", "RuntimeConfig", "WorkerConfig", "verb_hint"]
@@ -95,6 +96,13 @@ class RuntimeConfig:
     orphan_grace_seconds: float = 5.0
     """How long :meth:`Runtime.wait` lets a run that needs a driver go
     without one (no live worker took it) before it raises NoLiveWriterError."""
+
+    telemetry: Telemetry | TelemetryChoice = "auto"
+    """Traces and metrics of the runs driven here. ``"auto"``: through
+    OpenTelemetry's global providers when ``opentelemetry-api`` is installed
+    (nothing is imported otherwise); ``"off"``: none; or
+    ``agentlog.otel.OpenTelemetry(tracer_provider=..., meter_provider=...)``
+    (see docs/opentelemetry.md)."""
 
     workflow_hint: str = "pass it in Runtime(workflows=[...])"
     """What an UnknownWorkflowError (and a worker's warning about a run of a

@@ -48,6 +48,7 @@ from agentlog.runtime._config import RuntimeConfig
 from agentlog.runtime._executor import RunExecutor
 from agentlog.runtime._handles import RecoveryReport
 from agentlog.runtime._queues import check_queue, queue_room
+from agentlog.runtime._telemetry import TELEMETRY, choose
 from agentlog.runtime._workflow import Migration, Workflow
 from agentlog.runtime._writer import RunWriter
 
@@ -80,6 +81,8 @@ class RunDriver:
         self._claiming: set[str] = set()
         #: Starts and reads child runs for steps; told when a run ends (the runtime's).
         self.children: ChildHost | None = None
+        #: Traces and metrics of the runs driven here (runtime/_telemetry.py).
+        self.telemetry = choose(config.telemetry)
 
     def register(self, *workflows: Workflow[Any, Any]) -> None:
         """Make workflows runnable here (validates their graphs)."""
@@ -107,14 +110,21 @@ class RunDriver:
         """How many runs of ``workflow`` this process drives right now."""
         return sum(1 for ex, _ in self._active.values() if ex.workflow.name == workflow)
 
-    async def take_over(self, wf: Workflow[Any, Any], run_id: str) -> None:
-        """Claim a running run that no live writer holds and drive it here.
+    async def take_over(self, wf: Workflow[Any, Any], run_id: str, *, lapsed: bool = False) -> None:
+        """Claim a running run that no live writer holds and drive it here
+        (``lapsed``: its last writer's lease ran out, it did not let go).
 
         Raises:
             LeaseHeldError: another writer holds it.
             RunNotWaitingError: it is not running any more.
         """
-        await self.take_over_with(wf, run_id, lambda state: [])
+
+        def nothing_new(state: RunState) -> list[EventData]:
+            if lapsed:
+                self.telemetry.taken_over(state, self.config.owner)
+            return []
+
+        await self.take_over_with(wf, run_id, nothing_new)
 
     async def record(
         self,
@@ -177,7 +187,7 @@ class RunDriver:
                 continue
             try:
                 wf = self.workflow(info.workflow)
-                await self.take_over_with(wf, info.run_id, lambda state: [])
+                await self.take_over(wf, info.run_id, lapsed=info.lease_expires_at is not None)
             except (LeaseHeldError, RunNotWaitingError):
                 continue  # another process got there first, or it just ended
             except AgentlogError as exc:
@@ -325,6 +335,7 @@ class RunDriver:
                 lease_deadline=deadline,
                 reducers=wf.reducer_table if wf is not None else None,
             )
+            writer.observe = self.telemetry.recorded
             for data in events:
                 writer.emit(data)
             if any(not isinstance(data, _NOT_INPUTS) for data in events):
@@ -374,8 +385,9 @@ class RunDriver:
         fenced: list[FencedError] = []
         heartbeat = asyncio.create_task(self._heartbeat(writer, asyncio.current_task(), fenced))
         CHILD_HOST.set(self.children)  # this run's task only: its steps start children
+        TELEMETRY.set(self.telemetry)  # and its steps and tasks report here
         try:
-            state = await executor.run()
+            state = await self.telemetry.run(executor.run(), writer.state, self.config.owner)
         except asyncio.CancelledError:
             if fenced:  # the heartbeat found a newer writer: say so, not "cancelled"
                 raise fenced[0] from None
@@ -416,6 +428,7 @@ class RunDriver:
                 _log.warning("lease renewal failed", run_id=run_id, error=str(exc))
             else:
                 writer.lease_renewed(sent_at, lease)
+                self.telemetry.lease_renewed(writer.state, self.config.owner)
 
     async def release(self, run_id: str, epoch: int) -> None:
         """Let go of the run's lease (and of this process's claim on it)."""

@@ -77,6 +77,7 @@ from agentlog.runtime._cancelling import task_cancelling
 from agentlog.runtime._context import Interrupted, StepContext
 from agentlog.runtime._failures import causes_of, describe, workflow_modules
 from agentlog.runtime._inbox import Inbox, record_handed
+from agentlog.runtime._telemetry import TELEMETRY
 from agentlog.runtime._workflow import Next, Send, Step, Target, Workflow
 from agentlog.runtime._writer_protocol import Writer
 
@@ -298,6 +299,7 @@ class RunExecutor:
             )
             ctx._calls.modules = self._modules  # a task's final failure is rebuilt from these
             token = ctx._enter()  # @task functions find their step through it
+            measured = TELEMETRY.get().step(self.state, name, superstep, branch, attempt)
             try:
                 try:
                     async with asyncio.timeout(step.timeout) as limit:
@@ -317,6 +319,7 @@ class RunExecutor:
                 self._log.info("run parks on interrupt", step=name, branch=branch)
                 return await self._finish_branch(_INTERRUPTED, parallel)
             except Exception as exc:
+                measured.failed(exc)
                 code_error = isinstance(exc, CODE_ERRORS)
                 if isinstance(exc, AgentlogError) and not (
                     code_error or isinstance(exc, _FAIL_THE_STEP)
@@ -351,6 +354,7 @@ class RunExecutor:
                 continue
             finally:
                 ctx._exit(token)
+                measured.end()
             self.writer.emit(StepCompleted(name, superstep, branch, writes, goto))
             return await self._finish_branch(_DONE, parallel)
 

@@ -223,6 +223,7 @@ class RunRequests:
             limits={
                 "max_steps": max_steps if max_steps is not None else wf.max_steps,
                 **({"parent": dict(parent)} if parent else {}),
+                **self._driver.telemetry.started(run_id, wf.name),  # the run's trace
             },
             start=wf.start,
             reducers=dict(wf.reducers),

@@ -46,6 +46,7 @@ from agentlog.projector._state import task_attempts
 from agentlog.runtime._failures import describe, task_failed
 from agentlog.runtime._retry import RetryPolicy
 from agentlog.runtime._task_options import TaskName, TaskOptions
+from agentlog.runtime._telemetry import TELEMETRY
 from agentlog.runtime._writer_protocol import Writer
 
 __all__ = ["TaskCalls", "current_idempotency_key", "idempotency_key"]
@@ -263,10 +264,12 @@ class TaskCalls:
             kwargs = {**kwargs, "idempotency_key": key}
         started = time.perf_counter()
         token = _TASK_KEY.set(key)
+        measured = TELEMETRY.get().task(writer.state, self.step, name, key, attempt)
         try:
             async with asyncio.timeout(time_limit) as limit:
                 result = await writer.run_effect(key, fn, args, kwargs)
         except Exception as exc:
+            measured.failed(exc)
             if isinstance(exc, AgentlogError):
                 raise
             if isinstance(exc, TimeoutError) and limit.expired():
@@ -277,6 +280,7 @@ class TaskCalls:
             raise
         finally:
             _TASK_KEY.reset(token)
+            measured.end()
         elapsed = (time.perf_counter() - started) * 1000
         try:
             pack(result, path=f"result of task {name!r}")  # before anything is recorded

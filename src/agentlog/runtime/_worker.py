@@ -268,7 +268,7 @@ class Worker:
             if info.status == RunStatus.WAITING:
                 await driver.fire_timers(wf, info.run_id)
             else:
-                await driver.take_over(wf, info.run_id)
+                await driver.take_over(wf, info.run_id, lapsed=info.lease_expires_at is not None)
         except (LeaseHeldError, RunNotWaitingError):
             return False  # another worker got there first, or it moved on
         except AgentlogError as exc:

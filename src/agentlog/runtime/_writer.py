@@ -108,6 +108,8 @@ class RunWriter:
         self._lease_deadline = lease_deadline
         self._reducers = reducers  # the workflow's own reducer table
         self._log = _log.bind(run_id=state.run_id, epoch=epoch)
+        #: Told of each event emitted (the driver's telemetry: runtime/_telemetry.py).
+        self.observe: Callable[[RunState, EventData], None] | None = None
         if durability == "async":
             self._queue = asyncio.Queue()
             self._background = asyncio.create_task(self._drain_forever())
@@ -127,6 +129,8 @@ class RunWriter:
         event = Event(self.state.run_id, self.state.seq + 1, data, utcnow(), self.epoch)
         apply(self.state, event, self._reducers)
         self._buffer.append(event)
+        if self.observe is not None:
+            self.observe(self.state, data)
         if self.snapshots.due(self.state, self._last_snapshot_seq):
             self._last_snapshot_seq = self.state.seq
             if self._pending_snapshot is not None:  # replaced unsaved (exit mode)

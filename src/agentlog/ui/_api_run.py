@@ -29,6 +29,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from agentlog.errors import ConfigError
 from agentlog.eventlog.events import RunStatus
 from agentlog.replay._forks import forks_of
 from agentlog.ui._api_runs import MAX_LIMIT
@@ -59,8 +60,33 @@ async def info_api(request: Request) -> Response:
             "last_seq": info.last_seq,
             "shredded": await history.shredded(),
             "parent": await history.parent(),
+            "trace_url": trace_link(ui_context(request).trace_url, await history.trace_id()),
         }
     )
+
+
+def check_trace_url(template: str | None) -> str | None:
+    """``template`` if it is an http(s) URL with ``{trace_id}`` in it.
+
+    Raises:
+        ConfigError: it is not.
+    """
+    if template is None:
+        return None
+    if "{trace_id}" not in template or not template.startswith(("http://", "https://")):
+        raise ConfigError(
+            f"trace URL {template!r}: give the trace viewer's http(s) URL with {{trace_id}} "
+            "in it, e.g. http://localhost:16686/trace/{trace_id} (Jaeger)"
+        )
+    return template
+
+
+def trace_link(template: str | None, trace_id: str | None) -> str | None:
+    """The trace viewer's page of the run's trace (``agentlog ui --trace-url``),
+    or None without a viewer or a trace."""
+    if template is None or trace_id is None:
+        return None
+    return template.replace("{trace_id}", trace_id)
 
 
 async def pending_api(request: Request) -> Response:

@@ -43,6 +43,7 @@ from agentlog.ui import _api_runs as api_runs
 from agentlog.ui import _api_sql as api_sql
 from agentlog.ui import _pages as pages
 from agentlog.ui._access import AccessGate, check_token
+from agentlog.ui._api_run import check_trace_url
 from agentlog.ui._api_sql import SqlLimits
 from agentlog.ui._context import open_context
 from agentlog.ui._errors import RequestBodyError, SqlBusyError
@@ -199,6 +200,7 @@ def create_app(
     allowed_hosts: Sequence[str] = LOOPBACK_HOSTS,
     sql_limits: SqlLimits | None = None,
     access_token: str | None = None,
+    trace_url: str | None = None,
 ) -> Starlette:
     """The web debugger over the log at ``log_url`` and the archive at ``archive_url``.
 
@@ -215,18 +217,24 @@ def create_app(
         sql_limits: what one query of the SQL page may use (None: the defaults).
         access_token: the secret every request must carry (:mod:`agentlog.ui._access`);
             required when ``allowed_hosts`` names a host other than this machine.
+        trace_url: a trace viewer's URL with ``{trace_id}`` in it (Jaeger:
+            ``http://jaeger:16686/trace/{trace_id}``): a traced run's page
+            links to its OpenTelemetry trace there.
 
     Raises:
         ConfigError: a wildcard host name, a non-loopback host name without an
-            ``access_token``, or a token too short to guard anything.
+            ``access_token``, a token too short to guard anything, or a
+            ``trace_url`` that is not an http(s) URL with ``{trace_id}`` in it.
     """
     chosen = list(workflows)
+    check_trace_url(trace_url)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with open_context(
             log_url, archive_url, allow_actions=allow_actions, keys=keys, workflows=chosen
         ) as context:
+            context.trace_url = trace_url
             app.state.ui = context
             with QueryProcesses() as processes:  # the SQL page's query processes
                 app.state.sql_processes = processes

@@ -49,6 +49,9 @@ class UiContext:
     """Whether resume, cancel and fork are served (``--allow-actions``)."""
     runtime: Runtime | None = None
     """Drives the runs an action resumes (only with actions)."""
+    trace_url: str | None = None
+    """A trace viewer's URL with ``{trace_id}`` in it: the run page links to
+    the run's OpenTelemetry trace there (``agentlog ui --trace-url``)."""
     csrf_token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     """The per-process secret every action request must carry in ``X-CSRF-Token``."""
     live_feeds: int = 0

@@ -38,6 +38,7 @@ _RUN_BODY = """
 <div id=shredded class="notice shredded" hidden></div>
 <p id=origin class=info hidden></p>
 <p id=parent class=info hidden></p>
+<p id=trace class=info hidden></p>
 <p id=forks class=info hidden></p>
 <section id=pending class=pending hidden></section>
 <div id=actions class=actions hidden></div>

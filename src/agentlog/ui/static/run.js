@@ -29,6 +29,7 @@
     ];
     document.getElementById("run-info").textContent = parts.filter(Boolean).join(" · ");
     renderParent(data.parent);
+    renderTrace(data.trace_url);
     renderShredded(data.shredded);
     renderActions();
     renderPending();
@@ -40,6 +41,15 @@
     if (!parent) { box.hidden = true; return; }
     box.replaceChildren("child run of ", el("a", { href: AL.runPath(parent), id: "parent-link",
       text: parent }));
+    box.hidden = false;
+  }
+
+  // A traced run links to its OpenTelemetry trace (agentlog ui --trace-url).
+  function renderTrace(url) {
+    const box = document.getElementById("trace");
+    if (!url) { box.hidden = true; return; }
+    box.replaceChildren(el("a", { href: url, id: "trace-link", text: "trace",
+      rel: "noopener noreferrer", target: "_blank" }), " of this run in the trace viewer");
     box.hidden = false;
   }
 
