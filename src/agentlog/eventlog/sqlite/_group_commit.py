@@ -79,9 +79,7 @@ KNOWN_RUNS = 4096
 Known = tuple[RunInfo, list[Any]]
 
 
-def _append_one(
-    conn: sqlite3.Connection, append: PendingAppend, known: Known | None
-) -> Known:
+def _append_one(conn: sqlite3.Connection, append: PendingAppend, known: Known | None) -> Known:
     """The conditional append of one batch, inside the open transaction.
 
     ``known`` is the run's index row as this log last wrote it. When the
