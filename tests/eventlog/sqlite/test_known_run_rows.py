@@ -107,3 +107,25 @@ async def test_an_event_the_index_does_not_know_leaves_the_row_as_it_was(
             assert stored(log_path, "r") == ([(1, epoch), (2, epoch)], (1, 0, epoch))
         info = await log.find_run("r")
         assert info is not None and info.last_seq == 1
+
+
+async def test_only_the_most_recently_appended_runs_are_remembered(
+    log_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the bound, the run appended to longest ago is read again; nothing else changes."""
+    from agentlog.eventlog.sqlite import _group_commit
+
+    monkeypatch.setattr(_group_commit, "KNOWN_RUNS", 2)
+    async with SqliteEventLog(log_path) as log:
+        epochs = {run: await log.claim_writer(run) for run in ("a", "b", "c")}
+        for run, epoch in epochs.items():
+            await log.append([ev(run, 1, epoch)])
+        statements: list[str] = []
+        await log._call(log._conn.set_trace_callback, statements.append)
+        await log.append([ev("c", 2, epochs["c"])])
+        assert not [s for s in statements if "FROM runs" in s]
+        await log.append([ev("a", 2, epochs["a"])])  # forgotten when c came in
+        assert [s for s in statements if "FROM runs" in s]
+        await log._call(log._conn.set_trace_callback, None)
+        for run, epoch in epochs.items():
+            assert stored(log_path, run)[1] == (2 if run != "b" else 1, 0, epoch)
