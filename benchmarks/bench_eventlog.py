@@ -17,6 +17,7 @@ the repository (the same disk as the code), removed afterwards.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import shutil
 import sqlite3
@@ -26,7 +27,9 @@ import time
 from pathlib import Path
 
 from agentlog.eventlog import Event
+from agentlog.eventlog._row_format import event_rows
 from agentlog.eventlog.codec import encode_payload
+from agentlog.eventlog.sqlite._group_commit import PendingAppend, _apply
 from agentlog.eventlog.sqlite._log import MIGRATIONS, SqliteEventLog
 from benchmarks.floor import Floors
 from benchmarks.harness import Row, percentile, row_from_samples, task_events
@@ -68,6 +71,34 @@ async def _log_samples(path: str, n: int) -> list[float]:
         for event in _events("run", n, epoch):
             start = time.perf_counter()
             await log.append([event], durable=True)
+            samples.append(time.perf_counter() - start)
+        return samples
+
+
+async def _inline_samples(path: str, n: int) -> list[float]:
+    """The log's own statements and Python for one append, run on the caller's
+    thread: the append without its two thread wake-ups (issue 23 item 6).
+
+    The same work as :func:`_log_samples` (encode, check, update the run
+    row, insert, COMMIT with synchronous=FULL), called straight through the
+    group commit's body, so the difference to it is the worker thread's hops.
+    """
+    async with SqliteEventLog(path) as log:
+        epoch = await log.claim_writer("run")
+        loop = asyncio.get_running_loop()
+        known = log._group._known
+        samples = []
+        for event in _events("run", n, epoch):
+            start = time.perf_counter()
+            rows = event_rows([event], epoch, None)
+            append = PendingAppend(
+                [event], rows, event.seq, epoch, True, loop, loop.create_future()
+            )
+            errors, written = log._db.transact(
+                functools.partial(_apply, [append], known), durable=True
+            )
+            assert errors == [None]
+            known.update(written)
             samples.append(time.perf_counter() - start)
         return samples
 
@@ -134,9 +165,11 @@ def _collect(where: str, quick: bool) -> list[Row]:
     # Alternate rounds so that disk noise hits both sides alike.
     ours: list[float] = []
     raw: list[float] = []
+    inline: list[float] = []
     for round_ in range(4):
         raw += _raw_samples(os.path.join(where, f"raw{round_}.db"), n // 4)
         ours += asyncio.run(_log_samples(os.path.join(where, f"log{round_}.db"), n // 4))
+        inline += asyncio.run(_inline_samples(os.path.join(where, f"in{round_}.db"), n // 4))
     ratio = statistics.median(ours) / statistics.median(raw)
     floors = Floors(AREA, Path(where), n)
     rows = [
@@ -159,6 +192,15 @@ def _collect(where: str, quick: bool) -> list[Row]:
             unit="us",
             payload_bytes=size,
             **floors.ratios(raw),
+        ),
+        row_from_samples(
+            AREA,
+            "the same append's statements and Python inline (no worker thread)",
+            inline,
+            unit="us",
+            ratio_vs_raw=statistics.median(inline) / statistics.median(raw),
+            **floors.ratios(inline),
+            note="append minus this = the two thread wake-ups",
         ),
         *floors.rows,
     ]

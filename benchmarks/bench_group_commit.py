@@ -13,6 +13,11 @@
    one sqlite3 INSERT + COMMIT per step (WAL, synchronous=FULL), one after
    the other, as a log without group commit must do for each durable step.
 
+Beside 1 and 2, ``cpu_us_per_step``: the CPU of this process (the event
+loop's thread and the log's worker thread) per step. The GIL lets one of
+them run Python at a time, so 1e6 over it is the steps per second no
+amount of grouping can pass (issue 23 item 7).
+
 Rounds alternate between the two so that disk noise hits both alike. Files
 go under ``.cache/bench`` in the repo, on the same disk as the code.
 """
@@ -80,16 +85,19 @@ def agent_loop(steps: int) -> Workflow:
     return wf
 
 
-async def _runtime_round(folder: Path, steps: int, mode: str = "sync") -> tuple[float, float]:
-    """Steps per second for RUNS concurrent runs; and appends per commit."""
+async def _runtime_round(
+    folder: Path, steps: int, mode: str = "sync"
+) -> tuple[float, float, float]:
+    """Steps per second for RUNS concurrent runs; appends per commit; and the
+    CPU seconds per step of this process (both threads), in microseconds."""
     wf = agent_loop(steps)
     async with await Runtime.open(f"sqlite:///{folder / 'agentlog.db'}", workflows=[wf]) as rt:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         await asyncio.gather(
             *(rt.start(wf, run_id=f"run-{i}", durability=mode) for i in range(RUNS))
         )
         states = await asyncio.gather(*(rt.wait(f"run-{i}") for i in range(RUNS)))
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
         log = rt.log
         assert isinstance(log, SqliteEventLog)
         group = getattr(log, "_group", None)  # None: a log without group commit
@@ -100,7 +108,7 @@ async def _runtime_round(folder: Path, steps: int, mode: str = "sync") -> tuple[
     async with SqliteEventLog(folder / "agentlog.db", read_only=True) as reopened:
         runs = await reopened.list_runs(status="completed")
         assert len(runs) == RUNS and all(run.steps == steps for run in runs)
-    return RUNS * steps / elapsed, per_commit
+    return RUNS * steps / elapsed, per_commit, cpu / (RUNS * steps) * 1e6
 
 
 def _raw_round(folder: Path, commits: int) -> float:
@@ -128,14 +136,19 @@ def collect(quick: bool) -> list[Row]:
     raw: list[float] = []
     ceiling: list[float] = []
     per_commit: list[float] = []
+    cpu_sync: list[float] = []
+    cpu_exit: list[float] = []
     for _ in range(rounds):
         folder = _workdir()
         try:
             raw.append(_raw_round(folder, commits))
-            rate, grouped = asyncio.run(_runtime_round(folder / "sync", steps))
+            rate, grouped, cpu = asyncio.run(_runtime_round(folder / "sync", steps))
             ours.append(rate)
             per_commit.append(grouped)
-            ceiling.append(asyncio.run(_runtime_round(folder / "exit", steps, "exit"))[0])
+            cpu_sync.append(cpu)
+            rate, _grouped, cpu = asyncio.run(_runtime_round(folder / "exit", steps, "exit"))
+            ceiling.append(rate)
+            cpu_exit.append(cpu)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     ours_median, raw_median = statistics.median(ours), statistics.median(raw)
@@ -149,6 +162,7 @@ def collect(quick: bool) -> list[Row]:
             {
                 "rounds": ", ".join(f"{r:,.0f}" for r in ours),
                 "appends_per_commit": round(statistics.median(per_commit), 1),
+                "cpu_us_per_step": round(statistics.median(cpu_sync)),
                 "vs_raw_commit": round(ours_median / raw_median, 2),
                 "target": ">=10000 steps/s",
             },
@@ -159,7 +173,10 @@ def collect(quick: bool) -> list[Row]:
             "steps/s",
             statistics.median(ceiling),
             None,
-            {"rounds": ", ".join(f"{r:,.0f}" for r in ceiling)},
+            {
+                "rounds": ", ".join(f"{r:,.0f}" for r in ceiling),
+                "cpu_us_per_step": round(statistics.median(cpu_exit)),
+            },
         ),
         Row(
             AREA,

@@ -9,7 +9,12 @@ exactly as it would alone.
 
 Inside the group's transaction each append is checked and written as before
 (its run's next seq and current writer epoch), all checks before its first
-write, and a batch of several rows under its own SAVEPOINT: a ConflictError
+write. The log remembers the run index row its last commit left for each run
+it appends to, so a writer's next append does not read the row again: its
+update of the row is conditional on the epoch and last seq it knows, and that
+condition is the check, in the same transaction (see :func:`_append_one`);
+only when another writer or log came in between is the row read. A batch of
+several rows is written under its own SAVEPOINT: a ConflictError
 or FencedError leaves nothing of that append and fails only its caller; the
 others in the group commit. If the transaction itself fails (the
 disk is full, the file turned read-only, the write lock stayed busy) it is
@@ -39,7 +44,13 @@ from agentlog.eventlog._row_format import info_from_row, info_to_row
 from agentlog.eventlog._worker_thread import Outcome, WorkerThread, settle
 from agentlog.eventlog.events import Event
 from agentlog.eventlog.sqlite._connection import SqliteConnection
-from agentlog.eventlog.sqlite._schema import INSERT_EVENT, SELECT_RUN, UPSERT_RUN, update_run_sql
+from agentlog.eventlog.sqlite._schema import (
+    INSERT_EVENT,
+    SELECT_RUN,
+    UPSERT_RUN,
+    update_run_sql,
+    update_written_run_sql,
+)
 
 __all__ = ["GroupCommit", "PendingAppend"]
 
@@ -61,13 +72,31 @@ class PendingAppend:
     future: asyncio.Future[None]
 
 
-def _append_one(conn: sqlite3.Connection, append: PendingAppend) -> None:
+#: Run index rows the log remembers (the runs it appended to most recently).
+KNOWN_RUNS = 4096
+
+#: What one append leaves in the run index: the run's row as a RunInfo and as stored.
+Known = tuple[RunInfo, list[Any]]
+
+
+def _append_one(conn: sqlite3.Connection, append: PendingAppend, known: Known | None) -> Known:
     """The conditional append of one batch, inside the open transaction.
 
+    ``known`` is the run's index row as this log last wrote it. When the
+    batch follows it (same epoch, next seq), the row is not read again: the
+    new row is written with ``UPDATE ... WHERE writer_epoch = ? AND last_seq
+    = ?``, which is the fence and the seq check inside this transaction. If
+    it changes no row (another writer claimed the run, or another log
+    appended to it), nothing was written and the row is read as without
+    ``known``, and the checks raise the error the append deserves.
+
     Every check runs, and the new run index row is built, before the first
-    write: a failing append of one row writes nothing. Only a batch of
-    several rows can fail halfway (a row the index did not know of), so
-    only such a batch needs a savepoint to undo its first rows.
+    event is written: a failing append of one row writes nothing. Only a
+    batch of several rows can fail halfway (a row the index did not know of),
+    so only such a batch needs a savepoint to undo its first rows.
+
+    Returns:
+        The run's index row after the append.
 
     Raises:
         ConflictError: the batch is not the run's next seq.
@@ -76,10 +105,56 @@ def _append_one(conn: sqlite3.Connection, append: PendingAppend) -> None:
         NotSerializableError: a time in the batch cannot be stored.
     """
     run_id, first_seq = append.events[0].run_id, append.first_seq
-    old = conn.execute(SELECT_RUN, (run_id,)).fetchone()
-    info = RunInfo(run_id) if old is None else info_from_row(old)
+    if (
+        known is not None
+        and known[0].writer_epoch == append.epoch
+        and known[0].last_seq == first_seq - 1
+    ):
+        info, old = known
+        after = info.after(append.events)
+        new = info_to_row(after)
+        changed = _changed(old, new)  # never empty: last_seq moves
+        cursor = conn.execute(
+            update_written_run_sql(changed),
+            [*(new[i] for i in changed), run_id, append.epoch, info.last_seq],
+        )
+        if cursor.rowcount == 1:
+            try:
+                _insert(conn, append)
+            except ConflictError:  # the row is put back as it was: nothing is recorded
+                conn.execute(update_run_sql(changed), [*(old[i] for i in changed), run_id])
+                raise
+            return after, new
+    return _append_read(conn, append)
+
+
+def _append_read(conn: sqlite3.Connection, append: PendingAppend) -> Known:
+    """:func:`_append_one` for a run whose index row this log does not know."""
+    run_id, first_seq = append.events[0].run_id, append.first_seq
+    row = conn.execute(SELECT_RUN, (run_id,)).fetchone()
+    info = RunInfo(run_id) if row is None else info_from_row(row)
     check_next(run_id, info.last_seq, first_seq, append.epoch, info.writer_epoch)
-    new = info_to_row(info.after(append.events))
+    after = info.after(append.events)
+    new = info_to_row(after)
+    _insert(conn, append, info.last_seq)
+    if row is None:
+        conn.execute(UPSERT_RUN, new)
+        return after, new
+    # Only the columns that changed: an index on an unchanged column (the
+    # status, the wake-up time) is then not rewritten at every step.
+    old = list(row)
+    changed = _changed(old, new)
+    if changed:
+        conn.execute(update_run_sql(changed), [*(new[i] for i in changed), run_id])
+    return after, new
+
+
+def _changed(old: Sequence[Any], new: Sequence[Any]) -> tuple[int, ...]:
+    return tuple(i for i, (was, now) in enumerate(zip(old, new, strict=True)) if was != now)
+
+
+def _insert(conn: sqlite3.Connection, append: PendingAppend, last_seq: int | None = None) -> None:
+    """The batch's rows; ConflictError if the table already holds one of its seqs."""
     try:
         if len(append.rows) == 1:
             conn.execute(INSERT_EVENT, append.rows[0])
@@ -87,26 +162,24 @@ def _append_one(conn: sqlite3.Connection, append: PendingAppend) -> None:
             conn.executemany(INSERT_EVENT, append.rows)
     except sqlite3.IntegrityError as exc:
         # The index said the seq was free; the table disagrees.
-        raise ConflictError(run_id, info.last_seq + 1, first_seq) from exc
-    if old is None:
-        conn.execute(UPSERT_RUN, new)
-        return
-    # Only the columns that changed: an index on an unchanged column (the
-    # status, the wake-up time) is then not rewritten at every step.
-    changed = tuple(i for i, (was, now) in enumerate(zip(old, new, strict=True)) if was != now)
-    if changed:
-        conn.execute(update_run_sql(changed), [*(new[i] for i in changed), run_id])
+        expected = append.first_seq - 1 if last_seq is None else last_seq
+        raise ConflictError(append.events[0].run_id, expected + 1, append.first_seq) from exc
 
 
-def _apply(group: list[PendingAppend], conn: sqlite3.Connection) -> list[AgentlogError | None]:
-    """Each append of the group in turn; its own error, or None."""
+def _apply(
+    group: list[PendingAppend], known: dict[str, Known], conn: sqlite3.Connection
+) -> tuple[list[AgentlogError | None], dict[str, Known]]:
+    """Each append of the group in turn: its own error, or None; and the run
+    index rows the group leaves (kept by the caller only once it committed)."""
     errors: list[AgentlogError | None] = []
+    written: dict[str, Known] = {}
     for append in group:
+        run_id = append.events[0].run_id
         guarded = len(append.rows) > 1
         if guarded:
             conn.execute("SAVEPOINT agentlog_append")
         try:
-            _append_one(conn, append)
+            written[run_id] = _append_one(conn, append, written.get(run_id, known.get(run_id)))
         except AgentlogError as exc:  # this append's own: the others go on
             if guarded:
                 conn.execute("ROLLBACK TO agentlog_append")
@@ -115,7 +188,7 @@ def _apply(group: list[PendingAppend], conn: sqlite3.Connection) -> list[Agentlo
             errors.append(None)
         if guarded:
             conn.execute("RELEASE agentlog_append")
-    return errors
+    return errors, written
 
 
 class GroupCommit:
@@ -132,6 +205,8 @@ class GroupCommit:
         # Taken by the event loop (submit, seal) and by the worker thread (commit).
         self._lock = threading.Lock()
         self._open: list[PendingAppend] | None = None
+        # The run index rows this log's commits left, newest last (worker thread only).
+        self._known: dict[str, Known] = {}
         self.commits = 0
         """Groups committed so far (for benchmarks and tests: appends per fsync)."""
         self.appends = 0
@@ -161,13 +236,13 @@ class GroupCommit:
                 self._open = None
         outcomes: list[BaseException | None]
         try:
-            outcomes = list(
-                self._connection.transact(
-                    functools.partial(_apply, group),
-                    durable=any(append.durable for append in group),
-                    doing="append failed",
-                )
+            errors, written = self._connection.transact(
+                functools.partial(_apply, group, self._known),
+                durable=any(append.durable for append in group),
+                doing="append failed",
             )
+            outcomes = list(errors)
+            self._remember(written)
             self.commits += 1
             self.appends += len(group)
         except BaseException as exc:  # the transaction failed whole: every caller gets it
@@ -183,3 +258,12 @@ class GroupCommit:
             for append, error in zip(group, outcomes, strict=True)
         ]
         settle(settled)
+
+    def _remember(self, written: dict[str, Known]) -> None:
+        """Keep the committed rows, dropping the runs least recently appended to."""
+        known = self._known
+        for run_id, row in written.items():
+            known.pop(run_id, None)
+            known[run_id] = row
+        while len(known) > KNOWN_RUNS:
+            del known[next(iter(known))]

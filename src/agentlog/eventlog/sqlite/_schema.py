@@ -47,6 +47,7 @@ __all__ = [
     "SELECT_RUN",
     "UPSERT_RUN",
     "update_run_sql",
+    "update_written_run_sql",
 ]
 
 #: Schema migrations, applied in order; append only, never edit a shipped one.
@@ -119,6 +120,14 @@ def update_run_sql(columns: tuple[int, ...]) -> str:
     """``UPDATE runs`` of the run index columns at these positions, then ``WHERE run_id = ?``."""
     assignments = ", ".join(f"{RUN_FIELDS[i]} = ?" for i in columns)
     return f"UPDATE runs SET {assignments} WHERE run_id = ?"
+
+
+@functools.lru_cache(maxsize=64)
+def update_written_run_sql(columns: tuple[int, ...]) -> str:
+    """:func:`update_run_sql` that changes the row only if it still has the writer
+    epoch and last seq the writer knows of: ``WHERE run_id = ? AND writer_epoch = ?
+    AND last_seq = ?``. No row changed means another writer or append came first."""
+    return update_run_sql(columns) + " AND writer_epoch = ? AND last_seq = ?"
 
 
 #: RunInfo.needs_worker (rendered by ``claim_cases``), answered from the indexes.
