@@ -87,12 +87,13 @@ async def test_a_started_run_of_a_full_queue_waits_for_a_worker(event_log: Event
     wf = queued(calls, gate, Queue("emails", concurrency=1))
     async with Runtime(event_log, workflows=[wf], config=config("w")) as rt:
         await rt.start(wf, run_id="a", input={"n": 0})
-        await rt.start(wf, run_id="b", input={"n": 0})
+        second = await rt.start(wf, run_id="b", input={"n": 0})
         assert calls.count["send"] == 0  # a start of a queued run leaves it to a worker
         assert await rt.worker.run_once() == ["a"]
         await until(lambda: _true(calls.count["inside"] == 1), "run a is inside the step")
         assert await rt.worker.run_once() == []  # the queue is full
         assert (await event_log.get_run("b")).status == RunStatus.QUEUED
+        assert await second.status() == RunStatus.QUEUED
         gate.set()
         assert (await rt.wait("a", timeout=30)).values == {"n": 1}
         await until(lambda: _took(rt, "b"), "run b is taken once a is done")

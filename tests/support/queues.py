@@ -23,6 +23,7 @@ from tests.support.runtime import Calls
 __all__ = [
     "RUNS",
     "admissions",
+    "submit_two_queued",
     "priorities_order_the_queue",
     "queued",
     "rate_limits_starts",
@@ -217,3 +218,22 @@ async def priorities_order_the_queue(where: EventLog | str) -> None:
         await worker.close()
         if isinstance(where, str):
             await log.close()
+
+
+def submit_two_queued(db: Any) -> Workflow:
+    """Record runs ``low`` (priority 5) then ``high`` (priority 0) of a queued
+    workflow in the SQLite file ``db``, with no worker: both stay queued."""
+    wf = Workflow("mail", state={"n": "replace"}, queue=Queue("emails", concurrency=1))
+
+    @wf.step
+    async def send(ctx: StepContext) -> Any:
+        return end(n=1)
+
+    async def go() -> None:
+        config = RuntimeConfig(owner="client", execute=False, worker=False)
+        async with await Runtime.open(f"sqlite:///{db}", workflows=[wf], config=config) as rt:
+            await rt.submit(wf, run_id="low", input={"n": 0}, priority=5)
+            await rt.submit(wf, run_id="high", input={"n": 0}, priority=0)
+
+    asyncio.run(go())
+    return wf
