@@ -151,3 +151,37 @@ async def test_a_claim_that_would_go_over_the_limit_lets_go(event_log: EventLog)
         await first.close()
         await second.close()
     assert calls.count["most"] == 1
+
+
+async def test_a_queued_run_driven_by_code_without_the_queue_is_listed_running(
+    event_log: EventLog,
+) -> None:
+    """The workflow lost its queue in a new release: its old queued runs are
+    driven without an admission, and the index stops calling them queued."""
+    old = queued(Calls(), asyncio.Event(), Queue("emails", concurrency=1))
+    async with Runtime(event_log, workflows=[old], config=config("client")) as rt:
+        await rt.submit(old, run_id="a", input={"n": 0}, durability="sync")
+    assert (await event_log.get_run("a")).status == RunStatus.QUEUED
+    new = Workflow("mail", state={"n": "replace"})
+    gate = asyncio.Event()
+
+    @new.step
+    async def send(ctx: StepContext) -> Any:
+        await ctx.task("deliver", _deliver)  # recorded (sync) before the gate
+        await gate.wait()
+        return end(n=2)
+
+    async def moved_on() -> bool:
+        return (await event_log.get_run("a")).last_seq > 3
+
+    async with Runtime(event_log, workflows=[new], config=config("w")) as rt:
+        assert await rt.worker.run_once() == ["a"]
+        await until(moved_on, "the task is recorded")
+        info = await event_log.get_run("a")
+        assert (info.status, info.admitted_at) == (RunStatus.RUNNING, None)
+        gate.set()
+        assert (await rt.wait("a", timeout=30)).values == {"n": 2}
+
+
+async def _deliver() -> str:
+    return "sent"

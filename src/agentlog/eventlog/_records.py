@@ -64,6 +64,10 @@ def snapshots_kept_from(kept: Iterable[tuple[int, int]], keep: int) -> int:
     return min((base or seq for seq, base in newest), default=0)
 
 
+#: Events only a driven run records: a ``queued`` run with one is running.
+_DRIVEN = frozenset({"TaskStarted", "StepCompleted", "StepFailed", "SuperstepCommitted"})
+
+
 @dataclass(frozen=True, slots=True)
 class RunInfo:
     """One row of the run index."""
@@ -104,6 +108,8 @@ class RunInfo:
             status = status_after_event(status, event.data)
             if isinstance(event.data, RunAdmitted):
                 admitted = admitted or event.ts
+            elif status == RunStatus.QUEUED and event.type in _DRIVEN:
+                status = RunStatus.RUNNING  # driven unadmitted: its code has no queue now
             if isinstance(event.data, InterruptRaised):
                 # A run parks with every open interrupt raised again, so the
                 # earliest due time among this park's interrupts is the wake-up.
