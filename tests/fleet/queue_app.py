@@ -1,7 +1,10 @@
 """The queue fleet test's workflow (``agentlog worker --app tests.fleet.queue_app:workflows``).
 
 ``mail`` is in the queue ``emails`` (at most :data:`LIMIT` driven at once);
-its one step calls an effect that appends an ``enter`` and an ``exit`` line
+``paced`` (``--app tests.fleet.queue_app:paced_workflows``) in a queue of at
+most :data:`PACE` runs started per :data:`PERIOD`; ``ranked``
+(``:ranked_workflows``) in a queue of one at a time, whose runs carry
+priorities. Each one step calls an effect that appends an ``enter`` and an ``exit`` line
 (the run, the worker's pid, ``time.monotonic()``, one clock for every
 process of the machine) to the file named in ``QUEUE_TRACE`` around its
 delivery to the dedup service, so the test can tell how many effects were
@@ -12,19 +15,25 @@ from __future__ import annotations
 
 import os
 import time
+from datetime import timedelta
 from typing import Any
 
-from agentlog.runtime import Queue, StepContext, Workflow, end
+from agentlog.runtime import Queue, Rate, StepContext, Workflow, end
 from tests.fleet.app import effect
 
-__all__ = ["LIMIT", "workflows"]
+__all__ = ["LIMIT", "PACE", "PERIOD", "paced_workflows", "ranked_workflows", "workflows"]
 
 #: The queue's concurrency limit.
 LIMIT = 2
 #: How long an effect takes after its delivery (so runs overlap).
 EFFECT_S = 0.2
 
+#: The rate queue's limit: at most PACE runs started per PERIOD.
+PACE, PERIOD = 3, timedelta(seconds=2)
+
 mail = Workflow("mail", state={"sent": "replace"}, queue=Queue("emails", concurrency=LIMIT))
+paced = Workflow("paced", state={"sent": "replace"}, queue=Queue("paced", rate=Rate(PACE, PERIOD)))
+ranked = Workflow("ranked", state={"sent": "replace"}, queue=Queue("ranked", concurrency=1))
 
 
 def _trace(what: str, run: str) -> None:
@@ -51,4 +60,18 @@ async def send(ctx: StepContext) -> Any:
     return end(sent=sent)
 
 
+@paced.step
+async def send_paced(ctx: StepContext) -> Any:
+    sent = await ctx.task("send", effect, ctx.run_id, "paced", ctx.run_id)
+    return end(sent=sent)
+
+
+@ranked.step
+async def send_ranked(ctx: StepContext) -> Any:
+    sent = await ctx.task("send", traced_effect, ctx.run_id)
+    return end(sent=sent)
+
+
 workflows = [mail]
+paced_workflows = [paced]
+ranked_workflows = [ranked]

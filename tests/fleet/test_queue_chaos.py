@@ -8,19 +8,28 @@ replaced. Afterwards every run has completed once, and the effects' trace
 cut short by a SIGKILL ends at its process's kill) never shows more than
 the limit in flight at once. The check counts overlaps: it holds on a slow
 machine as on a fast one.
+
+The same chaos, checked from the log's ``RunAdmitted`` events, for a rate
+limit (no window of the period holds more admissions than the rate allows,
+after restarts that a count kept in memory would have reset) and for
+priorities (a queue of one admits its backlog in priority order, oldest
+first among equals).
 """
 
 from __future__ import annotations
 
 import random
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
+from agentlog.eventlog._base import EventLog
 from agentlog.runtime import Runtime, RuntimeConfig
 from tests.fleet import queue_app
 from tests.support.fleet import Dedup, Fleet, history, open_reader, types, until
+from tests.support.queues import admissions
 
 pytestmark = pytest.mark.fleet
 
@@ -98,3 +107,97 @@ async def test_sigkilled_workers_never_exceed_the_queue_limit(
     assert sorted(run for run, _ in keys) == [f"m{n:02d}" for n in range(RUNS)]
     assert all(count == 1 for _, count in keys), keys  # one stable key per run's effect
     assert _most_in_flight(trace, killed_at) <= queue_app.LIMIT
+
+
+async def _kill_along(fleet: Fleet, dedup: Dedup, apps: str, runs: int) -> dict[int, float]:
+    """Start the workers, then SIGKILL one at each of KILLS random points of
+    the backlog (counted in deliveries) and start a replacement."""
+    for _ in range(WORKERS):
+        fleet.start(apps=apps, lease=LEASE_S)
+    chance = random.Random()
+    killed_at: dict[int, float] = {}
+
+    async def delivered(at_least: int) -> bool:
+        return dedup.rows("SELECT count(*) FROM deliveries")[0][0] >= at_least
+
+    for target in sorted(chance.sample(range(1, runs - 2), KILLS)):
+        await until(lambda t=target: delivered(t), f"{target} deliveries", within=120)
+        victim = chance.choice(fleet.alive)
+        victim.kill()
+        killed_at[victim.pid] = time.monotonic()
+        fleet.start(apps=apps, lease=LEASE_S)
+    return killed_at
+
+
+async def _completed_once(log: EventLog, dedup: Dedup, workflow: str, ids: list[str]) -> None:
+    """Every run completed once, its effect with one idempotency key."""
+
+    async def all_completed() -> bool:
+        runs = await log.list_runs(status="completed")
+        return len([r for r in runs if r.workflow == workflow]) == len(ids)
+
+    await until(all_completed, f"all {len(ids)} runs completed", within=180)
+    for run_id in ids:
+        kinds = types(await history(log, run_id))
+        assert kinds.count("RunCompleted") == 1, f"{run_id}: {kinds}"
+        assert kinds.count("TaskCompleted") == 1, f"{run_id}: {kinds}"
+    keys = dedup.rows("SELECT run, count(DISTINCT key) FROM deliveries GROUP BY run")
+    assert sorted(run for run, _ in keys) == sorted(ids)
+    assert all(count == 1 for _, count in keys), keys
+
+
+PACED_RUNS = 12
+
+
+async def test_sigkilled_workers_never_start_more_than_the_rate(
+    fleet: Fleet, dedup: Dedup, log_url: str
+) -> None:
+    ids = [f"p{n:02d}" for n in range(PACED_RUNS)]
+    config = RuntimeConfig(owner="client", execute=False, worker=False)
+    async with await Runtime.open(
+        log_url, workflows=queue_app.paced_workflows, config=config
+    ) as rt:
+        for run_id in ids:
+            await rt.submit(queue_app.paced, run_id=run_id, input={"sent": ""})
+    await _kill_along(fleet, dedup, "tests.fleet.queue_app:paced_workflows", PACED_RUNS)
+    log = await open_reader(log_url)
+    try:
+        await _completed_once(log, dedup, "paced", ids)
+        started = [ts for ts, _ in await admissions(log, ids)]
+    finally:
+        await log.close()
+    assert len(started) == PACED_RUNS  # each admitted exactly once
+    pace, period = queue_app.PACE, queue_app.PERIOD
+    gaps = [later - first for first, later in zip(started, started[pace:], strict=False)]
+    assert all(gap >= period for gap in gaps), (
+        f"more than {pace} starts within {period}: {[g / timedelta(seconds=1) for g in gaps]}"
+    )
+
+
+RANKED_RUNS = 12
+
+
+async def test_sigkilled_workers_admit_by_priority(
+    fleet: Fleet, dedup: Dedup, log_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("QUEUE_TRACE", str(tmp_path / "trace.txt"))
+    chance = random.Random()
+    ranks = {f"k{n:02d}": chance.randrange(4) for n in range(RANKED_RUNS)}
+    config = RuntimeConfig(owner="client", execute=False, worker=False)
+    async with await Runtime.open(
+        log_url, workflows=queue_app.ranked_workflows, config=config
+    ) as rt:
+        for run_id, priority in ranks.items():  # all waiting before any worker runs
+            await rt.submit(queue_app.ranked, run_id=run_id, input={"sent": ""}, priority=priority)
+    killed_at = await _kill_along(
+        fleet, dedup, "tests.fleet.queue_app:ranked_workflows", RANKED_RUNS
+    )
+    log = await open_reader(log_url)
+    try:
+        await _completed_once(log, dedup, "ranked", list(ranks))
+        order = [run_id for _, run_id in await admissions(log, list(ranks))]
+    finally:
+        await log.close()
+    expected = sorted(ranks, key=lambda run_id: (ranks[run_id], run_id))  # ids in submit order
+    assert order == expected, f"priorities {ranks}"
+    assert _most_in_flight(tmp_path / "trace.txt", killed_at) <= 1

@@ -34,7 +34,9 @@ message sent while the run asks a question, received after the answer; a
 recv that parks and a message that wakes it; a publish), appended with
 ``--append-messages``; the committed states gained ``inbox``, ``received``,
 ``message_keys``, ``published`` (empty dicts) and ``published_calls`` (an
-empty list) with it, the fields those events fold into.
+empty list) with it, the fields those events fold into. And RunAdmitted:
+``golden-queued`` (a run of a queue, submitted with a priority, admitted and
+driven by a worker), appended with ``--append-queued``.
 """
 
 from __future__ import annotations
@@ -50,7 +52,16 @@ from typing import Annotated, Any, TypedDict
 from agentlog.eventlog.codec import encode_event
 from agentlog.eventlog.memory import MemoryEventLog
 from agentlog.projector import fold
-from agentlog.runtime import RetryPolicy, Runtime, RuntimeConfig, StepContext, Workflow, end, goto
+from agentlog.runtime import (
+    Queue,
+    RetryPolicy,
+    Runtime,
+    RuntimeConfig,
+    StepContext,
+    Workflow,
+    end,
+    goto,
+)
 
 HERE = Path(__file__).parent
 LOG_FILE = HERE / "v1_run.jsonl"
@@ -329,6 +340,24 @@ async def generate_messages() -> tuple[list[bytes], dict[str, Any]]:
     return [encode_event(e) for e in events], {"golden-messages": expected}
 
 
+async def generate_queued() -> tuple[list[bytes], dict[str, Any]]:
+    """The ``golden-queued`` run: submitted to a queue, admitted by a worker."""
+    log = MemoryEventLog()
+    config = RuntimeConfig(owner="golden-host:1", lease_seconds=60, worker=True)
+    wf = Workflow("golden-queued", state={"sent": "replace"}, queue=Queue("emails", concurrency=1))
+
+    @wf.step
+    async def send(ctx: StepContext) -> Any:
+        return end(sent="msg-0002")
+
+    async with Runtime(log, workflows=[wf], config=config) as rt:
+        await rt.submit(wf, run_id="golden-queued", durability="sync", priority=3)
+        await rt.wait("golden-queued")
+    events = [e async for e in log.read("golden-queued")]
+    expected = json.loads(json.dumps(fold(events).to_dict(), sort_keys=True))
+    return [encode_event(e) for e in events], {"golden-queued": expected}
+
+
 #: Runs added after the first three (same schema version, new event types),
 #: appended to the committed files without touching the bytes already there.
 APPENDED = {
@@ -338,6 +367,7 @@ APPENDED = {
     "--append-shredded": generate_shredded,
     "--append-forked": generate_forked,
     "--append-messages": generate_messages,
+    "--append-queued": generate_queued,
 }
 
 

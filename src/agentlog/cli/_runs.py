@@ -51,6 +51,7 @@ class Status(StrEnum):
     """The statuses ``runs --status`` accepts (any other value is exit code 2)."""
 
     RUNNING = RunStatus.RUNNING
+    QUEUED = RunStatus.QUEUED
     WAITING = RunStatus.WAITING
     COMPLETED = RunStatus.COMPLETED
     FAILED = RunStatus.FAILED
@@ -81,6 +82,9 @@ def info_json(info: RunInfo) -> dict[str, Any]:
         "writer": info.lease_owner,
         "wake_at": info.wake_at,
         "driver": driver(info),
+        "queue": info.queue,
+        "priority": info.priority,
+        "admitted_at": info.admitted_at,
     }
 
 
@@ -92,6 +96,10 @@ def driver(info: RunInfo, now: datetime | None = None) -> str:
             return "an answer: invoke with Command(resume=...)"
         return "its LangGraph app" if info.status == RunStatus.RUNNING else ""
     live = info.lease_live(now)
+    if info.status == RunStatus.QUEUED:
+        if live:
+            return f"worker {info.lease_owner} (admitting it)"
+        return f"room in queue {info.queue!r} (priority {info.priority})"
     if info.status == RunStatus.RUNNING:
         if live:
             return f"worker {info.lease_owner}"
@@ -152,6 +160,7 @@ def runs(
         )
         return
     family = any(parents.values())  # the parent column only when a run has one
+    queues = any(i.queue for i in infos)  # the queue column only when a run has one
     rows = [
         (
             i.run_id,
@@ -162,12 +171,14 @@ def runs(
             age(i.updated_at),
             where[i.run_id],
             driver(i),
+            *([i.queue] if queues else []),
             *([parents[i.run_id]] if family else []),
         )
         for i in infos
     ]
     columns: tuple[str, ...] = ("run", "workflow", "status", "steps", "last event", "age")
-    columns += ("where", "moved on by", *(["parent"] if family else []))
+    columns += ("where", "moved on by", *(["queue"] if queues else []))
+    columns += tuple(["parent"] if family else [])
     print_table(table(f"runs in {redact_url(log)}", columns, rows))
 
 
@@ -200,16 +211,19 @@ def show(
         _follow(run_id, log, archive, as_json, mode)
         return
 
-    async def go() -> list[dict[str, Any]]:
+    async def go() -> tuple[RunInfo, list[dict[str, Any]]]:
         async with read_history(log, archive) as event_log:
-            await event_log.get_run(run_id)
-            return event_rows([e async for e in event_log.read(run_id)])
+            info = await event_log.get_run(run_id)
+            return info, event_rows([e async for e in event_log.read(run_id)])
 
-    rows = run_async(go)
+    info, rows = run_async(go)
     if as_json:
         print_json(rows)
     else:
-        print_timeline(rows, f"run {run_id}{timeline_note(rows)}")
+        waits = ""
+        if info.status == RunStatus.QUEUED:
+            waits = f" (queued: {driver(info)})"
+        print_timeline(rows, f"run {run_id}{waits}{timeline_note(rows)}")
 
 
 def _follow(run_id: str, log: str, archive: str, as_json: bool, mode: FollowMode) -> None:

@@ -191,7 +191,7 @@ def sql_needs_worker(now: str, due: str) -> str:
         f"last_seq > 0 AND workflow <> '{LANGGRAPH_WORKFLOW}' "
         f"AND (NOT archived OR status = '{RunStatus.RUNNING}') "
         f"AND ({sql_lease_ended(now)}) "
-        f"AND (status = '{RunStatus.RUNNING}' "
+        f"AND (status IN ('{RunStatus.RUNNING}', '{RunStatus.QUEUED}') "
         f"OR (status = '{RunStatus.WAITING}' AND wake_at <= {due}))"
     )
 

@@ -322,6 +322,18 @@ class WriterClaimed(EventData):
 
 
 @dataclass(frozen=True, slots=True)
+class RunAdmitted(EventData):
+    """The run's queue admitted it: a worker starts driving it (once per run).
+
+    The run index keeps its time (``admitted_at``), which a queue's rate
+    limit counts (docs/queues.md). Until then the index lists the run as
+    ``queued``."""
+
+    type: ClassVar[str] = "RunAdmitted"
+    queue: str
+
+
+@dataclass(frozen=True, slots=True)
 class RunShredded(EventData):
     """The run's data key was destroyed (``Runtime.shred``): every copy of its
     content is unreadable from now on, on purpose.
@@ -443,6 +455,7 @@ EVENT_TYPES: dict[str, type[EventData]] = {
         RunRetried,
         RunMigrated,
         WriterClaimed,
+        RunAdmitted,
         RunShredded,
         RunForked,
         CheckpointSaved,

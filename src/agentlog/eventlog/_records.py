@@ -15,6 +15,7 @@ from agentlog.eventlog.events import (
     Event,
     EventData,
     InterruptRaised,
+    RunAdmitted,
     RunForked,
     RunStarted,
     RunStatus,
@@ -63,6 +64,10 @@ def snapshots_kept_from(kept: Iterable[tuple[int, int]], keep: int) -> int:
     return min((base or seq for seq, base in newest), default=0)
 
 
+#: Events only a driven run records: a ``queued`` run with one is running.
+_DRIVEN = frozenset({"TaskStarted", "StepCompleted", "StepFailed", "SuperstepCommitted"})
+
+
 @dataclass(frozen=True, slots=True)
 class RunInfo:
     """One row of the run index."""
@@ -87,13 +92,24 @@ class RunInfo:
     The row stays (a tombstone) so that the run id stays taken: starting it
     again returns the archived run instead of forking a second history.
     """
+    queue: str = ""
+    """The queue its workflow waits in (``RunStarted.limits["queue"]``), or ""."""
+    priority: int = 0
+    """Its priority in its queue: a lower number is admitted first."""
+    admitted_at: datetime | None = None
+    """When its queue admitted it (``RunAdmitted``); None while ``queued``."""
 
     def after(self, events: Sequence[Event]) -> RunInfo:
         """This row once ``events`` (the next batch of the run) are recorded."""
         workflow, version, status = self.workflow, self.version, self.status
         steps, started, wake = self.steps, self.started_at, self.wake_at
+        queue, priority, admitted = self.queue, self.priority, self.admitted_at
         for event in events:
             status = status_after_event(status, event.data)
+            if isinstance(event.data, RunAdmitted):
+                admitted = admitted or event.ts
+            elif status == RunStatus.QUEUED and event.type in _DRIVEN:
+                status = RunStatus.RUNNING  # driven unadmitted: its code has no queue now
             if isinstance(event.data, InterruptRaised):
                 # A run parks with every open interrupt raised again, so the
                 # earliest due time among this park's interrupts is the wake-up.
@@ -106,6 +122,10 @@ class RunInfo:
             if isinstance(event.data, RunStarted):
                 workflow, version = event.data.workflow, event.data.version
                 started = started or event.ts
+                queued = event.data.limits.get("queue")
+                if isinstance(queued, dict):  # it waits for its queue to admit it
+                    queue, priority = str(queued["name"]), int(queued.get("priority", 0))
+                    status = RunStatus.QUEUED if admitted is None else status
             elif isinstance(event.data, RunForked):
                 # A fork's copies keep the origin's times: it started at its marker.
                 started = event.ts
@@ -119,6 +139,9 @@ class RunInfo:
             started_at=started,
             updated_at=events[-1].ts,
             wake_at=wake,
+            queue=queue,
+            priority=priority,
+            admitted_at=admitted,
         )
 
     def lease_live(self, now: datetime) -> bool:
@@ -142,7 +165,7 @@ class RunInfo:
             return False
         if self.lease_live(now):
             return False
-        if self.status == RunStatus.RUNNING:
+        if self.status in (RunStatus.RUNNING, RunStatus.QUEUED):
             return self.last_seq > 0
         return self.status == RunStatus.WAITING and self.wake_at is not None and self.wake_at <= now
 

@@ -55,7 +55,7 @@ MAX_SEQ = 2**63 - 1
 RUN_FIELDS = tuple(f.name for f in dataclasses.fields(RunInfo))
 RUN_COLUMNS = ", ".join(RUN_FIELDS)
 #: The run index fields stored as microseconds.
-TIME_FIELDS = frozenset({"started_at", "updated_at", "lease_expires_at", "wake_at"})
+TIME_FIELDS = frozenset({"started_at", "updated_at", "lease_expires_at", "wake_at", "admitted_at"})
 
 
 def seq_param(seq: int) -> int:

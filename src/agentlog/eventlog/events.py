@@ -31,6 +31,7 @@ from agentlog.eventlog._payloads import (
     MessageSent,
     ProgressReported,
     ResumeReceived,
+    RunAdmitted,
     RunCancelled,
     RunCompleted,
     RunFailed,
@@ -65,6 +66,7 @@ __all__ = [
     "MessageSent",
     "ProgressReported",
     "ResumeReceived",
+    "RunAdmitted",
     "RunCancelled",
     "RunCompleted",
     "RunFailed",
@@ -130,6 +132,10 @@ class RunStatus(StrEnum):
     """
 
     RUNNING = "running"
+    QUEUED = "queued"
+    """Run index only: a run of a queue (``Workflow(queue=...)``) recorded and
+    not yet admitted by its queue (``RunAdmitted``); its folded state says
+    ``running``. See docs/queues.md."""
     WAITING = "waiting"
     COMPLETED = "completed"
     FAILED = "failed"
@@ -149,6 +155,7 @@ RunStatus.TERMINAL = frozenset(
 
 _STATUS_BY_TYPE = {
     "RunStarted": RunStatus.RUNNING,
+    "RunAdmitted": RunStatus.RUNNING,
     "InterruptRaised": RunStatus.WAITING,
     "ResumeReceived": RunStatus.RUNNING,
     "TimerFired": RunStatus.RUNNING,

@@ -27,6 +27,7 @@ from agentlog.eventlog.events import (
     MessageSent,
     ProgressReported,
     ResumeReceived,
+    RunAdmitted,
     RunCancelled,
     RunCompleted,
     RunFailed,
@@ -272,6 +273,7 @@ _APPLY: dict[type, Callable[[RunState, Any], None]] = {
     RunRetried: _run_retried,
     RunMigrated: _run_migrated,
     WriterClaimed: _writer_claimed,
+    RunAdmitted: lambda state, data: None,  # the run index's (docs/queues.md)
     RunShredded: _run_shredded,
     ProgressReported: _progress_reported,
     MessageSent: _message_sent,

@@ -57,6 +57,10 @@ class RunRow:
     where: str
     """``"hot"``, ``"archived"`` or ``"both"`` (partly archived); see
     :func:`~agentlog.archive._run_index.run_location`."""
+    queue: str = ""
+    """The queue the run waits in or was admitted by, or "" (docs/queues.md)."""
+    priority: int = 0
+    """Its priority in that queue (lower first)."""
 
     def to_json(self) -> dict[str, Any]:
         """The row as plain values (times as ISO 8601 text)."""
@@ -78,6 +82,8 @@ def run_row(info: RunInfo, where: str) -> RunRow:
         info.last_seq,
         info.steps,
         where,
+        info.queue,
+        info.priority,
     )
 
 

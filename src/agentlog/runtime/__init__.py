@@ -5,7 +5,7 @@ from agentlog.runtime._children import ChildHandle
 from agentlog.runtime._context import Interrupted, StepContext
 from agentlog.runtime._frozen import FrozenDict, FrozenList, thaw
 from agentlog.runtime._handles import PendingInterrupt, RecoveryReport, RunHandle
-from agentlog.runtime._queues import Queue
+from agentlog.runtime._queues import Queue, Rate
 from agentlog.runtime._retry import RetryPolicy
 from agentlog.runtime._runtime import VERBS, Runtime, RuntimeConfig
 from agentlog.runtime._schedules import Schedule
@@ -30,6 +30,7 @@ __all__ = [
     "Next",
     "PendingInterrupt",
     "Queue",
+    "Rate",
     "RecoveryReport",
     "RetryPolicy",
     "RunHandle",

@@ -33,6 +33,7 @@ from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import (
     LANGGRAPH_WORKFLOW,
     EventData,
+    RunAdmitted,
     RunMigrated,
     RunStarted,
     RunStatus,
@@ -49,6 +50,8 @@ from agentlog.runtime._executor import RunExecutor
 from agentlog.runtime._handles import RecoveryReport
 from agentlog.runtime._queues import check_queue, queue_room
 from agentlog.runtime._telemetry import TELEMETRY, choose
+from agentlog.runtime._queue_admission import admit
+from agentlog.runtime._queues import Queue, check_queue
 from agentlog.runtime._workflow import Migration, Workflow
 from agentlog.runtime._writer import RunWriter
 
@@ -90,6 +93,20 @@ class RunDriver:
             workflow.validate()
             check_queue(self.log, workflow, self.workflows.values())
             self.workflows[workflow.name] = workflow
+
+    @property
+    def queues(self) -> dict[str, tuple[Queue, list[str]]]:
+        """Each queue of the workflows registered here, with their names."""
+        found: dict[str, tuple[Queue, list[str]]] = {}
+        for wf in self.workflows.values():
+            if wf.queue is not None:
+                found.setdefault(wf.queue.name, (wf.queue, []))[1].append(wf.name)
+        return found
+
+    @property
+    def queue_of(self) -> dict[str, str]:
+        """The queue's name of each queued workflow registered here."""
+        return {wf.name: wf.queue.name for wf in self.workflows.values() if wf.queue}
 
     @property
     def active_runs(self) -> Mapping[str, RunExecutor]:
@@ -322,8 +339,11 @@ class RunDriver:
         dropped and the lease released, so a corrected call can claim at once.
         """
         if here and wf is not None and wf.queue is not None:
-            # A queued run is driven only with room; else recorded and left queued.
-            here = state.seq > 0 and await self.queue_room(wf, claimed=state.run_id)
+            # A queued run is driven only if its queue admits it; else recorded
+            # and left queued. A first admission is on record before it acts.
+            admitted = state.seq > 0 and await self.admit(wf.queue, state.run_id)
+            here = admitted is not False
+            events = [*events, admitted] if isinstance(admitted, RunAdmitted) else events
         writer = None
         try:
             writer = RunWriter(
@@ -355,14 +375,9 @@ class RunDriver:
             await self.release(state.run_id, epoch)
             self.wake.set()  # this process's worker, if it runs, takes it at once
 
-    async def queue_room(self, wf: Workflow[Any, Any], *, claimed: str | None = None) -> bool:
-        """True if ``wf``'s queue has room for a run (for ``claimed``, which
-        this process has just claimed); see :func:`queue_room`."""
-        queue = wf.queue
-        if queue is None:
-            return True
-        names = [w.name for w in self.workflows.values() if w.queue and w.queue.name == queue.name]
-        return await queue_room(self.log, queue, names, claimed=claimed)
+    async def admit(self, queue: Queue, run_id: str) -> RunAdmitted | bool:
+        """May ``run_id``, claimed here, be driven now? See :func:`admit`."""
+        return await admit(self.log, queue, self.queues[queue.name][1], run_id)
 
     def _launch(self, wf: Workflow[Any, Any], writer: RunWriter) -> None:
         executor = RunExecutor(writer, wf)

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from agentlog.errors import AgentlogError
 from agentlog.eventlog._base import EventLog, RunInfo
+from agentlog.eventlog.events import RunStatus
 from agentlog.projector._reducers import Reducer
 from agentlog.projector._state import RunState
 from agentlog.runtime._stream import StreamMode, StreamUntil, StreamUpdate, stream
@@ -83,8 +84,14 @@ class RunHandle:
         return await self.runtime.get_state(self.run_id)
 
     async def status(self) -> str:
-        """The run's status now: one of :class:`RunStatus`."""
-        return (await self.runtime.get_state(self.run_id)).status
+        """The run's status now: one of :class:`RunStatus` (``queued`` while
+        its queue has not admitted it: the run index's word, docs/queues.md)."""
+        status = (await self.runtime.get_state(self.run_id)).status
+        if status == RunStatus.RUNNING:
+            info = await self.runtime.log.find_run(self.run_id)
+            if info is not None and info.status == RunStatus.QUEUED:
+                return RunStatus.QUEUED
+        return status
 
     async def resume(
         self, value: Any = None, *, answers: Mapping[str, Any] | None = None

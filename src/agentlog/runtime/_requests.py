@@ -56,6 +56,7 @@ from agentlog.runtime._config import verb_hint
 from agentlog.runtime._driver import RunDriver
 from agentlog.runtime._expects import answers_for
 from agentlog.runtime._fork import claim_of_new_run, plan_fork, record_fork
+from agentlog.runtime._queues import check_priority
 from agentlog.runtime._shred import (
     SHRED_REASON,
     ShredReport,
@@ -172,9 +173,11 @@ class RunRequests:
         max_steps: int | None,
         here: bool,
         parent: Mapping[str, Any] | None = None,
+        priority: int | None = None,
     ) -> None:
         """``Runtime.start`` (``here``: drive it in this process) and ``Runtime.submit``;
-        ``parent`` links a child run to the parent's call that started it."""
+        ``parent`` links a child run to the parent's call that started it;
+        ``priority`` is the run's in its workflow's queue."""
         if isinstance(workflow, Workflow):
             if self._driver.workflows.get(workflow.name) is not workflow:
                 self._driver.register(workflow)
@@ -186,6 +189,7 @@ class RunRequests:
         check_durability(mode)
         if max_steps is not None:
             check_max_steps(max_steps, ConfigError)
+        rank = check_priority(wf.name, wf.queue, priority)
         if input is not None and not isinstance(input, dict):
             raise ConfigError(
                 f"input must be a dict of state keys to values, got {type(input).__name__}"
@@ -224,6 +228,7 @@ class RunRequests:
                 "max_steps": max_steps if max_steps is not None else wf.max_steps,
                 **({"parent": dict(parent)} if parent else {}),
                 **self._driver.telemetry.started(run_id, wf.name),  # the run's trace
+                **({"queue": {"name": wf.queue.name, "priority": rank}} if wf.queue else {}),
             },
             start=wf.start,
             reducers=dict(wf.reducers),

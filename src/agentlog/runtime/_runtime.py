@@ -150,6 +150,7 @@ class Runtime:
         input: In | None = None,
         durability: Durability | None = None,
         max_steps: int | None = None,
+        priority: int | None = None,
     ) -> RunHandle:
         """Start a run, or return the existing run with this id.
 
@@ -162,7 +163,7 @@ class Runtime:
         arguments leaves nothing behind and a corrected call works at once.
 
         Raises:
-            ConfigError: a bad run id, input, durability or max_steps.
+            ConfigError: a bad run id, input, durability, max_steps or priority.
             NotSerializableError: the input cannot be stored.
             RunExistsError: the run id belongs to a run of another workflow.
             UnknownWorkflowError: ``workflow`` is a name not registered here.
@@ -171,9 +172,8 @@ class Runtime:
             RunArchivedError: the run id is an archived run that this runtime
                 cannot read: open it with ``archive=URL``. Nothing is recorded.
         """
-        await self.requests.start(
-            workflow, run_id, input, durability, max_steps, self.config.execute
-        )
+        args = (workflow, run_id, input, durability, max_steps)
+        await self.requests.start(*args, self.config.execute, priority=priority)
         return RunHandle(self, run_id)
 
     async def submit(
@@ -184,18 +184,19 @@ class Runtime:
         input: In | None = None,
         durability: Durability | None = None,
         max_steps: int | None = None,
+        priority: int | None = None,
     ) -> RunHandle:
         """Record a new run for a worker to drive; do not execute it here.
 
-        Like :meth:`start`, it is idempotent on ``run_id`` and checks
-        everything before anything is recorded. The run is durable when this
-        returns: a worker (this process's, with ``RuntimeConfig(worker=True)``,
-        or ``agentlog worker`` anywhere on the same log) takes it.
+        Like :meth:`start`: idempotent on ``run_id``, all checked first. The
+        run is durable when this returns: a worker (this process's, with
+        ``RuntimeConfig(worker=True)``, or ``agentlog worker``) takes it.
 
         Raises:
             The errors of :meth:`start`.
         """
-        await self.requests.start(workflow, run_id, input, durability, max_steps, False)
+        args = (workflow, run_id, input, durability, max_steps)
+        await self.requests.start(*args, False, priority=priority)
         return RunHandle(self, run_id)
 
     async def resume(

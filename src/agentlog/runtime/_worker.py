@@ -51,8 +51,8 @@ from agentlog.runtime._cancelling import task_cancelling
 from agentlog.runtime._commands import apply_command, worker_loop
 from agentlog.runtime._config import WorkerConfig
 from agentlog.runtime._driver import RunDriver
+from agentlog.runtime._queue_admission import arrange
 from agentlog.runtime._schedules import Schedule
-from agentlog.runtime._workflow import Workflow
 
 __all__ = ["SubmitTick", "Worker", "WorkerConfig"]
 
@@ -109,8 +109,6 @@ class Worker:
         self._passed_over = 0
         self._cursors: dict[tuple[str, str], datetime] = {}
         self._last_schedule_pass: datetime | None = None
-        #: Queues found full in this pass (their runs are passed over).
-        self._full_queues: set[str] = set()
 
     # -- the loop ---------------------------------------------------------------
 
@@ -197,9 +195,10 @@ class Worker:
         # passed over: a backlog of any size is read through in a few passes.
         limit = free * 2 + 2 * self._passed_over + 16
         due = await self.log.runnable(now=now, limit=limit)
+        if self.driver.queues:  # their runs, as their queues have room
+            due = await arrange(self.log, due, self.driver.queues, self.driver.queue_of, free)
         taken: list[str] = []
         passed_over = 0
-        self._full_queues.clear()
         for info in due:
             if len(taken) >= free or self.stopping:
                 break
@@ -259,8 +258,6 @@ class Worker:
         limit = self.config.workflow_concurrency.get(wf.name)
         if limit is not None and driver.active_count(wf.name) >= limit:
             return False
-        if info.status != RunStatus.WAITING and await self._queue_full(wf):
-            return False  # it stays queued
         broken_until = self._broken.get(info.run_id)
         if broken_until is not None and broken_until > now:
             return False
@@ -279,18 +276,6 @@ class Worker:
         active = driver.active_task(info.run_id)
         if active is not None:
             active.add_done_callback(lambda task: self._drive_ended(info.run_id, task))
-        return True
-
-    async def _queue_full(self, wf: Workflow[Any, Any]) -> bool:
-        """True if the workflow's queue has no room now. Counted once per pass
-        once full, not once per queued run; the claim counts again
-        (:meth:`RunDriver.continue_run`), so this only saves claims."""
-        queue = wf.queue
-        if queue is None:
-            return False
-        if queue.name not in self._full_queues and await self.driver.queue_room(wf):
-            return False
-        self._full_queues.add(queue.name)
         return True
 
     def _drive_ended(self, run_id: str, task: asyncio.Task[Any]) -> None:

@@ -22,6 +22,7 @@ MAX_LIMIT = 500
 
 _STATUSES = (
     RunStatus.RUNNING,
+    RunStatus.QUEUED,
     RunStatus.WAITING,
     RunStatus.COMPLETED,
     RunStatus.FAILED,

@@ -28,7 +28,7 @@ _RUNS_BODY = """
 </form>
 <p id=counts class=counts></p>
 <table id=runs class=grid><thead><tr><th>run</th><th>workflow</th><th>status</th><th>steps</th>
-<th>events</th><th>started</th><th>updated</th><th>where</th></tr></thead><tbody></tbody></table>
+<th>events</th><th>started</th><th>updated</th><th>where</th><th>queue</th></tr></thead><tbody></tbody></table>
 <p class=pager><button id=prev type=button>&larr; newer</button> <span id=page-info></span>
 <button id=next type=button>older &rarr;</button></p>
 """

@@ -5,10 +5,22 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.queues import three_workers_share_a_queue
+from tests.support.queues import (
+    priorities_order_the_queue,
+    rate_limits_starts,
+    three_workers_share_a_queue,
+)
 
 pytestmark = pytest.mark.redis
 
 
 async def test_three_workers_on_their_own_connections_share_a_queue(redis_url: str) -> None:
     await three_workers_share_a_queue(redis_url)
+
+
+async def test_a_rate_limits_starts_per_period_across_restarts(redis_url: str) -> None:
+    await rate_limits_starts(redis_url)
+
+
+async def test_priorities_order_the_queue(redis_url: str) -> None:
+    await priorities_order_the_queue(redis_url)

@@ -20,13 +20,13 @@ from agentlog.eventlog.events import (
     Event,
     InterruptRaised,
     ResumeReceived,
+    RunAdmitted,
     RunCompleted,
     RunFailed,
     RunStarted,
     utcnow,
 )
 from agentlog.eventlog.sqlite import SqliteEventLog
-from agentlog.eventlog.sqlite._schema import MIGRATIONS
 
 
 def _scan(path: Path) -> dict[str, int]:
@@ -96,10 +96,12 @@ async def test_a_file_from_before_the_table_gets_it_filled(tmp_path: Path) -> No
     finally:
         await log.close()
     with sqlite3.connect(path) as conn:  # back to the schema before migration 6
+        for column in ("queue", "priority", "admitted_at"):  # migration 7
+            conn.execute(f"ALTER TABLE runs DROP COLUMN {column}")
         for name in ("insert", "delete", "update"):
             conn.execute(f"DROP TRIGGER runs_counted_{name}")
         conn.execute("DROP TABLE run_counts")
-        conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) - 1}")
+        conn.execute("PRAGMA user_version = 5")
     log = SqliteEventLog(path)
     try:
         page = await log.page_runs(RunQuery())
@@ -110,3 +112,47 @@ async def test_a_file_from_before_the_table_gets_it_filled(tmp_path: Path) -> No
     scanned = _scan(path)
     assert after.counts == scanned
     assert page.counts["completed"] == scanned["completed"] - 1
+
+
+def _queued(run_id: str, priority: int) -> Event:
+    queue = {"queue": {"name": "emails", "priority": priority}}
+    return Event(run_id, 1, RunStarted("mail", "1", {}, "sync", "fp", limits=queue))
+
+
+async def test_queued_runs_are_counted_and_a_file_from_before_migration_7_opens(
+    tmp_path: Path,
+) -> None:
+    """``queued`` (a run its queue has not admitted yet) is a status like any
+    other for run_counts, and a file without the queue columns gets them."""
+    path = tmp_path / "old.db"
+    log = SqliteEventLog(path)
+    try:
+        await _fill(log)
+    finally:
+        await log.close()
+    with sqlite3.connect(path) as conn:  # back to the schema of migration 6
+        for column in ("queue", "priority", "admitted_at"):
+            conn.execute(f"ALTER TABLE runs DROP COLUMN {column}")
+        conn.execute("PRAGMA user_version = 6")
+    log = SqliteEventLog(path)
+    try:
+        old = await log.get_run("r3")
+        assert (old.queue, old.priority, old.admitted_at) == ("", 0, None)
+        await log.append([_queued("q1", 2)])
+        await log.append([_queued("q2", 0)])
+        queued = await log.page_runs(RunQuery(status="queued"))
+        info = await log.get_run("q1")
+        assert (info.status, info.queue, info.priority, info.admitted_at) == (
+            "queued",
+            "emails",
+            2,
+            None,
+        )
+        await log.append([Event("q1", 2, RunAdmitted("emails"))])
+        admitted = await log.get_run("q1")
+        after = await log.page_runs(RunQuery())
+    finally:
+        await log.close()
+    assert sorted(r.run_id for r in queued.rows) == ["q1", "q2"]
+    assert admitted.status == "running" and admitted.admitted_at is not None
+    assert after.counts == _scan(path) and after.counts["queued"] == 1

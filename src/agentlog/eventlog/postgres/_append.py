@@ -198,6 +198,9 @@ _INFO_AFTER = (
     "started_at",
     "updated_at",
     "wake_at",
+    "queue",
+    "priority",
+    "admitted_at",
 )
 
 

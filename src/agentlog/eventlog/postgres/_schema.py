@@ -98,6 +98,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX agentlog_runs_by_status_update ON agentlog_runs "
         '(status, updated_at DESC, run_id COLLATE "C") INCLUDE (last_seq, workflow)',
     ),
+    (
+        # A run's queue, its priority there and when the queue admitted it
+        # (docs/queues.md): a queue's admissions count them.
+        "ALTER TABLE agentlog_runs ADD COLUMN queue text NOT NULL DEFAULT '', "
+        "ADD COLUMN priority bigint NOT NULL DEFAULT 0, ADD COLUMN admitted_at bigint",
+    ),
 )
 
 # The run index columns are RunInfo's fields, by name (as in the SQLite file).
@@ -156,7 +162,8 @@ INSERT_EVENTS = f"INSERT INTO agentlog_events ({_EVENT_COLUMNS}) SELECT * FROM {
 _UPDATE_RUN_IF = (
     "UPDATE agentlog_runs SET workflow = %(workflow)s, version = %(version)s, "
     "status = %(status)s, last_seq = %(last_seq)s, steps = %(steps)s, "
-    "started_at = %(started_at)s, updated_at = %(updated_at)s, wake_at = %(wake_at)s "
+    "started_at = %(started_at)s, updated_at = %(updated_at)s, wake_at = %(wake_at)s, "
+    "queue = %(queue)s, priority = %(priority)s, admitted_at = %(admitted_at)s "
     f"WHERE run_id = %(run)s AND {sql_append_grant()}"
 )
 APPEND_FAST = (

@@ -251,7 +251,8 @@ class RedisEventLog(IndexedEventLog):
                 args = [run_id, epoch, first_seq, len(events), base.last_seq, nxt.workflow]
                 args += [nxt.version, nxt.status, nxt.last_seq, nxt.steps]
                 args += [time_arg(nxt.started_at), time_arg(nxt.updated_at)]
-                args += [time_arg(nxt.wake_at), *per_event]
+                args += [time_arg(nxt.wake_at), nxt.queue, nxt.priority]
+                args += [time_arg(nxt.admitted_at), *per_event]
                 reply = await self._write(self._append, keys, args, durable)
                 verdict = reply[0]
                 if verdict == b"ok":
@@ -334,6 +335,7 @@ class RedisEventLog(IndexedEventLog):
         now = now or utcnow()
         with self._translating("listing runnable runs failed"):
             running = await self._client.smembers(self._keys.status(RunStatus.RUNNING))
+            running |= await self._client.smembers(self._keys.status(RunStatus.QUEUED))
             due = await self._client.zrangebyscore(self._keys.wake, "-inf", to_us(now))
             rows = await self._rows_of(list(dict.fromkeys([*due, *sorted(running)])))
         # The rule is RunInfo.needs_worker's, as on every backend; the sets only narrow it.

@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 _FIELDS = {f.name: f for f in dataclasses.fields(RunInfo)}
-_INT_FIELDS = frozenset({"last_seq", "steps", "writer_epoch"})
+_INT_FIELDS = frozenset({"last_seq", "steps", "writer_epoch", "priority"})
 
 
 def info_from_hash(run_id: str, raw: Mapping[bytes, bytes]) -> RunInfo:

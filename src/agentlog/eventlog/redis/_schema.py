@@ -103,7 +103,8 @@ class Keys:
 #       order zset, old status order zset, new status order zset
 # ARGV: run_id, epoch, first seq, n, the last seq the row was computed from,
 #       then the next row: workflow, version, status, last_seq, steps,
-#       started_at, updated_at, wake_at ('' = none), then per event:
+#       started_at, updated_at, wake_at ('' = none), queue, priority,
+#       admitted_at ('' = none), then per event:
 #       seq, type, ts, schema_v, payload, checksum
 # Returns {'ok'}, {'refused', last_seq, writer_epoch} (a fence or a conflict,
 # by the checks generated from APPEND_CHECKS, or a row that moved since it was
@@ -118,7 +119,7 @@ local epoch, first, n = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 if row_last ~= tonumber(ARGV[5]) then return {_REFUSED} end
 """
     + """for i = 0, n - 1 do
-  local a = 14 + i * 6
+  local a = 17 + i * 6
   -- Only the first XADD can fail (an id at or below the stream's top, so the
   -- index lost seqs the stream has); it fails before anything is written.
   local added = redis.pcall('XADD', KEYS[2], ARGV[a] .. '-0', 't', ARGV[a + 1],
@@ -131,6 +132,11 @@ end
 local row = {'run_id', ARGV[1], 'workflow', ARGV[6], 'version', ARGV[7], 'status', ARGV[8],
   'last_seq', ARGV[9], 'steps', ARGV[10], 'updated_at', ARGV[12]}
 if ARGV[11] ~= '' then table.insert(row, 'started_at'); table.insert(row, ARGV[11]) end
+if ARGV[14] ~= '' then
+  table.insert(row, 'queue'); table.insert(row, ARGV[14])
+  table.insert(row, 'priority'); table.insert(row, ARGV[15])
+end
+if ARGV[16] ~= '' then table.insert(row, 'admitted_at'); table.insert(row, ARGV[16]) end
 if ARGV[13] ~= '' then
   table.insert(row, 'wake_at'); table.insert(row, ARGV[13])
   redis.call('ZADD', KEYS[6], ARGV[13], ARGV[1])

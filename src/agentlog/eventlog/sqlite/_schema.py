@@ -29,6 +29,7 @@ Migration 5 indexes the run list's order (``runs_by_update``,
 ``runs_by_status_update``) for :meth:`~agentlog.eventlog._base.EventReader.page_runs`.
 Migration 6 adds ``run_counts``, the listed runs per status, kept by triggers
 on ``runs``, so an unfiltered page's counts do not walk every run.
+Migration 7 adds ``queue``, ``priority`` and ``admitted_at`` (docs/queues.md).
 """
 
 from __future__ import annotations
@@ -102,6 +103,14 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "UPDATE run_counts SET n = n - 1 WHERE OLD.last_seq > 0 AND status = OLD.status; "
         "INSERT INTO run_counts SELECT NEW.status, 1 WHERE NEW.last_seq > 0 "
         "ON CONFLICT (status) DO UPDATE SET n = n + 1; END",
+    ),
+    (
+        # A run's queue, its priority there and when the queue admitted it
+        # (docs/queues.md). Its status ``queued`` needs nothing: run_counts
+        # counts any status.
+        "ALTER TABLE runs ADD COLUMN queue TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE runs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE runs ADD COLUMN admitted_at INTEGER",
     ),
 )
 

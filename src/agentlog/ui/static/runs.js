@@ -41,6 +41,7 @@
       cell(time(run.started_at)),
       cell(time(run.updated_at)),
       cell(where),
+      cell(run.queue ? run.queue + (run.status === "queued" ? " (priority " + run.priority + ")" : "") : "", "queue"),
     );
   }
 

@@ -1,0 +1,171 @@
+"""How a worker reads a queue from the run index and decides to admit a run.
+
+The rules are in :mod:`agentlog.runtime._queues`; this module reads what
+they count (:func:`read_queue`), checks a claimed run against them
+(:func:`admit`) and orders a worker's pass (:func:`arrange`).
+
+Cost: reading a queue lists the run index's ``running`` and ``queued``
+runs (``list_runs``), and, with a rate, the runs of the queue's workflows
+updated within the rate's period (``page_runs``). A worker reads each of
+its queues once per pass and once per admission.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from agentlog.eventlog._base import EventLog, RunInfo
+from agentlog.eventlog._run_pages import RunQuery
+from agentlog.eventlog.events import RunAdmitted, RunStatus, utcnow
+from agentlog.runtime._queues import Queue
+
+__all__ = ["QueueView", "admit", "arrange", "rank", "read_queue"]
+
+#: Runs per page when counting a period's admissions.
+_PAGE = 500
+
+
+def rank(info: RunInfo) -> tuple[int, datetime | None, str]:
+    """A queued run's place in its queue: lower priority number first, then
+    the oldest, then by run id."""
+    return (info.priority, info.started_at, info.run_id)
+
+
+@dataclass(frozen=True)
+class QueueView:
+    """What a queue's limits count, read from the run index at one moment."""
+
+    queue: Queue
+    held: frozenset[str]
+    """Runs of the queue a writer holds a live lease on (claimed or driven)."""
+    claiming: frozenset[str]
+    """Queued runs a writer holds: admissions under way."""
+    admitted: frozenset[str]
+    """Runs the queue admitted within the rate's period (empty without a rate)."""
+    waiting: tuple[RunInfo, ...]
+    """Queued runs no writer holds, best first (:func:`rank`)."""
+    queued: dict[str, RunInfo]
+    """Every queued run, by id."""
+
+    def room(self) -> float:
+        """How many more runs the queue may admit now (inf: no limit)."""
+        queue, free = self.queue, float("inf")
+        if queue.concurrency is not None:
+            free = queue.concurrency - len(self.held)
+        if queue.rate is not None:
+            free = min(free, queue.rate.runs - len(self.admitted | self.claiming))
+        return max(free, 0)
+
+
+async def read_queue(
+    log: EventLog, queue: Queue, workflows: Iterable[str], now: datetime | None = None
+) -> QueueView:
+    """The queue as the run index says now; ``workflows`` are the names of
+    the workflows in the queue (runs recorded before the index had a
+    ``queue`` column count by them)."""
+    now = now or utcnow()
+    names = set(workflows)
+
+    def ours(info: RunInfo) -> bool:
+        return info.queue == queue.name or info.workflow in names
+
+    running = [i for i in await log.list_runs(status=RunStatus.RUNNING) if ours(i)]
+    queued = [i for i in await log.list_runs(status=RunStatus.QUEUED) if ours(i)]
+    admitted: frozenset[str] = frozenset()
+    if queue.rate is not None:
+        admitted = await _admitted_since(log, names, now - queue.rate.per)
+    return QueueView(
+        queue=queue,
+        held=frozenset(i.run_id for i in (*running, *queued) if i.lease_live(now)),
+        claiming=frozenset(i.run_id for i in queued if i.lease_live(now)),
+        admitted=admitted,
+        waiting=tuple(sorted((i for i in queued if not i.lease_live(now)), key=rank)),
+        queued={i.run_id: i for i in queued},
+    )
+
+
+async def _admitted_since(
+    log: EventLog, workflows: Collection[str], since: datetime
+) -> frozenset[str]:
+    """The runs of ``workflows`` admitted after ``since``: each was updated
+    at or after its admission, so the runs updated since then hold them all."""
+    found: set[str] = set()
+    for workflow in sorted(workflows):
+        offset = 0
+        while True:
+            query = RunQuery(workflow=workflow, since=since, offset=offset, limit=_PAGE)
+            page = await log.page_runs(query)
+            found.update(
+                i.run_id for i in page.rows if i.admitted_at is not None and i.admitted_at > since
+            )
+            if len(page.rows) < _PAGE:
+                break
+            offset += _PAGE
+    return frozenset(found)
+
+
+async def admit(
+    log: EventLog, queue: Queue, workflows: Iterable[str], run_id: str
+) -> RunAdmitted | bool:
+    """May the run that this caller has just claimed be driven now?
+
+    False: not now (let it go; it stays queued). True: yes, and it was
+    admitted before (it resumes, or continues after its worker died).
+    A :class:`RunAdmitted`: yes, for the first time; record it before the
+    run acts.
+    """
+    view = await read_queue(log, queue, workflows)
+    held = view.held | {run_id}
+    if queue.concurrency is not None and len(held) > queue.concurrency:
+        return False
+    me = view.queued.get(run_id)
+    if me is None:
+        return True  # admitted before: only the concurrency limit applies
+    if queue.rate is not None and len(view.admitted | view.claiming | {run_id}) > queue.rate.runs:
+        return False
+    if view.waiting and rank(view.waiting[0]) < rank(me):
+        return False  # a run ranked ahead of it waits: that one first
+    return RunAdmitted(queue.name)
+
+
+async def arrange(
+    log: EventLog,
+    due: Sequence[RunInfo],
+    queues: dict[str, tuple[Queue, list[str]]],
+    queue_of: dict[str, str],
+    free: int,
+) -> list[RunInfo]:
+    """A worker pass's runs to take, in order: ``due`` (the log's runnable
+    runs) with each queue's runs replaced by the ones its queue has room for.
+
+    A queue's started runs that need a worker again come first (their worker
+    died, or they resumed), then its queued runs best first, up to its room.
+    A queued run beyond ``due`` (which is bounded) is found here too.
+
+    Args:
+        queues: each queue by name, with the names of its workflows.
+        queue_of: the queue's name of each queued workflow registered here.
+        free: how many runs the worker has room for.
+    """
+    kept = [
+        info for info in due if info.workflow not in queue_of or info.status == RunStatus.WAITING
+    ]
+    now = utcnow()
+    for name, (queue, workflows) in queues.items():
+        view = await read_queue(log, queue, workflows, now)
+        again = [
+            info
+            for info in due
+            if queue_of.get(info.workflow) == name and info.status == RunStatus.RUNNING
+        ]
+        room = view.room()
+        if queue.concurrency is not None:
+            slots = max(queue.concurrency - len(view.held), 0)
+            again = again[:slots]
+            room = min(room, slots - len(again))
+        kept += again
+        ready = [info for info in view.waiting if info.workflow in workflows]
+        kept += ready[: int(min(room, free))]
+    return kept
