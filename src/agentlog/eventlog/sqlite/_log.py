@@ -9,10 +9,13 @@ Reads, the gap check and the run list are the indexed read path
 (:mod:`agentlog.eventlog._indexed`, :mod:`agentlog.eventlog._sql_index`); this
 module gives its hooks.
 
-sqlite3 blocks, so each log owns one worker thread that owns the connection;
-the event loop stays free while a commit waits for fsync. Appends that
-arrive while a commit is in progress (many runs in sync durability) share
-the next commit and its one fsync; each still succeeds or fails on its own.
+sqlite3 blocks, so each log owns one worker thread that owns the writing
+connection; the event loop stays free while a commit waits for fsync. The
+small reads (a run's index row, its latest snapshot, a read's first batch)
+skip that hop: they run on the caller's thread from a read-only connection
+(:mod:`agentlog.eventlog.sqlite._reader`). Appends that arrive while a
+commit is in progress (many runs in sync durability) share the next commit
+and its one fsync; each still succeeds or fails on its own.
 """
 
 from __future__ import annotations
@@ -147,7 +150,12 @@ class SqliteEventLog(SqlIndexedEventLog):
             immutable_fallback=self._db.read_only,
             unavailable=self._db.unavailable,
         )
-        self._reads.open_here()
+        try:
+            self._reads.open_here()
+        except BaseException:
+            self._worker.stop()
+            self._conn.close()
+            raise
 
     @property
     def read_only(self) -> bool:
