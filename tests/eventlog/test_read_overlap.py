@@ -20,13 +20,20 @@ _BATCH = 10
 
 
 class _Recording(SqliteEventLog):
-    """A SQLite log that records when each batch's query starts."""
+    """A SQLite log that records when each batch's query starts (the first on
+    the caller's thread, the ones fetched ahead on the worker thread)."""
 
     journal: list[tuple[str, int]]
 
     async def _event_rows(self, run_id: str, after: int, last: int, limit: int) -> Sequence[Any]:
         self.journal.append(("fetch", after))
         return await super()._event_rows(run_id, after, last, limit)
+
+    async def _event_rows_ahead(
+        self, run_id: str, after: int, last: int, limit: int
+    ) -> Sequence[Any]:
+        self.journal.append(("fetch", after))
+        return await super()._event_rows_ahead(run_id, after, last, limit)
 
 
 async def _filled(path: Path, count: int) -> _Recording:

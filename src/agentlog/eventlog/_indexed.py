@@ -33,6 +33,7 @@ import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
+from itertools import islice
 from operator import itemgetter
 from typing import Any, ClassVar
 
@@ -40,6 +41,7 @@ from agentlog._logging import get_logger
 from agentlog.crypto import PayloadCipher
 from agentlog.errors import AgentlogError, CorruptEventError, RunArchivedError, UnknownRunError
 from agentlog.eventlog._base import EventLog, RunInfo, check_run_id
+from agentlog.eventlog._batch_decode import decode_rows
 from agentlog.eventlog._row_format import MAX_SEQ, event_from_row, seq_param
 from agentlog.eventlog.events import Event
 
@@ -85,6 +87,13 @@ class StoredRows:
     stored: Callable[[Any], StoredPayload] = lambda _row: None
     """``(payload bytes, schema_v)`` as the row stores them, for copies that
     pass them through (the archive); None where a backend keeps no bytes."""
+    batch: Callable[[str, Sequence[Any], int, PayloadCipher | None], list[Event]] = (
+        lambda _run_id, _rows, _first, _cipher: []
+    )
+    """``(run_id, rows, first seq, cipher)`` -> the events of the longest run
+    of rows from the first that a shortcut decodes at once; the read path
+    decodes the rest one by one with :attr:`event`, which names what is wrong
+    (:func:`~agentlog.eventlog._batch_decode.decode_rows`)."""
 
 
 def _sql_payload(row: Any) -> StoredPayload:
@@ -99,6 +108,7 @@ SQL_ROWS = StoredRows(
     event=event_from_row,
     found=lambda row: f"seq {row[0]}",
     stored=_sql_payload,
+    batch=decode_rows,
 )
 
 # What a batch held instead of the next good event: a corrupt one, or a gap
@@ -125,6 +135,13 @@ class IndexedEventLog(EventLog):
     @abc.abstractmethod
     async def _event_rows(self, run_id: str, after: int, last: int, limit: int) -> Sequence[Any]:
         """Up to ``limit`` stored rows of the run with ``after < seq <= last``, by seq."""
+
+    async def _event_rows_ahead(
+        self, run_id: str, after: int, last: int, limit: int
+    ) -> Sequence[Any]:
+        """:meth:`_event_rows` for the batch fetched while the caller decodes
+        the one before (a backend whose reads block the caller fetches it elsewhere)."""
+        return await self._event_rows(run_id, after, last, limit)
 
     # -- the read path ----------------------------------------------------------------
 
@@ -170,7 +187,7 @@ class IndexedEventLog(EventLog):
                 # store works while the loop does (a full batch means more may come).
                 if len(rows) == batch and seq_of(rows[-1]) < last:
                     ahead = asyncio.ensure_future(
-                        self._event_rows(run_id, seq_of(rows[-1]), last, batch)
+                        self._event_rows_ahead(run_id, seq_of(rows[-1]), last, batch)
                     )
                     await asyncio.sleep(0)  # let it start: hand its query to the store now
                 events, problem = self._scan(run_id, rows, after, last)
@@ -212,9 +229,9 @@ class IndexedEventLog(EventLog):
     ) -> tuple[list[Event], _Problem]:
         """The batch's good events in order, then what stopped it (the gap check)."""
         stored = self._stored
-        events: list[Event] = []
         seq_of, decode, where, cipher = stored.seq, stored.event, self.url, self.cipher
-        for row in rows:
+        events = stored.batch(run_id, rows, after + 1, cipher)  # the common case, at once
+        for row in islice(rows, len(events), None):
             expected = after + len(events) + 1
             if seq_of(row) != expected:
                 return events, (expected, stored.found(row))

@@ -48,10 +48,9 @@ from agentlog.runtime._children import CHILD_HOST, ChildHost
 from agentlog.runtime._config import RuntimeConfig
 from agentlog.runtime._executor import RunExecutor
 from agentlog.runtime._handles import RecoveryReport
-from agentlog.runtime._queues import check_queue, queue_room
-from agentlog.runtime._telemetry import TELEMETRY, choose
 from agentlog.runtime._queue_admission import admit
 from agentlog.runtime._queues import Queue, check_queue
+from agentlog.runtime._telemetry import TELEMETRY, choose
 from agentlog.runtime._workflow import Migration, Workflow
 from agentlog.runtime._writer import RunWriter
 

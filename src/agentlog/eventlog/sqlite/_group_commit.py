@@ -23,8 +23,10 @@ nothing of the group is recorded. A caller's await returns only after the
 transaction holding its events committed.
 
 Order is kept: any other call to the worker thread (a claim, a lease update,
-a snapshot, a read) seals the open group first, so an append never overtakes
-a call submitted before it.
+a snapshot write, a long read's batches fetched ahead) seals the open group
+first, so an append never overtakes a call submitted before it. The small
+reads run on the caller's thread (``sqlite/_reader.py``): they see every
+append that has returned, not one still waiting in an open group.
 """
 
 from __future__ import annotations

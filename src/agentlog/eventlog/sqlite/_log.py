@@ -9,10 +9,13 @@ Reads, the gap check and the run list are the indexed read path
 (:mod:`agentlog.eventlog._indexed`, :mod:`agentlog.eventlog._sql_index`); this
 module gives its hooks.
 
-sqlite3 blocks, so each log owns one worker thread that owns the connection;
-the event loop stays free while a commit waits for fsync. Appends that
-arrive while a commit is in progress (many runs in sync durability) share
-the next commit and its one fsync; each still succeeds or fails on its own.
+sqlite3 blocks, so each log owns one worker thread that owns the writing
+connection; the event loop stays free while a commit waits for fsync. The
+small reads (a run's index row, its latest snapshot, a read's first batch)
+skip that hop: they run on the caller's thread from a read-only connection
+(:mod:`agentlog.eventlog.sqlite._reader`). Appends that arrive while a
+commit is in progress (many runs in sync durability) share the next commit
+and its one fsync; each still succeeds or fails on its own.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from agentlog.eventlog._worker_thread import WorkerThread
 from agentlog.eventlog.events import Event, utcnow
 from agentlog.eventlog.sqlite._connection import SqliteConnection
 from agentlog.eventlog.sqlite._group_commit import GroupCommit, PendingAppend
+from agentlog.eventlog.sqlite._reader import ReadConnections
 from agentlog.eventlog.sqlite._schema import (
     MIGRATIONS,
     NEXT_WAKE,
@@ -139,6 +143,19 @@ class SqliteEventLog(SqlIndexedEventLog):
         self._conn = self._db.conn
         self._worker = WorkerThread(f"agentlog-sqlite {self.path}")
         self._group = GroupCommit(self._db, self._worker)
+        # The small reads run on the caller's thread (see _reader).
+        self._reads = ReadConnections(
+            self.path,
+            busy_timeout=busy_timeout,
+            immutable_fallback=self._db.read_only,
+            unavailable=self._db.unavailable,
+        )
+        try:
+            self._reads.open_here()
+        except BaseException:
+            self._worker.stop()
+            self._conn.close()
+            raise
 
     @property
     def read_only(self) -> bool:
@@ -166,6 +183,11 @@ class SqliteEventLog(SqlIndexedEventLog):
     def _query(self, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
         return self._db.query(sql, params)
 
+    def _read(self, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
+        """A read on the caller's thread, with no hop to the worker thread."""
+        self._check_open()
+        return self._reads.query(sql, params)
+
     # -- events -------------------------------------------------------------------
 
     async def append(self, events: Sequence[Event], *, durable: bool = True) -> None:
@@ -188,10 +210,15 @@ class SqliteEventLog(SqlIndexedEventLog):
 
     async def _stored_seq(self, run_id: str, *, newest: bool) -> int | None:
         sql = f"SELECT {'max' if newest else 'min'}(seq) FROM events WHERE run_id = ?"
-        rows = await self._call(self._query, sql, (run_id,))
+        rows = self._read(sql, (run_id,))
         return None if rows[0][0] is None else int(rows[0][0])
 
     async def _event_rows(self, run_id: str, after: int, last: int, limit: int) -> list[Any]:
+        return self._read(READ_EVENTS, (run_id, after, last, limit))
+
+    async def _event_rows_ahead(self, run_id: str, after: int, last: int, limit: int) -> list[Any]:
+        # The next batch of a long read: the worker thread fetches it while
+        # the caller decodes and folds this one.
         return await self._call(self._query, READ_EVENTS, (run_id, after, last, limit))
 
     async def _tail_wake(self, run_id: str, poll_seconds: float) -> TailWake:
@@ -203,7 +230,7 @@ class SqliteEventLog(SqlIndexedEventLog):
 
     async def find_run(self, run_id: str) -> RunInfo | None:
         check_run_id(run_id)
-        rows = await self._call(self._query, SELECT_RUN, (run_id,))
+        rows = self._read(SELECT_RUN, (run_id,))
         return info_from_row(rows[0]) if rows else None
 
     async def _select(self, *statements: Statement) -> list[list[Any]]:
@@ -290,8 +317,7 @@ class SqliteEventLog(SqlIndexedEventLog):
     ) -> Snapshot | None:
         check_run_id(run_id)
         upto = MAX_SEQ if at_or_before is None else seq_param(at_or_before)
-        rows = await self._call(
-            self._query,
+        rows = self._read(
             "SELECT seq, state, created_at, base_seq FROM snapshots WHERE run_id = ? "
             "AND seq <= ? ORDER BY seq DESC LIMIT 1",
             (run_id, upto),
@@ -333,5 +359,8 @@ class SqliteEventLog(SqlIndexedEventLog):
         if self._closed:
             return
         self._closed = True
+        # The readers first: the writer's connection, closed last, checkpoints
+        # the WAL into the file and removes it (a read-only one cannot).
+        self._reads.close()
         await self._worker.run(self._conn.close)
         self._worker.stop()

@@ -1,0 +1,121 @@
+"""Reads served on the calling thread, from read-only connections to the file.
+
+The log's worker thread owns the connection that writes (see
+:mod:`agentlog.eventlog.sqlite._log`); a read sent there costs a hop to that
+thread and back (about 100 µs on a loaded machine) around a query that takes
+tens of microseconds. In WAL mode SQLite lets any number of readers run
+beside the one writer, each reading the last committed state, so the small
+reads (a run's index row, its latest snapshot, a resume's tail) are served
+here instead, on the thread that asks, from a read-only connection that
+thread owns (sqlite3 connections are not shared between threads). Nothing
+is lost by it: every append a caller has seen succeed has committed, and a
+read sees every commit made before it starts.
+
+A read run here blocks the calling thread (the event loop) for the query's
+own time, as the decoding of its rows already does; the indexed read path
+fetches the batches after a read's first from the worker thread, so a long
+read still overlaps fetching and folding (:mod:`agentlog.eventlog._indexed`).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+from urllib.parse import quote
+
+from agentlog.errors import BackendUnavailableError
+
+__all__ = ["ReadConnections"]
+
+
+class ReadConnections:
+    """One read-only connection to a file per thread that reads it.
+
+    Args:
+        path: the database file (already opened, and migrated, by the writer's
+            connection).
+        busy_timeout: seconds a read waits for a lock (a WAL reader waits only
+            while another process recovers or checkpoints the WAL).
+        immutable_fallback: the file is opened read-only; where a plain
+            read-only connection cannot open it (no -shm can be made beside it),
+            open it as immutable, as the writer's connection then did.
+        unavailable: turns a sqlite error into the log's typed error.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        busy_timeout: float,
+        immutable_fallback: bool,
+        unavailable: Callable[[BaseException, str], BackendUnavailableError],
+    ) -> None:
+        self._target = f"file:{quote(os.path.abspath(path))}?mode=ro"
+        self._busy_timeout = busy_timeout
+        self._immutable_fallback = immutable_fallback
+        self._unavailable = unavailable
+        self._local = threading.local()
+        self._opened: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _connect(self, target: str) -> sqlite3.Connection:
+        # check_same_thread=False only so that close() can close every thread's
+        # connection; each is used by the thread that opened it and no other.
+        return sqlite3.connect(
+            target,
+            uri=True,
+            timeout=self._busy_timeout,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            conn = self._connect(self._target)
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # loads the schema
+        except sqlite3.Error as exc:
+            if not self._immutable_fallback:
+                raise self._unavailable(exc, "cannot open a read connection") from exc
+            try:
+                conn = self._connect(self._target + "&immutable=1")
+            except sqlite3.Error as again:
+                raise self._unavailable(again, "cannot open a read connection") from again
+        with self._lock:
+            if self._closed:
+                conn.close()
+                raise BackendUnavailableError("the sqlite log is closed; open it again")
+            self._opened.append(conn)
+        self._local.conn = conn
+        return conn
+
+    def open_here(self) -> None:
+        """Open this thread's connection now (the log's opener does it, so a
+        first read does not pay for it)."""
+        if getattr(self._local, "conn", None) is None:
+            self._open()
+
+    def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
+        """Rows of a read, on this thread, with sqlite errors translated.
+
+        Each statement runs in its own read transaction, which ends when its
+        rows are fetched, so no reader holds back a WAL checkpoint.
+        """
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._open()
+        try:
+            return conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise self._unavailable(exc, "read failed") from exc
+
+    def close(self) -> None:
+        """Close every thread's connection (no read may be running)."""
+        with self._lock:
+            self._closed = True
+            opened, self._opened = self._opened, []
+        for conn in opened:
+            conn.close()

@@ -1,0 +1,103 @@
+"""Laws of the batch decoder (issue 23 item 8): a shortcut, never a second set of rules.
+
+The read path decodes a batch of stored rows at once where it can
+(:func:`~agentlog.eventlog._batch_decode.decode_rows`) and the rest one by
+one (:func:`~agentlog.eventlog._row_format.event_from_row`). Checked on
+generated events of every type, and on batches with one row mangled (its
+checksum made to fit, so that only the payload's own checks can catch it):
+the two together give exactly the events, and raise exactly the error
+(type, run, seq and message), of decoding every row one by one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentlog.errors import AgentlogError
+from agentlog.eventlog._batch_decode import decode_rows
+from agentlog.eventlog._row_format import event_from_row, event_rows
+from agentlog.eventlog.codec import row_checksum
+from agentlog.eventlog.events import SCHEMA_V, Event, EventData
+from tests.property.test_codec_laws import any_payload, aware_datetimes
+
+FAST = settings(max_examples=80, deadline=None)
+_RUN = "run-1"
+
+
+def _rows(datas: list[EventData], times: list[Any]) -> list[tuple[Any, ...]]:
+    events = [
+        Event(_RUN, seq, data, ts=ts, writer_epoch=2)
+        for seq, (data, ts) in enumerate(zip(datas, times, strict=False), start=1)
+    ]
+    return [row[1:] for row in event_rows(events, 2, None)]  # as a read selects them
+
+
+def _one_by_one(rows: list[tuple[Any, ...]]) -> tuple[list[Event], tuple[Any, ...] | None]:
+    events: list[Event] = []
+    for row in rows:
+        try:
+            events.append(event_from_row(_RUN, row, "test", None))
+        except AgentlogError as exc:
+            return events, (type(exc), getattr(exc, "seq", None), str(exc))
+    return events, None
+
+
+def _batch_then_rest(rows: list[tuple[Any, ...]]) -> tuple[list[Event], tuple[Any, ...] | None]:
+    fast = decode_rows(_RUN, rows, 1, None)
+    rest, error = _one_by_one(rows[len(fast) :])
+    return fast + rest, error
+
+
+@FAST
+@given(st.lists(any_payload, min_size=1, max_size=12), st.lists(aware_datetimes, min_size=12))
+def test_a_batch_decodes_to_the_same_events_as_one_by_one(
+    datas: list[EventData], times: list[Any]
+) -> None:
+    rows = _rows(datas, times)
+    expected, error = _one_by_one(rows)
+    assert error is None
+    assert _batch_then_rest(rows) == (expected, None)
+
+
+@FAST
+@given(
+    st.lists(any_payload, min_size=2, max_size=8),
+    st.lists(aware_datetimes, min_size=8),
+    st.data(),
+)
+def test_a_mangled_row_in_a_batch_fails_exactly_as_one_by_one(
+    datas: list[EventData], times: list[Any], data: st.DataObject
+) -> None:
+    rows = _rows(datas, times)
+    at = data.draw(st.integers(0, len(rows) - 1))
+    seq, event_type, ts, schema_v, epoch, payload, _ = rows[at]
+    raw = bytearray(payload)
+    for _ in range(data.draw(st.integers(1, 3))):
+        raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
+    raw = raw[: data.draw(st.integers(0, len(raw)))]
+    if data.draw(st.booleans()):
+        raw += bytes([data.draw(st.integers(0, 255))])  # trailing bytes, or the next row's start
+    mangled = bytes(raw)
+    # the checksum made to fit: only the payload's own checks can catch it
+    checksum = row_checksum(_RUN, seq, event_type, ts, schema_v, epoch, mangled)
+    rows[at] = (seq, event_type, ts, schema_v, epoch, mangled, checksum)
+    assert _batch_then_rest(rows) == _one_by_one(rows)
+
+
+@FAST
+@given(st.lists(any_payload, min_size=3, max_size=6), st.lists(aware_datetimes, min_size=6))
+def test_the_batch_stops_at_a_gap_a_stale_schema_and_a_bad_checksum(
+    datas: list[EventData], times: list[Any]
+) -> None:
+    rows = _rows(datas, times)
+    assert len(decode_rows(_RUN, rows, 2, None)) == 0  # a read after seq 1 sees seq 1: a gap
+    seq, event_type, ts, _, epoch, payload, stored = rows[1]
+    for bad in [
+        (seq, event_type, ts, 0, epoch, payload, stored),  # an older schema version
+        (seq, event_type, ts, SCHEMA_V, epoch, payload, stored + 1),  # a checksum that does not fit
+        (seq, event_type, float(ts), SCHEMA_V, epoch, payload, stored),  # a column of another type
+    ]:
+        assert len(decode_rows(_RUN, [rows[0], bad, *rows[2:]], 1, None)) == 1
