@@ -12,6 +12,7 @@ a run recorded today is archived without decoding a single row.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import sqlite3
@@ -23,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from agentlog.archive import Archiver, LocalArchiveStore
+from agentlog.archive import Archiver, ArchiverConfig, ArchiveWriteError, LocalArchiveStore
 from agentlog.archive._parquet import Manifest, Segment, events_to_table
 from agentlog.crypto import LocalKeyStore, PayloadCipher
 from agentlog.errors import CorruptEventError
@@ -246,3 +247,54 @@ async def test_a_lifted_field_of_the_wrong_type_names_its_run_and_seq(
     with pytest.raises(CorruptEventError, match=rf"'bad'.*seq {seq}|run bad.*{seq}"):
         await Archiver(hot, store).run(now=NOW)
     assert Manifest.load(store).entries == {}
+
+
+class _FailingOnFile(LocalArchiveStore):
+    """A local folder whose ``n``-th Parquet write fails (the disk fills up)."""
+
+    def __init__(self, root: Path, n: int) -> None:
+        super().__init__(root)
+        self.left = n
+
+    def put(self, key: str, data: bytes) -> None:
+        if key.endswith(".parquet"):
+            self.left -= 1
+            if self.left == 0:
+                raise ArchiveWriteError(f"{key}: disk full")
+        super().put(key, data)
+
+
+class _SlowPruning(SqliteEventLog):
+    """A real SQLite log whose prunes are still under way when the next file fails."""
+
+    async def prune(self, run_id: str, *, keep_latest_snapshot: bool = False) -> None:
+        await asyncio.sleep(0.2)
+        await super().prune(run_id, keep_latest_snapshot=keep_latest_snapshot)
+
+
+async def test_a_failed_file_leaves_its_runs_hot_and_the_confirmed_ones_pruned(
+    tmp_path: Path,
+) -> None:
+    """A file's runs are pruned while the next file is written; when that write
+    fails, the confirmed file's prunes still finish and the failed one's runs stay."""
+    async with _SlowPruning(tmp_path / "hot.db") as hot:
+        await _fail_the_third_file(hot, tmp_path)
+
+
+async def _fail_the_third_file(hot: SqliteEventLog, tmp_path: Path) -> None:
+    for i in range(6):
+        await record_run(hot, f"r{i}", start=T0 + timedelta(days=i % 3), tag=i)
+    store = _FailingOnFile(tmp_path / "archive", n=3)
+    config = ArchiverConfig(max_events_per_file=1_000)  # one file a day: three files
+    with pytest.raises(ArchiveWriteError):
+        await Archiver(hot, store, config).run(now=NOW + timedelta(days=3))
+    manifest = Manifest.load(store)
+    confirmed = {s.run_id for e in manifest.entries.values() for s in e.segments}
+    assert len(manifest.entries) == 2 and len(confirmed) == 4
+    for i in range(6):
+        info = await hot.get_run(f"r{i}")
+        assert info.archived == (f"r{i}" in confirmed), f"r{i}"
+    summary = await Archiver(hot, LocalArchiveStore(tmp_path / "archive")).run(
+        now=NOW + timedelta(days=3)
+    )
+    assert summary.runs == 2 and summary.pruned == 2

@@ -244,17 +244,29 @@ class Archiver:
         files = bytes_before = bytes_after = runs_done = events_done = pruned = 0
         for plan in (p for p in plans if not p.events):  # confirmed by an earlier pass
             pruned += await self._prune(plan, manifest)
-        for chunk in self._chunks(to_write):
-            entry, hot_bytes = await self._write_chunk(chunk, manifest, now)
-            files += 1
-            bytes_before += hot_bytes
-            bytes_after += entry.size_bytes
-            for plan in chunk:
-                pruned += await self._prune(plan, manifest)
-            runs_done += len(chunk)
-            events_done += entry.rows
-            if progress is not None:
-                progress(runs_done, events_done, len(to_write), total_events)
+        # A file's runs are pruned while the next file is read and encoded: pruning
+        # waits on the hot log's commits (an fsync a run on SQLite), encoding on the CPU.
+        pruning: asyncio.Task[int] | None = None
+        try:
+            for chunk in self._chunks(to_write):
+                entry, hot_bytes = await self._write_chunk(chunk, manifest, now)
+                files += 1
+                bytes_before += hot_bytes
+                bytes_after += entry.size_bytes
+                if pruning is not None:
+                    pruned += await pruning
+                pruning = asyncio.create_task(self._prune_all(chunk, manifest))
+                runs_done += len(chunk)
+                events_done += entry.rows
+                if progress is not None:
+                    progress(runs_done, events_done, len(to_write), total_events)
+            if pruning is not None:
+                pruned += await pruning
+                pruning = None
+        finally:
+            if pruning is not None:  # failing: the confirmed file's prunes end first
+                await asyncio.wait([pruning])
+                _ = pruning.cancelled() or pruning.exception()  # the first error is raised
         expired = await asyncio.to_thread(self._expire, manifest, now)
         summary = ArchiveSummary(
             runs=len(to_write),
@@ -340,14 +352,9 @@ class Archiver:
         return entry, hot_bytes
 
     async def _read_run(self, plan: RunPlan) -> RunRead:
-        """The plan's events from the hot log, as it stores them where it can.
-
-        Why the stored rows: the archive copies each payload as the log
-        stores it (checksum verified on the way) and reads the columns it
-        lifts from the stored map, instead of decoding payload objects and
-        packing them again (:mod:`agentlog.archive._rows`). A log that keeps
-        no bytes (memory, Redis) gives decoded events, packed again.
-        """
+        """The plan's events as the hot log stores them where it can: a SQL log's
+        rows, checksums verified, never decoded to payload objects
+        (:mod:`agentlog.archive._rows`); other logs' events, packed again."""
         after, upto = plan.first_seq - 1, plan.info.last_seq
         read = RunRead(plan.info)
         if isinstance(self.log, IndexedEventLog) and self.log.reads_rows:
@@ -366,6 +373,13 @@ class Archiver:
             ]
             read.stored = [None] * len(read.events)
         return read
+
+    async def _prune_all(self, plans: list[RunPlan], manifest: Manifest) -> int:
+        """Prune the runs of a confirmed file, in order; how many were pruned."""
+        pruned = 0
+        for plan in plans:
+            pruned += await self._prune(plan, manifest)
+        return pruned
 
     async def _prune(self, plan: RunPlan, manifest: Manifest) -> int:
         info = await self.log.find_run(plan.run_id)
