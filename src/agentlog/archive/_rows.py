@@ -124,10 +124,15 @@ def _json_default(value: Any) -> Any:
 
 def payload_json(fields: dict[str, Any]) -> str:
     """A JSON rendering of a payload's fields, for SQL (not for replay)."""
+    return _json_bytes(fields).decode()
+
+
+def _json_bytes(fields: dict[str, Any]) -> bytes:
+    """:func:`payload_json` as UTF-8 (what the column is built from)."""
     try:
-        return orjson.dumps(fields, default=_json_default).decode()
+        return orjson.dumps(fields, default=_json_default)
     except TypeError:  # non-str keys or an int beyond 64 bits: the slow path copes
-        return json.dumps(jsonable(fields), separators=(",", ":"), ensure_ascii=False)
+        return json.dumps(jsonable(fields), separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def row_json(data: EventData) -> str:
@@ -135,7 +140,7 @@ def row_json(data: EventData) -> str:
     return payload_json(data.to_dict())
 
 
-def _stored(event: Event, fields: dict[str, Any], raw: bytes | None) -> tuple[bytes, str]:
+def _stored(event: Event, fields: dict[str, Any], raw: bytes | None) -> tuple[bytes, bytes]:
     """The row's ``payload`` and ``payload_json`` of a decoded event.
 
     ``raw`` is the payload as the hot log stores it, kept as it is (nothing
@@ -147,11 +152,11 @@ def _stored(event: Event, fields: dict[str, Any], raw: bytes | None) -> tuple[by
     """
     path = f"{event.run_id}#{event.seq}"
     if event.sealed is None:
-        return (pack(fields, path=path) if raw is None else raw), payload_json(fields)
+        return (pack(fields, path=path) if raw is None else raw), _json_bytes(fields)
     stored = store_fields(None, fields, event.run_id, event.seq, event.type, sealed=event.sealed)
     clear = {k: v for k, v in stored.items() if k != SEALED_KEY}
     clear[SEALED_MARKER] = True
-    return (pack(stored, path=path) if raw is None else raw), payload_json(clear)
+    return (pack(stored, path=path) if raw is None else raw), _json_bytes(clear)
 
 
 class Columns:
@@ -217,7 +222,7 @@ class Columns:
         self.attempts.append(get("attempt"))
         self.durations.append(get("duration_ms"))
         payload, text = _stored(event, fields, None if raw is None else raw[0])
-        self.rendered.append(text.encode())
+        self.rendered.append(text)
         return payload
 
     def add_rows(
@@ -308,8 +313,8 @@ class Columns:
             add_duration(get("duration_ms"))
             try:
                 add_json(dumps(fields, default=default))
-            except TypeError:  # as payload_json: non-str keys or an int beyond 64 bits
-                add_json(payload_json(fields).encode())
+            except TypeError:  # as _json_bytes: non-str keys or an int beyond 64 bits
+                add_json(_json_bytes(fields))
             if kind == "MessageSent" and get("wakes") is not None:
                 status = RunStatus.RUNNING  # it answers the recv the run is parked on
             else:
