@@ -5,11 +5,15 @@
   to moto_server on loopback, pruning included.
 * SQL: ``quick`` ~100k events, else 10M. Every event is generated, none
   copied: runs of varied length (50 to 149 events), each with its own run id,
-  day, task names, durations and payloads, archived by the real
-  :class:`~agentlog.archive.Archiver` in passes of :data:`SQL_PASS_RUNS` runs
-  through a fresh MemoryEventLog (so memory stays bounded at 10M). The build
-  is slow at 10M (minutes: every payload is drawn at random), and is timed
-  apart from the queries.
+  day, task names, durations and payloads. The quick set is archived by the
+  real :class:`~agentlog.archive.Archiver` in passes of :data:`SQL_PASS_RUNS`
+  runs through a fresh MemoryEventLog; the 10M set is written straight to
+  Parquet by the archive's own writer (its columns, Parquet settings and
+  manifest entries: :func:`_direct_pass`), in passes of
+  :data:`DIRECT_PASS_RUNS` runs over two processes, because a hot log's
+  append and prune would be most of a 10M build. The build is slow at 10M
+  (about 20 minutes on a loaded 2-core VM: every payload is drawn at
+  random), and is timed apart from the queries.
 * Bytes per event: the Parquet archive vs the same events in a SQLite hot log.
 
 Every run is an agent's: a question, then tasks whose results are tool results
