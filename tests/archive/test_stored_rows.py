@@ -298,3 +298,29 @@ async def _fail_the_third_file(hot: SqliteEventLog, tmp_path: Path) -> None:
         now=NOW + timedelta(days=3)
     )
     assert summary.runs == 2 and summary.pruned == 2
+
+
+@pytest.mark.parametrize("damage", ["flipped byte", "deleted row"])
+async def test_a_damaged_hot_row_stops_the_pass_naming_its_run_and_seq(
+    hot: SqliteEventLog, store: LocalArchiveStore, damage: str
+) -> None:
+    """Stored rows are checked as a read checks them: checksum and gaps."""
+    await record_run(hot, "good", tag=1)
+    events = await record_run(hot, "hurt", tag=2)
+    seq = len(events) // 2
+    with sqlite3.connect(hot.path) as raw:
+        if damage == "deleted row":
+            raw.execute("DELETE FROM events WHERE run_id = 'hurt' AND seq = ?", (seq,))
+        else:
+            (payload,) = raw.execute(
+                "SELECT payload FROM events WHERE run_id = 'hurt' AND seq = ?", (seq,)
+            ).fetchone()
+            # the last byte: the map still unpacks, to the same keys, with a wrong value
+            flipped = bytes([*payload[:-1], payload[-1] ^ 0x01])
+            raw.execute(
+                "UPDATE events SET payload = ? WHERE run_id = 'hurt' AND seq = ?", (flipped, seq)
+            )
+    with pytest.raises(CorruptEventError) as caught:
+        await Archiver(hot, store).run(now=NOW)
+    assert (caught.value.run_id, caught.value.seq) == ("hurt", seq)
+    assert (await hot.get_run("hurt")).archived is False
