@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from agentlog.archive import ArchivedEventReader, Archiver, LocalArchiveStore, _parquet, open_sql
+from agentlog.archive import ArchivedEventReader, Archiver, LocalArchiveStore, _rows, open_sql
 from agentlog.archive._parquet import Manifest
 from agentlog.eventlog import MemoryEventLog
 from agentlog.eventlog.sqlite import SqliteEventLog
@@ -26,13 +26,13 @@ from tests.support.archive import NOW
 def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Count the archive's calls of the real msgpack ``pack``."""
     calls = [0]
-    real: Callable[..., bytes] = _parquet.pack
+    real: Callable[..., bytes] = _rows.pack
 
     def pack(*args: Any, **kwargs: Any) -> bytes:
         calls[0] += 1
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(_parquet, "pack", pack)
+    monkeypatch.setattr(_rows, "pack", pack)
     return calls
 
 

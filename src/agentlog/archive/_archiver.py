@@ -52,7 +52,6 @@ from agentlog.archive._parquet import (
     ManifestEntry,
     Segment,
     encode_parquet,
-    events_to_table,
     file_key,
 )
 from agentlog.archive._retention import (
@@ -61,11 +60,13 @@ from agentlog.archive._retention import (
     RetentionPolicy,
     format_duration,
 )
+from agentlog.archive._rows import Columns
+from agentlog.archive._run_read import RunRead
 from agentlog.archive._store import ArchiveStore
 from agentlog.errors import EventLogError, ReplayError, RunArchivedError
 from agentlog.eventlog._base import EventLog, RunInfo
-from agentlog.eventlog._indexed import IndexedEventLog, StoredPayload
-from agentlog.eventlog.events import LANGGRAPH_WORKFLOW, Event, RunStatus, utcnow
+from agentlog.eventlog._indexed import IndexedEventLog
+from agentlog.eventlog.events import LANGGRAPH_WORKFLOW, RunStatus, utcnow
 from agentlog.projector import REDUCERS, decode_state, load_state, save_state
 
 __all__ = ["ArchiveSummary", "Archiver", "ArchiverConfig", "Progress", "RunPlan"]
@@ -243,17 +244,29 @@ class Archiver:
         files = bytes_before = bytes_after = runs_done = events_done = pruned = 0
         for plan in (p for p in plans if not p.events):  # confirmed by an earlier pass
             pruned += await self._prune(plan, manifest)
-        for chunk in self._chunks(to_write):
-            entry, hot_bytes = await self._write_chunk(chunk, manifest, now)
-            files += 1
-            bytes_before += hot_bytes
-            bytes_after += entry.size_bytes
-            for plan in chunk:
-                pruned += await self._prune(plan, manifest)
-            runs_done += len(chunk)
-            events_done += entry.rows
-            if progress is not None:
-                progress(runs_done, events_done, len(to_write), total_events)
+        # A file's runs are pruned while the next file is read and encoded: pruning
+        # waits on the hot log's commits (an fsync a run on SQLite), encoding on the CPU.
+        pruning: asyncio.Task[int] | None = None
+        try:
+            for chunk in self._chunks(to_write):
+                entry, hot_bytes = await self._write_chunk(chunk, manifest, now)
+                files += 1
+                bytes_before += hot_bytes
+                bytes_after += entry.size_bytes
+                if pruning is not None:
+                    pruned += await pruning
+                pruning = asyncio.create_task(self._prune_all(chunk, manifest))
+                runs_done += len(chunk)
+                events_done += entry.rows
+                if progress is not None:
+                    progress(runs_done, events_done, len(to_write), total_events)
+            if pruning is not None:
+                pruned += await pruning
+                pruning = None
+        finally:
+            if pruning is not None:  # failing: the confirmed file's prunes end first
+                await asyncio.wait([pruning])
+                _ = pruning.cancelled() or pruning.exception()  # the first error is raised
         expired = await asyncio.to_thread(self._expire, manifest, now)
         summary = ArchiveSummary(
             runs=len(to_write),
@@ -289,45 +302,39 @@ class Archiver:
     async def _write_chunk(
         self, chunk: list[RunPlan], manifest: Manifest, now: datetime
     ) -> tuple[ManifestEntry, int]:
-        events: list[Event] = []
-        stored: list[StoredPayload] = []
-        segments: list[Segment] = []
+        reads = []
         for plan in chunk:
-            run_events = await self._read_run(plan, stored)
-            if not run_events or run_events[0].seq != plan.first_seq:
+            read = await self._read_run(plan)
+            first = read.first_seq()
+            if first != plan.first_seq:
                 raise ArchiveCorruptError(
                     f"{self.log.url} run {plan.run_id}",
-                    f"the hot log returned seq {run_events[0].seq if run_events else 'nothing'} "
+                    f"the hot log returned seq {first or 'nothing'} "
                     f"where seq {plan.first_seq} was expected",
                 )
-            previous = manifest.latest(plan.run_id)
-            segments.append(
-                Segment.of(
-                    run_events,
-                    workflow=plan.info.workflow,
-                    version=plan.info.version,
-                    status=previous.status if previous else RunStatus.RUNNING,
-                    steps=previous.steps if previous else 0,
-                    started_at=plan.info.started_at,
-                )
-            )
-            events.extend(run_events)
+            reads.append(read)
         workflow, day = chunk[0].info.workflow, _day(chunk[0].info)
-        key = file_key(workflow, day, segments)
+        previous = [manifest.latest(plan.run_id) for plan in chunk]
+        cipher, where = self.log.cipher, self.log.url
 
-        def encode() -> tuple[bytes, int, int]:
-            # Later segments lack RunStarted: their workflow and version come from the index.
-            runs = {p.run_id: (p.info.workflow, p.info.version) for p in chunk}
-            table = events_to_table(events, runs=runs, stored=stored)
+        def encode() -> tuple[bytes, int, int, list[Segment]]:
+            columns = Columns()
+            segments = [
+                read.add_to(columns, before, cipher=cipher, where=where)
+                for read, before in zip(reads, previous, strict=True)
+            ]
+            table = columns.table()
             payload_bytes = pc.sum(pc.binary_length(table.column("payload"))).as_py() or 0
-            envelope = sum(len(e.run_id) for e in events) + _ENVELOPE_BYTES * len(events)
+            envelope = sum(len(r) for r in columns.run_ids) + _ENVELOPE_BYTES * len(columns)
             return (
                 encode_parquet(table, row_group_size=self.config.row_group_size),
                 len(table),
                 payload_bytes + envelope,
+                segments,
             )
 
-        raw, rows, hot_bytes = await asyncio.to_thread(encode)
+        raw, rows, hot_bytes, segments = await asyncio.to_thread(encode)
+        key = file_key(workflow, day, segments)
         await asyncio.to_thread(self.store.put, key, raw)
         entry = ManifestEntry(
             file=key,
@@ -344,25 +351,35 @@ class Archiver:
         _log.info("archived file", file=key, runs=len(segments), rows=rows, bytes=len(raw))
         return entry, hot_bytes
 
-    async def _read_run(self, plan: RunPlan, stored: list[StoredPayload]) -> list[Event]:
-        """The plan's events from the hot log; their stored payloads go on ``stored``.
-
-        Why the stored bytes: the archive copies each payload as the log
-        stores it (checksum verified on the way) instead of packing the
-        decoded payload again. A log that keeps no bytes gives None for each.
-        """
+    async def _read_run(self, plan: RunPlan) -> RunRead:
+        """The plan's events as the hot log stores them where it can: a SQL log's
+        rows, checksums verified, never decoded to payload objects
+        (:mod:`agentlog.archive._rows`); other logs' events, packed again."""
         after, upto = plan.first_seq - 1, plan.info.last_seq
-        if isinstance(self.log, IndexedEventLog):
-            events: list[Event] = []
+        read = RunRead(plan.info)
+        if isinstance(self.log, IndexedEventLog) and self.log.reads_rows:
+            read.rows = []
+            async for rows in self.log.read_rows(plan.run_id, after_seq=after, upto_seq=upto):
+                read.rows += rows
+        elif isinstance(self.log, IndexedEventLog):
             async for batch, payloads in self.log.read_stored(
                 plan.run_id, after_seq=after, upto_seq=upto
             ):
-                events += batch
-                stored += payloads
-            return events
-        events = [e async for e in self.log.read(plan.run_id, after_seq=after, upto_seq=upto)]
-        stored.extend([None] * len(events))
-        return events
+                read.events += batch
+                read.stored += payloads
+        else:
+            read.events = [
+                e async for e in self.log.read(plan.run_id, after_seq=after, upto_seq=upto)
+            ]
+            read.stored = [None] * len(read.events)
+        return read
+
+    async def _prune_all(self, plans: list[RunPlan], manifest: Manifest) -> int:
+        """Prune the runs of a confirmed file, in order; how many were pruned."""
+        pruned = 0
+        for plan in plans:
+            pruned += await self._prune(plan, manifest)
+        return pruned
 
     async def _prune(self, plan: RunPlan, manifest: Manifest) -> int:
         info = await self.log.find_run(plan.run_id)

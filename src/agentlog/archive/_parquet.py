@@ -32,38 +32,30 @@ orphan left by a crash is invisible until the next archive run removes it.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import Decimal
-from typing import Any
 from urllib.parse import quote
-from uuid import UUID
 
-import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from agentlog.archive._errors import ArchiveCorruptError
+from agentlog.archive._rows import (
+    EVENT_SCHEMA,
+    SEALED_MARKER,
+    events_to_table,
+    payload_json,
+    row_json,
+)
 from agentlog.archive._store import ArchiveStore
 from agentlog.crypto import PayloadCipher
 from agentlog.errors import AgentlogError
-from agentlog.eventlog._indexed import StoredPayload
-from agentlog.eventlog._row_format import epoch_us
-from agentlog.eventlog._sealing import SEALED_KEY
-from agentlog.eventlog.codec import decode_stored_payload, jsonable, pack, store_fields
-from agentlog.eventlog.events import (
-    SCHEMA_V,
-    Event,
-    EventData,
-    RunStarted,
-    status_after_event,
-    steps_after,
-)
+from agentlog.eventlog.codec import decode_stored_payload
+from agentlog.eventlog.events import SCHEMA_V, Event, status_after_event, steps_after
 
 __all__ = [
     "EVENT_SCHEMA",
@@ -83,159 +75,7 @@ __all__ = [
 #: Where manifest entries live, one JSON object per archive file.
 MANIFEST_PREFIX = "_manifest/"
 
-#: The ``payload_json`` key that marks a row whose content is sealed (its JSON is metadata only).
-SEALED_MARKER = SEALED_KEY
-
-EVENT_SCHEMA = pa.schema(
-    [
-        pa.field("run_id", pa.string(), nullable=False),
-        pa.field("seq", pa.int64(), nullable=False),
-        pa.field("type", pa.string(), nullable=False),
-        pa.field("ts", pa.timestamp("us", tz="UTC"), nullable=False),
-        pa.field("schema_v", pa.int32(), nullable=False),
-        pa.field("writer_epoch", pa.int64(), nullable=False),
-        pa.field("workflow", pa.string()),
-        pa.field("version", pa.string()),
-        pa.field("step", pa.string()),
-        pa.field("task_key", pa.string()),
-        pa.field("task_name", pa.string()),
-        pa.field("attempt", pa.int32()),
-        pa.field("duration_ms", pa.float64()),
-        pa.field("payload", pa.binary(), nullable=False),
-        pa.field("payload_json", pa.string(), nullable=False),
-    ]
-)
-
-_TS = EVENT_SCHEMA.field("ts").type
-
 _DICTIONARY_COLUMNS = ["type", "workflow", "version", "step", "task_name"]
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode("ascii")
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, UUID | Decimal):
-        return str(value)
-    raise TypeError(f"{type(value).__name__} is not JSON-renderable")
-
-
-def payload_json(fields: dict[str, Any]) -> str:
-    """A JSON rendering of a payload's fields, for SQL (not for replay)."""
-    try:
-        return orjson.dumps(fields, default=_json_default).decode()
-    except TypeError:  # non-str keys or an int beyond 64 bits: the slow path copes
-        return json.dumps(jsonable(fields), separators=(",", ":"), ensure_ascii=False)
-
-
-def _stored(event: Event, fields: dict[str, Any], raw: bytes | None) -> tuple[bytes, str]:
-    """The row's ``payload`` and ``payload_json``: sealed content stays sealed.
-
-    ``raw`` is the payload as the hot log stores it, kept as it is (nothing
-    to pack again); without it the payload is packed here, to the same
-    bytes. An event read with its sealed blob (opened or not) is stored as
-    the hot log stores it, metadata in clear plus the same blob, and
-    rendered as its metadata with the marker: no key is needed and no
-    plaintext is written.
-    """
-    path = f"{event.run_id}#{event.seq}"
-    if event.sealed is None:
-        return (pack(fields, path=path) if raw is None else raw), payload_json(fields)
-    stored = store_fields(None, fields, event.run_id, event.seq, event.type, sealed=event.sealed)
-    clear = {k: v for k, v in stored.items() if k != SEALED_KEY}
-    clear[SEALED_MARKER] = True
-    return (pack(stored, path=path) if raw is None else raw), payload_json(clear)
-
-
-def row_json(data: EventData) -> str:
-    """``payload_json`` of an opened payload (what SQL shows to a user with the keys)."""
-    return payload_json(data.to_dict())
-
-
-def events_to_table(
-    events: Sequence[Event],
-    *,
-    workflow: str = "",
-    version: str = "",
-    runs: Mapping[str, tuple[str, str]] | None = None,
-    stored: Sequence[StoredPayload] | None = None,
-) -> pa.Table:
-    """Rows for one or more runs' events (already in ``(run_id, seq)`` order).
-
-    ``workflow`` and ``version`` fill the columns of runs whose RunStarted is
-    not among ``events`` (a later segment of a run); ``runs`` gives them per
-    run id instead, so that one call builds a whole file. ``stored`` holds, per
-    event, its payload bytes and schema version as the hot log stores them
-    (:meth:`~agentlog.eventlog._indexed.IndexedEventLog.read_stored`), copied
-    into the ``payload`` column as they are; where an item is None (or
-    ``stored`` is), the decoded payload is packed at the current schema.
-
-    Why column by column: each column is built as a typed Arrow array from
-    a list of plain values (``ts`` as int64 microseconds), because
-    ``Table.from_pydict`` over datetimes cost a third of the archive's time,
-    and once per file, not per run, because each array has a fixed cost.
-    """
-    workflows: list[str] = []
-    versions: list[str] = []
-    steps: list[Any] = []
-    keys: list[str | None] = []
-    names: list[str | None] = []
-    attempts: list[Any] = []
-    durations: list[Any] = []
-    schema_vs: list[int] = []
-    payloads: list[bytes] = []
-    rendered: list[str] = []
-    current_run, wf, ver = None, workflow, version
-    task_names: dict[str, str] = {}
-    raws: Sequence[StoredPayload] = stored if stored is not None else [None] * len(events)
-    for event, raw in zip(events, raws, strict=True):
-        data = event.data
-        if event.run_id != current_run:
-            current_run = event.run_id
-            wf, ver = runs.get(current_run, (workflow, version)) if runs else (workflow, version)
-            task_names = {}
-        if isinstance(data, RunStarted):
-            wf, ver = data.workflow, data.version
-        fields = data.to_dict()
-        get = fields.get
-        workflows.append(wf)
-        versions.append(ver)
-        steps.append(get("step"))
-        key = get("key")
-        if isinstance(key, str):
-            if data.type == "TaskStarted":
-                task_names[key] = fields["name"]
-            keys.append(key)
-            # Completions carry their task's name too, so per-task stats need no join.
-            names.append(task_names.get(key))
-        else:
-            keys.append(None)
-            names.append(None)
-        attempts.append(get("attempt"))
-        durations.append(get("duration_ms"))
-        payload, text = _stored(event, fields, None if raw is None else raw[0])
-        schema_vs.append(event.schema_v if raw is None else raw[1])
-        payloads.append(payload)
-        rendered.append(text)
-    columns = [
-        pa.array([e.run_id for e in events], pa.string()),
-        pa.array([e.seq for e in events], pa.int64()),
-        pa.array([e.data.type for e in events], pa.string()),
-        pa.array([epoch_us(e.ts) for e in events], _TS),
-        pa.array(schema_vs, pa.int32()),
-        pa.array([e.writer_epoch for e in events], pa.int64()),
-        pa.array(workflows, pa.string()),
-        pa.array(versions, pa.string()),
-        pa.array(steps, pa.string()),
-        pa.array(keys, pa.string()),
-        pa.array(names, pa.string()),
-        pa.array(attempts, pa.int32()),
-        pa.array(durations, pa.float64()),
-        pa.array(payloads, pa.binary()),
-        pa.array(rendered, pa.string()),
-    ]
-    return pa.Table.from_arrays(columns, schema=EVENT_SCHEMA)
 
 
 def encode_parquet(table: pa.Table, *, row_group_size: int = 65_536) -> bytes:
