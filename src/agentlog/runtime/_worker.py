@@ -270,8 +270,9 @@ class Worker:
                     self._retry.extend(commands)  # the rest waits behind it, in order
                     return
                 commands.pop(0)
-        except Exception as exc:  # the log failed: the next pass says so and backs off
-            self._retry.extend(commands)
+        except Exception as exc:  # the next pass says so and backs off (as a pass's
+            # own error did); the run's commands are not taken again here, so
+            # that one that always fails cannot hold every later pass.
             self._chain_error = exc
         finally:
             del self._applying[run_id]
