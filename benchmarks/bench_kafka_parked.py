@@ -136,3 +136,11 @@ def collect(quick: bool) -> list[Row]:
     """Run the parked-runs benchmark (see the module docstring)."""
     with kafka_broker() as bootstrap:
         return asyncio.run(parked(bootstrap, 2_000 if quick else 100_000))
+
+
+if __name__ == "__main__":  # python -m benchmarks.bench_kafka_parked [RUNS]
+    import sys
+
+    with kafka_broker() as _bootstrap:
+        for _row in asyncio.run(parked(_bootstrap, int(sys.argv[1]) if sys.argv[1:] else 2_000)):
+            print(json.dumps({"name": _row.name, "median": _row.median, "extra": _row.extra}))

@@ -439,3 +439,12 @@ def collect(quick: bool) -> list[Row]:
     """Run the Kafka worker benchmarks (see the module docstring)."""
     with kafka_broker() as bootstrap:
         return asyncio.run(_all(bootstrap, quick))
+
+
+if __name__ == "__main__":  # python -m benchmarks.bench_kafka_workers [RUNS]: scale-out only
+    import sys
+
+    with kafka_broker() as _bootstrap:
+        _runs = int(sys.argv[1]) if sys.argv[1:] else 300
+        for _row in asyncio.run(scale_out(_bootstrap, _runs)):
+            print(json.dumps({"name": _row.name, "median": _row.median, "extra": _row.extra}))

@@ -252,3 +252,44 @@ async def test_a_command_is_on_record_before_it_is_acked_even_in_exit_mode() -> 
             assert (await types_of(log, "x"))[0] == "RunStarted"  # ... and on record
             gate.set()
             assert (await run_to_rest(owner, "x")).status == RunStatus.COMPLETED
+
+
+class _HeldStarts(MemoryEventLog):
+    """A commands log whose appends of one run wait for a gate (a slow commit)."""
+
+    def __init__(self, held: str) -> None:
+        super().__init__(commands=True)
+        self.held, self.entered, self.gate = held, asyncio.Event(), asyncio.Event()
+
+    async def append(self, events: Any, *, durable: bool = True) -> None:
+        if events and events[0].run_id == self.held:
+            self.entered.set()
+            await self.gate.wait()
+        await super().append(events, durable=durable)
+
+
+async def test_a_worker_takes_new_commands_while_earlier_ones_commit() -> None:
+    """A command whose commit is slow does not hold the worker's next passes:
+    a start sent after it is applied and its run driven meanwhile."""
+    log = _HeldStarts("slow")
+    wf = Workflow("once", state={"n": "replace"})
+
+    @wf.step
+    async def only(ctx: StepContext) -> Any:
+        return end(n=1)
+
+    async with client(log, wf) as rt:
+        async with Runtime(log, workflows=[wf], config=config("owner", worker=True)) as owner:
+            await rt.submit(wf, run_id="slow")
+            async with asyncio.timeout(20):
+                await log.entered.wait()  # the worker is applying it, held
+            await rt.submit(wf, run_id="fast")
+            try:
+                state = await owner.wait("fast", timeout=20)
+                assert state.status == RunStatus.COMPLETED
+                held = await log.find_run("slow")
+                assert held is None or held.last_seq == 0  # its start still held
+            finally:
+                log.gate.set()
+            assert (await owner.wait("slow", timeout=20)).status == RunStatus.COMPLETED
+        assert await log.take_commands() == []  # every command acked

@@ -103,6 +103,11 @@ class Worker:
         self._background: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         self._retry: list[Command] = []
+        #: Per run, the commands its chain (a task) applies, in order; the
+        #: chains run in the background of the passes (see _apply_commands).
+        self._applying: dict[str, list[Command]] = {}
+        self._chains: set[asyncio.Task[None]] = set()
+        self._chain_error: Exception | None = None
         self._hand_over = True
         self._broken: dict[str, datetime] = {}
         self._unknown: set[str] = set()
@@ -116,16 +121,19 @@ class Worker:
         """Drive runs until :meth:`stop`; then hand every run over and return."""
         _log.info("worker started", owner=self.driver.config.owner)
         backoff = 0.0
-        while not self._stopping.is_set() and not task_cancelling():
-            try:
-                with worker_loop():  # its own requests (ticks) never wait on itself
-                    await self.run_once()
-                backoff = 0.0
-            except Exception as exc:  # the log is unreachable: say so, back off, go on
-                backoff = min(max(backoff * 2, self.config.poll_seconds), _MAX_BACKOFF_S)
-                _log.warning("worker pass failed; retrying", error=repr(exc), retry_in=backoff)
-                await _wait(self._stopping, backoff)
-            await self._idle()
+        try:
+            while not self._stopping.is_set() and not task_cancelling():
+                try:
+                    with worker_loop():  # its own requests (ticks) never wait on itself
+                        await self._pass(None)
+                    backoff = 0.0
+                except Exception as exc:  # the log is unreachable: say so, back off, go on
+                    backoff = min(max(backoff * 2, self.config.poll_seconds), _MAX_BACKOFF_S)
+                    _log.warning("worker pass failed; retrying", error=repr(exc), retry_in=backoff)
+                    await _wait(self._stopping, backoff)
+                await self._idle()
+        finally:  # commands being applied: finished on a stop, cancelled on a close
+            await self._end_chains(cancel=not self._hand_over or task_cancelling())
         if self._hand_over:  # stopped by stop(), not by Runtime.close()
             await self.driver.hand_over()
         _log.info("worker stopped", owner=self.driver.config.owner)
@@ -181,6 +189,12 @@ class Worker:
                 pass a later time to play a worker that comes back after an
                 outage.
         """
+        taken = await self._pass(now)
+        await self._end_chains(cancel=False)  # its commands applied when it returns
+        self._raise_chain_error()
+        return taken
+
+    async def _pass(self, now: datetime | None) -> list[str]:
         now = now or utcnow()
         if self.config.schedules and self._submit is not None:
             await self._schedule_pass(now, self._submit)
@@ -213,35 +227,70 @@ class Worker:
 
     async def _apply_commands(self, free: int) -> None:
         """Clients' requests for the runs this worker owns (logs without direct
-        writes): each is applied, then acked; one not applied comes again."""
+        writes): each is applied, then acked; one not applied comes again.
+
+        One run's commands in order, by one chain (a task) per run; different
+        runs side by side, so that their claims and first appends share
+        commits. The chains go on in the background of the passes: the next
+        pass takes and starts more commands while earlier ones commit, so
+        the commits of many passes overlap (waiting for every command of a
+        pass capped a worker near 20 starts a second on Kafka). A command of
+        a run whose chain is still going joins the end of that chain.
+        """
+        self._raise_chain_error()
         log_ = self.log
         if log_.direct_writes:
             return
-        taken = await log_.take_commands(limit=max(free, 1) * 2)
+        room = max(free, 1) * 2 - sum(map(len, self._applying.values()))
+        taken = await log_.take_commands(limit=room) if room > 0 else []
         # A log hands a command out once (Kafka, per ownership) or until it
         # is acked (memory): the ones not applied yet are kept here, once.
         again, self._retry = self._retry, []
         known = {_command_key(c) for c in again}
-        by_run: dict[str, list[Command]] = {}
+        known.update(_command_key(c) for cmds in self._applying.values() for c in cmds)
         for command in [*again, *(c for c in taken if _command_key(c) not in known)]:
-            by_run.setdefault(command.run_id, []).append(command)
-        # One run's commands in order; different runs side by side, so that
-        # their claims and first appends share commits (one start at a time
-        # would cap a worker near one start per two commits).
-        await asyncio.gather(*(self._apply_in_order(cmds) for cmds in by_run.values()))
+            chain = self._applying.get(command.run_id)
+            if chain is not None:
+                chain.append(command)
+                continue
+            self._applying[command.run_id] = [command]
+            task = asyncio.create_task(self._apply_in_order(command.run_id))
+            self._chains.add(task)
+            task.add_done_callback(self._chains.discard)
 
-    async def _apply_in_order(self, commands: list[Command]) -> None:
-        for n, command in enumerate(commands):
-            outcome = await apply_command(self.driver, command)
-            if outcome == "ack":
-                await self.log.ack_command(command)
-            elif outcome == "retry":
-                self._retry.extend(commands[n:])  # the rest waits behind it, in order
-                return
+    async def _apply_in_order(self, run_id: str) -> None:
+        commands = self._applying[run_id]
+        try:
+            while commands:
+                outcome = await apply_command(self.driver, commands[0])
+                if outcome == "ack":
+                    await self.log.ack_command(commands[0])
+                elif outcome == "retry":
+                    self._retry.extend(commands)  # the rest waits behind it, in order
+                    return
+                commands.pop(0)
+        except Exception as exc:  # the next pass says so and backs off (as a pass's
+            # own error did); the run's commands are not taken again here, so
+            # that one that always fails cannot hold every later pass.
+            self._chain_error = exc
+        finally:
+            del self._applying[run_id]
+
+    async def _end_chains(self, *, cancel: bool) -> None:
+        """Wait for the commands being applied (cancelled first if ``cancel``)."""
+        chains = list(self._chains)
+        for chain in chains if cancel else ():
+            chain.cancel()
+        await asyncio.gather(*chains, return_exceptions=True)
+
+    def _raise_chain_error(self) -> None:
+        error, self._chain_error = self._chain_error, None
+        if error is not None:
+            raise error
 
     async def _take(self, info: RunInfo, now: datetime) -> bool:
         driver = self.driver
-        if info.run_id in driver.active_runs:
+        if info.run_id in driver.active_runs or info.run_id in self._applying:
             return False
         wf = driver.workflows.get(info.workflow)
         if wf is None:

@@ -10,6 +10,7 @@ and checked: the run's own committed bytes, checksum verified.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -97,3 +98,33 @@ async def test_an_owners_kept_bytes_are_checksum_verified_on_read(
             [e async for e in member.read("flip")]
     finally:
         await member.close()
+
+
+async def test_concurrent_reads_of_one_partition_share_a_catch_up(
+    kafka_bootstrap: str, kafka_name: str
+) -> None:
+    """A client's many concurrent ``find_run`` calls (64 submits at once each
+    look the run up first) share reads of the runs topic: each read asks for a
+    high watermark, and one after the other they capped a client's submits."""
+    client = await open_log(kafka_bootstrap, kafka_name)
+    try:
+        where = client.layout.runs_partition
+        runs = [r for r in (f"coalesce-{n}" for n in range(400)) if where(r) == where("coalesce-0")]
+        runs = runs[:20]
+        reader = client._reader
+        asked = 0
+        high_watermark = reader.high_watermark
+
+        async def counted(tp: Any) -> int:
+            nonlocal asked
+            asked += 1
+            return await high_watermark(tp)
+
+        reader.high_watermark = counted  # type: ignore[method-assign]
+        assert await asyncio.gather(*(client.find_run(r) for r in runs)) == [None] * len(runs)
+        assert asked <= 2, f"{len(runs)} concurrent lookups read the runs topic {asked} times"
+        before = asked
+        await client.find_run(runs[0])  # a later call reads again: it may see newer records
+        assert asked == before + 1
+    finally:
+        await client.close()

@@ -31,7 +31,12 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
-from agentlog.errors import BackendUnavailableError, CorruptEventError, NotOwnerError
+from agentlog.errors import (
+    BackendUnavailableError,
+    CorruptEventError,
+    NotOwnerError,
+    UnknownRunError,
+)
 from agentlog.eventlog._base import (
     Capabilities,
     Command,
@@ -245,6 +250,18 @@ class PartitionedKafkaEventLog(KafkaEventLog, layout="partitioned"):
         await owner.submit(Change(run_id, stage, index=True))
 
     # -- snapshots and retention ----------------------------------------------------------
+
+    async def save_snapshot(self, snapshot: Snapshot) -> None:
+        """Save in the owner's next transaction, from the tail and snapshots the
+        owner holds (nobody else writes them): no read of the runs topic."""
+        run_id = snapshot.run_id
+        owner = self._owner(run_id)
+        tail = owner.tails.get(run_id)
+        if tail is None or not tail.has_entry:
+            raise UnknownRunError(run_id, self.url)
+        offset = await self._reader.snapshot_offset(tail.entry(owner.partition), snapshot.seq)
+        stored = await self._reader.snapshots(run_id, caught_up=True)
+        await self._store_snapshot(snapshot, offset, stored)
 
     async def _write_runs(
         self, run_id: str, records: list[tuple[bytes, bytes | None]], doing: str, fix: str

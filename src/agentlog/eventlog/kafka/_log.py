@@ -349,12 +349,19 @@ class KafkaEventLog(EventLog):
     async def save_snapshot(self, snapshot: Snapshot) -> None:
         run_id = snapshot.run_id
         check_run_id(run_id)
-        snapshot = self._sealed_snapshot(snapshot)
         entry = await self._reader.entry(run_id)
         if entry is None:
             raise UnknownRunError(run_id, self.url)
         offset = await self._reader.snapshot_offset(entry, snapshot.seq)
-        kept = {s.snapshot.seq: s.snapshot.base_seq for s in await self._reader.snapshots(run_id)}
+        await self._store_snapshot(snapshot, offset, await self._reader.snapshots(run_id))
+
+    async def _store_snapshot(
+        self, snapshot: Snapshot, offset: int, stored: list[SnapshotEntry]
+    ) -> None:
+        """Write ``snapshot`` (reads of the run start at events ``offset``) and
+        tombstone those of ``stored`` (the run's snapshots) it makes redundant."""
+        run_id, snapshot = snapshot.run_id, self._sealed_snapshot(snapshot)
+        kept = {s.snapshot.seq: s.snapshot.base_seq for s in stored}
         kept[snapshot.seq] = snapshot.base_seq
         floor = snapshots_kept_from(kept.items(), self.keep_snapshots)
         saved = SnapshotEntry(snapshot, offset)

@@ -7,16 +7,8 @@ sees every committed record: a read up to the last stable offset alone could
 miss a run's committed event that sits behind another run's open
 transaction.
 
-A healthy transaction lasts milliseconds. One left open by a writer that
-died (SIGKILL, a lost host) would hold the partition's last stable offset,
-and so every reader of the partition and every process opening the log,
-until the broker times it out (``transaction_timeout_s``). A read that has
-been held at the same last stable offset for ``stalled_s`` therefore looks
-at the record there (with a ``read_uncommitted`` consumer), whose key names
-the run, and opens that run's transactional id: ``init_transactions`` makes
-the coordinator abort the open transaction at once. A live writer whose
-transaction is aborted that way only retries it (its epoch did not change);
-a dead one has nothing left to lose.
+A read held at the same last stable offset for ``stalled_s`` aborts the
+transaction that holds it (see :mod:`~agentlog.eventlog.kafka._stalled`).
 
 The runs topic is compacted and read into memory incrementally. An events
 read starts at the best known offset at or before the first wanted seq.
@@ -30,11 +22,11 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from agentlog._logging import get_logger
 from agentlog.crypto import PayloadCipher
-from agentlog.errors import BackendUnavailableError, CorruptEventError
+from agentlog.errors import CorruptEventError
 from agentlog.eventlog.codec import decode_event
 from agentlog.eventlog.events import Event
 from agentlog.eventlog.kafka._admin import TopicLayout
@@ -47,6 +39,7 @@ from agentlog.eventlog.kafka._records import (
     decode_snapshot,
     parse_key,
 )
+from agentlog.eventlog.kafka._stalled import StalledTransactions
 
 __all__ = ["KafkaReader"]
 
@@ -76,9 +69,7 @@ class KafkaReader:
         #: Opens sealed event content (set by the log before it starts).
         self.cipher: PayloadCipher | None = None
         self._timeout, self._stalled_s, self._common = timeout_s, stalled_s, common
-        #: A read_uncommitted consumer that looks at a stalled transaction's first record.
-        self._peek: AIOKafkaConsumer | None = None
-        self._peek_lock = asyncio.Lock()
+        self._stalled = StalledTransactions(layout, common, stalled_s)
         fetch = {
             "enable_auto_commit": False,
             "auto_offset_reset": "earliest",
@@ -95,6 +86,8 @@ class KafkaReader:
         self._runs_next: dict[int, int] = {}
         self._events_lock = asyncio.Lock()
         self._runs_lock = asyncio.Lock()
+        #: Per runs-topic partition, the catch-up round new callers join.
+        self._runs_rounds: dict[int, asyncio.Future[None]] = {}
         self._index: dict[str, IndexEntry] = {}
         self._bad: dict[str, CorruptEventError] = {}
         self._snaps: dict[str, dict[int, SnapshotEntry]] = {}
@@ -115,9 +108,9 @@ class KafkaReader:
 
     async def stop(self) -> None:
         """Close the consumers."""
-        for consumer in (self._events, self._runs, self._hw, self._peek):
-            if consumer is not None:
-                await stop_quietly(consumer, _STOP_S)
+        for consumer in (self._events, self._runs, self._hw):
+            await stop_quietly(consumer, _STOP_S)
+        await self._stalled.stop()
 
     async def high_watermark(self, tp: TopicPartition) -> int:
         """The offset after the last record written to ``tp``, committed or not."""
@@ -174,77 +167,9 @@ class KafkaReader:
                         continue  # not held by a transaction: still fetching
                     held_at = position
                     if loop.time() - since >= self._stalled_s:
-                        await self._abort_stalled(tp, position)
+                        await self._stalled.abort(tp, position)
                         since = loop.time()
         return records
-
-    async def _abort_stalled(self, tp: TopicPartition, offset: int) -> None:
-        """Abort the open transaction whose first record is at ``offset`` of ``tp``.
-
-        Not in the partitioned layout: there the transaction belongs to the
-        partition's owner, and opening the owner's transactional id would
-        fence a live owner out of its partition. A dead owner's transaction
-        is aborted by the next owner (its ``init_transactions``), once the
-        group gives the partition away.
-        """
-        if self.layout.partitioned:
-            return
-        run_id = await self._transaction_run(tp, offset)
-        if run_id is None:
-            return
-        writer_id = self.layout.writer_id(run_id)
-        _log.warning(
-            "kafka_stalled_transaction_aborted",
-            topic=tp.topic,
-            partition=tp.partition,
-            offset=offset,
-            run_id=run_id,
-            stalled_s=self._stalled_s,
-            hint="its writer died or hangs; opening its transactional id aborts it",
-        )
-        producer = AIOKafkaProducer(**self._common, transactional_id=writer_id)
-        doing = f"cannot abort the stalled transaction of run {run_id!r}"
-        try:
-            with kafka_errors(doing, "the read goes on waiting, or the broker's timeout ends it"):
-                # init_transactions: the coordinator aborts the open one
-                await start_client(producer)
-        except BackendUnavailableError as exc:
-            _log.warning("kafka_stalled_transaction_not_aborted", run_id=run_id, error=str(exc))
-        finally:
-            await stop_quietly(producer, _STOP_S)
-
-    async def _transaction_run(self, tp: TopicPartition, offset: int) -> str | None:
-        """The run whose record (committed or not) is at ``offset`` of ``tp``."""
-        async with self._peek_lock:
-            if self._peek is None:
-                self._peek = AIOKafkaConsumer(
-                    **self._common, enable_auto_commit=False, isolation_level="read_uncommitted"
-                )
-                await start_client(self._peek)
-            peek = self._peek
-            peek.assign([tp])
-            peek.seek(tp, offset)
-            try:
-                while True:  # bounded by the caller's timeout
-                    batch = await peek.getmany(tp, timeout_ms=200)
-                    for record in batch.get(tp, ()):
-                        if record.offset >= offset:
-                            return self._run_of(tp, record.key or b"")
-            finally:
-                peek.pause(tp)
-
-    def _run_of(self, tp: TopicPartition, key: bytes) -> str | None:
-        try:
-            if tp.topic == self.layout.events:
-                return key.decode()
-            kind, run_id, _seq = parse_key(key)
-        except (ValueError, UnicodeDecodeError):
-            kind, run_id = "", ""
-        if kind != "r":
-            # Not one of our writers' records: leave it to the broker's timeout.
-            _log.warning("kafka_stalled_transaction_unknown", topic=tp.topic, key=key)
-            return None
-        return run_id
 
     # -- the runs topic -----------------------------------------------------------
 
@@ -252,25 +177,40 @@ class KafkaReader:
         """Apply every record written up to now to the given runs-topic partitions (all: None).
 
         A process reads only the partitions of the runs it touches; standalone
-        there is one.
+        there is one. Concurrent callers share a read (a *round*) of each
+        partition: a caller joins the round that has not yet read the
+        partition's high watermark, or starts one, so that 64 submits at once
+        cost a round or two, not 64 reads one after the other (each may wait
+        for an open transaction to end: read_committed).
         """
         wanted = self.layout.runs_partitions() if partitions is None else partitions
+        for partition in sorted(set(wanted)):
+            round_ = self._runs_rounds.get(partition)
+            if round_ is None:
+                round_ = asyncio.ensure_future(self._catch_up_round(partition))
+                round_.add_done_callback(_retrieved)
+                self._runs_rounds[partition] = round_
+            await asyncio.shield(round_)  # one caller's cancel does not end it for all
+
+    async def _catch_up_round(self, partition: int) -> None:
         async with self._runs_lock:
-            for partition in sorted(set(wanted)):
-                tp = TopicPartition(self.layout.runs, partition)
-                target = await self.high_watermark(tp)
-                start = self._runs_next.get(partition, 0)
-                if start >= target:
-                    continue
-                self._runs.assign([tp])
-                self._runs.seek(tp, start)
-                try:
-                    records = await self._fetch(self._runs, tp, target)
-                    self._runs_next[partition] = await self._runs.position(tp)
-                finally:
-                    self._runs.pause(tp)
-                for record in records:
-                    self._apply(tp, record)
+            # Callers from now on join the next round: this one reads the
+            # high watermark after every caller that joined it had called.
+            self._runs_rounds.pop(partition, None)
+            tp = TopicPartition(self.layout.runs, partition)
+            target = await self.high_watermark(tp)
+            start = self._runs_next.get(partition, 0)
+            if start >= target:
+                return
+            self._runs.assign([tp])
+            self._runs.seek(tp, start)
+            try:
+                records = await self._fetch(self._runs, tp, target)
+                self._runs_next[partition] = await self._runs.position(tp)
+            finally:
+                self._runs.pause(tp)
+            for record in records:
+                self._apply(tp, record)
 
     async def entries(self, partition: int) -> list[IndexEntry]:
         """The index entries of every run on runs-topic partition ``partition``."""
@@ -498,3 +438,9 @@ class KafkaReader:
                     entry = dataclasses.replace(entry, info=info, offset=hits[-1][0] + 1)
                 out.append(entry)
         return out
+
+
+def _retrieved(round_: asyncio.Future[None]) -> None:
+    """A round's error reaches its callers; one left with none is not logged as lost."""
+    if not round_.cancelled():
+        round_.exception()
