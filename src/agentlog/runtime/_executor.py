@@ -73,7 +73,6 @@ from agentlog.eventlog.events import (
 )
 from agentlog.projector._reducers import replace
 from agentlog.projector._state import RunState, branch_input, branch_step
-from agentlog.runtime._cancelling import task_cancelling
 from agentlog.runtime._context import Interrupted, StepContext
 from agentlog.runtime._failures import causes_of, describe, workflow_modules
 from agentlog.runtime._inbox import Inbox, record_handed
@@ -139,6 +138,10 @@ class RunExecutor:
         self._modules = workflow_modules([step.fn for step in workflow.steps.values()])
         #: the failure (as data) of each branch of this superstep that failed for good
         self._failures: dict[int, dict[str, Any]] = {}
+        #: this run's task while it runs a superstep (see :meth:`_unless_cancelled`)
+        self._stepping: asyncio.Task[Any] | None = None
+        #: :meth:`request_cancel` cancelled :attr:`_stepping`, not yet taken back
+        self._interrupted = False
 
     def request_cancel(self, reason: str) -> None:
         """Cancel the run: its running superstep is interrupted at once and
@@ -146,6 +149,17 @@ class RunExecutor:
         if not self.cancel_requested.is_set():
             self.cancel_reason = reason
         self.cancel_requested.set()
+        stepping = self._stepping
+        # From another task only: a step cancelling its own run would leave
+        # the cancel pending past its superstep if it awaited nothing more.
+        if (
+            stepping is not None
+            and not self._interrupted
+            and stepping is not asyncio.current_task()
+        ):
+            self._interrupted = True
+            stepping.cancel()
+            self._log.info("cancel interrupts the running superstep", seq=self.state.seq)
 
     @property
     def state(self) -> RunState:
@@ -228,31 +242,38 @@ class RunExecutor:
     ) -> list[str] | None:
         """The superstep's outcomes, or None if a cancel came first.
 
-        The superstep runs in a task of its own, so a cancel interrupts it
+        The superstep runs in this run's own task, and :meth:`request_cancel`
+        cancels that task while it runs (no task of its own, no waiter on the
+        cancel: a superstep costs no task creation), so a cancel interrupts it
         at once instead of at the next step boundary: its steps and their
-        task calls are cancelled (nothing is recorded for a step that did
-        not finish). A superstep that finished as the cancel came keeps its
-        outcome (the cancel is recorded at the boundary after it).
+        task calls are cancelled at their next ``await`` (nothing is recorded
+        for a step that did not finish). The task's cancel count tells that
+        cancel from one of the run's task itself (close, fenced), which goes
+        on up. A superstep that finished as the cancel came (its steps
+        swallowed it) keeps its outcome (the cancel is recorded at the
+        boundary after it).
         """
-        running = asyncio.create_task(superstep)
-        cancel = asyncio.create_task(self.cancel_requested.wait())
+        self._interrupted = False
+        self._stepping = asyncio.current_task()
         try:
-            await asyncio.wait((running, cancel), return_when=asyncio.FIRST_COMPLETED)
-        except BaseException:  # this run's own task is cancelled (close, fenced)
-            running.cancel()
-            cancel.cancel()
-            await asyncio.gather(running, cancel, return_exceptions=True)
-            raise
-        cancel.cancel()
-        if not running.done():
-            running.cancel()
-            self._log.info("cancel interrupts the running superstep", seq=self.state.seq)
-        try:
-            return await running
+            outcomes = await superstep
         except asyncio.CancelledError:
-            if task_cancelling():
-                raise  # this run's own task was cancelled meanwhile
+            if not self._take_back_cancel():
+                raise  # this run's own task is cancelled (close, fenced)
             return None
+        finally:
+            self._stepping = None
+        self._take_back_cancel()
+        return outcomes
+
+    def _take_back_cancel(self) -> bool:
+        """Undo :meth:`request_cancel`'s cancel of this run's task, if it sent
+        one; True if no other cancel of the task is pending."""
+        if not self._interrupted:
+            return False
+        self._interrupted = False
+        task = asyncio.current_task()
+        return task is None or task.uncancel() == 0
 
     async def _superstep(self, todo: list[tuple[int, Branch]], *, parallel: bool) -> list[str]:
         values = self.state.values  # replaced, never mutated, on commit
