@@ -323,12 +323,7 @@ class RunExecutor:
             measured = TELEMETRY.get().step(self.state, name, superstep, branch, attempt)
             try:
                 try:
-                    async with asyncio.timeout(step.timeout) as limit:
-                        result = await step.fn(ctx)
-                except TimeoutError as exc:
-                    if not limit.expired():
-                        raise
-                    raise TimeoutError(f"step {name!r} took longer than {step.timeout:g}s") from exc
+                    result = await _timed(step, ctx)
                 finally:
                     await ctx._settle()  # no task call outlives its step
                 writes, goto = self._check(step, result)
@@ -490,6 +485,19 @@ class RunExecutor:
                 except Exception as exc:
                     return index, key, name, exc
         return None
+
+
+async def _timed(step: Step, ctx: StepContext) -> object:
+    """The step's result, within its time limit if it has one (no timer else)."""
+    if step.timeout is None:
+        return await step.fn(ctx)
+    try:
+        async with asyncio.timeout(step.timeout) as limit:
+            return await step.fn(ctx)
+    except TimeoutError as exc:
+        if not limit.expired():
+            raise
+        raise TimeoutError(f"step {step.name!r} took longer than {step.timeout:g}s") from exc
 
 
 def _join(goto: list[Branch]) -> list[Branch]:
