@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Coroutine, Mapping
+from collections.abc import Mapping
 from typing import Any, cast
 
 from agentlog._logging import get_logger
@@ -76,6 +76,7 @@ from agentlog.projector._state import RunState, branch_input, branch_step
 from agentlog.runtime._context import Interrupted, StepContext
 from agentlog.runtime._failures import causes_of, describe, workflow_modules
 from agentlog.runtime._inbox import Inbox, record_handed
+from agentlog.runtime._superstep_cancel import SuperstepCancel
 from agentlog.runtime._telemetry import TELEMETRY
 from agentlog.runtime._workflow import Next, Send, Step, Target, Workflow
 from agentlog.runtime._writer_protocol import Writer
@@ -138,10 +139,8 @@ class RunExecutor:
         self._modules = workflow_modules([step.fn for step in workflow.steps.values()])
         #: the failure (as data) of each branch of this superstep that failed for good
         self._failures: dict[int, dict[str, Any]] = {}
-        #: this run's task while it runs a superstep (see :meth:`_unless_cancelled`)
-        self._stepping: asyncio.Task[Any] | None = None
-        #: :meth:`request_cancel` cancelled :attr:`_stepping`, not yet taken back
-        self._interrupted = False
+        #: interrupts the running superstep on a cancel (runtime/_superstep_cancel.py)
+        self._superstep_cancel = SuperstepCancel()
 
     def request_cancel(self, reason: str) -> None:
         """Cancel the run: its running superstep is interrupted at once and
@@ -149,16 +148,7 @@ class RunExecutor:
         if not self.cancel_requested.is_set():
             self.cancel_reason = reason
         self.cancel_requested.set()
-        stepping = self._stepping
-        # From another task only: a step cancelling its own run would leave
-        # the cancel pending past its superstep if it awaited nothing more.
-        if (
-            stepping is not None
-            and not self._interrupted
-            and stepping is not asyncio.current_task()
-        ):
-            self._interrupted = True
-            stepping.cancel()
+        if self._superstep_cancel.interrupt():
             self._log.info("cancel interrupts the running superstep", seq=self.state.seq)
 
     @property
@@ -208,7 +198,7 @@ class RunExecutor:
                 emit(RunFailed(f"StepLimitExceeded: {why}", failure=failure))
                 break
             self._failures.clear()
-            outcomes = await self._unless_cancelled(
+            outcomes = await self._superstep_cancel.run(
                 self._superstep(todo, parallel=len(state.next_steps) > 1)
             )
             if outcomes is None:
@@ -236,44 +226,6 @@ class RunExecutor:
             goto = [t for b in sorted(state.pending) for t in state.pending[b]["goto"]]
             emit(SuperstepCommitted(state.superstep, _join(goto)))
             await self.writer.flush()
-
-    async def _unless_cancelled(
-        self, superstep: Coroutine[Any, Any, list[str]]
-    ) -> list[str] | None:
-        """The superstep's outcomes, or None if a cancel came first.
-
-        The superstep runs in this run's own task, and :meth:`request_cancel`
-        cancels that task while it runs (no task of its own, no waiter on the
-        cancel: a superstep costs no task creation), so a cancel interrupts it
-        at once instead of at the next step boundary: its steps and their
-        task calls are cancelled at their next ``await`` (nothing is recorded
-        for a step that did not finish). The task's cancel count tells that
-        cancel from one of the run's task itself (close, fenced), which goes
-        on up. A superstep that finished as the cancel came (its steps
-        swallowed it) keeps its outcome (the cancel is recorded at the
-        boundary after it).
-        """
-        self._interrupted = False
-        self._stepping = asyncio.current_task()
-        try:
-            outcomes = await superstep
-        except asyncio.CancelledError:
-            if not self._take_back_cancel():
-                raise  # this run's own task is cancelled (close, fenced)
-            return None
-        finally:
-            self._stepping = None
-        self._take_back_cancel()
-        return outcomes
-
-    def _take_back_cancel(self) -> bool:
-        """Undo :meth:`request_cancel`'s cancel of this run's task, if it sent
-        one; True if no other cancel of the task is pending."""
-        if not self._interrupted:
-            return False
-        self._interrupted = False
-        task = asyncio.current_task()
-        return task is None or task.uncancel() == 0
 
     async def _superstep(self, todo: list[tuple[int, Branch]], *, parallel: bool) -> list[str]:
         values = self.state.values  # replaced, never mutated, on commit
