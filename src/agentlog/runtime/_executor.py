@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Coroutine, Mapping
+from collections.abc import Mapping
 from typing import Any, cast
 
 from agentlog._logging import get_logger
@@ -73,10 +73,10 @@ from agentlog.eventlog.events import (
 )
 from agentlog.projector._reducers import replace
 from agentlog.projector._state import RunState, branch_input, branch_step
-from agentlog.runtime._cancelling import task_cancelling
 from agentlog.runtime._context import Interrupted, StepContext
 from agentlog.runtime._failures import causes_of, describe, workflow_modules
 from agentlog.runtime._inbox import Inbox, record_handed
+from agentlog.runtime._superstep_cancel import SuperstepCancel
 from agentlog.runtime._telemetry import TELEMETRY
 from agentlog.runtime._workflow import Next, Send, Step, Target, Workflow
 from agentlog.runtime._writer_protocol import Writer
@@ -139,6 +139,8 @@ class RunExecutor:
         self._modules = workflow_modules([step.fn for step in workflow.steps.values()])
         #: the failure (as data) of each branch of this superstep that failed for good
         self._failures: dict[int, dict[str, Any]] = {}
+        #: interrupts the running superstep on a cancel (runtime/_superstep_cancel.py)
+        self._superstep_cancel = SuperstepCancel()
 
     def request_cancel(self, reason: str) -> None:
         """Cancel the run: its running superstep is interrupted at once and
@@ -146,6 +148,8 @@ class RunExecutor:
         if not self.cancel_requested.is_set():
             self.cancel_reason = reason
         self.cancel_requested.set()
+        if self._superstep_cancel.interrupt():
+            self._log.info("cancel interrupts the running superstep", seq=self.state.seq)
 
     @property
     def state(self) -> RunState:
@@ -194,7 +198,7 @@ class RunExecutor:
                 emit(RunFailed(f"StepLimitExceeded: {why}", failure=failure))
                 break
             self._failures.clear()
-            outcomes = await self._unless_cancelled(
+            outcomes = await self._superstep_cancel.run(
                 self._superstep(todo, parallel=len(state.next_steps) > 1)
             )
             if outcomes is None:
@@ -222,37 +226,6 @@ class RunExecutor:
             goto = [t for b in sorted(state.pending) for t in state.pending[b]["goto"]]
             emit(SuperstepCommitted(state.superstep, _join(goto)))
             await self.writer.flush()
-
-    async def _unless_cancelled(
-        self, superstep: Coroutine[Any, Any, list[str]]
-    ) -> list[str] | None:
-        """The superstep's outcomes, or None if a cancel came first.
-
-        The superstep runs in a task of its own, so a cancel interrupts it
-        at once instead of at the next step boundary: its steps and their
-        task calls are cancelled (nothing is recorded for a step that did
-        not finish). A superstep that finished as the cancel came keeps its
-        outcome (the cancel is recorded at the boundary after it).
-        """
-        running = asyncio.create_task(superstep)
-        cancel = asyncio.create_task(self.cancel_requested.wait())
-        try:
-            await asyncio.wait((running, cancel), return_when=asyncio.FIRST_COMPLETED)
-        except BaseException:  # this run's own task is cancelled (close, fenced)
-            running.cancel()
-            cancel.cancel()
-            await asyncio.gather(running, cancel, return_exceptions=True)
-            raise
-        cancel.cancel()
-        if not running.done():
-            running.cancel()
-            self._log.info("cancel interrupts the running superstep", seq=self.state.seq)
-        try:
-            return await running
-        except asyncio.CancelledError:
-            if task_cancelling():
-                raise  # this run's own task was cancelled meanwhile
-            return None
 
     async def _superstep(self, todo: list[tuple[int, Branch]], *, parallel: bool) -> list[str]:
         values = self.state.values  # replaced, never mutated, on commit
@@ -302,12 +275,7 @@ class RunExecutor:
             measured = TELEMETRY.get().step(self.state, name, superstep, branch, attempt)
             try:
                 try:
-                    async with asyncio.timeout(step.timeout) as limit:
-                        result = await step.fn(ctx)
-                except TimeoutError as exc:
-                    if not limit.expired():
-                        raise
-                    raise TimeoutError(f"step {name!r} took longer than {step.timeout:g}s") from exc
+                    result = await _timed(step, ctx)
                 finally:
                     await ctx._settle()  # no task call outlives its step
                 writes, goto = self._check(step, result)
@@ -469,6 +437,19 @@ class RunExecutor:
                 except Exception as exc:
                     return index, key, name, exc
         return None
+
+
+async def _timed(step: Step, ctx: StepContext) -> object:
+    """The step's result, within its time limit if it has one (no timer else)."""
+    if step.timeout is None:
+        return await step.fn(ctx)
+    try:
+        async with asyncio.timeout(step.timeout) as limit:
+            return await step.fn(ctx)
+    except TimeoutError as exc:
+        if not limit.expired():
+            raise
+        raise TimeoutError(f"step {step.name!r} took longer than {step.timeout:g}s") from exc
 
 
 def _join(goto: list[Branch]) -> list[Branch]:

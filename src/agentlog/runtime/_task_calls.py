@@ -91,8 +91,8 @@ class TaskCalls:
         self._per_name: dict[str, int] = {}  # the next call index of each task name
         self._positions = 0
         self._in_flight = 0
-        self._settled = asyncio.Event()
-        self._settled.set()
+        #: set when no call is in flight; made by the first call (most steps make none)
+        self._settled: asyncio.Event | None = None
         #: failures whose task's retry policy gave up (see :meth:`gave_up`)
         self._gave_up: list[BaseException] = []
         #: each failed try's verdict as its TaskFailed records it (see :meth:`_attempt`)
@@ -146,6 +146,8 @@ class TaskCalls:
                 raise failure
             attempt, spent = recorded["attempts"] + 1, task_attempts(recorded)
         self._in_flight += 1
+        if self._settled is None:
+            self._settled = asyncio.Event()
         self._settled.clear()
         try:
             while True:
@@ -164,7 +166,7 @@ class TaskCalls:
                     attempt += 1
         finally:
             self._in_flight -= 1
-            if not self._in_flight:
+            if not self._in_flight and self._settled is not None:
                 self._settled.set()
 
     def recorded(self, position: int, name: str, key: str) -> dict[str, Any] | None:
@@ -240,7 +242,8 @@ class TaskCalls:
 
     async def settle(self) -> None:
         """Wait until no task call of this step is still running."""
-        await self._settled.wait()
+        if self._in_flight and self._settled is not None:
+            await self._settled.wait()
 
     async def _attempt(
         self,
