@@ -4,8 +4,10 @@ agentlog's EventLog backends are coroutines bound to the loop that opened
 them, while LangGraph calls a checkpointer from plain threads (``invoke``)
 and from any loop (``ainvoke``). So the saver owns one loop on one daemon
 thread and runs every storage call there: sync methods block on the result,
-async ones await it through :func:`asyncio.wrap_future`. All the saver's
-state is touched only on that thread, so it needs no locks.
+async ones await it through :func:`asyncio.wrap_future`. The saver's state
+is touched on that thread, but for a sync ``get_tuple`` served from its
+cache on the caller's thread under the cache's guard
+(:meth:`~agentlog.langgraph._store.ThreadStore.serve_here`).
 """
 
 from __future__ import annotations

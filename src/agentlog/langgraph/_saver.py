@@ -33,8 +33,9 @@ from agentlog.langgraph._convert import (
     writes_event,
 )
 from agentlog.langgraph._loop import LoopThread
+from agentlog.langgraph._removals import of_runs, pruned
 from agentlog.langgraph._serde import serializer
-from agentlog.langgraph._store import ThreadStore
+from agentlog.langgraph._store import NotHere, ThreadStore
 from agentlog.langgraph._thread import NeedsHistory, ThreadModel
 
 __all__ = ["AgentlogSaver"]
@@ -165,19 +166,25 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
         self, thread_id: str, ns: str, checkpoint_id: str | None
     ) -> CheckpointTuple | None:
         state = await self._store.serve(thread_id, [ns])
-        model = state.model
-        found = model.get(ns, checkpoint_id) if checkpoint_id else model.latest(ns)
-        if found is not None:
-            try:
-                return build_tuple(self.serde, model, state.heads, found)
-            except NeedsHistory:
-                pass  # a fork from a checkpoint older than the latest snapshot
-        elif model.complete or not checkpoint_id:
-            return None
-        # An older checkpoint than the snapshot holds: read the thread's history.
+        try:
+            return self._tuple_of(state.model, state.heads, ns, checkpoint_id)
+        except NeedsHistory:
+            pass  # an older checkpoint than the snapshot holds: read the history
         model = await self._store.history(state)
         found = model.get(ns, checkpoint_id) if checkpoint_id else model.latest(ns)
         return None if found is None else build_tuple(self.serde, model, state.heads, found)
+
+    def _tuple_of(
+        self, model: ThreadModel, heads: Heads, ns: str, checkpoint_id: str | None
+    ) -> CheckpointTuple | None:
+        """The checkpoint from the model; NeedsHistory if only the history holds it
+        (a fork from a checkpoint older than the latest snapshot)."""
+        found = model.get(ns, checkpoint_id) if checkpoint_id else model.latest(ns)
+        if found is None:
+            if model.complete or not checkpoint_id:
+                return None
+            raise NeedsHistory(checkpoint_id)
+        return build_tuple(self.serde, model, heads, found)
 
     async def _list(
         self,
@@ -329,19 +336,9 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
 
     async def _delete_for_runs(self, run_ids: Sequence[str]) -> None:
         wanted = set(run_ids)
-
-        def of_runs(model: ThreadModel, heads: Heads) -> CheckpointsRemoved:
-            doomed = [
-                [data.ns, data.checkpoint_id]
-                for by_id in model.checkpoints.values()
-                for data in by_id.values()
-                if build_tuple(self.serde, model, heads, data).metadata.get("run_id") in wanted
-            ]
-            return CheckpointsRemoved(doomed, reason="delete_for_runs")
-
         if wanted:
             for thread_id in await self._store.thread_ids():
-                await self._remove(thread_id, of_runs)
+                await self._remove(thread_id, of_runs(self.serde, wanted))
 
     async def _copy_thread(self, source: str, target: str) -> None:
         async with self._store.lock(source):
@@ -352,27 +349,25 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
                 await self._store.append(target, copies)
 
     async def _prune(self, thread_ids: Sequence[str], strategy: str) -> None:
-        if strategy not in ("keep_latest", "delete"):
-            raise ConfigError(f"prune strategy must be 'keep_latest' or 'delete', not {strategy!r}")
-
-        def older(model: ThreadModel, heads: Heads) -> CheckpointsRemoved:
-            if strategy == "delete":
-                return CheckpointsRemoved(everything=True, reason="prune")
-            doomed = [
-                [ns, cid]
-                for ns, by_id in model.checkpoints.items()
-                for cid in by_id
-                if cid != max(by_id)
-            ]
-            return CheckpointsRemoved(doomed, reason="prune keep_latest")
-
+        older = pruned(strategy)
         for thread_id in thread_ids:
             await self._remove(str(thread_id), older)
 
     # -- LangGraph's sync API -------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """The checkpoint that ``config`` names, or the thread's latest; None if none."""
+        """The checkpoint that ``config`` names, or the thread's latest; None if none.
+
+        Served on the calling thread when the saver holds the thread and the
+        log tells there that nothing was appended since; else on the loop."""
+        thread_id, ns, checkpoint_id = where(config, "get_tuple")
+        if not self._loop.loop.is_closed():
+            try:
+                return self._store.serve_here(
+                    thread_id, ns, lambda m, h: self._tuple_of(m, h, ns, checkpoint_id)
+                )
+            except NotHere:
+                pass
         return self._loop.run(self._get_tuple(config))
 
     def list(

@@ -1,9 +1,15 @@
 """The threads' events: loading, caching, fenced appends and snapshots.
 
-Runs only on the saver's loop thread. Each thread is one agentlog run (run
-id = thread id). A thread is read once (latest snapshot + the events after
-it) and then kept in memory; every read checks for events appended since
-(one cheap query), so another process's checkpoints are seen.
+Runs on the saver's loop thread, but for one read: a sync ``get_tuple`` of a
+thread this store holds is served on the caller's thread when the log can
+tell, there and then, that nothing was appended since (see
+:meth:`ThreadStore.serve_here`). The cache is guarded for it: the loop marks
+a thread busy while it holds the thread's lock, under a threading lock that
+the caller's read holds throughout, so the two never touch one thread at
+once. Each thread is one agentlog run (run id = thread id). A thread is read
+once (latest snapshot + the events after it) and then kept in memory; every
+read checks for events appended since (one cheap query), so another
+process's checkpoints are seen.
 
 Writing is fenced, and a saver never appends on top of anything it did not
 serve to LangGraph. LangGraph reads a namespace's checkpoint (``get_tuple``
@@ -34,8 +40,11 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TypeVar
 
 from agentlog._logging import get_logger
 from agentlog.errors import (
@@ -55,11 +64,18 @@ from agentlog.eventlog.events import (
     RunStarted,
 )
 from agentlog.langgraph import _snapshot
+from agentlog.langgraph._convert import Heads
 from agentlog.langgraph._thread import NeedsHistory, ThreadModel
 
-__all__ = ["ThreadStore"]
+__all__ = ["NotHere", "ThreadStore"]
 
 _log = get_logger("agentlog.langgraph")
+
+_T = TypeVar("_T")
+
+
+class NotHere(LookupError):
+    """A read the caller's thread cannot serve: run it on the saver's loop."""
 
 
 @dataclass
@@ -115,15 +131,51 @@ class ThreadStore:
         self.base_every = base_every
         self.owner = f"{socket.gethostname()}:{os.getpid()}:langgraph"
         self._threads: dict[str, _Thread] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[str, _ThreadLock] = {}
+        #: Held by a read on a caller's thread, and by the loop to mark a thread busy.
+        self._guard = threading.Lock()
+        self._busy: set[str] = set()
+        #: The run's last seq read on the calling thread (None: no run), if the log can.
+        self._last_seq_here: Callable[[str], int | None] | None = getattr(
+            log, "last_seq_here", None
+        )
 
-    def lock(self, thread_id: str) -> asyncio.Lock:
+    def lock(self, thread_id: str) -> _ThreadLock:
         """The thread's lock: LangGraph calls put and put_writes from several
-        threads at once, and one thread's reads and appends must not interleave."""
+        threads at once, and one thread's reads and appends must not interleave.
+        While it is held the thread is busy: no caller's thread reads it."""
         found = self._locks.get(thread_id)
         if found is None:
-            found = self._locks[thread_id] = asyncio.Lock()
+            found = self._locks[thread_id] = _ThreadLock(self, thread_id)
         return found
+
+    def serve_here(self, thread_id: str, ns: str, build: Callable[[ThreadModel, Heads], _T]) -> _T:
+        """``build`` of the thread on the calling thread, served as :meth:`serve` serves it.
+
+        Only for a thread this store holds, that the loop is not working on,
+        and whose run's last seq (read on this thread) is the model's: nothing
+        to catch up with, so the cached model is the thread as it stands.
+
+        Raises:
+            NotHere: any other case, or ``build`` raised NeedsHistory; run the
+                read on the loop (nothing was changed).
+        """
+        last_seq_here = self._last_seq_here
+        if last_seq_here is None:
+            raise NotHere(thread_id)
+        with self._guard:
+            state = self._threads.get(thread_id)
+            if state is None or thread_id in self._busy or state.model.needs_history:
+                raise NotHere(thread_id)
+            if last_seq_here(thread_id) != state.model.seq or not state.model.seq:
+                raise NotHere(thread_id)
+            try:
+                built = build(state.model, state.heads)
+            except NeedsHistory:
+                raise NotHere(thread_id) from None
+            state.absent = False
+            state.serve([ns])
+            return built
 
     async def thread(self, thread_id: str, *, refresh: bool = True) -> _Thread:
         """The thread, read on first use; with ``refresh``, caught up with the log."""
@@ -297,6 +349,29 @@ class ThreadStore:
         """Every run of the log that is a LangGraph thread."""
         runs = await self.log.list_runs()
         return [info.run_id for info in runs if info.workflow == LANGGRAPH_WORKFLOW]
+
+
+class _ThreadLock:
+    """A thread's asyncio lock that marks the thread busy while the loop holds it."""
+
+    def __init__(self, store: ThreadStore, thread_id: str) -> None:
+        self._lock = asyncio.Lock()
+        self._store, self._thread_id = store, thread_id
+
+    async def __aenter__(self) -> None:
+        await self._lock.acquire()
+        with self._store._guard:
+            self._store._busy.add(self._thread_id)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        with self._store._guard:
+            self._store._busy.discard(self._thread_id)
+        self._lock.release()
 
 
 def _thread_started() -> RunStarted:

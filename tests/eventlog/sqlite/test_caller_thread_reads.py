@@ -71,3 +71,26 @@ async def test_a_read_sees_what_another_instance_committed(tmp_path: Path) -> No
     finally:
         await reader.close()
         await writer.close()
+
+
+async def test_last_seq_here_reads_on_threads_that_come_and_go_from_a_pool(
+    tmp_path: Path,
+) -> None:
+    """``last_seq_here`` serves any thread with no loop, and threads that come
+    and go share a pool of read connections instead of keeping one each."""
+    log = SqliteEventLog(tmp_path / "log.db")
+    try:
+        await log.append(_events(5))
+        opened = len(log._reads._opened)
+        seen: list[int | None] = []
+        for _ in range(20):  # one after another: one pooled connection serves them all
+            reader = threading.Thread(target=lambda: seen.append(log.last_seq_here("r")))
+            reader.start()
+            reader.join(_GENEROUS)
+        assert seen == [5] * 20
+        assert len(log._reads._opened) == opened + 1
+        assert log.last_seq_here("nobody") is None
+        await log.append([Event("r", 6, StepCompleted("s", 6, 0, {"n": 6}, ["s"]))])
+        assert log.last_seq_here("r") == 6
+    finally:
+        await log.close()

@@ -233,6 +233,14 @@ class SqliteEventLog(SqlIndexedEventLog):
         rows = self._read(SELECT_RUN, (run_id,))
         return info_from_row(rows[0]) if rows else None
 
+    def last_seq_here(self, run_id: str) -> int | None:
+        """The run's last seq from its index row, read on the calling thread
+        with no event loop (None: no row). A cache of a run uses it to tell,
+        without a hop to a loop, that nothing was appended since it read."""
+        self._check_open()
+        rows = self._reads.query_pooled("SELECT last_seq FROM runs WHERE run_id = ?", (run_id,))
+        return int(rows[0][0]) if rows else None
+
     async def _select(self, *statements: Statement) -> list[list[Any]]:
         def each() -> list[list[Any]]:
             return [self._query(sql, params) for sql, params in statements]

@@ -32,7 +32,8 @@ __all__ = ["ReadConnections"]
 
 
 class ReadConnections:
-    """One read-only connection to a file per thread that reads it.
+    """One read-only connection to a file per thread that reads it, and a pool
+    lent to threads that come and go (:meth:`query_pooled`).
 
     Args:
         path: the database file (already opened, and migrated, by the writer's
@@ -59,6 +60,7 @@ class ReadConnections:
         self._unavailable = unavailable
         self._local = threading.local()
         self._opened: list[sqlite3.Connection] = []
+        self._idle: list[sqlite3.Connection] = []  # lent by query_pooled, one thread at a time
         self._lock = threading.Lock()
         self._closed = False
 
@@ -74,6 +76,12 @@ class ReadConnections:
         )
 
     def _open(self) -> sqlite3.Connection:
+        conn = self._new()
+        self._local.conn = conn
+        return conn
+
+    def _new(self) -> sqlite3.Connection:
+        """A new connection, registered so that :meth:`close` closes it."""
         try:
             conn = self._connect(self._target)
             conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # loads the schema
@@ -89,7 +97,6 @@ class ReadConnections:
                 conn.close()
                 raise BackendUnavailableError("the sqlite log is closed; open it again")
             self._opened.append(conn)
-        self._local.conn = conn
         return conn
 
     def open_here(self) -> None:
@@ -111,6 +118,26 @@ class ReadConnections:
             return conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise self._unavailable(exc, "read failed") from exc
+
+    def query_pooled(self, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
+        """Rows of a read, on this thread, from a connection lent for the read.
+
+        For threads that come and go (a caller's, not the loop's): a pool of
+        connections, one per read running at once, each used by one thread at
+        a time, instead of one per thread that ever read, kept until close.
+        """
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = self._new()
+        try:
+            return conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise self._unavailable(exc, "read failed") from exc
+        finally:
+            with self._lock:
+                if not self._closed:
+                    self._idle.append(conn)
 
     def close(self) -> None:
         """Close every thread's connection (no read may be running)."""
