@@ -4,18 +4,31 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 from agentlog.eventlog._base import Command
 from agentlog.eventlog.events import Event, RunStarted
 from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog
 from agentlog.eventlog.kafka._admin import partition_for
 from agentlog.eventlog.kafka._grouplog import PartitionedKafkaEventLog
+from agentlog.runtime import StepContext, Workflow, end
 
 PARTITIONS = 4
 #: The broker's smallest session timeout (group.min.session.timeout.ms).
 SESSION_S = 6.0
 #: Bound of every wait for the group to settle (rebalances take a session or two).
 SETTLE_S = 90.0
+
+
+def asks() -> Workflow:
+    """A one-step workflow that parks on a yes/no question."""
+    wf = Workflow("asks", state={"answer": "replace"})
+
+    @wf.step
+    async def ask(ctx: StepContext) -> Any:
+        return end(answer=ctx.interrupt("ok?", expects="bool"))
+
+    return wf
 
 
 def started() -> RunStarted:

@@ -12,28 +12,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
 from agentlog.errors import InvalidResumeValueError, RunNotWaitingError
 from agentlog.eventlog.events import RunStatus
-from agentlog.runtime import Runtime, RuntimeConfig, StepContext, Workflow, end
+from agentlog.runtime import Runtime, RuntimeConfig
+from tests.eventlog.kafka.group_support import asks
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 
 LOSER = (RunNotWaitingError, InvalidResumeValueError)
 WAIT_S = 120.0
-
-
-def asks() -> Workflow:
-    wf = Workflow("asks", state={"answer": "replace"})
-
-    @wf.step
-    async def ask(ctx: StepContext) -> Any:
-        return end(answer=ctx.interrupt("ok?", expects="bool"))
-
-    return wf
 
 
 @pytest.fixture

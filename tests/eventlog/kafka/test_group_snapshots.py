@@ -22,23 +22,13 @@ import pytest
 
 from agentlog.eventlog._base import Snapshot
 from agentlog.eventlog.events import Event, RunStatus, StepCompleted, utcnow
-from agentlog.runtime import Runtime, RuntimeConfig, StepContext, Workflow, end
-from tests.eventlog.kafka.group_support import PARTITIONS, open_log, settle, started
+from agentlog.runtime import Runtime, RuntimeConfig
+from tests.eventlog.kafka.group_support import PARTITIONS, asks, open_log, settle, started
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 
 RUNS = 6
 WAIT_S = 120.0
-
-
-def asks() -> Workflow:
-    wf = Workflow("asks", state={"answer": "replace"})
-
-    @wf.step
-    async def ask(ctx: StepContext) -> Any:
-        return end(answer=ctx.interrupt("ok?", expects="bool"))
-
-    return wf
 
 
 async def test_a_parked_run_saves_one_snapshot(kafka_bootstrap: str, kafka_name: str) -> None:

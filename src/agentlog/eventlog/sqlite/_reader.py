@@ -112,12 +112,7 @@ class ReadConnections:
         rows are fetched, so no reader holds back a WAL checkpoint.
         """
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._open()
-        try:
-            return conn.execute(sql, params).fetchall()
-        except sqlite3.Error as exc:
-            raise self._unavailable(exc, "read failed") from exc
+        return self._rows(conn if conn is not None else self._open(), sql, params)
 
     def query_pooled(self, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
         """Rows of a read, on this thread, from a connection lent for the read.
@@ -131,13 +126,19 @@ class ReadConnections:
         if conn is None:
             conn = self._new()
         try:
-            return conn.execute(sql, params).fetchall()
-        except sqlite3.Error as exc:
-            raise self._unavailable(exc, "read failed") from exc
+            return self._rows(conn, sql, params)
         finally:
             with self._lock:
                 if not self._closed:
                     self._idle.append(conn)
+
+    def _rows(
+        self, conn: sqlite3.Connection, sql: str, params: Sequence[Any] | Mapping[str, Any]
+    ) -> list[Any]:
+        try:
+            return conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise self._unavailable(exc, "read failed") from exc
 
     def close(self) -> None:
         """Close every thread's connection (no read may be running)."""
