@@ -11,8 +11,9 @@ Python calls as decoding one of a single field.
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -28,21 +29,28 @@ from agentlog.eventlog.sqlite import SqliteEventLog
 _N = 50
 
 
-def _python_calls(decode: Callable[[], object]) -> int:
-    """How many Python functions ``decode`` calls (C functions are not counted)."""
-    count = 0
+@contextlib.contextmanager
+def _counting_calls() -> Iterator[list[int]]:
+    """Count the Python functions called on this thread (C functions are not
+    counted) while the block runs; the count is the yielded list's one item."""
+    count = [0]
 
     def profile(frame: FrameType, event: str, arg: Any) -> None:
-        nonlocal count
         if event == "call":
-            count += 1
+            count[0] += 1
 
     sys.setprofile(profile)
     try:
-        decode()
+        yield count
     finally:
         sys.setprofile(None)
-    return count
+
+
+def _python_calls(decode: Callable[[], object]) -> int:
+    """How many Python functions ``decode`` calls (C functions are not counted)."""
+    with _counting_calls() as count:
+        decode()
+    return count[0]
 
 
 def _events(data: EventData) -> list[Event]:
@@ -122,16 +130,6 @@ async def test_a_read_decodes_a_batch_with_few_python_calls_per_event(tmp_path: 
 
 async def _python_calls_async(read: Callable[[], Awaitable[None]]) -> int:
     """How many Python functions run on this thread while ``read`` is awaited."""
-    count = 0
-
-    def profile(frame: FrameType, event: str, arg: Any) -> None:
-        nonlocal count
-        if event == "call":
-            count += 1
-
-    sys.setprofile(profile)
-    try:
+    with _counting_calls() as count:
         await read()
-    finally:
-        sys.setprofile(None)
-    return count
+    return count[0]

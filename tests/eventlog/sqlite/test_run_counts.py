@@ -88,16 +88,27 @@ async def test_an_unfiltered_page_reads_the_counts_table(tmp_path: Path) -> None
     assert waiting.total == _scan(path)["waiting"]
 
 
-async def test_a_file_from_before_the_table_gets_it_filled(tmp_path: Path) -> None:
+async def _filled_file(tmp_path: Path) -> Path:
+    """A closed log file holding the runs of ``_fill``."""
     path = tmp_path / "old.db"
     log = SqliteEventLog(path)
     try:
         await _fill(log)
     finally:
         await log.close()
+    return path
+
+
+def _undo_migration_7(conn: sqlite3.Connection) -> None:
+    """Drop the queue columns that migration 7 added to ``runs``."""
+    for column in ("queue", "priority", "admitted_at"):
+        conn.execute(f"ALTER TABLE runs DROP COLUMN {column}")
+
+
+async def test_a_file_from_before_the_table_gets_it_filled(tmp_path: Path) -> None:
+    path = await _filled_file(tmp_path)
     with sqlite3.connect(path) as conn:  # back to the schema before migration 6
-        for column in ("queue", "priority", "admitted_at"):  # migration 7
-            conn.execute(f"ALTER TABLE runs DROP COLUMN {column}")
+        _undo_migration_7(conn)
         for name in ("insert", "delete", "update"):
             conn.execute(f"DROP TRIGGER runs_counted_{name}")
         conn.execute("DROP TABLE run_counts")
@@ -124,15 +135,9 @@ async def test_queued_runs_are_counted_and_a_file_from_before_migration_7_opens(
 ) -> None:
     """``queued`` (a run its queue has not admitted yet) is a status like any
     other for run_counts, and a file without the queue columns gets them."""
-    path = tmp_path / "old.db"
-    log = SqliteEventLog(path)
-    try:
-        await _fill(log)
-    finally:
-        await log.close()
+    path = await _filled_file(tmp_path)
     with sqlite3.connect(path) as conn:  # back to the schema of migration 6
-        for column in ("queue", "priority", "admitted_at"):
-            conn.execute(f"ALTER TABLE runs DROP COLUMN {column}")
+        _undo_migration_7(conn)
         conn.execute("PRAGMA user_version = 6")
     log = SqliteEventLog(path)
     try:
