@@ -18,6 +18,7 @@ from pydantic_ai.messages import AgentStreamEvent, ModelMessage, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
 from agentlog.errors import WorkflowDefinitionError
+from agentlog.eventlog.events import StepFailed, TaskStarted
 from agentlog.pydantic_ai import AgentlogAgent
 from agentlog.runtime import Runtime
 
@@ -156,3 +157,31 @@ def test_a_bad_stream_interval_is_refused() -> None:
     agent: Agent[None, str] = Agent(FunctionModel(lambda m, i: _answer()), name="plain")
     with pytest.raises(WorkflowDefinitionError, match="stream_interval"):
         AgentlogAgent(agent, stream=True, stream_interval=0)
+
+
+async def test_a_stream_broken_midway_runs_again_under_the_same_key(url: str) -> None:
+    """Pydantic AI raises a stream's error to its consumer, so it fails the step (not the
+    task's try): the step runs again, the request runs again under the same key, and the
+    stream ends with the whole answer (the broken try's events may come before it)."""
+    tries: list[int] = []
+
+    async def breaks_once(
+        messages: list[ModelMessage], info: AgentInfo
+    ) -> AsyncIterator[str | DeltaToolCalls]:
+        tries.append(1)
+        yield CHUNKS[0]
+        if len(tries) == 1:
+            raise ConnectionError("stream dropped")
+        for chunk in CHUNKS[1:]:
+            yield chunk
+
+    agent: Agent[None, str] = Agent(FunctionModel(stream_function=breaks_once), name="flaky")
+    durable = AgentlogAgent(agent, stream=True)
+    async with await Runtime.open(url, workflows=[durable.workflow]) as rt:
+        assert await durable.run(rt, "hi", run_id=RUN, timeout=60) == "".join(CHUNKS)
+        items = await _streamed(rt, RUN)
+        keys = [e.data.key async for e in rt.log.read(RUN) if isinstance(e.data, TaskStarted)]
+        failed = [e.data async for e in rt.log.read(RUN) if isinstance(e.data, StepFailed)]
+    assert len(tries) == 2 and len(keys) == 2 and len(set(keys)) == 1
+    assert len(failed) == 1 and "stream dropped" in failed[0].error
+    assert _text(items).endswith("".join(CHUNKS))

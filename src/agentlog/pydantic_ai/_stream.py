@@ -13,9 +13,11 @@ publishes them with ``ctx.progress`` as ``{"pydantic_ai": "stream",
 a recorded event; to keep the log from growing by one event per token, the
 events are batched: one item per ``interval`` seconds at most while the
 request streams, and the rest when the request ends. A request answered from
-the log (a step that runs again) streams nothing again. A request that fails
-or crashes midway streams its retry from the start: watchers see the events
-of the failed try, then all of the retry's.
+the log (a step that runs again) streams nothing again. A request whose
+stream breaks midway (Pydantic AI raises that to the stream's consumer: the
+step fails and runs again) or whose process dies streams again from the
+start: watchers may see the broken try's published events, then all of the
+retry's; what the broken try still buffered is dropped.
 """
 
 from __future__ import annotations
