@@ -88,7 +88,9 @@ class AgentlogAgent(Generic[AgentDepsT, OutputDataT]):
             stream events (part start, delta, end, final result) to
             ``Runtime.stream`` while it runs, batched (see
             :mod:`agentlog.pydantic_ai._stream`). The model must stream
-            (a ``FunctionModel`` needs a ``stream_function``).
+            (a ``FunctionModel`` needs a ``stream_function``). Pydantic AI
+            reads the stream in its own task, so the model's own code does
+            not see the task's context (``current_idempotency_key()``).
         stream_interval: at most this many seconds between a stream event
             and the progress item that publishes it.
 
