@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m tests.otel.traced_worker LOG_URL SPANS_FILE first|second
+    python -m tests.otel.traced_worker LOG_URL SPANS_FILE first|second [fleet|submit]
 
 Every span it ends is written at once to SPANS_FILE as one JSON line (the
 SDK's ConsoleSpanExporter through a SimpleSpanProcessor), so a SIGKILL loses
@@ -11,6 +11,10 @@ starts run ``r`` and prints HUNG when the run's ``slow`` task has started
 (and never returns: the test SIGKILLs it there). ``second`` runs a worker
 that takes the run over once the dead writer's lease runs out, waits for the
 run to end, and prints its status and the takeovers it counted as JSON.
+
+With ``fleet`` both are workers of a fleet (on Kafka: one consumer group) and
+``first`` does not start the run: ``... submit fleet`` records it, as a
+client that executes nothing, and exits once it is submitted.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from agentlog.runtime import Runtime, RuntimeConfig, StepContext, Workflow, end,
 
 LEASE_SECONDS = 0.5
 ROLE = sys.argv[3] if len(sys.argv) > 3 else "second"
+FLEET = sys.argv[4:5] == ["fleet"]
 
 wf = Workflow("traced", state={"prepared": "replace", "done": "replace"})
 
@@ -69,13 +74,22 @@ async def main(url: str, out: TextIO) -> None:
     reader = InMemoryMetricReader()
     meter_provider = MeterProvider(metric_readers=[reader])
     telemetry = OpenTelemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    if ROLE == "submit":
+        config = RuntimeConfig(owner="client", execute=False, worker=False, telemetry=telemetry)
+        async with await Runtime.open(url, workflows=[wf], config=config) as rt:
+            await rt.submit(wf, run_id="r")
+        tracer_provider.shutdown()
+        print("SUBMITTED", flush=True)
+        return
+    worker = ROLE == "second" or FLEET
     config = RuntimeConfig(
-        owner=ROLE, lease_seconds=LEASE_SECONDS, worker=ROLE == "second", telemetry=telemetry
+        owner=ROLE, lease_seconds=LEASE_SECONDS, worker=worker, telemetry=telemetry
     )
     async with await Runtime.open(url, workflows=[wf], config=config) as rt:
         print("READY", flush=True)
         if ROLE == "first":
-            await rt.start(wf, run_id="r")
+            if not FLEET:
+                await rt.start(wf, run_id="r")
             await asyncio.Event().wait()
         async with asyncio.timeout(120):
             state = await rt.wait("r")

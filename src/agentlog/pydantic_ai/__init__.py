@@ -14,9 +14,10 @@ Each model request and each tool call is a task (at least once, a stable
 idempotency key, a recorded result, a retry policy per kind); the message
 history is the run's state; tools that need approval park the run on an
 interrupt; each model response and tool result reaches ``Runtime.stream`` as
-progress. Only Pydantic AI's public interfaces are used (a capability's
-``wrap_model_request`` and ``wrap_tool_execute`` hooks, deferred tools,
-``ModelMessagesTypeAdapter``). Nothing else in agentlog imports this package.
+progress, and with ``stream=True`` so do the model's stream events while the
+request runs. Only Pydantic AI's public interfaces are used (a capability's
+``wrap_model_request``, ``wrap_tool_execute`` and ``on_event`` hooks,
+deferred tools, ``ModelMessagesTypeAdapter``). Nothing else in agentlog imports this package.
 """
 
 from agentlog.pydantic_ai._agent import DEFAULT_MODEL_RETRY, AgentlogAgent

@@ -34,6 +34,7 @@ from typing_extensions import TypeVar
 
 from agentlog.errors import WorkflowDefinitionError
 from agentlog.pydantic_ai._recorder import _Recorder
+from agentlog.pydantic_ai._stream import _StreamingRecorder
 from agentlog.runtime import (
     Next,
     RetryPolicy,
@@ -83,9 +84,19 @@ class AgentlogAgent(Generic[AgentDepsT, OutputDataT]):
         tool_retry: the retry policy of each tool call; None tries a call once
             per step attempt.
         tool_retries: a retry policy per tool name, over ``tool_retry``.
+        stream: run each model request as a streamed request and publish its
+            stream events (part start, delta, end, final result) to
+            ``Runtime.stream`` while it runs, batched (see
+            :mod:`agentlog.pydantic_ai._stream`). The model must stream
+            (a ``FunctionModel`` needs a ``stream_function``). Pydantic AI
+            reads the stream in its own task, so the model's own code does
+            not see the task's context (``current_idempotency_key()``).
+        stream_interval: at most this many seconds between a stream event
+            and the progress item that publishes it.
 
     Raises:
-        WorkflowDefinitionError: neither ``name`` nor the agent's name is set.
+        WorkflowDefinitionError: neither ``name`` nor the agent's name is set,
+            or ``stream_interval`` is not a positive number.
     """
 
     def __init__(
@@ -98,6 +109,8 @@ class AgentlogAgent(Generic[AgentDepsT, OutputDataT]):
         model_retry: RetryPolicy | None = DEFAULT_MODEL_RETRY,
         tool_retry: RetryPolicy | None = None,
         tool_retries: Mapping[str, RetryPolicy | None] | None = None,
+        stream: bool = False,
+        stream_interval: float = 0.1,
     ) -> None:
         if not isinstance(agent, Agent):
             raise WorkflowDefinitionError(
@@ -109,7 +122,17 @@ class AgentlogAgent(Generic[AgentDepsT, OutputDataT]):
                 "AgentlogAgent needs a stable name for its workflow and tasks: "
                 "pass Agent(..., name='support') or AgentlogAgent(agent, name='support')"
             )
+        if not (
+            isinstance(stream_interval, int | float)
+            and not isinstance(stream_interval, bool)
+            and 0 < stream_interval < float("inf")
+        ):
+            raise WorkflowDefinitionError(
+                f"stream_interval must be a positive number of seconds, got {stream_interval!r}"
+            )
         self.agent = agent
+        self.stream = stream
+        self._stream_interval = float(stream_interval)
         self.name = name
         self.deps = deps
         self._model_retry = model_retry
@@ -164,8 +187,11 @@ class AgentlogAgent(Generic[AgentDepsT, OutputDataT]):
 
     async def _agent_step(self, ctx: StepContext[Any]) -> Next:
         """Run the agent from the run's message history; park, or end with its output."""
-        recorder = _Recorder(
-            ctx, self.workflow.name, self._model_retry, self._tool_retry, self._tool_retries
+        args = (ctx, self.workflow.name, self._model_retry, self._tool_retry, self._tool_retries)
+        recorder = (
+            _StreamingRecorder(*args, interval=self._stream_interval)
+            if self.stream
+            else _Recorder(*args)
         )
         history = ctx.state.get("messages")
         if history is None:
@@ -173,15 +199,20 @@ class AgentlogAgent(Generic[AgentDepsT, OutputDataT]):
         else:
             prompt, messages = None, ModelMessagesTypeAdapter.validate_python(thaw(history))
             answers = _answers(thaw(ctx.state["pending"]), thaw(ctx.state["answers"]))
-        with Agent.parallel_tool_call_execution_mode("sequential"):
-            result = await self.agent.run(
-                prompt,
-                message_history=messages,
-                deferred_tool_results=answers,
-                deps=self.deps,  # type: ignore[arg-type]  # None when the agent needs none
-                capabilities=[recorder],
-                run_id=f"{ctx.run_id}:{ctx.superstep}",
-            )
+        try:
+            with Agent.parallel_tool_call_execution_mode("sequential"):
+                result = await self.agent.run(
+                    prompt,
+                    message_history=messages,
+                    deferred_tool_results=answers,
+                    deps=self.deps,  # type: ignore[arg-type]  # None when the agent needs none
+                    capabilities=[recorder],
+                    run_id=f"{ctx.run_id}:{ctx.superstep}",
+                )
+        except BaseException:
+            recorder.discard()  # the step failed: publish nothing more from it
+            raise
+        await recorder.flush()
         dumped = ModelMessagesTypeAdapter.dump_python(result.all_messages(), mode="json")
         if isinstance(result.output, DeferredToolRequests):
             return goto("approve", messages=dumped, pending=_pending(result.output))

@@ -91,6 +91,14 @@ class _Recorder(AbstractCapability[Any]):
     model_retry: RetryPolicy | None
     tool_retry: RetryPolicy | None
     tool_retries: Mapping[str, RetryPolicy | None] = field(default_factory=dict)
+    #: True while the model request in hand runs live (not answered from the log).
+    live: bool = field(default=False, init=False)
+
+    async def flush(self) -> None:
+        """Publish what waits to be published (see the streaming subclass)."""
+
+    def discard(self) -> None:
+        """Drop what waits to be published: the step failed."""
 
     async def wrap_model_request(
         self,
@@ -99,8 +107,12 @@ class _Recorder(AbstractCapability[Any]):
         request_context: ModelRequestContext,
         handler: WrapModelRequestHandler,
     ) -> ModelResponse:
+        self.live = False
+
         async def request() -> dict[str, Any]:
+            self.live = True
             response = dump_response(await handler(request_context))
+            await self.flush()
             await self.ctx.progress({"pydantic_ai": "model_response", "response": response})
             return response
 

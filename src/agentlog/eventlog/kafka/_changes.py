@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agentlog.eventlog._base import RunInfo
-from agentlog.eventlog.events import Event, RunStatus
+from agentlog.eventlog.events import Event, RunStatus, utcnow
 from agentlog.eventlog.kafka._records import IndexEntry
 
 __all__ = ["Change", "RecentEvents", "RunTail"]
@@ -41,8 +41,12 @@ class RunTail:
     @classmethod
     def of(cls, entry: IndexEntry) -> RunTail:
         """The tail of an exact index entry, read when the partition was opened."""
-        # The previous owner is fenced: its lease means nothing here.
-        info = dataclasses.replace(entry.info, lease_owner="", lease_expires_at=None)
+        # The previous owner is fenced: its lease means nothing here. A lease it
+        # still held ended now at the latest (a lapsed lease: a worker that goes
+        # on with the run counts a takeover); one it let go stays none.
+        expires = entry.info.lease_expires_at
+        expires = None if expires is None else min(expires, utcnow())
+        info = dataclasses.replace(entry.info, lease_owner="", lease_expires_at=expires)
         return cls(
             info,
             entry.first_offset,
