@@ -80,11 +80,12 @@ def test_any_events_fold_from_rows_or_fail_exactly_as_one_by_one(
 _odd_fields = st.one_of(
     st.fixed_dictionaries(
         {
-            "step": st.one_of(st.text(max_size=3), st.integers(), st.none()),
+            "step": st.one_of(st.text(max_size=3), st.integers(-9, 9), st.none()),
             "superstep": st.one_of(st.integers(-3, 3), st.booleans(), st.text(max_size=2)),
             "branch": st.one_of(st.integers(0, 3), st.booleans(), st.floats()),
             "writes": st.one_of(
-                st.dictionaries(st.text(max_size=2), st.integers()), st.lists(st.integers())
+                st.dictionaries(st.text(max_size=2), st.integers(-9, 9)),
+                st.lists(st.integers(-9, 9)),
             ),
         },
         optional={
@@ -93,13 +94,13 @@ _odd_fields = st.one_of(
                     st.one_of(
                         st.text(max_size=2),
                         st.fixed_dictionaries({"step": st.text(max_size=2)}),
-                        st.integers(),
+                        st.integers(-9, 9),
                     ),
                     max_size=2,
                 ),
                 st.none(),
             ),
-            "extra": st.integers(),
+            "extra": st.integers(-9, 9),
         },
     ),
     st.fixed_dictionaries(
@@ -110,17 +111,17 @@ _odd_fields = st.one_of(
                     st.one_of(
                         st.text(max_size=2),
                         st.fixed_dictionaries({"step": st.text(max_size=2)}),
-                        st.integers(),
+                        st.integers(-9, 9),
                     ),
                     max_size=2,
                 ),
                 st.text(max_size=2),
             ),
         },
-        optional={"extra": st.integers()},
+        optional={"extra": st.integers(-9, 9)},
     ),
-    st.integers(),
-    st.lists(st.integers(), max_size=2),
+    st.integers(-9, 9),
+    st.lists(st.integers(-9, 9), max_size=2),
 )
 
 
