@@ -16,7 +16,14 @@ from agentlog.errors import CorruptEventError
 from agentlog.eventlog import open_log
 from agentlog.eventlog._builders import build_event, build_payload
 from agentlog.eventlog.codec import pack, row_checksum
-from agentlog.eventlog.events import Event, RunStarted, StepCompleted, SuperstepCommitted
+from agentlog.eventlog.events import (
+    Event,
+    RunStarted,
+    StepCompleted,
+    SuperstepCommitted,
+    TaskCompleted,
+    TaskStarted,
+)
 from agentlog.projector import fold, load_state
 
 RUN = "r"
@@ -61,6 +68,27 @@ async def test_a_full_fold_builds_no_payload_for_plain_steps_and_commits(tmp_pat
     assert state == fold(events)
     # RunStarted, and the step whose goto holds a Send: decoded as before
     assert built[0] == 2 * 2
+
+
+async def test_a_full_fold_builds_no_payload_for_completed_tasks(tmp_path: Path) -> None:
+    events = _history(4)
+    for call in range(20):
+        seq = len(events) + 1
+        events.append(Event(RUN, seq, TaskStarted(f"k{call}", "t", "s", 4, 0, call)))
+        result = {"n": call} if call % 2 else [call]
+        duration: float = 1.5 if call % 3 else call  # an int duration decodes as one
+        events.append(Event(RUN, seq + 1, TaskCompleted(f"k{call}", result, duration)))
+    events.append(Event(RUN, len(events) + 1, TaskCompleted("k-none", None)))
+    log = await open_log(f"sqlite:///{tmp_path / 'log.db'}")
+    try:
+        await log.append(events)
+        with _calls_of(build_payload.__code__) as built:
+            state = await load_state(log, RUN, use_snapshots=False)
+    finally:
+        await log.close()
+    assert state == fold(events)
+    # RunStarted, the step whose goto holds a Send, and the 20 TaskStarted
+    assert built[0] == 2 + 20
 
 
 async def test_a_step_that_does_not_decode_is_still_a_corrupt_event(tmp_path: Path) -> None:

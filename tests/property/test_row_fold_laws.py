@@ -19,7 +19,13 @@ from hypothesis import strategies as st
 from agentlog.errors import AgentlogError
 from agentlog.eventlog._row_format import event_from_row, event_rows
 from agentlog.eventlog.codec import pack, row_checksum
-from agentlog.eventlog.events import Event, EventData, StepCompleted, SuperstepCommitted
+from agentlog.eventlog.events import (
+    Event,
+    EventData,
+    StepCompleted,
+    SuperstepCommitted,
+    TaskCompleted,
+)
 from agentlog.projector import apply, fold
 from agentlog.projector._row_fold import fold_rows
 from agentlog.projector._state import RunState
@@ -75,7 +81,7 @@ def test_any_events_fold_from_rows_or_fail_exactly_as_one_by_one(
     assert _from_rows(rows) == _one_by_one(rows)
 
 
-# A StepCompleted or SuperstepCommitted map that must not take the shortcut
+# A StepCompleted, SuperstepCommitted or TaskCompleted map that must not take the shortcut
 # as it is: fields of other types, names the class has not, a Send branch.
 _odd_fields = st.one_of(
     st.fixed_dictionaries(
@@ -120,6 +126,14 @@ _odd_fields = st.one_of(
         },
         optional={"extra": st.integers(-9, 9)},
     ),
+    st.fixed_dictionaries(
+        {"key": st.one_of(st.text(max_size=2), st.integers(-9, 9))},
+        optional={
+            "result": st.one_of(st.none(), st.integers(-9, 9), st.text(max_size=2)),
+            "duration_ms": st.one_of(st.floats(), st.integers(-9, 9), st.booleans(), st.none()),
+            "extra": st.integers(-9, 9),
+        },
+    ),
     st.integers(-9, 9),
     st.lists(st.integers(-9, 9), max_size=2),
 )
@@ -132,7 +146,9 @@ def test_a_row_of_another_shape_folds_or_fails_exactly_as_one_by_one(
 ) -> None:
     rows = _rows(as_events(payloads))
     at = data.draw(st.integers(0, len(rows) - 1))
-    event_type = data.draw(st.sampled_from([StepCompleted.type, SuperstepCommitted.type]))
+    event_type = data.draw(
+        st.sampled_from([StepCompleted.type, SuperstepCommitted.type, TaskCompleted.type])
+    )
     seq, _, ts, schema_v, epoch, payload, checksum = rows[at]
     rows[at] = _refit(
         (seq, event_type, ts, schema_v, epoch, payload, checksum), pack(data.draw(_odd_fields))

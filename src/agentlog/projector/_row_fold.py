@@ -1,11 +1,12 @@
 """Folding a SQL log's stored rows without building the events the fold only skims.
 
-A full fold of a long run is mostly ``StepCompleted`` and
-``SuperstepCommitted`` events, and the fold reads a few fields of each (a
-step's branch, step, writes and goto; a commit's superstep and next steps),
-never the envelope's datetime. Decoding them into payload objects and events
+A full fold of a long run is mostly ``StepCompleted``,
+``SuperstepCommitted`` and ``TaskCompleted`` events, and the fold reads a
+few fields of each (a step's branch, step, writes and goto; a commit's
+superstep and next steps; a task's key, result and duration), never the
+envelope's datetime. Decoding them into payload objects and events
 first cost about a third of a full fold's CPU (issue 23 item 8).
-:func:`fold_rows` folds those two types straight from each payload's
+:func:`fold_rows` folds those three types straight from each payload's
 unpacked map, and decodes every other row as the read path does
 (:func:`~agentlog.eventlog._row_format.event_from_row`) and folds it with
 :func:`~agentlog.projector._fold.apply`.
@@ -44,6 +45,8 @@ _STEP = "StepCompleted"
 _COMMIT = "SuperstepCommitted"
 _STEP_FIELDS = frozenset({"step", "superstep", "branch", "writes", "goto"})
 _COMMIT_FIELDS = frozenset({"superstep", "next"})
+_TASK = "TaskCompleted"
+_TASK_FIELDS = frozenset({"key", "result", "duration_ms"})
 
 
 def _str_list(value: Any) -> bool:
@@ -93,6 +96,18 @@ def _commit(state: RunState, fields: Any, table: Mapping[str, Reducer]) -> bool:
     state.pending, state.attempts, state.resume_values = {}, {}, {}
     state.branch_tasks = {}
     state.received, state.published_calls = {}, []
+    return True
+
+
+def _task(state: RunState, fields: Any) -> bool:
+    """Fold a TaskCompleted from its map; False (nothing changed) if it does not fit."""
+    if type(fields) is not dict or not fields.keys() <= _TASK_FIELDS:
+        return False
+    key, duration_ms = fields.get("key"), fields.get("duration_ms", 0.0)
+    if type(key) is not str or "result" not in fields or type(duration_ms) not in (float, int):
+        return False
+    task = state.tasks.setdefault(key, {"name": "", "step": "", "attempts": 1})
+    task.update(status="completed", result=fields["result"], duration_ms=duration_ms)
     return True
 
 
@@ -154,6 +169,8 @@ def fold_rows(
                             fast = _step(state, fields)
                         elif event_type == _COMMIT:
                             fast = _commit(state, fields, table)
+                        elif event_type == _TASK:
+                            fast = _task(state, fields)
                     except (TypeError, ValueError, KeyError, AttributeError) as exc:
                         raise ReplayError(
                             f"run {run_id!r} seq {seq}: cannot fold {event_type}: {exc}"
