@@ -75,3 +75,35 @@ async def test_a_reader_that_stops_early_leaves_the_log_usable(tmp_path: Path) -
         assert (await log.get_run("r")).last_seq == 31
     finally:
         await log.close()
+
+
+async def test_read_rows_fetches_the_next_batch_before_this_one_is_used(tmp_path: Path) -> None:
+    log = await _filled(tmp_path / "log.db", 3 * _BATCH)
+    try:
+        seqs = []
+        async for rows in log.read_rows("r"):
+            log.journal.append(("rows", rows[0][0]))
+            seqs += [row[0] for row in rows]
+        assert seqs == list(range(1, 3 * _BATCH + 1))
+        fetches = [after for what, after in log.journal if what == "fetch"]
+        assert fetches == [0, _BATCH, 2 * _BATCH]
+        assert log.journal.index(("fetch", _BATCH)) < log.journal.index(("rows", 1)), (
+            f"batch 2 was fetched only after the reader had batch 1: {log.journal}"
+        )
+    finally:
+        await log.close()
+
+
+async def test_a_rows_reader_that_stops_early_leaves_the_log_usable(tmp_path: Path) -> None:
+    log = await _filled(tmp_path / "log.db", 3 * _BATCH)
+    try:
+        reader = log.read_rows("r")
+        async for _rows in reader:
+            break
+        await reader.aclose()
+        tail = [row[0] async for rows in log.read_rows("r", after_seq=25) for row in rows]
+        assert tail == [26, 27, 28, 29, 30]
+        await log.append([Event("r", 31, TaskCompleted("k31", 31))])
+        assert (await log.get_run("r")).last_seq == 31
+    finally:
+        await log.close()

@@ -13,6 +13,7 @@ import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 from benchmarks.bench_runtime import conversation, loop_workflow
@@ -49,6 +50,14 @@ class CountingLog(SqliteEventLog):
         async for event in super().read(run_id, after_seq=after_seq, upto_seq=upto_seq):
             self.events_read += 1
             yield event
+
+    async def read_rows(
+        self, run_id: str, *, after_seq: int = 0, upto_seq: int | None = None
+    ) -> AsyncIterator[list[tuple[Any, ...]]]:
+        # load_state folds a SQL log's stored rows (projector/_row_fold.py)
+        async for rows in super().read_rows(run_id, after_seq=after_seq, upto_seq=upto_seq):
+            self.events_read += len(rows)
+            yield rows
 
     async def load_snapshot(
         self, run_id: str, *, at_or_before: int | None = None

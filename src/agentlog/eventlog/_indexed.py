@@ -199,16 +199,31 @@ class IndexedEventLog(EventLog):
         after, last = await self._read_start(run_id, seq_param(after_seq), upto)
         after -= 1
         batch = self.read_batch
-        while after < last:
-            rows = await self._event_rows(run_id, after, last, batch)
-            good, problem = _verified(run_id, rows, after, self.url)
-            if good:
-                yield good
-            if problem is None and len(rows) < batch and after + len(good) < last:
-                problem = (after + len(good) + 1, self._stored.nothing)
-            if problem is not None:
-                raise await self._read_error(run_id, problem)
-            after += len(good)
+        if after >= last:
+            return
+        rows = await self._event_rows(run_id, after, last, batch)
+        ahead: asyncio.Future[Sequence[Any]] | None = None
+        try:
+            while True:
+                if len(rows) == batch and rows[-1][0] < last:  # fetched while this one is used
+                    ahead = asyncio.ensure_future(
+                        self._event_rows_ahead(run_id, rows[-1][0], last, batch)
+                    )
+                    await asyncio.sleep(0)
+                good, problem = _verified(run_id, rows, after, self.url)
+                if good:
+                    yield good
+                if problem is None and len(rows) < batch and after + len(good) < last:
+                    problem = (after + len(good) + 1, self._stored.nothing)
+                if problem is not None:
+                    raise await self._read_error(run_id, problem)
+                after += len(good)
+                if ahead is None:  # no full batch: this one held the last seq
+                    return
+                rows, ahead = await ahead, None
+        finally:
+            if ahead is not None:
+                ahead.cancel()  # a reader that stopped early needs no more rows
 
     async def _batches(
         self, run_id: str, after_seq: int, upto_seq: int | None

@@ -30,10 +30,12 @@ from dataclasses import dataclass
 from agentlog._logging import get_logger
 from agentlog.errors import ConfigError, CorruptEventError, UnknownRunError
 from agentlog.eventlog._base import EventLog, EventReader, Snapshot
+from agentlog.eventlog._indexed import IndexedEventLog
 from agentlog.eventlog.codec import unpack
 from agentlog.eventlog.events import RunStatus
 from agentlog.projector._fold import apply
 from agentlog.projector._reducers import Reducer
+from agentlog.projector._row_fold import fold_rows
 from agentlog.projector._snapshot_frames import (
     FORMAT,
     Frame,
@@ -213,8 +215,13 @@ async def load_state(
     ):
         raise ConfigError(f"seq must be a whole number, 1 or more; got {at_seq!r}")
     state = await _latest_good_state(log, run_id, at_seq) if use_snapshots else RunState()
-    async for event in log.read(run_id, after_seq=state.seq, upto_seq=at_seq):
-        apply(state, event, reducers)
+    if isinstance(log, IndexedEventLog) and log.reads_rows:
+        # stored rows, folded without building the events the fold only skims
+        async for rows in log.read_rows(run_id, after_seq=state.seq, upto_seq=at_seq):
+            fold_rows(state, run_id, rows, reducers, log.url, log.cipher)
+    else:
+        async for event in log.read(run_id, after_seq=state.seq, upto_seq=at_seq):
+            apply(state, event, reducers)
     if state.seq == 0:
         raise UnknownRunError(run_id, log.url)
     if at_seq is not None and state.seq < at_seq:

@@ -1,0 +1,181 @@
+"""Folding a SQL log's stored rows without building the events the fold only skims.
+
+A full fold of a long run is mostly ``StepCompleted``,
+``SuperstepCommitted`` and ``TaskCompleted`` events, and the fold reads a
+few fields of each (a step's branch, step, writes and goto; a commit's
+superstep and next steps; a task's key, result and duration), never the
+envelope's datetime. Decoding them into payload objects and events
+first cost about a third of a full fold's CPU (issue 23 item 8).
+:func:`fold_rows` folds those three types straight from each payload's
+unpacked map, and decodes every other row as the read path does
+(:func:`~agentlog.eventlog._row_format.event_from_row`) and folds it with
+:func:`~agentlog.projector._fold.apply`.
+
+It is only a shortcut, never a second set of rules. The rows come from
+:meth:`~agentlog.eventlog._indexed.IndexedEventLog.read_rows`, which has
+verified each row's checksum and that no seq is missing. A row takes the
+shortcut only where decoding it could not have failed: a clear payload at
+the current schema version, on a log without a cipher, whose map holds
+exactly the class's fields (the optional ``goto`` may be absent) with values
+of exactly the types msgpack decodes them to (a branch as a plain string).
+Anything else (a ``Send`` branch, a field of the wrong type, a sealed or
+corrupt payload) is decoded the slow way, which raises the same typed
+``CorruptEventError`` it always did; a fold error is the same ``ReplayError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgpack
+
+from agentlog.crypto import PayloadCipher
+from agentlog.errors import ReplayError
+from agentlog.eventlog._packing import _ext_hook
+from agentlog.eventlog._row_format import event_from_row
+from agentlog.eventlog.events import SCHEMA_V
+from agentlog.projector._fold import apply, apply_writes
+from agentlog.projector._reducers import REDUCERS, Reducer
+from agentlog.projector._state import RunState
+
+__all__ = ["fold_rows"]
+
+_STEP = "StepCompleted"
+_COMMIT = "SuperstepCommitted"
+_STEP_FIELDS = frozenset({"step", "superstep", "branch", "writes", "goto"})
+_COMMIT_FIELDS = frozenset({"superstep", "next"})
+_TASK = "TaskCompleted"
+_TASK_FIELDS = frozenset({"key", "result", "duration_ms"})
+
+
+def _str_list(value: Any) -> bool:
+    if type(value) is not list:
+        return False
+    for item in value:  # noqa: SIM110 - a loop: all() and a generator cost two calls a list
+        if type(item) is not str:
+            return False
+    return True
+
+
+def _step(state: RunState, fields: Any) -> bool:
+    """Fold a StepCompleted from its map; False (nothing changed) if it does not fit."""
+    if type(fields) is not dict or not fields.keys() <= _STEP_FIELDS:
+        return False
+    step, superstep = fields.get("step"), fields.get("superstep")
+    branch, writes = fields.get("branch"), fields.get("writes")
+    goto = fields.get("goto", _STEP)  # _STEP: absent (the field's default is [])
+    if goto is _STEP:
+        goto = []
+    elif not _str_list(goto):
+        return False
+    if (
+        type(step) is not str
+        or type(superstep) is not int
+        or type(branch) is not int
+        or type(writes) is not dict
+    ):
+        return False
+    state.steps += 1
+    state.pending[branch] = {"step": step, "writes": writes, "goto": goto}
+    return True
+
+
+def _commit(state: RunState, fields: Any, table: Mapping[str, Reducer]) -> bool:
+    """Fold a SuperstepCommitted from its map; False (nothing changed) if it does not fit."""
+    if type(fields) is not dict or fields.keys() != _COMMIT_FIELDS:
+        return False
+    superstep, next_steps = fields["superstep"], fields["next"]
+    if type(superstep) is not int or not _str_list(next_steps):
+        return False
+    pending = state.pending
+    for branch in sorted(pending):
+        apply_writes(state.values, state.reducers, pending[branch]["writes"], table)
+    state.superstep = superstep + 1
+    state.next_steps = list(next_steps)
+    state.pending, state.attempts, state.resume_values = {}, {}, {}
+    state.branch_tasks = {}
+    state.received, state.published_calls = {}, []
+    return True
+
+
+def _task(state: RunState, fields: Any) -> bool:
+    """Fold a TaskCompleted from its map; False (nothing changed) if it does not fit."""
+    if type(fields) is not dict or not fields.keys() <= _TASK_FIELDS:
+        return False
+    key, duration_ms = fields.get("key"), fields.get("duration_ms", 0.0)
+    if type(key) is not str or "result" not in fields or type(duration_ms) not in (float, int):
+        return False
+    task = state.tasks.setdefault(key, {"name": "", "step": "", "attempts": 1})
+    task.update(status="completed", result=fields["result"], duration_ms=duration_ms)
+    return True
+
+
+def _unpacker(rows: Sequence[Any]) -> msgpack.Unpacker | None:
+    """One Unpacker over the batch's payloads laid end to end (as the codec
+    unpacks one), or None for a batch whose payloads are not all bytes."""
+    try:
+        unpacker = msgpack.Unpacker(
+            raw=False,
+            ext_hook=_ext_hook,
+            timestamp=3,
+            strict_map_key=False,
+            max_buffer_size=2**31 - 1,
+        )
+        unpacker.feed(b"".join([row[5] for row in rows]))
+    except (TypeError, ValueError):
+        return None
+    return unpacker
+
+
+def fold_rows(
+    state: RunState,
+    run_id: str,
+    rows: Sequence[Any],
+    reducers: Mapping[str, Reducer] | None,
+    where: str,
+    cipher: PayloadCipher | None,
+) -> None:
+    """Fold the stored rows of ``run_id`` (``seq, type, ts, schema_v,
+    writer_epoch, payload, checksum``, checksums verified, seqs in order) into
+    ``state`` in place, as ``apply`` of each decoded event would.
+
+    Raises:
+        CorruptEventError: a row does not decode (as the read path names it).
+        ReplayError: as :func:`~agentlog.projector._fold.apply`.
+    """
+    table = reducers or REDUCERS
+    unpacker = _unpacker(rows) if cipher is None else None
+    offset = 0
+    for row in rows:
+        seq, event_type, schema_v, payload = row[0], row[1], row[3], row[5]
+        fast = False
+        if unpacker is not None:
+            try:
+                fields = unpacker.unpack()
+            except Exception:
+                unpacker = None
+            else:
+                offset += len(payload)
+                if unpacker.tell() != offset:
+                    unpacker = None  # out of step with the rows: the rest go slowly
+                elif (
+                    schema_v == SCHEMA_V
+                    and seq == state.seq + 1
+                    and (not state.run_id or state.run_id == run_id)
+                ):
+                    try:
+                        if event_type == _STEP:
+                            fast = _step(state, fields)
+                        elif event_type == _COMMIT:
+                            fast = _commit(state, fields, table)
+                        elif event_type == _TASK:
+                            fast = _task(state, fields)
+                    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+                        raise ReplayError(
+                            f"run {run_id!r} seq {seq}: cannot fold {event_type}: {exc}"
+                        ) from exc
+        if fast:
+            state.run_id, state.seq = run_id, seq
+        else:
+            apply(state, event_from_row(run_id, row, where, cipher), reducers)
