@@ -15,7 +15,7 @@ from agents import Agent, RunConfig, handoff
 from agentlog.errors import WorkflowDefinitionError
 from agentlog.eventlog.events import StepCompleted, TaskStarted
 from agentlog.openai_agents import MODEL_TASK, TOOL_TASK, agent_workflow
-from agentlog.runtime import Runtime
+from agentlog.runtime import RetryPolicy, Runtime
 from tests.openai_agents.agents_app import support_agent_workflow, support_agents
 from tests.openai_agents.test_run_agent import APPROVED, Journal
 from tests.support.runtime import events_of, run_to_rest
@@ -157,3 +157,26 @@ def test_a_local_tool_is_refused_when_the_workflow_is_built() -> None:
     )
     with pytest.raises(WorkflowDefinitionError, match="agent 'refunds' has CustomTool"):
         agent_workflow("oa-local", triage)
+
+
+@pytest.mark.parametrize("max_turns", [3, 4])
+async def test_max_turns_counts_the_turns_of_every_segment(max_turns: int, tmp_path: Path) -> None:
+    """The run takes four model turns: triage two (the lookup, the handoff),
+    refunds two (the refund, the answer). With max_turns=3 it fails in the
+    refunds step, where an uninterrupted SDK run would fail too; with 4 it
+    completes."""
+    journal = Journal()
+    wf = agent_workflow(
+        "oa-turns", support_agents(journal), max_turns=max_turns, retry=RetryPolicy(max_attempts=1)
+    )
+    async with await Runtime.open(_url(tmp_path), workflows=[wf]) as rt:
+        await rt.start(wf, run_id="r1", input=INPUT)
+        assert (await run_to_rest(rt, "r1")).status == "waiting"
+        await rt.resume("r1", True)
+        state = await run_to_rest(rt, "r1")
+    kinds = [kind for kind, _ in journal.calls]
+    assert kinds.count("model:refunds") == max_turns - 2
+    if max_turns == 3:
+        assert state.status == "failed" and state.values["turns"] == 2
+    else:
+        assert state.status == "completed" and state.values["turns"] == 4
