@@ -6,7 +6,8 @@ order up with a tool and hands off to a refunds agent, whose refund tool
 needs a human's approval: the run parks with no process waiting. Answering
 the interrupt (from any process, days later) runs the refund once and
 finishes. Every model call and tool call is a recorded task, so the step
-replays them instead of calling them again.
+replays them instead of calling them again. Then the same agents run as an
+``agent_workflow``: one step per agent, the handoff between them.
 
 The model here is a scripted stand-in that implements the SDK's ``Model``
 interface, so the example needs no network and no API key; in real use give
@@ -37,7 +38,8 @@ from agents.agent_output import AgentOutputSchemaBase
 from agents.items import TResponseInputItem, TResponseStreamEvent
 from agents.testing import assistant_message, function_call
 
-from agentlog.openai_agents import run_agent
+from agentlog.eventlog.events import StepCompleted
+from agentlog.openai_agents import agent_workflow, run_agent
 from agentlog.runtime import RetryPolicy, Runtime, StepContext, Workflow, end
 
 REFUNDS: dict[str, int] = {}  # the payment service
@@ -123,6 +125,9 @@ triage = Agent(
     tools=[lookup_order], handoffs=[refunds],
 )  # fmt: skip
 
+#: the same agents, one step per agent: "triage", then "refunds" after the handoff
+per_agent = agent_workflow("refund-agent-steps", triage, model_retry=RetryPolicy(max_attempts=3))
+
 wf = Workflow("refund-agent", version="1", state={"question": "replace", "answer": "replace"})
 
 
@@ -135,7 +140,8 @@ async def chat(ctx: StepContext) -> Any:
 
 
 async def main(folder: Path) -> None:
-    async with await Runtime.open(f"sqlite:///{folder / 'agentlog.db'}", workflows=[wf]) as rt:
+    url = f"sqlite:///{folder / 'agentlog.db'}"
+    async with await Runtime.open(url, workflows=[wf, per_agent]) as rt:
         await rt.start(wf, run_id="refund-42", input={"question": "Please refund order 42"})
         state = await rt.wait("refund-42")
         [question] = await rt.pending("refund-42")
@@ -144,6 +150,15 @@ async def main(folder: Path) -> None:
         await rt.resume("refund-42", True)
         state = await rt.wait("refund-42")
         print(f"{state.status}: {state.values['answer']}  (refunds made: {REFUNDS})")
+
+        await rt.start(per_agent, run_id="refund-43", input={"input": "Please refund order 42"})
+        await rt.wait("refund-43")  # parked on the approval, in step "refunds"
+        await rt.resume("refund-43", True)
+        state = await rt.wait("refund-43")
+        steps = [
+            e.data.step async for e in rt.log.read("refund-43") if isinstance(e.data, StepCompleted)
+        ]
+        print(f"{state.status}: {state.values['output']}  (steps: {steps})")
 
 
 if __name__ == "__main__":

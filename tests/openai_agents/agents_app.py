@@ -17,7 +17,7 @@ from typing import Any
 from agents import Agent, FunctionTool, Model, ModelResponse, Usage, function_tool
 from agents.testing import assistant_message, function_call
 
-from agentlog.openai_agents import run_agent
+from agentlog.openai_agents import agent_workflow, run_agent
 from agentlog.runtime import RetryPolicy, StepContext, Workflow, current_idempotency_key, end
 
 Record = Callable[[str, str], None]
@@ -120,6 +120,12 @@ def support_workflow(record: Record, *, name: str = "oa-support") -> Workflow:
         return end(answer=str(result.final_output))
 
     return wf
+
+
+def support_agent_workflow(record: Record, *, name: str = "oa-segments") -> Workflow:
+    """The same agents as a workflow of one step per agent segment: triage, then refunds."""
+    retry = RetryPolicy(max_attempts=3, initial_interval=0.01)
+    return agent_workflow(name, support_agents(record), retry=retry)
 
 
 def decode(line: str) -> tuple[str, str]:

@@ -235,7 +235,7 @@ PUBLIC: dict[str, list[str]] = {
     "agentlog.eventlog.redis": ["RedisConfig", "RedisEventLog"],
     "agentlog.eventlog.sqlite": ["SqliteEventLog"],
     "agentlog.langgraph": ["AgentlogSaver", "DEFAULT_ALLOWED", "StrictSerializer"],
-    "agentlog.openai_agents": ["MODEL_TASK", "TOOL_TASK", "run_agent"],
+    "agentlog.openai_agents": ["MODEL_TASK", "TOOL_TASK", "agent_workflow", "run_agent"],
     "agentlog.otel": ["OpenTelemetry", "trace_id_of"],
     "agentlog.pydantic_ai": ["AgentlogAgent", "DEFAULT_MODEL_RETRY"],
     "agentlog.projector": [

@@ -17,11 +17,17 @@ recorded responses, so it continues with the agent it had handed off to and
 calls neither the model nor a tool again for a recorded turn; a tool with
 ``needs_approval`` parks the run on an interrupt. Only the SDK's public
 interfaces are used (``Model``, ``FunctionTool``, ``Handoff``, ``Runner``,
-``RunState``). Nothing else in agentlog imports this package or ``agents``.
+``RunState``).
+
+``agent_workflow(name, triage_agent)`` builds a whole workflow instead, with
+one step per agent segment: a handoff ends the step, writes the conversation
+so far to the run's state, and the next step runs the agent handed off to.
+Nothing else in agentlog imports this package or ``agents``.
 """
 
 from agentlog.openai_agents._model import MODEL_TASK
 from agentlog.openai_agents._run import run_agent
 from agentlog.openai_agents._tools import TOOL_TASK
+from agentlog.openai_agents._workflow import agent_workflow
 
-__all__ = ["MODEL_TASK", "TOOL_TASK", "run_agent"]
+__all__ = ["MODEL_TASK", "TOOL_TASK", "agent_workflow", "run_agent"]

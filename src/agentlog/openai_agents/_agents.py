@@ -21,6 +21,7 @@ from agents import (
 )
 
 from agentlog.errors import WorkflowDefinitionError
+from agentlog.openai_agents._boundary import boundary
 from agentlog.openai_agents._model import DurableModel
 from agentlog.openai_agents._tools import durable_tool
 from agentlog.runtime import RetryPolicy, StepContext
@@ -35,6 +36,8 @@ class DurableAgents:
     Each agent reachable from the first (through handoffs, in cycles too) is
     copied once: its model becomes a :class:`DurableModel` and each function
     tool's invocation a task. The caller's agents are left as they were.
+    With ``segment``, only that agent is made durable: any other agent is a
+    :func:`boundary` copy, whose first model call ends the step's segment.
     """
 
     def __init__(
@@ -43,17 +46,28 @@ class DurableAgents:
         provider: ModelProvider,
         model_retry: RetryPolicy | None,
         tool_retry: RetryPolicy | None,
+        segment: Agent[Any] | None = None,
     ) -> None:
         self._ctx, self._provider = ctx, provider
         self._model_retry, self._tool_retry = model_retry, tool_retry
+        self._segment = segment
         self._copies: dict[int, Agent[Any]] = {}
+        self._models: list[DurableModel] = []
+
+    @property
+    def model_calls(self) -> int:
+        """The model calls the durable copies made (or replayed) so far."""
+        return sum(model.calls for model in self._models)
 
     def agent(self, agent: Agent[Any]) -> Agent[Any]:
         """The durable copy of ``agent`` (the same copy on every call)."""
         done = self._copies.get(id(agent))
         if done is not None:
             return done
-        _check(agent)
+        if self._segment is not None and agent is not self._segment:
+            self._copies[id(agent)] = boundary(agent)
+            return self._copies[id(agent)]
+        check_agent(agent)
         model = agent.model
         inner = model if isinstance(model, Model) else self._provider.get_model(model)
         durable = agent.clone(model=self.model(inner, agent.name))
@@ -64,7 +78,9 @@ class DurableAgents:
 
     def model(self, inner: Model, agent: str) -> DurableModel:
         """``inner`` with each call recorded as a task named for ``agent``."""
-        return DurableModel(self._ctx, inner, agent, self._model_retry)
+        model = DurableModel(self._ctx, inner, agent, self._model_retry)
+        self._models.append(model)
+        return model
 
     def _tool(self, tool: Any) -> Any:
         """A function tool whose invocation is a task; any other tool as it is."""
@@ -86,7 +102,7 @@ class DurableAgents:
         return durable
 
 
-def _check(agent: Agent[Any]) -> None:
+def check_agent(agent: Agent[Any]) -> None:
     """Refuse what would run again, unrecorded, each time the step replays.
 
     Raises:

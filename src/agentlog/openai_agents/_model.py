@@ -37,6 +37,11 @@ class DurableModel(Model):
         self._name = f"{MODEL_TASK}:{agent}"
         self._calls = 0  # this model's calls in this execution of the step
 
+    @property
+    def calls(self) -> int:
+        """This model's calls (recorded or replayed) in this execution of the step."""
+        return self._calls
+
     async def get_response(
         self,
         system_instructions: str | None,

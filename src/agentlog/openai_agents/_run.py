@@ -70,9 +70,19 @@ async def run_agent(
     config = run_config or RunConfig(tracing_disabled=True)
     check_model_settings(config.model_settings, "run_config")
     agents = DurableAgents(ctx, config.model_provider, model_retry, tool_retry)
-    config = _durable_config(config, agents)
+    config = durable_config(config, agents)
     start = agents.agent(agent)
     options: dict[str, Any] = {"context": context, "max_turns": max_turns, "run_config": config}
+    return await run_with_approvals(ctx, start, input, options)
+
+
+async def run_with_approvals(
+    ctx: StepContext[Any],
+    start: Agent[Any],
+    input: str | list[TResponseInputItem],
+    options: dict[str, Any],
+) -> RunResult:
+    """``Runner.run``, each approval it stops for asked as an interrupt of ``ctx``."""
     result = await Runner.run(start, input, **options)
     while result.interruptions:
         state = result.to_state()
@@ -85,7 +95,7 @@ async def run_agent(
     return result
 
 
-def _durable_config(config: RunConfig, agents: DurableAgents) -> RunConfig:
+def durable_config(config: RunConfig, agents: DurableAgents) -> RunConfig:
     """``config`` with its run-wide model (if any) made durable."""
     if config.model is None:
         return config
