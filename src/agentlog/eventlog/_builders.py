@@ -172,9 +172,19 @@ def build_payload(cls: type[EventData], fields: dict[str, Any]) -> tuple[EventDa
     return data, (check_fields(data) if suspect else "")
 
 
-_set_run, _set_seq, _set_data, _set_ts, _set_epoch, _set_v, _set_sealed, _set_bad = (
+_set_run, _set_seq, _set_data, _set_ts, _set_epoch, _set_v, _set_sealed, _set_bad, _set_packed = (
     Event.__dict__[name].__set__
-    for name in ("run_id", "seq", "data", "ts", "writer_epoch", "schema_v", "sealed", "unreadable")
+    for name in (
+        "run_id",
+        "seq",
+        "data",
+        "ts",
+        "writer_epoch",
+        "schema_v",
+        "sealed",
+        "unreadable",
+        "packed",
+    )
 )
 
 
@@ -198,4 +208,5 @@ def build_event(
     _set_v(event, SCHEMA_V)
     _set_sealed(event, sealed)
     _set_bad(event, unreadable)
+    _set_packed(event, None)  # the stored bytes may be of an older schema: packed again
     return event

@@ -233,9 +233,11 @@ def stored_payloads(cipher: PayloadCipher | None, events: Sequence[Event]) -> li
     metadata are packed straight from the payload object. The bytes are
     those :func:`stored_payload` makes (a fresh nonce each).
     """
-    if cipher is None:
+    if cipher is None:  # the writer's bytes when it packed them (Event.packed)
         return [
-            stored_payload(None, e.data.to_dict(), e.run_id, e.seq, e.type, sealed=e.sealed)
+            e.packed
+            if e.packed is not None and e.sealed is None
+            else stored_payload(None, e.data.to_dict(), e.run_id, e.seq, e.type, sealed=e.sealed)
             for e in events
         ]
     out: list[bytes] = []

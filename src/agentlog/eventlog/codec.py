@@ -211,7 +211,19 @@ def _build_payload(
     return data
 
 
+#: The first byte of a msgpack array of 7 items (a fixarray): the envelope's.
+_ENVELOPE_HEAD = b"\x97"
+
+
 def _envelope(event: Event, cipher: PayloadCipher | None) -> bytes:
+    if event.packed is not None and cipher is None and event.sealed is None:
+        # The payload as the writer packed it: the 6 items before it, then its bytes,
+        # under a 7-item header (a fixarray's first byte is 0x90 | its size).
+        head = pack(
+            [event.run_id, event.seq, event.type, event.ts, event.schema_v, event.writer_epoch],
+            path=f"{event.type}",
+        )
+        return b"".join((_ENVELOPE_HEAD, head[1:], event.packed))
     fields = store_fields(
         cipher, event.data.to_dict(), event.run_id, event.seq, event.type, sealed=event.sealed
     )

@@ -117,6 +117,12 @@ class Event:
     #: Why the content could not be opened here (no key store, shredded...):
     #: its content fields are None, and folding the event raises this.
     unreadable: Exception | None = field(default=None, compare=False, repr=False)
+    #: The payload's msgpack bytes (the map of its fields) as the run's writer
+    #: packed them to check it (:meth:`~agentlog.runtime._writer.RunWriter.emit`),
+    #: stored as they are by a log that stores clear payloads, so that each
+    #: event is packed once. Not an argument: the writer sets it on the events
+    #: it makes, and a copy made with ``dataclasses.replace`` has none.
+    packed: bytes | None = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def type(self) -> str:

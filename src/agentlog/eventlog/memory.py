@@ -72,7 +72,8 @@ class MemoryEventLog(IndexedEventLog):
         info = self._runs.get(run_id) or RunInfo(run_id)
         check_next(run_id, info.last_seq, first_seq, epoch, info.writer_epoch)
         for event in events:  # the same serializability check the real stores make
-            encode_payload(event.data)
+            if event.packed is None:  # else the writer packed it already
+                encode_payload(event.data)
             if event.ts.tzinfo is None:
                 raise NotSerializableError(f"{event.type} seq {event.seq} ts", "naive datetime")
         # Stored timestamps read back as UTC, as they do from the real stores.

@@ -127,6 +127,7 @@ class RunWriter:
         # list, a datetime becomes UTC, a view becomes a plain dict or list.
         data = decode_payload(data.type, SCHEMA_V, raw, run_id=self.state.run_id)
         event = Event(self.state.run_id, self.state.seq + 1, data, utcnow(), self.epoch)
+        object.__setattr__(event, "packed", raw)  # the log stores these bytes: packed once
         apply(self.state, event, self._reducers)
         self._buffer.append(event)
         if self.observe is not None:
