@@ -29,7 +29,6 @@ from typing import Any, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
-from opentelemetry.metrics import _internal as _metrics_globals
 from opentelemetry.trace import Link, Span, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -77,24 +76,22 @@ _POINTS: dict[type[EventData], str] = {
 }
 
 
-def _no_global_providers() -> bool:
-    """Whether neither a global tracer provider nor a global meter provider is set.
+#: Where the API's own providers (proxies and no-op ones) are defined.
+_API_MODULES = ("opentelemetry.trace", "opentelemetry.metrics")
 
-    Until one is, the API's proxies (``ProxyTracer``, the proxy meter's
-    instruments) forward to no-op ones: a span is the invalid one and a
-    measurement goes nowhere. The proxies look at the same module globals on
-    each call and forward from the first call after a provider is set, so
-    reading them here (a global look-up, not ``get_tracer_provider()``, which
-    reads ``os.environ`` each call) picks up a provider configured later
-    exactly as they do. A provider named by the environment
-    (``OTEL_PYTHON_TRACER_PROVIDER``) is set when :class:`OpenTelemetry` is
-    made (its ``get_tracer`` loads it).
+
+def _api_own_providers() -> bool:
+    """Whether the global tracer and meter providers are still the API's own.
+
+    Until an application sets a provider (the SDK's, a vendor's), the API
+    hands out its proxies, which forward to no-op tracers and meters: a span
+    is the invalid one and a measurement goes nowhere. Read through the
+    public getters (``get_tracer_provider`` reads ``os.environ`` on each
+    call, about 1 to 2 µs), so this is asked once per run a process drives,
+    not per step.
     """
-    return trace._TRACER_PROVIDER is None and _metrics_globals._METER_PROVIDER is None
-
-
-#: Whether this opentelemetry-api has the globals read above (else: always measure).
-_KNOWS_GLOBALS = hasattr(trace, "_TRACER_PROVIDER") and hasattr(_metrics_globals, "_METER_PROVIDER")
+    providers = (trace.get_tracer_provider(), metrics.get_meter_provider())
+    return all(type(p).__module__.startswith(_API_MODULES) for p in providers)
 
 
 #: The attempt of a step or task that nothing measures (the base class's).
@@ -138,9 +135,12 @@ class OpenTelemetry(Telemetry):
         self._tracer = trace.get_tracer("agentlog", __version__, tracer_provider=tracer_provider)
         #: On the global providers, which may be the API's no-op proxies: while no
         #: provider is set, a step or task attempt is not measured at all (issue 23:
-        #: its span, attributes and histogram cost 3 to 6 µs a step for nothing),
-        #: and the first attempt after one is set is. Given providers are always used.
-        self._on_globals = _KNOWS_GLOBALS and tracer_provider is None and meter_provider is None
+        #: its span, attributes and histogram cost 3 to 6 µs a step for nothing).
+        #: Asked again when a run starts and when a process starts driving one, so
+        #: a provider set later is used from the next run. Given providers are
+        #: always used.
+        self._on_globals = tracer_provider is None and meter_provider is None
+        self._idle = self._on_globals and _api_own_providers()
         meter = metrics.get_meter("agentlog", __version__, meter_provider=meter_provider)
         self._started = meter.create_counter("agentlog.runs.started", "{run}", "Runs started")
         self._ended = {
@@ -171,6 +171,7 @@ class OpenTelemetry(Telemetry):
         )
 
     def started(self, run_id: str, workflow: str) -> dict[str, Any]:
+        self._idle = self._on_globals and _api_own_providers()
         attributes = {RUN_ID: run_id, WORKFLOW: workflow}
         span = self._tracer.start_span(f"agentlog.start {workflow}", attributes=attributes)
         span.end()
@@ -186,6 +187,7 @@ class OpenTelemetry(Telemetry):
         return self._run(driving, state, worker)
 
     async def _run(self, driving: Coroutine[Any, Any, T], state: RunState, worker: str) -> T:
+        self._idle = self._on_globals and _api_own_providers()
         caller = trace.get_current_span().get_span_context()
         parent = stored_context(state)
         links = [Link(caller)] if caller.is_valid and not _in_trace(caller, parent) else None
@@ -221,7 +223,7 @@ class OpenTelemetry(Telemetry):
     def step(
         self, state: RunState, step: str, superstep: int, branch: int, attempt: int
     ) -> Attempt:
-        if self._on_globals and _no_global_providers():  # nothing would be recorded
+        if self._idle:  # no provider is set: nothing would be recorded
             return _UNMEASURED
         attributes: dict[str, str | int] = {
             RUN_ID: state.run_id,
@@ -236,7 +238,7 @@ class OpenTelemetry(Telemetry):
         return _Attempt(span, self._step_seconds, measured, (state, superstep, branch))
 
     def task(self, state: RunState, step: str, name: str, key: str, attempt: int) -> Attempt:
-        if self._on_globals and _no_global_providers():
+        if self._idle:
             return _UNMEASURED
         attributes: dict[str, str | int] = {
             RUN_ID: state.run_id,
