@@ -123,21 +123,22 @@ async def test_a_task_split_across_passes_and_the_hot_log(
     events = await record_run(hot, "split", end=None, tag=5, steps=2)
     epoch, seq = events[0].writer_epoch, len(events)
     late = T0 + timedelta(minutes=5)
-    started = TaskStarted("k-split", "fetch", "late", 9, 0, 0)
-    await hot.append([Event("split", seq + 1, started, late, epoch)])
-    await Archiver(hot, store, _IDLE).run(now=NOW)  # idle: archived, kept hot (live lease)
-    rest = [
+    first = [
+        TaskStarted("k-split", "fetch", "late", 9, 0, 0),
         TaskFailed("k-split", "TimeoutError: again", 1, 0.0),
+    ]
+    rest = [
         TaskStarted("k-split", "fetch", "late", 9, 0, 0, attempt=2),
         TaskCompleted("k-split", {"ok": True}, 0.0),
         RunCompleted({"answer": 1}),
     ]
-    await hot.append(
-        [
-            Event("split", seq + 2 + i, data, late + timedelta(seconds=10 * (i + 1)), epoch)
-            for i, data in enumerate(rest)
-        ]
-    )
+    appended = [
+        Event("split", seq + 1 + i, data, late + timedelta(seconds=10 * i), epoch)
+        for i, data in enumerate(first + rest)
+    ]
+    await hot.append(appended[:2])
+    await Archiver(hot, store, _IDLE).run(now=NOW)  # idle: archived, kept hot (live lease)
+    await hot.append(appended[2:])
     view, grouped = await _both(store, hot)  # one file and the hot log
     assert view == grouped
     split = [row for row in view if row[1] == "k-split"]
