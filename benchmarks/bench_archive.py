@@ -335,7 +335,9 @@ def sql_query_rows(store: ArchiveStore, target: str, repeat: int = 5) -> tuple[l
             samples = time_calls(
                 lambda sql=sql, params=params: db.arrow(sql, params), repeat=repeat, warmup=1
             )
-            rows.append(row_from_samples(AREA, f"sql {name}", samples, events=n, target=target_text))
+            rows.append(
+                row_from_samples(AREA, f"sql {name}", samples, events=n, target=target_text)
+            )
     finally:
         db.close()
     return rows, n
