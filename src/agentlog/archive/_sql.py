@@ -10,7 +10,8 @@ Views:
 * ``runs``: one row per run: workflow, version, status, steps, events,
   started, ended, duration (seconds, a DOUBLE; NULL until the run ends), error.
 * ``tasks``: one row per side effect (run_id, key): name, step, attempts,
-  status, started, ended, duration_ms, error.
+  status, started, ended, duration_ms, error. Read from the archive's tasks
+  tables, not its events (:mod:`agentlog.archive._tasks_table`).
 * ``interrupts``: one row per interrupt: what was asked, when, what was
   answered, and how long it waited (``waited``, seconds as a DOUBLE; NULL
   while it still waits).
