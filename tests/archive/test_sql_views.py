@@ -1,4 +1,4 @@
-"""The SQL views' plans: what a query over a view costs, pinned by counting scans."""
+"""The SQL views' plans: what a query over a view reads, pinned by its scans."""
 
 from __future__ import annotations
 
@@ -12,19 +12,22 @@ from tests.archive.helpers import T0, record_run
 from tests.support.archive import NOW
 
 
-def _operators(plan: Any) -> list[str]:
-    """Every operator's name in a JSON query plan, depth first."""
+def _parquet_scans(plan: Any) -> list[str]:
+    """The projected columns of each Parquet scan of a JSON query plan, as text."""
     if isinstance(plan, list):
-        return [name for node in plan for name in _operators(node)]
-    return [str(plan.get("name", "")), *_operators(plan.get("children", []))]
+        return [scan for node in plan for scan in _parquet_scans(node)]
+    own = []
+    if plan.get("name") == "READ_PARQUET":
+        own = [json.dumps(plan.get("extra_info", {}).get("Projections", []))]
+    return own + _parquet_scans(plan.get("children", []))
 
 
-async def test_tasks_view_reads_the_events_once(
+async def test_tasks_view_reads_the_tasks_tables_not_the_events(
     hot: SqliteEventLog, store: LocalArchiveStore
 ) -> None:
-    """The ``tasks`` view groups a task's starts and outcome in one scan, with no
-    join (issue 23: two scans joined on run id and task key made its p95 query
-    the slowest of the SQL rows), and still says what the join said."""
+    """The ``tasks`` view reads the archive's tasks tables, never its events
+    files (issue 23: grouping every event made its p95 query 7.9 s at 10M
+    events), and a run still hot merges in; it still says what grouping said."""
     await record_run(hot, "ok", tag=1, steps=3)
     await record_run(hot, "bad", end="failed", tag=2, steps=2)
     events = await record_run(hot, "open", end=None, tag=3, steps=1)
@@ -36,10 +39,8 @@ async def test_tasks_view_reads_the_events_once(
             "EXPLAIN (FORMAT JSON) SELECT name, quantile_cont(duration_ms, 0.95) FROM tasks "
             "GROUP BY name"
         ).fetchall()
-        operators = _operators(json.loads(plan))
-        scans = operators.count("READ_PARQUET")
-        joins = [name for name in operators if "JOIN" in name]
-        assert (scans, joins) == (1, []), f"{scans} scans of the archive, joins {joins}: {plan}"
+        scans = _parquet_scans(json.loads(plan))
+        assert scans and all("type" not in columns for columns in scans), plan
         rows = db.sql(
             "SELECT run_id, key, name, step, attempts, status, duration_ms, error FROM tasks "
             "ORDER BY run_id, started, key"

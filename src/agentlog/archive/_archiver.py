@@ -7,7 +7,8 @@ One pass (:meth:`Archiver.run`):
 2. Plan: every hot run that is completed, failed or cancelled, or idle past
    its policy's window, with events the archive does not hold yet.
 3. For each chunk of runs (grouped by workflow and day): read their events,
-   write one Parquet file (confirmed), then its manifest entry (confirmed).
+   write one Parquet file and its tasks table (:mod:`agentlog.archive._tasks_table`)
+   (confirmed), then its manifest entry (confirmed).
 4. Only then prune those runs from the hot log, as their policy says, and
    only if nothing was appended to them meanwhile. A pruned run keeps its
    index row as a tombstone (``RunInfo.archived``): its id stays taken, and
@@ -47,12 +48,12 @@ import pyarrow.compute as pc
 from agentlog._logging import get_logger
 from agentlog.archive._errors import ArchiveCorruptError, RunNotArchivableError
 from agentlog.archive._parquet import (
-    MANIFEST_PREFIX,
     Manifest,
     ManifestEntry,
     Segment,
     encode_parquet,
     file_key,
+    remove_orphans,
 )
 from agentlog.archive._retention import (
     RetentionMode,
@@ -63,6 +64,7 @@ from agentlog.archive._retention import (
 from agentlog.archive._rows import Columns
 from agentlog.archive._run_read import RunRead
 from agentlog.archive._store import ArchiveStore
+from agentlog.archive._tasks_table import encode_tasks, tasks_key
 from agentlog.errors import EventLogError, ReplayError, RunArchivedError
 from agentlog.eventlog._base import EventLog, RunInfo
 from agentlog.eventlog._indexed import IndexedEventLog
@@ -240,7 +242,7 @@ class Archiver:
                 dry_run=True,
                 run_ids=tuple(p.run_id for p in to_write),
             )
-        orphans = await asyncio.to_thread(_remove_orphans, self.store, manifest)
+        orphans = await asyncio.to_thread(remove_orphans, self.store, manifest)
         files = bytes_before = bytes_after = runs_done = events_done = pruned = 0
         for plan in (p for p in plans if not p.events):  # confirmed by an earlier pass
             pruned += await self._prune(plan, manifest)
@@ -317,7 +319,7 @@ class Archiver:
         previous = [manifest.latest(plan.run_id) for plan in chunk]
         cipher, where = self.log.cipher, self.log.url
 
-        def encode() -> tuple[bytes, int, int, list[Segment]]:
+        def encode() -> tuple[bytes, bytes, int, int, list[Segment]]:
             columns = Columns()
             segments = [
                 read.add_to(columns, before, cipher=cipher, where=where)
@@ -328,14 +330,16 @@ class Archiver:
             envelope = sum(len(r) for r in columns.run_ids) + _ENVELOPE_BYTES * len(columns)
             return (
                 encode_parquet(table, row_group_size=self.config.row_group_size),
+                encode_tasks(table, row_group_size=self.config.row_group_size),
                 len(table),
                 payload_bytes + envelope,
                 segments,
             )
 
-        raw, rows, hot_bytes, segments = await asyncio.to_thread(encode)
+        raw, tasks_raw, rows, hot_bytes, segments = await asyncio.to_thread(encode)
         key = file_key(workflow, day, segments)
         await asyncio.to_thread(self.store.put, key, raw)
+        await asyncio.to_thread(self.store.put, tasks_key(key), tasks_raw)
         entry = ManifestEntry(
             file=key,
             rows=rows,
@@ -344,6 +348,7 @@ class Archiver:
             day=day,
             created_at=now.isoformat(),
             segments=tuple(segments),
+            tasks_file=tasks_key(key),
         )
         # The entry is what makes the file count; it is written only after the file is confirmed.
         await asyncio.to_thread(self.store.put, entry.key, entry.to_json())
@@ -456,6 +461,8 @@ class Archiver:
             # Entry first: a crash in between leaves an orphan file, never a dangling entry.
             self.store.delete(entry.key)
             self.store.delete(entry.file)
+            if entry.tasks_file:
+                self.store.delete(entry.tasks_file)
             manifest.remove(entry.file)
             expired += 1
             _log.info("expired archive file", file=entry.file, ttl=format_duration(policy.ttl))
@@ -482,16 +489,3 @@ def _reason(info: RunInfo, policy: RetentionPolicy, now: datetime) -> str | None
 def _day(info: RunInfo) -> str:
     when = info.started_at or info.updated_at
     return when.date().isoformat() if when else "unknown"
-
-
-def _remove_orphans(store: ArchiveStore, manifest: Manifest) -> int:
-    removed = 0
-    for key in store.list():
-        name = key.rsplit("/", 1)[-1]
-        if key.startswith(MANIFEST_PREFIX) and not name.startswith(".tmp-"):
-            continue
-        if (key.endswith(".parquet") and key not in manifest.entries) or name.startswith(".tmp-"):
-            store.delete(key)
-            removed += 1
-            _log.info("removed orphan archive file", file=key)
-    return removed

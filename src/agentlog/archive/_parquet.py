@@ -43,6 +43,7 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from agentlog._logging import get_logger
 from agentlog.archive._errors import ArchiveCorruptError
 from agentlog.archive._rows import (
     EVENT_SCHEMA,
@@ -68,9 +69,12 @@ __all__ = [
     "events_to_table",
     "file_key",
     "payload_json",
+    "remove_orphans",
     "row_json",
     "table_to_events",
 ]
+
+_log = get_logger("agentlog.archive")
 
 #: Where manifest entries live, one JSON object per archive file.
 MANIFEST_PREFIX = "_manifest/"
@@ -191,6 +195,9 @@ class ManifestEntry:
     day: str
     created_at: str
     segments: tuple[Segment, ...]
+    tasks_file: str = ""
+    """The file's tasks table (:mod:`agentlog.archive._tasks_table`); "" for a
+    file archived before tasks tables existed."""
 
     @property
     def key(self) -> str:
@@ -256,6 +263,10 @@ class Manifest:
             else:
                 self.segments.pop(seg.run_id, None)
 
+    def data_files(self) -> set[str]:
+        """The keys of every confirmed file: events files and their tasks tables."""
+        return {*self.entries, *(e.tasks_file for e in self.entries.values() if e.tasks_file)}
+
     def archived_upto(self, run_id: str) -> int:
         """The last seq of the run that the archive holds (0 if none)."""
         segs = self.segments.get(run_id)
@@ -277,3 +288,17 @@ def check_parquet(raw: bytes, location: str) -> None:
         pq.ParquetFile(pa.BufferReader(raw))
     except (pa.ArrowException, AgentlogError, OSError) as exc:
         raise ArchiveCorruptError(location, str(exc)) from exc
+
+
+def remove_orphans(store: ArchiveStore, manifest: Manifest) -> int:
+    """Delete the files no manifest entry names (a crashed pass's); how many."""
+    removed, confirmed = 0, manifest.data_files()
+    for key in store.list():
+        name = key.rsplit("/", 1)[-1]
+        if key.startswith(MANIFEST_PREFIX) and not name.startswith(".tmp-"):
+            continue
+        if (key.endswith(".parquet") and key not in confirmed) or name.startswith(".tmp-"):
+            store.delete(key)
+            removed += 1
+            _log.info("removed orphan archive file", file=key)
+    return removed

@@ -10,7 +10,8 @@ Views:
 * ``runs``: one row per run: workflow, version, status, steps, events,
   started, ended, duration (seconds, a DOUBLE; NULL until the run ends), error.
 * ``tasks``: one row per side effect (run_id, key): name, step, attempts,
-  status, started, ended, duration_ms, error.
+  status, started, ended, duration_ms, error. Read from the archive's tasks
+  tables, not its events (:mod:`agentlog.archive._tasks_table`).
 * ``interrupts``: one row per interrupt: what was asked, when, what was
   answered, and how long it waited (``waited``, seconds as a DOUBLE; NULL
   while it still waits).
@@ -59,6 +60,7 @@ from agentlog.archive._sql_sealed import SealedRowOpener, events_view
 from agentlog.archive._sql_values import python_rows
 from agentlog.archive._sql_views import VIEW_DDL, VIEWS
 from agentlog.archive._store import ArchiveStore
+from agentlog.archive._tasks_table import TASKS_SCHEMA, tasks_ddl
 from agentlog.crypto import KeyStore, PayloadCipher
 from agentlog.errors import RunArchivedError
 from agentlog.eventlog._base import EventReader
@@ -291,6 +293,12 @@ class SqlSource:
     """The manifest's Parquet files, as DuckDB reads them (paths or s3:// URLs)."""
     hot: pa.Table
     """The hot events not archived yet, as rows of the ``events`` view."""
+    tables: tuple[str, ...] = ()
+    """The tasks table beside each of :attr:`files`, or "" where there is none
+    (a file archived before tasks tables existed); empty: none has one."""
+    split_runs: tuple[str, ...] = ()
+    """The runs whose tasks are in more than one place (several files, or hot
+    events too): the ``tasks`` view merges their parts."""
 
 
 class _Recorder:
@@ -308,12 +316,20 @@ async def sql_source(store: ArchiveStore | None, log: EventReader | None) -> Sql
     recorder = _Recorder()
     manifest = Manifest()
     files: list[str] = []
+    tables: list[str] = []
     if store is not None:
         store.configure_duckdb(recorder)
         manifest = Manifest.load(store)
-        files = [store.location(key) for key in sorted(manifest.entries)]
+        for key in sorted(manifest.entries):
+            tasks = manifest.entries[key].tasks_file
+            files.append(store.location(key))
+            tables.append(store.location(tasks) if tasks else "")
     hot = await _hot_table(log, manifest) if log is not None else EVENT_SCHEMA.empty_table()
-    return SqlSource(tuple(recorder.statements), tuple(files), hot)
+    split = {run for run, segs in manifest.segments.items() if len(segs) > 1}
+    split.update(hot.column("run_id").unique().to_pylist())
+    return SqlSource(
+        tuple(recorder.statements), tuple(files), hot, tuple(tables), tuple(sorted(split))
+    )
 
 
 def sql_cipher(
@@ -371,18 +387,16 @@ def connect(
         for statement in source.setup:
             conn.execute(statement)
         conn.register("_hot_events", source.hot)
-        if source.files:
-            listed = ", ".join("'" + f.replace("'", "''") + "'" for f in source.files)
-            conn.execute(
-                "CREATE VIEW _archived_events AS SELECT * FROM "
-                f"read_parquet([{listed}], hive_partitioning=false)"
-            )
-        else:
-            conn.register("_archived_events", EVENT_SCHEMA.empty_table())
+        tables = source.tables or ("",) * len(source.files)
+        untabled = tuple(f for f, t in zip(source.files, tables, strict=True) if not t)
+        _parquet_view(conn, "_archived_events", source.files, EVENT_SCHEMA)
+        _parquet_view(conn, "_untabled_events", untabled, EVENT_SCHEMA)
+        _parquet_view(conn, "_task_rows", tuple(t for t in tables if t), TASKS_SCHEMA)
+        conn.register("_split_runs", pa.table({"run_id": pa.array(source.split_runs, pa.string())}))
         opener = events_view(conn, cipher)
-        for ddl in VIEW_DDL:
+        for ddl in (*VIEW_DDL, *tasks_ddl(opener is not None, bool(source.split_runs))):
             conn.execute(ddl)
-        _lock_down(conn, source.files)
+        _lock_down(conn, source.files + tuple(t for t in tables if t))
         limit = memory_limit or str(
             conn.sql("SELECT current_setting('memory_limit')").fetchall()[0][0]
         )
@@ -393,6 +407,17 @@ def connect(
         conn.close()
         raise
     return ArchiveSQL(conn, len(source.files), len(source.hot), opener, memory_limit=limit)
+
+
+def _parquet_view(conn: Any, name: str, files: tuple[str, ...], schema: pa.Schema) -> None:
+    """``name``: the rows of the Parquet ``files``, or an empty table of ``schema``."""
+    if not files:
+        conn.register(name, schema.empty_table())
+        return
+    listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+    conn.execute(
+        f"CREATE VIEW {name} AS SELECT * FROM read_parquet([{listed}], hive_partitioning=false)"
+    )
 
 
 def _lock_down(conn: Any, files: tuple[str, ...]) -> None:

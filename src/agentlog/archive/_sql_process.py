@@ -128,6 +128,8 @@ class QueryProcess:
             threads=threads,
             setup=list(source.setup),
             files=list(source.files),
+            tables=list(source.tables),
+            split_runs=list(source.split_runs),
             hot=_ipc(source.hot),
             keys=cipher.keys.store.description if cipher is not None else None,
             limit=limit,

@@ -1,8 +1,9 @@
 """The DDL of the views of :mod:`agentlog.archive._sql` over the ``events`` view.
 
-``runs``, ``tasks``, ``interrupts``, ``checkpoints`` and ``checkpoint_writes``
-are folded out of ``events`` by SQL alone; :data:`VIEW_DDL` creates them in
-order. The columns are described in :mod:`agentlog.archive._sql`.
+``runs``, ``interrupts``, ``checkpoints`` and ``checkpoint_writes`` are
+folded out of ``events`` by SQL alone; :data:`VIEW_DDL` creates them in
+order. ``tasks`` reads the archive's small tasks tables instead
+(:mod:`agentlog.archive._tasks_table`). The columns are described in :mod:`agentlog.archive._sql`.
 """
 
 from __future__ import annotations
@@ -34,30 +35,6 @@ SELECT run_id,
            'RunFailed', 'RunCancelled'))) / 1e6 AS duration,
        arg_max(payload_json ->> 'error', seq) FILTER (WHERE type = 'RunFailed') AS error
 FROM events GROUP BY run_id
-"""
-
-# One pass: a task's start(s) and its outcome are grouped together by
-# (run_id, task_key) in a single scan and aggregation. Two aggregations joined
-# on those two strings cost twice the scan and a hash join (issue 23); a task
-# that never started (no TaskStarted) is left out, as the join left it out.
-_TASKS = """
-CREATE VIEW tasks AS
-SELECT run_id, task_key AS key,
-       any_value(task_name) FILTER (WHERE type = 'TaskStarted') AS name,
-       any_value(step) FILTER (WHERE type = 'TaskStarted') AS step,
-       count(*) FILTER (WHERE type = 'TaskStarted') AS attempts,
-       CASE arg_max(type, seq) FILTER (WHERE type <> 'TaskStarted')
-            WHEN 'TaskCompleted' THEN 'completed' WHEN 'TaskFailed' THEN 'failed'
-            ELSE 'pending' END AS status,
-       min(ts) FILTER (WHERE type = 'TaskStarted') AS started,
-       max(ts) FILTER (WHERE type <> 'TaskStarted') AS ended,
-       coalesce(nullif(arg_max(duration_ms, seq) FILTER (WHERE type <> 'TaskStarted'), 0),
-                date_diff('microsecond', min(ts) FILTER (WHERE type = 'TaskStarted'),
-                          max(ts) FILTER (WHERE type <> 'TaskStarted')) / 1000.0) AS duration_ms,
-       arg_max(payload_json ->> 'error', seq) FILTER (WHERE type = 'TaskFailed') AS error
-FROM events WHERE type IN ('TaskStarted', 'TaskCompleted', 'TaskFailed')
-GROUP BY run_id, task_key
-HAVING count(*) FILTER (WHERE type = 'TaskStarted') > 0
 """
 
 _INTERRUPTS = """
@@ -114,5 +91,6 @@ SELECT thread_id, ns, checkpoint_id, task_id, task_path, w ->> 0 AS channel,
 FROM saved
 """
 
-#: The statements that create every view but ``events``, in order.
-VIEW_DDL = (_RUNS, _TASKS, _INTERRUPTS, _CHECKPOINTS, _CHECKPOINT_WRITES)
+#: The statements that create every view but ``events`` and ``tasks``
+#: (:func:`agentlog.archive._tasks_table.tasks_ddl`), in order.
+VIEW_DDL = (_RUNS, _INTERRUPTS, _CHECKPOINTS, _CHECKPOINT_WRITES)

@@ -115,7 +115,13 @@ def _run(conn: Connection, request: dict[str, Any]) -> None:
     try:
         cipher = PayloadCipher(DataKeyCache(_PipeKeys(conn, keys))) if keys else None
         rows = pa.ipc.open_stream(hot).read_all()
-        source = SqlSource(tuple(request["setup"]), tuple(request["files"]), rows)
+        source = SqlSource(
+            tuple(request["setup"]),
+            tuple(request["files"]),
+            rows,
+            tuple(request["tables"]),
+            tuple(request["split_runs"]),
+        )
         db = connect(
             source, cipher, memory_limit=request["memory_limit"], threads=request["threads"]
         )
