@@ -154,4 +154,21 @@ def recorded_error(failed: TaskFailed, modules: Collection[str] = ()) -> Excepti
         name, _, message = failed.error.partition(": ")
         failure = {"module": "builtins", "type": f"builtins.{name}", "message": message}
     rebuilt = rebuild(failure, modules)
+    if rebuilt is None and failure.get("module") == "__main__":
+        rebuilt = _from_script(failure, modules)
     return rebuilt if rebuilt is not None else RecordedTaskError(failed.error)
+
+
+def _from_script(failure: dict[str, Any], modules: Collection[str]) -> Exception | None:
+    """A class recorded by a program run as a script (``python billing.py``:
+    its module was ``__main__``), rebuilt from the same file loaded here as a
+    module (``verify --app billing:wf``): the same qualified name in one of
+    the workflow's ``modules``, by the same allow-list."""
+    qualname = str(failure.get("type", "")).removeprefix("__main__.")
+    for module in modules:
+        if module == "__main__":
+            continue
+        found = rebuild({**failure, "module": module, "type": f"{module}.{qualname}"}, modules)
+        if found is not None:
+            return found
+    return None
