@@ -52,6 +52,11 @@ async def test_keys_reach_the_query_process_over_its_socket_only(
     process = QueryProcess()
     try:
         seen = psutil.Process(process.pid)
+        # Between fork and exec the child still shows the parent's command line
+        # (or none): wait for the worker's own, then look at it and its environment.
+        wait_until(
+            lambda: "agentlog.archive._sql_worker" in seen.cmdline(), "the worker has exec'd"
+        )
         assert ENV_VAR not in seen.environ()
         assert seen.cmdline()[-2:] == ["agentlog.archive._sql_worker", seen.cmdline()[-1]]
         assert seen.cmdline()[-1].isdigit()  # only the socket's number
