@@ -8,6 +8,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from benchmarks.bench_archive import GROUPED_TASKS
+
 from agentlog.archive import Archiver, ArchiverConfig, LocalArchiveStore, open_sql
 from agentlog.archive._parquet import MANIFEST_PREFIX, Manifest, ManifestEntry
 from agentlog.archive._retention import RetentionMode, RetentionPolicies, RetentionPolicy
@@ -24,25 +26,9 @@ from tests.archive.helpers import T0, record_run
 from tests.support.archive import NOW
 
 # What the view said when it grouped every task event at query time (before
-# tasks tables): the reference the tables must reproduce.
-GROUPED = """
-SELECT run_id, task_key AS key,
-       any_value(task_name) FILTER (WHERE type = 'TaskStarted') AS name,
-       any_value(step) FILTER (WHERE type = 'TaskStarted') AS step,
-       count(*) FILTER (WHERE type = 'TaskStarted') AS attempts,
-       CASE arg_max(type, seq) FILTER (WHERE type <> 'TaskStarted')
-            WHEN 'TaskCompleted' THEN 'completed' WHEN 'TaskFailed' THEN 'failed'
-            ELSE 'pending' END AS status,
-       min(ts) FILTER (WHERE type = 'TaskStarted') AS started,
-       max(ts) FILTER (WHERE type <> 'TaskStarted') AS ended,
-       coalesce(nullif(arg_max(duration_ms, seq) FILTER (WHERE type <> 'TaskStarted'), 0),
-                date_diff('microsecond', min(ts) FILTER (WHERE type = 'TaskStarted'),
-                          max(ts) FILTER (WHERE type <> 'TaskStarted')) / 1000.0) AS duration_ms,
-       arg_max(payload_json ->> 'error', seq) FILTER (WHERE type = 'TaskFailed') AS error
-FROM events WHERE type IN ('TaskStarted', 'TaskCompleted', 'TaskFailed')
-GROUP BY run_id, task_key
-HAVING count(*) FILTER (WHERE type = 'TaskStarted') > 0
-"""
+# tasks tables): the reference the tables must reproduce (the benchmark times
+# the same SQL against the view).
+GROUPED = GROUPED_TASKS
 
 _COLUMNS = "run_id, key, name, step, attempts, status, started, ended, duration_ms, error"
 _ORDER = " ORDER BY run_id, key"
