@@ -80,17 +80,23 @@ _POINTS: dict[type[EventData], str] = {
 _API_MODULES = ("opentelemetry.trace", "opentelemetry.metrics")
 
 
-def _api_own_providers() -> bool:
-    """Whether the global tracer and meter providers are still the API's own.
+def _api_own_providers(
+    tracer_provider: trace.TracerProvider | None, meter_provider: metrics.MeterProvider | None
+) -> bool:
+    """Whether both providers (None: the global one) are the API's own.
 
     Until an application sets a provider (the SDK's, a vendor's), the API
-    hands out its proxies, which forward to no-op tracers and meters: a span
-    is the invalid one and a measurement goes nowhere. Read through the
-    public getters (``get_tracer_provider`` reads ``os.environ`` on each
-    call, about 1 to 2 µs), so this is asked once per run a process drives,
-    not per step.
+    hands out its proxies, which forward to no-op tracers and meters; its
+    ``NoOpTracerProvider`` and ``NoOpMeterProvider`` do nothing either. With
+    those, a span is the invalid one and a measurement goes nowhere. The
+    global ones are read through the public getters (``get_tracer_provider``
+    reads ``os.environ`` on each call, about 1 to 2 µs), so this is asked
+    once per run a process drives, not per step.
     """
-    providers = (trace.get_tracer_provider(), metrics.get_meter_provider())
+    providers = (
+        tracer_provider if tracer_provider is not None else trace.get_tracer_provider(),
+        meter_provider if meter_provider is not None else metrics.get_meter_provider(),
+    )
     return all(type(p).__module__.startswith(_API_MODULES) for p in providers)
 
 
@@ -133,14 +139,14 @@ class OpenTelemetry(Telemetry):
         meter_provider: metrics.MeterProvider | None = None,
     ) -> None:
         self._tracer = trace.get_tracer("agentlog", __version__, tracer_provider=tracer_provider)
-        #: On the global providers, which may be the API's no-op proxies: while no
-        #: provider is set, a step or task attempt is not measured at all (issue 23:
-        #: its span, attributes and histogram cost 3 to 6 µs a step for nothing).
-        #: Asked again when a run starts and when a process starts driving one, so
-        #: a provider set later is used from the next run. Given providers are
-        #: always used.
-        self._on_globals = tracer_provider is None and meter_provider is None
-        self._idle = self._on_globals and _api_own_providers()
+        #: While both providers are the API's own (its proxies before a global
+        #: provider is set, or its no-op ones), a step or task attempt is not
+        #: measured at all (issue 23: its span, attributes and histogram cost 3 to
+        #: 6 µs a step for nothing). Asked again when a run starts and when a
+        #: process starts driving one, so a global provider set later is used
+        #: from the next run.
+        self._providers = (tracer_provider, meter_provider)
+        self._idle = _api_own_providers(*self._providers)
         meter = metrics.get_meter("agentlog", __version__, meter_provider=meter_provider)
         self._started = meter.create_counter("agentlog.runs.started", "{run}", "Runs started")
         self._ended = {
@@ -171,7 +177,7 @@ class OpenTelemetry(Telemetry):
         )
 
     def started(self, run_id: str, workflow: str) -> dict[str, Any]:
-        self._idle = self._on_globals and _api_own_providers()
+        self._idle = _api_own_providers(*self._providers)
         attributes = {RUN_ID: run_id, WORKFLOW: workflow}
         span = self._tracer.start_span(f"agentlog.start {workflow}", attributes=attributes)
         span.end()
@@ -187,7 +193,7 @@ class OpenTelemetry(Telemetry):
         return self._run(driving, state, worker)
 
     async def _run(self, driving: Coroutine[Any, Any, T], state: RunState, worker: str) -> T:
-        self._idle = self._on_globals and _api_own_providers()
+        self._idle = _api_own_providers(*self._providers)
         caller = trace.get_current_span().get_span_context()
         parent = stored_context(state)
         links = [Link(caller)] if caller.is_valid and not _in_trace(caller, parent) else None
@@ -223,7 +229,7 @@ class OpenTelemetry(Telemetry):
     def step(
         self, state: RunState, step: str, superstep: int, branch: int, attempt: int
     ) -> Attempt:
-        if self._idle:  # no provider is set: nothing would be recorded
+        if self._idle:  # the API's own providers: nothing would be recorded
             return _UNMEASURED
         attributes: dict[str, str | int] = {
             RUN_ID: state.run_id,
