@@ -32,12 +32,30 @@ from agentlog.eventlog._packing import _ext_hook
 from agentlog.eventlog._sealing import SEALED_KEY
 from agentlog.eventlog.events import EVENT_TYPES, SCHEMA_V, Event
 
-__all__ = ["decode_rows"]
+__all__ = ["batch_unpacker", "decode_rows"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _HASH = xxhash.xxh3_64_intdigest
 _SIGNED = 2**63
 _WRAP = 2**64
+
+
+def batch_unpacker(rows: Sequence[Any]) -> msgpack.Unpacker | None:
+    """One Unpacker over the payloads (column 5) of ``rows`` laid end to end,
+    unpacking as the codec unpacks one; None for a batch whose payloads are
+    not all bytes (the caller's slow path names the row)."""
+    try:
+        unpacker = msgpack.Unpacker(
+            raw=False,
+            ext_hook=_ext_hook,
+            timestamp=3,
+            strict_map_key=False,
+            max_buffer_size=2**31 - 1,
+        )
+        unpacker.feed(b"".join([row[5] for row in rows]))
+    except (TypeError, ValueError):
+        return None
+    return unpacker
 
 
 def decode_rows(
@@ -53,16 +71,8 @@ def decode_rows(
     if cipher is not None or not rows:
         return []
     events: list[Event] = []
-    try:
-        unpacker = msgpack.Unpacker(
-            raw=False,
-            ext_hook=_ext_hook,
-            timestamp=3,
-            strict_map_key=False,
-            max_buffer_size=2**31 - 1,
-        )
-        unpacker.feed(b"".join([row[5] for row in rows]))
-    except Exception:  # a column of another type: the slow path names it
+    unpacker = batch_unpacker(rows)
+    if unpacker is None:  # a column of another type: the slow path names it
         return events
     expected, offset = first_seq, 0
     types, append = EVENT_TYPES.get, events.append

@@ -28,11 +28,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import msgpack
-
 from agentlog.crypto import PayloadCipher
 from agentlog.errors import ReplayError
-from agentlog.eventlog._packing import _ext_hook
+from agentlog.eventlog._batch_decode import batch_unpacker
 from agentlog.eventlog._row_format import event_from_row
 from agentlog.eventlog.events import SCHEMA_V
 from agentlog.projector._fold import apply, apply_writes
@@ -111,23 +109,6 @@ def _task(state: RunState, fields: Any) -> bool:
     return True
 
 
-def _unpacker(rows: Sequence[Any]) -> msgpack.Unpacker | None:
-    """One Unpacker over the batch's payloads laid end to end (as the codec
-    unpacks one), or None for a batch whose payloads are not all bytes."""
-    try:
-        unpacker = msgpack.Unpacker(
-            raw=False,
-            ext_hook=_ext_hook,
-            timestamp=3,
-            strict_map_key=False,
-            max_buffer_size=2**31 - 1,
-        )
-        unpacker.feed(b"".join([row[5] for row in rows]))
-    except (TypeError, ValueError):
-        return None
-    return unpacker
-
-
 def fold_rows(
     state: RunState,
     run_id: str,
@@ -145,7 +126,7 @@ def fold_rows(
         ReplayError: as :func:`~agentlog.projector._fold.apply`.
     """
     table = reducers or REDUCERS
-    unpacker = _unpacker(rows) if cipher is None else None
+    unpacker = batch_unpacker(rows) if cipher is None else None
     offset = 0
     for row in rows:
         seq, event_type, schema_v, payload = row[0], row[1], row[3], row[5]
