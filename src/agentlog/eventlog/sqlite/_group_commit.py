@@ -13,15 +13,7 @@ write. The log remembers the run index row its last commit left for each run
 it appends to, so a writer's next append does not read the row again: its
 update of the row is conditional on the epoch and last seq it knows, and that
 condition is the check, in the same transaction (see :func:`_append_one`);
-only when another writer or log came in between is the row read. When several
-appends of the group each follow their run's known row (the steady state of
-many runs in sync durability), they are written together: one conditional
-``UPDATE ... FROM (VALUES ...)`` of their run rows and one multi-row
-``INSERT`` of their events (see :func:`_write_grouped`), instead of two
-statements per append, each a trip into SQLite after which the worker thread
-must take the GIL back from the busy event loop. If any of them finds its row
-or seq moved on, the transaction is rolled back and the whole group written
-again one append at a time as below, so each append still gets its own error. A batch of
+only when another writer or log came in between is the row read. A batch of
 several rows is written under its own SAVEPOINT: a ConflictError
 or FencedError leaves nothing of that append and fails only its caller; the
 others in the group commit. If the transaction itself fails (the
@@ -43,8 +35,7 @@ import asyncio
 import functools
 import sqlite3
 import threading
-from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,10 +50,8 @@ from agentlog.eventlog.sqlite._schema import (
     INSERT_EVENT,
     SELECT_RUN,
     UPSERT_RUN,
-    insert_events_sql,
     update_run_sql,
     update_written_run_sql,
-    update_written_runs_sql,
 )
 
 __all__ = ["GroupCommit", "PendingAppend"]
@@ -179,114 +168,14 @@ def _insert(conn: sqlite3.Connection, append: PendingAppend, last_seq: int | Non
         raise ConflictError(append.events[0].run_id, expected + 1, append.first_seq) from exc
 
 
-#: Runs or event rows per grouped statement: at most 8 parameters a row (an
-#: event; a run row's changed columns are fewer), far below SQLite's 32,766.
-GROUPED_ROWS = 500
-
-
-@dataclass(slots=True, eq=False)
-class _Planned:
-    """An append that follows its run's known row, planned for :func:`_write_grouped`."""
-
-    index: int
-    append: PendingAppend
-    last_seq: int
-    after: Known
-    changed: tuple[int, ...]
-
-
-def _plan(group: list[PendingAppend], known: dict[str, Known]) -> list[_Planned]:
-    """The appends of ``group`` that can be written grouped: each the only one
-    of its run in the group, following the run row the log knows."""
-    runs = Counter(append.events[0].run_id for append in group)
-    planned: list[_Planned] = []
-    for index, append in enumerate(group):
-        run_id = append.events[0].run_id
-        was = known.get(run_id)
-        if (
-            runs[run_id] > 1
-            or was is None
-            or was[0].writer_epoch != append.epoch
-            or was[0].last_seq != append.first_seq - 1
-        ):
-            continue
-        try:
-            after = was[0].after(append.events)
-            new = info_to_row(after)
-        except AgentlogError:  # written alone, which raises it as its own error
-            continue
-        planned.append(_Planned(index, append, was[0].last_seq, (after, new), _changed(was[1], new)))
-    return planned
-
-
-def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-class _MovedOn(Exception):
-    """A grouped write found a run row or seq moved on: the group is written again, alone."""
-
-
-def _write_grouped(conn: sqlite3.Connection, planned: list[_Planned]) -> None:
-    """Write the planned appends in a few statements.
-
-    The run rows first, each conditional on the writer epoch and last seq
-    its writer knows (the fence and the seq check, as in
-    :func:`_append_one`), then the events. If a row had moved on (fewer rows
-    updated than planned) or the table already holds one of the seqs, it
-    raises :class:`_MovedOn`: the transaction is rolled back and the group
-    written again one append at a time, which gives each its own error. (No
-    savepoint: each statement is a trip out of the GIL, which the worker
-    thread must then take back from the busy event loop.)
-    """
-    by_columns: dict[tuple[int, ...], list[_Planned]] = {}
-    for plan in planned:
-        by_columns.setdefault(plan.changed, []).append(plan)
-    updated = 0
-    for columns, plans in by_columns.items():
-        for chunk in _chunks(plans, GROUPED_ROWS):
-            params: list[Any] = []
-            for plan in chunk:
-                params += (plan.append.events[0].run_id, plan.append.epoch, plan.last_seq)
-                params += [plan.after[1][i] for i in columns]
-            updated += conn.execute(update_written_runs_sql(columns, len(chunk)), params).rowcount
-    if updated != len(planned):
-        raise _MovedOn
-    rows = [row for plan in planned for row in plan.append.rows]
-    try:
-        for chunk in _chunks(rows, GROUPED_ROWS):
-            conn.execute(insert_events_sql(len(chunk)), [v for row in chunk for v in row])
-    except sqlite3.IntegrityError as exc:  # a seq the index said was free
-        raise _MovedOn from exc
-
-
 def _apply(
-    group: list[PendingAppend],
-    known: dict[str, Known],
-    conn: sqlite3.Connection,
-    *,
-    grouped: bool = True,
+    group: list[PendingAppend], known: dict[str, Known], conn: sqlite3.Connection
 ) -> tuple[list[AgentlogError | None], dict[str, Known]]:
-    """Each append of the group: its own error, or None; and the run index
-    rows the group leaves (kept by the caller only once it committed).
-
-    With ``grouped``, the appends that follow their runs' known rows are
-    written together (:func:`_write_grouped`, which may raise
-    :class:`_MovedOn`), the others one at a time; without, all one at a time.
-    """
-    errors: list[AgentlogError | None] = [None] * len(group)
+    """Each append of the group in turn: its own error, or None; and the run
+    index rows the group leaves (kept by the caller only once it committed)."""
+    errors: list[AgentlogError | None] = []
     written: dict[str, Known] = {}
-    planned = _plan(group, known) if grouped and len(group) > 1 else []
-    alone: Sequence[int] = range(len(group))
-    if len(planned) > 1:
-        _write_grouped(conn, planned)
-        done = {plan.index for plan in planned}
-        for plan in planned:
-            written[plan.append.events[0].run_id] = plan.after
-        alone = [i for i in alone if i not in done]
-    for i in alone:
-        append = group[i]
+    for append in group:
         run_id = append.events[0].run_id
         guarded = len(append.rows) > 1
         if guarded:
@@ -296,7 +185,9 @@ def _apply(
         except AgentlogError as exc:  # this append's own: the others go on
             if guarded:
                 conn.execute("ROLLBACK TO agentlog_append")
-            errors[i] = exc
+            errors.append(exc)
+        else:
+            errors.append(None)
         if guarded:
             conn.execute("RELEASE agentlog_append")
     return errors, written
@@ -346,20 +237,12 @@ class GroupCommit:
             if self._open is group:  # appends from now on form the next group
                 self._open = None
         outcomes: list[BaseException | None]
-        durable = any(append.durable for append in group)
         try:
-            try:
-                errors, written = self._connection.transact(
-                    functools.partial(_apply, group, self._known),
-                    durable=durable,
-                    doing="append failed",
-                )
-            except _MovedOn:  # rolled back: each append alone, with its own error
-                errors, written = self._connection.transact(
-                    functools.partial(_apply, group, self._known, grouped=False),
-                    durable=durable,
-                    doing="append failed",
-                )
+            errors, written = self._connection.transact(
+                functools.partial(_apply, group, self._known),
+                durable=any(append.durable for append in group),
+                doing="append failed",
+            )
             outcomes = list(errors)
             self._remember(written)
             self.commits += 1

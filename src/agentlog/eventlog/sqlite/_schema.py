@@ -47,10 +47,8 @@ __all__ = [
     "RUNNABLE",
     "SELECT_RUN",
     "UPSERT_RUN",
-    "insert_events_sql",
     "update_run_sql",
     "update_written_run_sql",
-    "update_written_runs_sql",
 ]
 
 #: Schema migrations, applied in order; append only, never edit a shipped one.
@@ -141,23 +139,6 @@ def update_written_run_sql(columns: tuple[int, ...]) -> str:
     return update_run_sql(columns) + " AND writer_epoch = ? AND last_seq = ?"
 
 
-@functools.lru_cache(maxsize=256)
-def update_written_runs_sql(columns: tuple[int, ...], rows: int) -> str:
-    """:func:`update_written_run_sql` of ``rows`` runs in one statement.
-
-    Its parameters are, per run, its id, the writer epoch and last seq the
-    writer knows, then the new values of ``columns``: ``UPDATE runs SET ...
-    FROM (VALUES ...)``, joined on all three, so the statement's row count is
-    the number of runs whose row was still the one their writer knew.
-    """
-    assignments = ", ".join(f"{RUN_FIELDS[i]} = v.column{k}" for k, i in enumerate(columns, 4))
-    values = ", ".join(["(" + ",".join("?" * (3 + len(columns))) + ")"] * rows)
-    return (
-        f"UPDATE runs SET {assignments} FROM (VALUES {values}) AS v WHERE runs.run_id = "
-        "v.column1 AND runs.writer_epoch = v.column2 AND runs.last_seq = v.column3"
-    )
-
-
 #: RunInfo.needs_worker (rendered by ``claim_cases``), answered from the indexes.
 RUNNABLE = (
     f"SELECT {RUN_COLUMNS} FROM runs WHERE {sql_needs_worker('?1', '?2')} "
@@ -166,13 +147,6 @@ RUNNABLE = (
 NEXT_WAKE = "SELECT min(wake_at) FROM runs WHERE status = 'waiting' AND wake_at IS NOT NULL"
 _EVENT_COLUMNS = "run_id, seq, type, ts, schema_v, writer_epoch, payload, checksum"
 INSERT_EVENT = f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)"
-
-
-@functools.lru_cache(maxsize=256)
-def insert_events_sql(rows: int) -> str:
-    """:data:`INSERT_EVENT` of ``rows`` rows in one statement (one trip into SQLite)."""
-    return INSERT_EVENT + ",(?,?,?,?,?,?,?,?)" * (rows - 1)
-
 READ_EVENTS = (
     "SELECT seq, type, ts, schema_v, writer_epoch, payload, checksum FROM events "
     "WHERE run_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?"
