@@ -80,10 +80,11 @@ class PendingAppend:
 #: Run index rows the log remembers (the runs it appended to most recently).
 KNOWN_RUNS = 4096
 
-#: The largest batch inserted by one statement (8 parameters a row). Each
-#: statement is a trip of the worker thread out of the GIL, which it must then
-#: take back from the busy event loop: one INSERT, not a SAVEPOINT, an
-#: executemany stepping each row and a RELEASE, for a step's few events.
+#: The largest batch inserted by one statement (8 parameters a row: 256, under
+#: the 999 that SQLite builds before 3.32 allow). Each statement is a trip of
+#: the worker thread out of the GIL, which it must then take back from the busy
+#: event loop: one INSERT, not a SAVEPOINT, an executemany stepping each row
+#: and a RELEASE, for a step's few events.
 ONE_STATEMENT_ROWS = 32
 
 #: What one append leaves in the run index: the run's row as a RunInfo and as stored.
