@@ -18,6 +18,11 @@ loop's thread and the log's worker thread) per step. The GIL lets one of
 them run Python at a time, so 1e6 over it is the steps per second no
 amount of grouping can pass (issue 23 item 7).
 
+Beside them, the disk's floor measured in the same run
+(``benchmarks/floor.py``: one fsync'd SQLite WAL commit of a small INSERT,
+and ``os.fsync`` after a small append), and ``cpu_ceiling_steps_s``: 1e6
+over the CPU per step.
+
 Rounds alternate between the two so that disk noise hits both alike. Files
 go under ``.cache/bench`` in the repo, on the same disk as the code.
 """
@@ -38,6 +43,7 @@ from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.runtime import Runtime, StepContext, Workflow, end, goto
 from agentlog.runtime._workflow import Next
 from benchmarks import payloads
+from benchmarks.floor import Floors
 from benchmarks.harness import Row
 
 AREA = "group_commit"
@@ -138,9 +144,12 @@ def collect(quick: bool) -> list[Row]:
     per_commit: list[float] = []
     cpu_sync: list[float] = []
     cpu_exit: list[float] = []
+    floors: Floors | None = None
     for _ in range(rounds):
         folder = _workdir()
         try:
+            if floors is None:
+                floors = Floors(AREA, folder, 100 if quick else 300)
             raw.append(_raw_round(folder, commits))
             rate, grouped, cpu = asyncio.run(_runtime_round(folder / "sync", steps))
             ours.append(rate)
@@ -152,7 +161,9 @@ def collect(quick: bool) -> list[Row]:
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     ours_median, raw_median = statistics.median(ours), statistics.median(raw)
+    assert floors is not None
     return [
+        *floors.rows,
         Row(
             AREA,
             f"{RUNS} runs x {steps} steps, sync, SQLite, Runtime",
@@ -163,6 +174,7 @@ def collect(quick: bool) -> list[Row]:
                 "rounds": ", ".join(f"{r:,.0f}" for r in ours),
                 "appends_per_commit": round(statistics.median(per_commit), 1),
                 "cpu_us_per_step": round(statistics.median(cpu_sync)),
+                "cpu_ceiling_steps_s": round(1e6 / statistics.median(cpu_sync)),
                 "vs_raw_commit": round(ours_median / raw_median, 2),
                 "target": ">=10000 steps/s",
             },
@@ -176,6 +188,7 @@ def collect(quick: bool) -> list[Row]:
             {
                 "rounds": ", ".join(f"{r:,.0f}" for r in ceiling),
                 "cpu_us_per_step": round(statistics.median(cpu_exit)),
+                "cpu_ceiling_steps_s": round(1e6 / statistics.median(cpu_exit)),
             },
         ),
         Row(

@@ -14,7 +14,9 @@ it appends to, so a writer's next append does not read the row again: its
 update of the row is conditional on the epoch and last seq it knows, and that
 condition is the check, in the same transaction (see :func:`_append_one`);
 only when another writer or log came in between is the row read. A batch of
-several rows is written under its own SAVEPOINT: a ConflictError
+up to :data:`ONE_STATEMENT_ROWS` rows is one multi-row INSERT, which SQLite
+applies or refuses whole; a bigger one is written under its own SAVEPOINT.
+Either way a ConflictError
 or FencedError leaves nothing of that append and fails only its caller; the
 others in the group commit. If the transaction itself fails (the
 disk is full, the file turned read-only, the write lock stayed busy) it is
@@ -50,11 +52,12 @@ from agentlog.eventlog.sqlite._schema import (
     INSERT_EVENT,
     SELECT_RUN,
     UPSERT_RUN,
+    insert_events_sql,
     update_run_sql,
     update_written_run_sql,
 )
 
-__all__ = ["GroupCommit", "PendingAppend"]
+__all__ = ["ONE_STATEMENT_ROWS", "GroupCommit", "PendingAppend"]
 
 _log = get_logger(__name__)
 
@@ -77,6 +80,13 @@ class PendingAppend:
 #: Run index rows the log remembers (the runs it appended to most recently).
 KNOWN_RUNS = 4096
 
+#: The largest batch inserted by one statement (8 parameters a row: 256, under
+#: the 999 that SQLite builds before 3.32 allow). Each statement is a trip of
+#: the worker thread out of the GIL, which it must then take back from the busy
+#: event loop: one INSERT, not a SAVEPOINT, an executemany stepping each row
+#: and a RELEASE, for a step's few events.
+ONE_STATEMENT_ROWS = 32
+
 #: What one append leaves in the run index: the run's row as a RunInfo and as stored.
 Known = tuple[RunInfo, list[Any]]
 
@@ -93,9 +103,10 @@ def _append_one(conn: sqlite3.Connection, append: PendingAppend, known: Known | 
     ``known``, and the checks raise the error the append deserves.
 
     Every check runs, and the new run index row is built, before the first
-    event is written: a failing append of one row writes nothing. Only a
-    batch of several rows can fail halfway (a row the index did not know of),
-    so only such a batch needs a savepoint to undo its first rows.
+    event is written: a failing append of one statement's rows writes
+    nothing. Only a batch of more than :data:`ONE_STATEMENT_ROWS` rows can
+    fail halfway (a row the index did not know of), so only such a batch
+    needs a savepoint to undo its first rows.
 
     Returns:
         The run's index row after the append.
@@ -158,10 +169,13 @@ def _changed(old: Sequence[Any], new: Sequence[Any]) -> tuple[int, ...]:
 def _insert(conn: sqlite3.Connection, append: PendingAppend, last_seq: int | None = None) -> None:
     """The batch's rows; ConflictError if the table already holds one of its seqs."""
     try:
-        if len(append.rows) == 1:
-            conn.execute(INSERT_EVENT, append.rows[0])
+        rows = append.rows
+        if len(rows) == 1:
+            conn.execute(INSERT_EVENT, rows[0])
+        elif len(rows) <= ONE_STATEMENT_ROWS:
+            conn.execute(insert_events_sql(len(rows)), [value for row in rows for value in row])
         else:
-            conn.executemany(INSERT_EVENT, append.rows)
+            conn.executemany(INSERT_EVENT, rows)
     except sqlite3.IntegrityError as exc:
         # The index said the seq was free; the table disagrees.
         expected = append.first_seq - 1 if last_seq is None else last_seq
@@ -177,7 +191,7 @@ def _apply(
     written: dict[str, Known] = {}
     for append in group:
         run_id = append.events[0].run_id
-        guarded = len(append.rows) > 1
+        guarded = len(append.rows) > ONE_STATEMENT_ROWS
         if guarded:
             conn.execute("SAVEPOINT agentlog_append")
         try:

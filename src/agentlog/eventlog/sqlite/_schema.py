@@ -47,6 +47,7 @@ __all__ = [
     "RUNNABLE",
     "SELECT_RUN",
     "UPSERT_RUN",
+    "insert_events_sql",
     "update_run_sql",
     "update_written_run_sql",
 ]
@@ -147,6 +148,15 @@ RUNNABLE = (
 NEXT_WAKE = "SELECT min(wake_at) FROM runs WHERE status = 'waiting' AND wake_at IS NOT NULL"
 _EVENT_COLUMNS = "run_id, seq, type, ts, schema_v, writer_epoch, payload, checksum"
 INSERT_EVENT = f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)"
+
+
+@functools.lru_cache(maxsize=64)
+def insert_events_sql(rows: int) -> str:
+    """:data:`INSERT_EVENT` of ``rows`` rows in one statement, which SQLite
+    applies or refuses whole (one row already there undoes the others)."""
+    return INSERT_EVENT + ",(?,?,?,?,?,?,?,?)" * (rows - 1)
+
+
 READ_EVENTS = (
     "SELECT seq, type, ts, schema_v, writer_epoch, payload, checksum FROM events "
     "WHERE run_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?"
