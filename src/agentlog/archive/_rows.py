@@ -290,7 +290,7 @@ class Columns:
             if shape is not None and schema_v == SCHEMA_V:
                 try:
                     fields = fast_unpack(payload)
-                except Exception:  # noqa: BLE001 - an ext type or odd keys: the codec's own reading
+                except Exception:  # an ext type or odd keys: the codec's own reading
                     fields = _unpacked(payload)
                 if type(fields) is dict:
                     keys = tuple(fields)

@@ -136,10 +136,14 @@ def _parts_input(events: pa.Table) -> pa.Table:
     so DuckDB scans a tenth of the bytes."""
     failed = pc.equal(events["type"], "TaskFailed")
     rows = len(events)
-    return events.select(list(_PARTS_COLUMNS)).append_column(
-        "payload", pc.if_else(failed, events["payload"], pa.nulls(rows, pa.binary()))
-    ).append_column(
-        "payload_json", pc.if_else(failed, events["payload_json"], pa.nulls(rows, pa.string()))
+    return (
+        events.select(list(_PARTS_COLUMNS))
+        .append_column(
+            "payload", pc.if_else(failed, events["payload"], pa.nulls(rows, pa.binary()))
+        )
+        .append_column(
+            "payload_json", pc.if_else(failed, events["payload_json"], pa.nulls(rows, pa.string()))
+        )
     )
 
 
