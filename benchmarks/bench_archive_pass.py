@@ -94,6 +94,17 @@ def _pass(hot: Path, folder: Path) -> tuple[float, float, int]:
     return asyncio.run(go())
 
 
+def _encode_tasks(columns: Columns, table: pa.Table) -> bytes:
+    """The tasks table as the archiver writes it: folded from the columns where
+    this tree can (``_tasks_fold``), else grouped by DuckDB (an older tree)."""
+    try:
+        from agentlog.archive._tasks_fold import tasks_of
+        from agentlog.archive._tasks_table import encode_tasks_table
+    except ImportError:
+        return encode_tasks(table)
+    return encode_tasks_table(tasks_of(columns))
+
+
 def _pieces(reads: list[tuple[str, list[tuple[Any, ...]]]]) -> dict[str, float]:
     events = sum(len(rows) for _, rows in reads)
 
@@ -116,7 +127,7 @@ def _pieces(reads: list[tuple[str, list[tuple[Any, ...]]]]) -> dict[str, float]:
     out["add_rows"], columns = _cpu_us(add, events)
     out["arrow table"], table = _cpu_us(columns.table, events)
     out["events file (parquet zstd)"], raw = _cpu_us(lambda: encode_parquet(table), events)
-    out["tasks table"], _ = _cpu_us(lambda: encode_tasks(table), events)
+    out["tasks table"], _ = _cpu_us(lambda: _encode_tasks(columns, table), events)
     out["bytes an event"] = len(raw) / events
     payloads = [row[5] for _, rows in reads for row in rows]
     out["floor: unpack (ormsgpack)"], _ = _cpu_us(
@@ -124,7 +135,7 @@ def _pieces(reads: list[tuple[str, list[tuple[Any, ...]]]]) -> dict[str, float]:
     )
     maps = [ormsgpack.unpackb(p) for p in payloads]
     out["floor: render (orjson)"], texts = _cpu_us(lambda: [orjson.dumps(m) for m in maps], events)
-    del maps
+
     out["floor: arrow copy of payloads"], pair = _cpu_us(
         lambda: pa.table(
             {"payload": pa.array(payloads, pa.binary()), "payload_json": pa.array(texts)}

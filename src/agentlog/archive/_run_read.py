@@ -19,7 +19,8 @@ import pyarrow.compute as pc
 
 from agentlog.archive._parquet import Segment, encode_parquet
 from agentlog.archive._rows import Columns
-from agentlog.archive._tasks_table import encode_tasks
+from agentlog.archive._tasks_fold import tasks_of
+from agentlog.archive._tasks_table import encode_tasks_table
 from agentlog.crypto import PayloadCipher
 from agentlog.eventlog._base import RunInfo
 from agentlog.eventlog._indexed import StoredPayload
@@ -112,10 +113,10 @@ def encode_file(
     its Parquet bytes, its tasks table's, rows, the hot bytes they stood for
     (an estimate) and the segments.
 
-    The events file is written on a second thread while this one groups the
-    tasks table: both release the GIL (Arrow's Parquet writer, DuckDB), so a
-    second core takes one of them. (The grouping stays on this thread, which
-    keeps its DuckDB connection from file to file.)
+    The events file is written on a second thread (Arrow's Parquet writer
+    releases the GIL) while this one folds and writes the tasks table
+    (:func:`~agentlog.archive._tasks_fold.tasks_of`), so a second core takes
+    the larger part.
     """
     columns = Columns()
     segments = [
@@ -125,7 +126,7 @@ def encode_file(
     table = columns.table()
     with ThreadPoolExecutor(1, thread_name_prefix="agentlog-archive-parquet") as pool:
         events = pool.submit(encode_parquet, table, row_group_size=row_group_size)
-        tasks_raw = encode_tasks(table, row_group_size=row_group_size)
+        tasks_raw = encode_tasks_table(tasks_of(columns), row_group_size=row_group_size)
         raw = events.result()
     payload_bytes = pc.sum(pc.binary_length(table.column("payload"))).as_py() or 0
     envelope = sum(len(r) for r in columns.run_ids) + _ENVELOPE_BYTES * len(columns)

@@ -41,6 +41,7 @@ from agentlog.archive._sql_sealed import OPEN_FUNCTION
 __all__ = [
     "TASKS_SCHEMA",
     "encode_tasks",
+    "encode_tasks_table",
     "tasks_ddl",
     "tasks_key",
     "tasks_table",
@@ -161,11 +162,16 @@ def tasks_table(events: pa.Table) -> pa.Table:
 
 
 def encode_tasks(events: pa.Table, *, row_group_size: int = 65_536) -> bytes:
-    """The Parquet bytes of the tasks table of ``events``: zstd, statistics on,
-    and dictionaries on the few-valued text (a query groups by ``name``)."""
+    """The Parquet bytes of the tasks table of ``events`` (:func:`encode_tasks_table`)."""
+    return encode_tasks_table(tasks_table(events), row_group_size=row_group_size)
+
+
+def encode_tasks_table(tasks: pa.Table, *, row_group_size: int = 65_536) -> bytes:
+    """A tasks table's Parquet bytes: zstd, statistics on, and dictionaries on
+    the few-valued text (a query groups by ``name``)."""
     sink = pa.BufferOutputStream()
     pq.write_table(
-        tasks_table(events),
+        tasks,
         sink,
         compression="zstd",
         row_group_size=row_group_size,
