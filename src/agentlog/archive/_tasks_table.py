@@ -29,8 +29,6 @@ before it existed). A task that never started is left out, as before.
 
 from __future__ import annotations
 
-import threading
-
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -119,17 +117,6 @@ _PARTS_COLUMNS = (
     "duration_ms",
 )
 
-#: One DuckDB connection per thread that encodes files, kept: opening one costs
-#: about 7 ms of CPU, as much as grouping a file of some 7,000 events.
-_CONNECTIONS = threading.local()
-
-
-def _connection() -> duckdb.DuckDBPyConnection:
-    conn: duckdb.DuckDBPyConnection | None = getattr(_CONNECTIONS, "conn", None)
-    if conn is None:
-        conn = _CONNECTIONS.conn = duckdb.connect(config={"threads": 1})
-    return conn
-
 
 def _parts_input(events: pa.Table) -> pa.Table:
     """``events`` as :data:`PARTS_SQL` reads them: the columns it uses, with the
@@ -150,14 +137,15 @@ def _parts_input(events: pa.Table) -> pa.Table:
 
 def tasks_table(events: pa.Table) -> pa.Table:
     """The tasks table of one file's ``events`` (rows of the ``events`` columns),
-    sorted by run and task key."""
-    conn = _connection()
-    conn.register("_file_events", _parts_input(events))
+    sorted by run and task key: :data:`PARTS_SQL` run by DuckDB, the definition
+    that the archiver's fold (:mod:`agentlog.archive._tasks_fold`) is held to."""
+    conn = duckdb.connect(config={"threads": 1})
     try:
+        conn.register("_file_events", _parts_input(events))
         query = PARTS_SQL.format(source="SELECT * FROM _file_events")
         table = conn.sql(f"{query} ORDER BY run_id, task_key").to_arrow_table()
     finally:
-        conn.unregister("_file_events")
+        conn.close()
     return table.cast(TASKS_SCHEMA)
 
 
