@@ -17,8 +17,10 @@ import base64
 import json
 import sqlite3
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -35,10 +37,12 @@ from agentlog.eventlog.events import (
     EVENT_TYPES,
     InterruptRaised,
     MessageSent,
+    RunCompleted,
     RunStarted,
     RunStatus,
     StepCompleted,
     SuperstepCommitted,
+    TaskCompleted,
     TaskStarted,
 )
 from agentlog.eventlog.sqlite import SqliteEventLog
@@ -324,3 +328,54 @@ async def test_a_damaged_hot_row_stops_the_pass_naming_its_run_and_seq(
         await Archiver(hot, store).run(now=NOW)
     assert (caught.value.run_id, caught.value.seq) == ("hurt", seq)
     assert (await hot.get_run("hurt")).archived is False
+
+
+async def test_payload_values_of_every_codec_kind_render_as_the_decoded_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stored maps are read by a faster msgpack reader where it can; values it does
+    not read (datetimes, UUIDs, Decimals: ext types; int keys) take the codec's
+    reading, and every cell is the decoded path's, still with no event built."""
+    values: dict[str, Any] = {
+        "when": T0 + timedelta(microseconds=123_456),
+        "id": UUID("12345678-1234-5678-1234-567812345678"),
+        "price": Decimal("12.50"),
+        "blob": b"\x00\xffbytes",
+        "by_int": {1: "one", 2: ["two"]},
+        "big": 2**64 - 1,
+        "small": -(2**63),
+        "float": 0.1,
+        "text": "naïve ☃ \u2028",
+        "nested": [{"a": None, "b": True}, [1.5, "x"]],
+    }
+    events = [
+        RunStarted("wf", "1", {"q": "?"}, "sync", "fp"),
+        TaskStarted("k1", "tool", "s0", 0, 0, 0),
+        TaskCompleted("k1", values, 12.5),
+        StepCompleted("s0", 0, 0, {"out": values["when"]}),
+        RunCompleted({"answer": values["id"]}),
+    ]
+    async with SqliteEventLog(tmp_path / "hot.db") as log:
+        epoch = await log.claim_writer("kinds")
+        await log.append(
+            [
+                Event("kinds", seq, d, T0 + timedelta(seconds=seq), epoch)
+                for seq, d in enumerate(events, 1)
+            ]
+        )
+        expected, _ = await _decoded_path(log)
+        built = [0]
+        real = row_format.build_event
+
+        def counting(*args: Any) -> Event:
+            built[0] += 1
+            return real(*args)
+
+        monkeypatch.setattr(row_format, "build_event", counting)
+        store = LocalArchiveStore(tmp_path / "archive")
+        await Archiver(log, store).run(now=LATER)
+    actual, _ = _archived(store)
+    _assert_same_cells(actual, expected)
+    assert built[0] == 0
+    rendered = json.loads(actual["payload_json"].to_pylist()[2])
+    assert rendered["result"]["id"] == "12345678-1234-5678-1234-567812345678"

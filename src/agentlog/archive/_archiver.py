@@ -43,28 +43,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-import pyarrow.compute as pc
-
 from agentlog._logging import get_logger
 from agentlog.archive._errors import ArchiveCorruptError, RunNotArchivableError
-from agentlog.archive._parquet import (
-    Manifest,
-    ManifestEntry,
-    Segment,
-    encode_parquet,
-    file_key,
-    remove_orphans,
-)
+from agentlog.archive._parquet import Manifest, ManifestEntry, file_key, remove_orphans
 from agentlog.archive._retention import (
     RetentionMode,
     RetentionPolicies,
     RetentionPolicy,
     format_duration,
 )
-from agentlog.archive._rows import Columns
-from agentlog.archive._run_read import RunRead
+from agentlog.archive._run_read import RunRead, encode_file
 from agentlog.archive._store import ArchiveStore
-from agentlog.archive._tasks_table import encode_tasks, tasks_key
+from agentlog.archive._tasks_table import tasks_key
 from agentlog.errors import EventLogError, ReplayError, RunArchivedError
 from agentlog.eventlog._base import EventLog, RunInfo
 from agentlog.eventlog._indexed import IndexedEventLog
@@ -74,10 +64,6 @@ from agentlog.projector import REDUCERS, decode_state, load_state, save_state
 __all__ = ["ArchiveSummary", "Archiver", "ArchiverConfig", "Progress", "RunPlan"]
 
 _log = get_logger("agentlog.archive")
-
-#: Bytes the hot store spends per event besides the payload (envelope + index),
-#: used for the "before" figure of the summary; an estimate, not a measurement.
-_ENVELOPE_BYTES = 24
 
 
 @dataclass(frozen=True)
@@ -319,24 +305,9 @@ class Archiver:
         previous = [manifest.latest(plan.run_id) for plan in chunk]
         cipher, where = self.log.cipher, self.log.url
 
-        def encode() -> tuple[bytes, bytes, int, int, list[Segment]]:
-            columns = Columns()
-            segments = [
-                read.add_to(columns, before, cipher=cipher, where=where)
-                for read, before in zip(reads, previous, strict=True)
-            ]
-            table = columns.table()
-            payload_bytes = pc.sum(pc.binary_length(table.column("payload"))).as_py() or 0
-            envelope = sum(len(r) for r in columns.run_ids) + _ENVELOPE_BYTES * len(columns)
-            return (
-                encode_parquet(table, row_group_size=self.config.row_group_size),
-                encode_tasks(table, row_group_size=self.config.row_group_size),
-                len(table),
-                payload_bytes + envelope,
-                segments,
-            )
-
-        raw, tasks_raw, rows, hot_bytes, segments = await asyncio.to_thread(encode)
+        raw, tasks_raw, rows, hot_bytes, segments = await asyncio.to_thread(
+            encode_file, reads, previous, cipher, where, self.config.row_group_size
+        )
         key = file_key(workflow, day, segments)
         await asyncio.to_thread(self.store.put, key, raw)
         await asyncio.to_thread(self.store.put, tasks_key(key), tasks_raw)

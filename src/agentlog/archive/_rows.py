@@ -22,7 +22,12 @@ Rows come two ways:
   older schema version, an unknown type, a LangGraph event whose status
   depends on its content, a log with a cipher, which must check every sealed
   tag and refuse clear content where a run is sealed) is decoded as an
-  Event and added as one, so both ways give the same cells.
+  Event and added as one, so both ways give the same cells. The map is read
+  by ormsgpack (about half msgpack's cost here); a map it declines (an ext
+  type: datetime, UUID, Decimal; a non-string key) is read by the codec's
+  own :func:`~agentlog.eventlog.codec.unpack`. ormsgpack ignores bytes after
+  the map where msgpack refuses them; a row's checksum is verified first, and
+  agentlog never writes such bytes.
 
 A sealed row is archived as stored: ``payload`` holds its clear metadata and
 the sealed blob, ``payload_json`` the metadata with ``"_sealed": true``.
@@ -40,6 +45,7 @@ from typing import Any
 from uuid import UUID
 
 import orjson
+import ormsgpack
 import pyarrow as pa
 
 from agentlog.crypto import PayloadCipher, is_sealed
@@ -133,6 +139,15 @@ def _json_bytes(fields: dict[str, Any]) -> bytes:
         return orjson.dumps(fields, default=_json_default)
     except TypeError:  # non-str keys or an int beyond 64 bits: the slow path copes
         return json.dumps(jsonable(fields), separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _unpacked(payload: bytes) -> Any:
+    """The codec's reading of a payload (its ext types, non-str keys), None if it
+    does not decode (the decoded path then names the error)."""
+    try:
+        return unpack(payload)
+    except ValueError:
+        return None
 
 
 def row_json(data: EventData) -> str:
@@ -267,15 +282,16 @@ class Columns:
         add_step, add_key, add_name = self.steps.append, self.keys.append, self.names.append
         add_attempt, add_duration = self.attempts.append, self.durations.append
         add_json, dumps, default = self.rendered.append, orjson.dumps, _json_default
+        fast_unpack = ormsgpack.unpackb
         for row in rows:
             kind, schema_v, payload = row[1], row[3], row[5]
             shape = shapes.get(kind)
             fields: Any = None
             if shape is not None and schema_v == SCHEMA_V:
                 try:
-                    fields = unpack(payload)
-                except ValueError:
-                    fields = None  # the decoded path names the error
+                    fields = fast_unpack(payload)
+                except Exception:  # an ext type or odd keys: the codec's own reading
+                    fields = _unpacked(payload)
                 if type(fields) is dict:
                     keys = tuple(fields)
                     if keys != shape[0]:
@@ -347,8 +363,9 @@ class Columns:
         columns = []
         for field, items in zip(EVENT_SCHEMA, values, strict=True):
             try:
-                if field.name == "payload_json":  # UTF-8 already: checked, not encoded again
-                    columns.append(pa.array(items, pa.binary()).cast(pa.string()))
+                if field.name == "payload_json":
+                    # UTF-8 already (orjson's, or json's text encoded): viewed as text as it is.
+                    columns.append(pa.array(items, pa.binary()).view(pa.string()))
                     continue
                 columns.append(pa.array(items, field.type))
             except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:

@@ -11,17 +11,27 @@ they form.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from agentlog.archive._parquet import Segment
+import pyarrow.compute as pc
+
+from agentlog.archive._parquet import Segment, encode_parquet
 from agentlog.archive._rows import Columns
+from agentlog.archive._tasks_fold import tasks_of
+from agentlog.archive._tasks_table import encode_tasks_table
 from agentlog.crypto import PayloadCipher
 from agentlog.eventlog._base import RunInfo
 from agentlog.eventlog._indexed import StoredPayload
 from agentlog.eventlog._row_format import from_us
 from agentlog.eventlog.events import Event, RunStarted, RunStatus
 
-__all__ = ["RunRead"]
+__all__ = ["RunRead", "encode_file"]
+
+#: Bytes the hot store spends per event besides the payload (envelope + index),
+#: used for the "before" figure of the summary; an estimate, not a measurement.
+_ENVELOPE_BYTES = 24
 
 
 @dataclasses.dataclass(eq=False)
@@ -90,3 +100,34 @@ class RunRead:
             info.started_at.isoformat() if info.started_at else None,
             from_us(last[2]).isoformat(),
         )
+
+
+def encode_file(
+    reads: Sequence[RunRead],
+    previous: Sequence[Segment | None],
+    cipher: PayloadCipher | None,
+    where: str,
+    row_group_size: int,
+) -> tuple[bytes, bytes, int, int, list[Segment]]:
+    """One archive file of ``reads`` (each run after its ``previous`` segment):
+    its Parquet bytes, its tasks table's, rows, the hot bytes they stood for
+    (an estimate) and the segments.
+
+    The events file is written on a second thread (Arrow's Parquet writer
+    releases the GIL) while this one folds and writes the tasks table
+    (:func:`~agentlog.archive._tasks_fold.tasks_of`), so a second core takes
+    the larger part.
+    """
+    columns = Columns()
+    segments = [
+        read.add_to(columns, before, cipher=cipher, where=where)
+        for read, before in zip(reads, previous, strict=True)
+    ]
+    table = columns.table()
+    with ThreadPoolExecutor(1, thread_name_prefix="agentlog-archive-parquet") as pool:
+        events = pool.submit(encode_parquet, table, row_group_size=row_group_size)
+        tasks_raw = encode_tasks_table(tasks_of(columns), row_group_size=row_group_size)
+        raw = events.result()
+    payload_bytes = pc.sum(pc.binary_length(table.column("payload"))).as_py() or 0
+    envelope = sum(len(r) for r in columns.run_ids) + _ENVELOPE_BYTES * len(columns)
+    return raw, tasks_raw, len(table), payload_bytes + envelope, segments

@@ -28,6 +28,7 @@ __all__ = [
     "inflate",
     "jsonable",
     "pack",
+    "pack_each",
     "pack_pair",
     "unpack",
 ]
@@ -151,6 +152,21 @@ def pack(value: Any, *, path: str = "value") -> bytes:
     if len(raw) > _KEEP_BUFFER:
         _PACKERS.packer = None
     return raw
+
+
+def pack_each(values: Sequence[Any], paths: Sequence[str]) -> list[bytes]:
+    """:func:`pack` of each value with one look-up of the thread's Packer (the
+    payloads of one append, where a look-up and a call per payload show)."""
+    packer = _packer()
+    out: list[bytes] = []
+    for value, path in zip(values, paths, strict=True):
+        try:
+            out.append(packer.pack(value))
+        except (TypeError, ValueError, OverflowError, RecursionError):
+            out.append(pack(value, path=path))  # raises, naming the bad part
+    if out and max(map(len, out)) > _KEEP_BUFFER:
+        _PACKERS.packer = None
+    return out
 
 
 def pack_pair(first: Any, second: Any, *, path: str = "value") -> tuple[bytes, bytes]:

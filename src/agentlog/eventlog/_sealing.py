@@ -54,7 +54,7 @@ from agentlog.errors import (
     ShreddedError,
     WrongKeyError,
 )
-from agentlog.eventlog._packing import pack, pack_pair, unpack
+from agentlog.eventlog._packing import pack, pack_each, pack_pair, unpack
 from agentlog.eventlog.events import EVENT_TYPES, Event, EventData
 
 __all__ = [
@@ -233,8 +233,10 @@ def stored_payloads(cipher: PayloadCipher | None, events: Sequence[Event]) -> li
     metadata are packed straight from the payload object. The bytes are
     those :func:`stored_payload` makes (a fresh nonce each).
     """
-    if cipher is None:  # the writer's bytes when it packed them (Event.packed)
-        return [
+    if cipher is None:
+        if all(e.packed is None and e.sealed is None for e in events):  # a caller's batch
+            return pack_each([e.data.to_dict() for e in events], [e.type for e in events])
+        return [  # the writer's bytes when it packed them (Event.packed)
             e.packed
             if e.packed is not None and e.sealed is None
             else stored_payload(None, e.data.to_dict(), e.run_id, e.seq, e.type, sealed=e.sealed)
