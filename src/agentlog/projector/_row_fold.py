@@ -61,7 +61,11 @@ def _commit(state: RunState, fields: Any, table: Mapping[str, Reducer]) -> bool:
     if type(fields) is not dict or fields.keys() != _COMMIT_FIELDS:
         return False
     superstep, next_steps = fields["superstep"], fields["next"]
-    if type(superstep) is not int or not _str_list(next_steps):
+    if type(superstep) is not int or not (
+        # one string, the common next, told without a call
+        (type(next_steps) is list and len(next_steps) == 1 and type(next_steps[0]) is str)
+        or _str_list(next_steps)
+    ):
         return False
     pending, values, names = state.pending, state.values, state.reducers
     for branch in sorted(pending) if len(pending) > 1 else pending:
@@ -146,13 +150,23 @@ def fold_rows(
                 ):
                     try:
                         if event_type == _STEP:  # _step, inline
-                            if fields.keys() <= step_fields:
-                                step, superstep = fields.get("step"), fields.get("superstep")
-                                branch, writes = fields.get("branch"), fields.get("writes")
-                                goto = fields.get("goto", _STEP)  # _STEP: absent
-                                if goto is _STEP:
-                                    goto = []
-                                elif not _str_list(goto):
+                            size = len(fields)
+                            # the step's fields and no other: all five, or all but goto
+                            if fields.keys() <= step_fields and (
+                                size == 5 or (size == 4 and "goto" not in fields)
+                            ):
+                                step, superstep = fields["step"], fields["superstep"]
+                                branch, writes = fields["branch"], fields["writes"]
+                                goto = fields["goto"] if size == 5 else []  # []: its default
+                                if (
+                                    size == 5
+                                    and (  # one string, the common goto, told without a call
+                                        type(goto) is not list
+                                        or len(goto) != 1
+                                        or type(goto[0]) is not str
+                                    )
+                                    and not _str_list(goto)
+                                ):
                                     goto = None
                                 if (
                                     goto is not None
