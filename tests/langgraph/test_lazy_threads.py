@@ -23,6 +23,7 @@ from agentlog.errors import ConfigError
 from agentlog.eventlog import RunStarted, TaskCompleted, open_log
 from agentlog.eventlog.events import Event
 from agentlog.langgraph import AgentlogSaver
+from agentlog.langgraph._loop import LoopThread
 from tests.langgraph.test_bad_input import config, put
 
 
@@ -118,3 +119,26 @@ async def test_a_sqlite_log_starts_its_worker_thread_at_its_first_write(tmp_path
         assert _ours() == before
     finally:
         await again.close()
+
+
+def test_a_call_from_inside_a_call_run_here_is_refused_not_deadlocked() -> None:
+    loop = LoopThread()
+
+    async def inner() -> int:
+        return 1
+
+    async def outer() -> int:
+        for here in (True, False):
+            with pytest.raises(ConfigError, match="cannot wait on itself"):
+                loop.run(inner(), here=here)
+        return 2
+
+    try:
+        assert loop.run(outer(), here=True) == 2
+        assert not loop.started
+        assert loop.run(inner()) == 1  # a call without here starts the thread
+        assert loop.started
+        assert loop.run(inner(), here=True) == 1  # and runs there from then on
+    finally:
+        loop.stop()
+        loop.stop()
