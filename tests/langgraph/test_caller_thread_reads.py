@@ -27,9 +27,9 @@ class Hops:
         self._run = saver._loop.run
         saver._loop.run = self  # type: ignore[method-assign]
 
-    def __call__(self, coro: Coroutine[Any, Any, Any]) -> Any:
+    def __call__(self, coro: Coroutine[Any, Any, Any], **how: Any) -> Any:
         self.count += 1
-        return self._run(coro)
+        return self._run(coro, **how)
 
 
 def test_a_warm_get_tuple_makes_no_hop_to_the_loop(saver: AgentlogSaver) -> None:

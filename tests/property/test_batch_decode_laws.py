@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from agentlog.errors import AgentlogError
 from agentlog.eventlog._batch_decode import decode_rows
+from agentlog.eventlog._indexed import _verified
 from agentlog.eventlog._row_format import event_from_row, event_rows
 from agentlog.eventlog.codec import row_checksum
 from agentlog.eventlog.events import SCHEMA_V, Event, EventData
@@ -101,3 +102,54 @@ def test_the_batch_stops_at_a_gap_a_stale_schema_and_a_bad_checksum(
         (seq, event_type, float(ts), SCHEMA_V, epoch, payload, stored),  # a column of another type
     ]:
         assert len(decode_rows(_RUN, [rows[0], bad, *rows[2:]], 1, None)) == 1
+
+
+def _checked_one_by_one(rows: list[tuple[Any, ...]], after: int) -> tuple[list[Any], Any]:
+    """What ``read_rows`` must hand on: the rows before the first gap or bad
+    checksum (payloads as bytes), and that problem's seq and kind."""
+    good: list[Any] = []
+    for seq, event_type, ts, schema_v, epoch, payload, stored in rows:
+        if seq != after + len(good) + 1:
+            return good, (after + len(good) + 1, "gap")
+        payload = bytes(payload)
+        if stored is not None:
+            try:
+                computed = row_checksum(_RUN, seq, event_type, ts, schema_v, epoch, payload)
+            except (TypeError, ValueError, OverflowError):
+                return good, (seq, "envelope")
+            if computed != stored:
+                return good, (seq, "checksum")
+        good.append((seq, event_type, ts, schema_v, epoch, payload, stored))
+    return good, None
+
+
+def _kind(problem: Any) -> Any:
+    if problem is None or isinstance(problem, tuple):
+        return None if problem is None else (problem[0], "gap")
+    return (problem.seq, "envelope" if "bad envelope" in str(problem) else "checksum")
+
+
+@FAST
+@given(
+    st.lists(any_payload, min_size=1, max_size=8),
+    st.lists(aware_datetimes, min_size=8),
+    st.data(),
+)
+def test_read_rows_checks_a_batch_as_row_by_row(
+    datas: list[EventData], times: list[Any], data: st.DataObject
+) -> None:
+    rows = _rows(datas, times)
+    if data.draw(st.booleans()):  # one row mangled: a column, the checksum, a seq, a type
+        at = data.draw(st.integers(0, len(rows) - 1))
+        column = data.draw(st.integers(0, 6))
+        row = list(rows[at])
+        payloads = [b"", memoryview(b"\x90"), bytearray(b"\xc0")]  # a BLOB column's types
+        others = [None, 0, 1, -1, 2**63 - 1, 2**64, "x", "\udc80", 1.5, *payloads]
+        row[column] = data.draw(st.sampled_from(payloads if column == 5 else others))
+        rows[at] = tuple(row)
+    after = data.draw(st.sampled_from([0, 0, 1]))
+    good, problem = _verified(_RUN, rows, after, "test")
+    expected, expected_problem = _checked_one_by_one(rows, after)
+    assert good == expected
+    assert all(type(row[5]) is bytes for row in good)
+    assert _kind(problem) == expected_problem

@@ -11,8 +11,10 @@ so that only the payload's own checks can catch it): the state is the one
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -22,6 +24,7 @@ from agentlog.eventlog.codec import pack, row_checksum
 from agentlog.eventlog.events import (
     Event,
     EventData,
+    RunStarted,
     StepCompleted,
     SuperstepCommitted,
     TaskCompleted,
@@ -168,4 +171,34 @@ def test_a_mangled_payload_fails_exactly_as_one_by_one(
         raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
     raw = raw[: data.draw(st.integers(0, len(raw)))]
     rows[at] = _refit(rows[at], bytes(raw))
+    assert _from_rows(rows) == _one_by_one(rows)
+
+
+_FULL_STEP = {"step": "s", "superstep": 0, "branch": 0, "writes": {"n": 1}, "goto": ["s"]}
+_FULL_COMMIT = {"superstep": 0, "next": ["s"]}
+
+
+@pytest.mark.parametrize(
+    ("event_type", "fields"),
+    [
+        (kind, {name: full[name] for name in names})
+        for kind, full in [
+            (StepCompleted.type, _FULL_STEP),
+            (SuperstepCommitted.type, _FULL_COMMIT),
+        ]
+        for size in range(len(full) + 1)
+        for names in itertools.combinations(full, size)
+    ],
+)
+def test_a_map_missing_any_fields_folds_or_fails_exactly_as_one_by_one(
+    event_type: str, fields: dict[str, Any]
+) -> None:
+    # every subset of the fields, right values: only the missing names can tell
+    rows = _rows(
+        [
+            Event(RUN, 1, RunStarted("w", "1", {}, "async", "fp", start=["s"])),
+            Event(RUN, 2, StepCompleted("s", 0, 0, {"n": 0}, ["s"])),
+        ]
+    )
+    rows.append(_refit((3, event_type, *rows[1][2:]), pack(fields)))
     assert _from_rows(rows) == _one_by_one(rows)

@@ -37,6 +37,8 @@ from itertools import islice
 from operator import itemgetter
 from typing import Any, ClassVar
 
+import xxhash
+
 from agentlog._logging import get_logger
 from agentlog.crypto import PayloadCipher
 from agentlog.errors import AgentlogError, CorruptEventError, RunArchivedError, UnknownRunError
@@ -49,6 +51,9 @@ from agentlog.eventlog.events import Event
 __all__ = ["SQL_ROWS", "IndexedEventLog", "StoredPayload", "StoredRows", "missing_seq_error"]
 
 _log = get_logger(__name__)
+_HASH = xxhash.xxh3_64_intdigest
+_SIGNED = 2**63
+_WRAP = 2**64
 
 
 def missing_seq_error(
@@ -319,7 +324,39 @@ def _verified(
 ) -> tuple[list[tuple[Any, ...]], _Problem]:
     """The batch's rows up to the first bad one, and what stopped it (a gap or a
     checksum mismatch), checked as :func:`~agentlog.eventlog._row_format.event_from_row`
-    checks them; payloads as bytes."""
+    checks them; payloads as bytes.
+
+    The common batch (a list of tuples, every payload bytes, every checksum
+    an int that matches, no gap) is checked in one loop with the checksum
+    inline and handed back as it came (a full fold's rows: 0.7 µs a row
+    before, in ``row_checksum`` and a copy of each row); anything else goes
+    through :func:`_verified_one_by_one`, which names the problem.
+    """
+    if type(rows) is list:
+        expected, hash_ = after + 1, _HASH
+        for row in rows:
+            if type(row) is not tuple or len(row) != 7:
+                break
+            seq, event_type, ts, schema_v, epoch, payload, stored = row
+            if seq != expected or type(payload) is not bytes or type(stored) is not int:
+                break
+            try:
+                head = f"{run_id}\0{seq}\0{event_type}\0{ts}\0{schema_v}\0{epoch}"
+                computed = hash_(payload, seed=hash_(head.encode("utf-8", "surrogatepass")))
+            except (TypeError, ValueError, OverflowError):
+                break
+            if (computed - _WRAP if computed >= _SIGNED else computed) != stored:
+                break
+            expected += 1
+        else:
+            return rows, None
+    return _verified_one_by_one(run_id, rows, after, where)
+
+
+def _verified_one_by_one(
+    run_id: str, rows: Sequence[Any], after: int, where: str
+) -> tuple[list[tuple[Any, ...]], _Problem]:
+    """:func:`_verified` row by row, naming what stopped it."""
     good: list[tuple[Any, ...]] = []
     for row in rows:
         seq, event_type, ts, schema_v, epoch, payload, stored = row

@@ -64,7 +64,10 @@ class WorkerThread:
             | None
         ] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
-        self._thread.start()
+        # Started by the first call, not here: a log opened only to read never
+        # needs it, and a thread start is most of opening one (issue 23 item 8).
+        self._starting = threading.Lock()
+        self.started = False
 
     def _serve(self) -> None:
         while (call := self._calls.get()) is not None:
@@ -84,6 +87,8 @@ class WorkerThread:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[_T] = loop.create_future()
         self._calls.put((loop, future, fn))
+        if not self.started:
+            self._start()
         return await future
 
     def post(self, fn: Callable[[], None]) -> None:
@@ -93,8 +98,19 @@ class WorkerThread:
         raise (what it raises is only logged).
         """
         self._calls.put((None, None, fn))
+        if not self.started:
+            self._start()
+
+    def _start(self) -> None:
+        with self._starting:
+            if not self.started:
+                self._thread.start()
+                self.started = True
 
     def stop(self) -> None:
-        """Finish the queued calls, then end the thread."""
+        """Finish the queued calls, then end the thread (if it ever started)."""
         self._calls.put(None)
-        self._thread.join()
+        with self._starting:
+            started, self.started = self.started, True  # no call starts it after this
+        if started:
+            self._thread.join()

@@ -4,7 +4,9 @@ agentlog's EventLog backends are coroutines bound to the loop that opened
 them, while LangGraph calls a checkpointer from plain threads (``invoke``)
 and from any loop (``ainvoke``). So the saver owns one loop on one daemon
 thread and runs every storage call there: sync methods block on the result,
-async ones await it through :func:`asyncio.wrap_future`. The saver's state
+async ones await it through :func:`asyncio.wrap_future`. Until a call needs
+the thread, a SQLite saver's opening and first reads run the loop on the
+caller's thread instead (:meth:`LoopThread.run`, ``here``). The saver's state
 is touched on that thread, but for a sync ``get_tuple`` served from its
 cache on the caller's thread under the cache's guard
 (:meth:`~agentlog.langgraph._store.ThreadStore.serve_here`).
@@ -25,39 +27,91 @@ _T = TypeVar("_T")
 
 
 class LoopThread:
-    """An asyncio loop running forever on a daemon thread until :meth:`stop`."""
+    """An asyncio loop running forever on a daemon thread until :meth:`stop`.
+
+    The thread starts at the first call that needs it. Before that, a call
+    made with ``here=True`` runs the loop on the calling thread instead (one
+    such call at a time, and never inside another running loop): a saver
+    opened to read a thread's latest checkpoint then starts no thread at all
+    (issue 23 item 8). Once started, every call runs on the thread.
+    """
 
     def __init__(self, name: str = "agentlog-langgraph") -> None:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        #: Held while a caller's thread runs the loop, and to start the thread.
+        self._gate = threading.Lock()
+        self._running_here: int | None = None  # the ident of the thread running it here
+        self.started = False
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
 
     def _check_caller(self, coro: Coroutine[Any, Any, Any]) -> None:
-        if threading.current_thread() is self._thread:
+        if threading.current_thread() is self._thread or (
+            self._running_here == threading.get_ident()
+        ):
             coro.close()
             raise ConfigError("the saver's own loop thread cannot wait on itself")
         if self.loop.is_closed():
             coro.close()
             raise ConfigError("the saver is closed; open a new one with AgentlogSaver.from_url")
 
-    def run(self, coro: Coroutine[Any, Any, _T]) -> _T:
-        """Run ``coro`` on the loop and block until it is done."""
+    def _start(self) -> None:
+        with self._gate:  # waits for a call running here to finish
+            if not self.started and not self.loop.is_closed():
+                self._thread.start()
+                self.started = True
+
+    def _run_here(self, coro: Coroutine[Any, Any, _T]) -> tuple[bool, _T | None]:
+        """``(True, result)`` if ``coro`` ran here, on the calling thread; else
+        ``(False, None)``, ``coro`` untouched (the thread runs, or will)."""
+        if self.started or not self._gate.acquire(blocking=False):
+            return False, None
+        try:
+            if self.started or self.loop.is_closed() or _loop_running():
+                return False, None
+            self._running_here = threading.get_ident()
+            try:
+                return True, self.loop.run_until_complete(coro)
+            finally:
+                self._running_here = None
+        finally:
+            self._gate.release()
+
+    def run(self, coro: Coroutine[Any, Any, _T], *, here: bool = False) -> _T:
+        """Run ``coro`` on the loop and block until it is done; with ``here``,
+        on the calling thread if the loop's thread has not started."""
         self._check_caller(coro)
+        if here:
+            ran, result = self._run_here(coro)
+            if ran:
+                return result  # type: ignore[return-value]
+        self._start()
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
     async def arun(self, coro: Coroutine[Any, Any, _T]) -> _T:
         """Run ``coro`` on the loop and await it from another loop."""
         self._check_caller(coro)
+        self._start()
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
 
     def stop(self) -> None:
         """Stop the loop and join its thread (idempotent)."""
-        if self.loop.is_closed():
-            return
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join()
-        self.loop.close()
+        with self._gate:
+            if self.loop.is_closed():
+                return
+            if self.started:
+                self.loop.call_soon_threadsafe(self.loop.stop)
+                self._thread.join()
+            self.loop.close()
+
+
+def _loop_running() -> bool:
+    """True if an event loop runs on the calling thread (it cannot run another)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True

@@ -6,6 +6,7 @@ import random
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Self
+from urllib.parse import urlsplit
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -23,6 +24,7 @@ from agentlog.errors import ConfigError, UnknownCheckpointError
 from agentlog.eventlog._base import EventLog
 from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.events import CheckpointSaved, CheckpointsRemoved
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.langgraph._convert import (
     Heads,
     build_tuple,
@@ -39,6 +41,13 @@ from agentlog.langgraph._store import NotHere, ThreadStore
 from agentlog.langgraph._thread import NeedsHistory, ThreadModel
 
 __all__ = ["AgentlogSaver"]
+
+
+def _runs_here(log: EventLog) -> bool:
+    """True for a log whose calls need no loop running between them: SQLite
+    (its reads run on the caller's thread, its worker thread settles its own
+    futures) with no cipher (a key store may keep tasks on the loop)."""
+    return isinstance(log, SqliteEventLog) and log.cipher is None
 
 
 def _matches(metadata: Any, wanted: dict[str, Any] | None) -> bool:
@@ -89,6 +98,9 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
             raise ConfigError(f"snapshot_every must be 1 or more, not {snapshot_every!r}")
         self._loop, self._log, self._owns_log = loop, log, owns_log
         self._store = ThreadStore(log, snapshot_every=snapshot_every)
+        #: Reads may run the loop on the caller's thread until its own starts
+        #: (a SQLite log in clear: no background task waits on the loop).
+        self._here = _runs_here(log)
 
     @classmethod
     def from_url(
@@ -112,7 +124,8 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
             raise ConfigError(f"snapshot_every must be 1 or more, not {snapshot_every!r}")
         loop = LoopThread()
         try:
-            event_log = loop.run(open_log(url, keys=keys))
+            here = keys is None and urlsplit(url).scheme == "sqlite"
+            event_log = loop.run(open_log(url, keys=keys), here=here)
         except BaseException:
             loop.stop()
             raise
@@ -127,7 +140,7 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
         if self._loop.loop.is_closed():
             return
         if self._owns_log:
-            self._loop.run(self._log.close())
+            self._loop.run(self._log.close(), here=self._here)
         self._loop.stop()
 
     async def aclose(self) -> None:
@@ -368,7 +381,7 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
                 )
             except NotHere:
                 pass
-        return self._loop.run(self._get_tuple(config))
+        return self._loop.run(self._get_tuple(config), here=self._here)
 
     def list(
         self,

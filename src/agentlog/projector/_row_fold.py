@@ -33,8 +33,8 @@ from agentlog.errors import ReplayError
 from agentlog.eventlog._batch_decode import batch_unpacker
 from agentlog.eventlog._row_format import event_from_row
 from agentlog.eventlog.events import SCHEMA_V
-from agentlog.projector._fold import apply, apply_writes
-from agentlog.projector._reducers import REDUCERS, Reducer
+from agentlog.projector._fold import apply
+from agentlog.projector._reducers import REDUCERS, Reducer, replace
 from agentlog.projector._state import RunState
 
 __all__ = ["fold_rows"]
@@ -56,44 +56,35 @@ def _str_list(value: Any) -> bool:
     return True
 
 
-def _step(state: RunState, fields: Any) -> bool:
-    """Fold a StepCompleted from its map; False (nothing changed) if it does not fit."""
-    if type(fields) is not dict or not fields.keys() <= _STEP_FIELDS:
-        return False
-    step, superstep = fields.get("step"), fields.get("superstep")
-    branch, writes = fields.get("branch"), fields.get("writes")
-    goto = fields.get("goto", _STEP)  # _STEP: absent (the field's default is [])
-    if goto is _STEP:
-        goto = []
-    elif not _str_list(goto):
-        return False
-    if (
-        type(step) is not str
-        or type(superstep) is not int
-        or type(branch) is not int
-        or type(writes) is not dict
-    ):
-        return False
-    state.steps += 1
-    state.pending[branch] = {"step": step, "writes": writes, "goto": goto}
-    return True
-
-
 def _commit(state: RunState, fields: Any, table: Mapping[str, Reducer]) -> bool:
     """Fold a SuperstepCommitted from its map; False (nothing changed) if it does not fit."""
     if type(fields) is not dict or fields.keys() != _COMMIT_FIELDS:
         return False
     superstep, next_steps = fields["superstep"], fields["next"]
-    if type(superstep) is not int or not _str_list(next_steps):
+    if type(superstep) is not int or not (
+        # one string, the common next, told without a call
+        (type(next_steps) is list and len(next_steps) == 1 and type(next_steps[0]) is str)
+        or _str_list(next_steps)
+    ):
         return False
-    pending = state.pending
-    for branch in sorted(pending):
-        apply_writes(state.values, state.reducers, pending[branch]["writes"], table)
+    pending, values, names = state.pending, state.values, state.reducers
+    for branch in sorted(pending) if len(pending) > 1 else pending:
+        _writes(values, names, pending[branch]["writes"], table)
     state.superstep = superstep + 1
-    state.next_steps = list(next_steps)
-    state.pending, state.attempts, state.resume_values = {}, {}, {}
-    state.branch_tasks = {}
-    state.received, state.published_calls = {}, []
+    state.next_steps = next_steps  # the map's own list: nothing else holds it
+    state.pending = {}
+    # the containers a superstep's events fill start empty again; one still
+    # empty is kept (a state shares none with another: RunState.copy is deep)
+    if state.attempts:
+        state.attempts = {}
+    if state.resume_values:
+        state.resume_values = {}
+    if state.branch_tasks:
+        state.branch_tasks = {}
+    if state.received:
+        state.received = {}
+    if state.published_calls:
+        state.published_calls = []
     return True
 
 
@@ -109,6 +100,15 @@ def _task(state: RunState, fields: Any) -> bool:
     return True
 
 
+def _writes(
+    values: dict[str, Any], names: dict[str, str], writes: dict[str, Any], table: Any
+) -> None:
+    """:func:`~agentlog.projector._fold.apply_writes`, with no call for a ``replace``."""
+    for key, update in writes.items():
+        reducer = table.get(names.get(key, "replace"), replace)
+        values[key] = update if reducer is replace else reducer(values.get(key), update)
+
+
 def fold_rows(
     state: RunState,
     run_id: str,
@@ -121,16 +121,18 @@ def fold_rows(
     writer_epoch, payload, checksum``, checksums verified, seqs in order) into
     ``state`` in place, as ``apply`` of each decoded event would.
 
+    The two commonest types, a step and a commit, are folded in the loop
+    itself (no call for either; a full fold is half of each).
+
     Raises:
         CorruptEventError: a row does not decode (as the read path names it).
         ReplayError: as :func:`~agentlog.projector._fold.apply`.
     """
     table = reducers or REDUCERS
     unpacker = batch_unpacker(rows) if cipher is None else None
-    offset = 0
+    offset, schema, step_fields = 0, SCHEMA_V, _STEP_FIELDS
     for row in rows:
-        seq, event_type, schema_v, payload = row[0], row[1], row[3], row[5]
-        fast = False
+        seq, event_type, _ts, schema_v, _epoch, payload, _sum = row
         if unpacker is not None:
             try:
                 fields = unpacker.unpack()
@@ -141,22 +143,55 @@ def fold_rows(
                 if unpacker.tell() != offset:
                     unpacker = None  # out of step with the rows: the rest go slowly
                 elif (
-                    schema_v == SCHEMA_V
+                    schema_v == schema
+                    and type(fields) is dict
                     and seq == state.seq + 1
-                    and (not state.run_id or state.run_id == run_id)
+                    and (state.run_id == run_id or not state.run_id)
                 ):
                     try:
-                        if event_type == _STEP:
-                            fast = _step(state, fields)
+                        if event_type == _STEP:  # _step, inline
+                            size = len(fields)
+                            # the step's fields and no other: all five, or all but goto
+                            if fields.keys() <= step_fields and (
+                                size == 5 or (size == 4 and "goto" not in fields)
+                            ):
+                                step, superstep = fields["step"], fields["superstep"]
+                                branch, writes = fields["branch"], fields["writes"]
+                                goto = fields["goto"] if size == 5 else []  # []: its default
+                                if (
+                                    size == 5
+                                    and (  # one string, the common goto, told without a call
+                                        type(goto) is not list
+                                        or len(goto) != 1
+                                        or type(goto[0]) is not str
+                                    )
+                                    and not _str_list(goto)
+                                ):
+                                    goto = None
+                                if (
+                                    goto is not None
+                                    and type(step) is str
+                                    and type(superstep) is int
+                                    and type(branch) is int
+                                    and type(writes) is dict
+                                ):
+                                    state.steps += 1
+                                    state.pending[branch] = {
+                                        "step": step,
+                                        "writes": writes,
+                                        "goto": goto,
+                                    }
+                                    state.run_id, state.seq = run_id, seq
+                                    continue
                         elif event_type == _COMMIT:
-                            fast = _commit(state, fields, table)
-                        elif event_type == _TASK:
-                            fast = _task(state, fields)
+                            if _commit(state, fields, table):
+                                state.run_id, state.seq = run_id, seq
+                                continue
+                        elif event_type == _TASK and _task(state, fields):
+                            state.run_id, state.seq = run_id, seq
+                            continue
                     except (TypeError, ValueError, KeyError, AttributeError) as exc:
                         raise ReplayError(
                             f"run {run_id!r} seq {seq}: cannot fold {event_type}: {exc}"
                         ) from exc
-        if fast:
-            state.run_id, state.seq = run_id, seq
-        else:
-            apply(state, event_from_row(run_id, row, where, cipher), reducers)
+        apply(state, event_from_row(run_id, row, where, cipher), reducers)

@@ -370,5 +370,8 @@ class SqliteEventLog(SqlIndexedEventLog):
         # The readers first: the writer's connection, closed last, checkpoints
         # the WAL into the file and removes it (a read-only one cannot).
         self._reads.close()
-        await self._worker.run(self._conn.close)
+        if self._worker.started:
+            await self._worker.run(self._conn.close)
+        else:  # nothing was written: the connection was never handed to a thread
+            self._conn.close()
         self._worker.stop()
