@@ -64,7 +64,12 @@ def _most_in_flight(trace: Path, killed_at: dict[int, float]) -> int:
 
 
 async def test_sigkilled_workers_never_exceed_the_queue_limit(
-    fleet: Fleet, dedup: Dedup, log_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    backend: str,
+    fleet: Fleet,
+    dedup: Dedup,
+    log_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     trace = tmp_path / "trace.txt"
     monkeypatch.setenv("QUEUE_TRACE", str(trace))  # the workers inherit it
@@ -101,6 +106,7 @@ async def test_sigkilled_workers_never_exceed_the_queue_limit(
             kinds = types(await history(log, f"m{n:02d}"))
             assert kinds.count("RunCompleted") == 1, f"m{n:02d}: {kinds}"
             assert kinds.count("TaskCompleted") == 1, f"m{n:02d}: {kinds}"
+            assert kinds.count("RunAdmitted") == 1, f"m{n:02d}: {kinds}"  # one first admission
     finally:
         await log.close()
     keys = dedup.rows("SELECT run, count(DISTINCT key) FROM deliveries GROUP BY run")
