@@ -156,7 +156,7 @@ PACED_RUNS = 12
 
 
 async def test_sigkilled_workers_never_start_more_than_the_rate(
-    fleet: Fleet, dedup: Dedup, log_url: str
+    backend: str, fleet: Fleet, dedup: Dedup, log_url: str
 ) -> None:
     ids = [f"p{n:02d}" for n in range(PACED_RUNS)]
     config = RuntimeConfig(owner="client", execute=False, worker=False)
