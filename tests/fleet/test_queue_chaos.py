@@ -184,17 +184,37 @@ RANKED_RUNS = 12
 
 
 async def test_sigkilled_workers_admit_by_priority(
-    fleet: Fleet, dedup: Dedup, log_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    backend: str,
+    fleet: Fleet,
+    dedup: Dedup,
+    log_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("QUEUE_TRACE", str(tmp_path / "trace.txt"))
     chance = random.Random()
     ranks = {f"k{n:02d}": chance.randrange(4) for n in range(RANKED_RUNS)}
+    # On Kafka a worker records a submitted run: one that does not know the
+    # workflow records them all (queued) and drives none, then goes.
+    recorder = fleet.start(apps="tests.fleet.queue_app:workflows") if backend == "kafka" else None
     config = RuntimeConfig(owner="client", execute=False, worker=False)
     async with await Runtime.open(
         log_url, workflows=queue_app.ranked_workflows, config=config
     ) as rt:
         for run_id, priority in ranks.items():  # all waiting before any worker runs
             await rt.submit(queue_app.ranked, run_id=run_id, input={"sent": ""}, priority=priority)
+    if recorder is not None:
+        log = await open_reader(log_url)
+        try:
+
+            async def all_queued() -> bool:
+                queued = await log.list_runs(status="queued")
+                return len([r for r in queued if r.workflow == "ranked"]) == RANKED_RUNS
+
+            await until(all_queued, f"all {RANKED_RUNS} runs recorded", within=120)
+        finally:
+            await log.close()
+        recorder.kill()
     killed_at = await _kill_along(
         fleet, dedup, "tests.fleet.queue_app:ranked_workflows", RANKED_RUNS
     )
@@ -202,8 +222,11 @@ async def test_sigkilled_workers_admit_by_priority(
     try:
         await _completed_once(log, dedup, "ranked", list(ranks))
         order = [run_id for _, run_id in await admissions(log, list(ranks))]
+        # Oldest first among equals: by RunStarted's time (on SQLite the submit
+        # order; on Kafka the order the runs' owners recorded them in).
+        started = {run_id: (await log.get_run(run_id)).started_at for run_id in ranks}
     finally:
         await log.close()
-    expected = sorted(ranks, key=lambda run_id: (ranks[run_id], run_id))  # ids in submit order
+    expected = sorted(ranks, key=lambda run_id: (ranks[run_id], started[run_id], run_id))
     assert order == expected, f"priorities {ranks}"
     assert _most_in_flight(tmp_path / "trace.txt", killed_at) <= 1
