@@ -373,9 +373,9 @@ class RunDriver:
         except BaseException:
             if writer is not None:
                 writer.abandon()
-            await self.release(state.run_id, epoch)
-            if self.slots is not None:
+            if self.slots is not None:  # before the lease: a claim after it asks anew
                 await self.slots.release(state.run_id)
+            await self.release(state.run_id, epoch)
             raise
         if here and wf is not None:
             self._launch(wf, writer)
@@ -424,9 +424,9 @@ class RunDriver:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
-            await self.release(run_id, epoch)
-            if self.slots is not None:
+            if self.slots is not None:  # before the lease: a claim after it asks anew
                 await self.slots.release(run_id)
+            await self.release(run_id, epoch)
         if self.children is not None and state.is_terminal:
             await self.children.run_ended(state)  # wake a parent, cancel children
         return state

@@ -77,7 +77,7 @@ class Queue:
     """A named queue: its runs wait until a worker may start them.
 
     Its limits hold across every worker of a fleet that shares one log
-    (SQLite, PostgreSQL or Redis). A run counts against ``concurrency``
+    (SQLite, PostgreSQL, Redis, or a Kafka worker fleet). A run counts against ``concurrency``
     while a writer holds its live lease, from the claim that starts (or
     continues) it until it ends, parks or is handed over; it counts against
     ``rate`` once, when the queue first admits it. Among queued runs, the

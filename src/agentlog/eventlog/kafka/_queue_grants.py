@@ -160,6 +160,13 @@ def _rank(priority: int, started_at: datetime | None, run_id: str) -> tuple[int,
     return (priority, started_at or _EARLIEST, run_id)
 
 
+def _order(asked: tuple[int, str, SlotAsk]) -> tuple[bool, tuple[int, datetime, str], int]:
+    offset, kind, ask = asked
+    first = kind == HOLD and ask.first
+    rank = _rank(ask.priority, ask.started_at, ask.run_id) if first else _rank(0, None, "")
+    return (first, rank, offset)
+
+
 def decide(
     table: QueueTable, ask: SlotAsk, now: datetime, queued: list[RunInfo]
 ) -> SlotGrant | None:
@@ -266,11 +273,10 @@ class QueueAdmitter:
             for name, t in tables.items()
         }
         answers: dict[int, bytes] = {}
-        # Releases first, then the asks best ranked first: the best gets a free slot.
-        order = sorted(
-            batch,
-            key=lambda a: (a[1] != RELEASE, _rank(a[2].priority, a[2].started_at, a[2].run_id)),
-        )
+        # Releases and renewals as they were asked (a renewal sent before its
+        # run's release must not outlive it), then first admissions best
+        # ranked first: the best of them gets a free slot.
+        order = sorted(batch, key=_order)
         for offset, kind, ask in order:
             table = work.setdefault(ask.queue, QueueTable())
             expire(table, now, ask.rate_per_s)
