@@ -19,6 +19,7 @@ first among equals).
 from __future__ import annotations
 
 import random
+import re
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -26,9 +27,10 @@ from pathlib import Path
 import pytest
 
 from agentlog.eventlog._base import EventLog
+from agentlog.eventlog.kafka._admin import partition_for
 from agentlog.runtime import Runtime, RuntimeConfig
 from tests.fleet import queue_app
-from tests.support.fleet import Dedup, Fleet, history, open_reader, types, until
+from tests.support.fleet import Dedup, Fleet, WorkerProc, history, open_reader, types, until
 from tests.support.queues import admissions
 
 pytestmark = pytest.mark.fleet
@@ -38,6 +40,20 @@ KILLS = 3
 WORKERS = 3
 #: Long enough that a loaded machine's pauses do not outlast a live worker's lease.
 LEASE_S = 5.0
+#: The Kafka log's partitions (the conftest's default): the queue's admitter owns one.
+KAFKA_PARTITIONS = 2
+_ASSIGNED = re.compile(r"kafka_group_assigned.*?partitions\W*\[([\d,\s]*)\]")
+
+
+def _admitter(fleet: Fleet, queue: str) -> WorkerProc | None:
+    """The live worker whose last assignment (its log) holds the queue's partition."""
+    wanted = partition_for(queue, KAFKA_PARTITIONS)
+    for worker in fleet.alive:
+        found = _ASSIGNED.findall(worker.stderr.read_text(errors="replace"))
+        owned = {int(p) for p in found[-1].split(",") if p.strip()} if found else set()
+        if wanted in owned:
+            return worker
+    return None
 
 
 def _most_in_flight(trace: Path, killed_at: dict[int, float]) -> int:
@@ -64,7 +80,12 @@ def _most_in_flight(trace: Path, killed_at: dict[int, float]) -> int:
 
 
 async def test_sigkilled_workers_never_exceed_the_queue_limit(
-    fleet: Fleet, dedup: Dedup, log_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    backend: str,
+    fleet: Fleet,
+    dedup: Dedup,
+    log_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     trace = tmp_path / "trace.txt"
     monkeypatch.setenv("QUEUE_TRACE", str(trace))  # the workers inherit it
@@ -82,9 +103,11 @@ async def test_sigkilled_workers_never_exceed_the_queue_limit(
     async def delivered(at_least: int) -> bool:
         return dedup.rows("SELECT count(*) FROM deliveries")[0][0] >= at_least
 
-    for target in targets:
+    for n, target in enumerate(targets):
         await until(lambda t=target: delivered(t), f"{target} deliveries", within=120)
-        victim = chance.choice(fleet.alive)
+        # On Kafka the first victim is the queue's admitter, if its log says which.
+        admitter = _admitter(fleet, "emails") if backend == "kafka" and n == 0 else None
+        victim = admitter or chance.choice(fleet.alive)
         victim.kill()
         killed_at[victim.pid] = time.monotonic()
         fleet.start(apps=apps, lease=LEASE_S)
@@ -101,6 +124,7 @@ async def test_sigkilled_workers_never_exceed_the_queue_limit(
             kinds = types(await history(log, f"m{n:02d}"))
             assert kinds.count("RunCompleted") == 1, f"m{n:02d}: {kinds}"
             assert kinds.count("TaskCompleted") == 1, f"m{n:02d}: {kinds}"
+            assert kinds.count("RunAdmitted") == 1, f"m{n:02d}: {kinds}"  # one first admission
     finally:
         await log.close()
     keys = dedup.rows("SELECT run, count(DISTINCT key) FROM deliveries GROUP BY run")
@@ -150,7 +174,7 @@ PACED_RUNS = 12
 
 
 async def test_sigkilled_workers_never_start_more_than_the_rate(
-    fleet: Fleet, dedup: Dedup, log_url: str
+    backend: str, fleet: Fleet, dedup: Dedup, log_url: str
 ) -> None:
     ids = [f"p{n:02d}" for n in range(PACED_RUNS)]
     config = RuntimeConfig(owner="client", execute=False, worker=False)
@@ -178,17 +202,37 @@ RANKED_RUNS = 12
 
 
 async def test_sigkilled_workers_admit_by_priority(
-    fleet: Fleet, dedup: Dedup, log_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    backend: str,
+    fleet: Fleet,
+    dedup: Dedup,
+    log_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("QUEUE_TRACE", str(tmp_path / "trace.txt"))
     chance = random.Random()
     ranks = {f"k{n:02d}": chance.randrange(4) for n in range(RANKED_RUNS)}
+    # On Kafka a worker records a submitted run: one that does not know the
+    # workflow records them all (queued) and drives none, then goes.
+    recorder = fleet.start(apps="tests.fleet.queue_app:workflows") if backend == "kafka" else None
     config = RuntimeConfig(owner="client", execute=False, worker=False)
     async with await Runtime.open(
         log_url, workflows=queue_app.ranked_workflows, config=config
     ) as rt:
         for run_id, priority in ranks.items():  # all waiting before any worker runs
             await rt.submit(queue_app.ranked, run_id=run_id, input={"sent": ""}, priority=priority)
+    if recorder is not None:
+        log = await open_reader(log_url)
+        try:
+
+            async def all_queued() -> bool:
+                queued = await log.list_runs(status="queued")
+                return len([r for r in queued if r.workflow == "ranked"]) == RANKED_RUNS
+
+            await until(all_queued, f"all {RANKED_RUNS} runs recorded", within=120)
+        finally:
+            await log.close()
+        recorder.kill()
     killed_at = await _kill_along(
         fleet, dedup, "tests.fleet.queue_app:ranked_workflows", RANKED_RUNS
     )
@@ -196,8 +240,11 @@ async def test_sigkilled_workers_admit_by_priority(
     try:
         await _completed_once(log, dedup, "ranked", list(ranks))
         order = [run_id for _, run_id in await admissions(log, list(ranks))]
+        # Oldest first among equals: by RunStarted's time (on SQLite the submit
+        # order; on Kafka the order the runs' owners recorded them in).
+        started = {run_id: (await log.get_run(run_id)).started_at for run_id in ranks}
     finally:
         await log.close()
-    expected = sorted(ranks, key=lambda run_id: (ranks[run_id], run_id))  # ids in submit order
+    expected = sorted(ranks, key=lambda run_id: (ranks[run_id], started[run_id], run_id))
     assert order == expected, f"priorities {ranks}"
     assert _most_in_flight(tmp_path / "trace.txt", killed_at) <= 1

@@ -30,6 +30,7 @@ from agentlog.errors import (
     VersionMismatchError,
 )
 from agentlog.eventlog._base import EventLog
+from agentlog.eventlog._queue_slots import QueueSlots
 from agentlog.eventlog.events import (
     LANGGRAPH_WORKFLOW,
     EventData,
@@ -49,6 +50,7 @@ from agentlog.runtime._config import RuntimeConfig
 from agentlog.runtime._executor import RunExecutor
 from agentlog.runtime._handles import RecoveryReport
 from agentlog.runtime._queue_admission import admit
+from agentlog.runtime._queue_slots import SlotKeeper
 from agentlog.runtime._queues import Queue, check_queue
 from agentlog.runtime._telemetry import TELEMETRY, choose
 from agentlog.runtime._workflow import Migration, Workflow
@@ -85,6 +87,10 @@ class RunDriver:
         self.children: ChildHost | None = None
         #: Traces and metrics of the runs driven here (runtime/_telemetry.py).
         self.telemetry = choose(config.telemetry)
+        #: Queue slots granted by each queue's admitter (Kafka: runtime/_queue_slots.py).
+        self.slots: SlotKeeper | None = None
+        if not log.direct_writes and isinstance(log, QueueSlots):
+            self.slots = SlotKeeper(log, config.lease_seconds)
 
     def register(self, *workflows: Workflow[Any, Any]) -> None:
         """Make workflows runnable here (validates their graphs)."""
@@ -356,7 +362,8 @@ class RunDriver:
             )
             writer.observe = self.telemetry.recorded
             for data in events:
-                writer.emit(data)
+                at = self.slots.granted_at(state.run_id) if self.slots else None
+                writer.emit(data, at=at if isinstance(data, RunAdmitted) else None)
             if any(not isinstance(data, _NOT_INPUTS) for data in events):
                 await writer.persist()  # an input is on record before the run acts on it
             else:
@@ -366,6 +373,8 @@ class RunDriver:
         except BaseException:
             if writer is not None:
                 writer.abandon()
+            if self.slots is not None:  # before the lease: a claim after it asks anew
+                await self.slots.release(state.run_id)
             await self.release(state.run_id, epoch)
             raise
         if here and wf is not None:
@@ -375,7 +384,12 @@ class RunDriver:
             self.wake.set()  # this process's worker, if it runs, takes it at once
 
     async def admit(self, queue: Queue, run_id: str) -> RunAdmitted | bool:
-        """May ``run_id``, claimed here, be driven now? See :func:`admit`."""
+        """May ``run_id``, claimed here, be driven now? See :func:`admit` (or,
+        on Kafka, :class:`~agentlog.runtime._queue_slots.SlotKeeper`)."""
+        if self.slots is not None:
+            info = await self.log.get_run(run_id)
+            admitted = info.admitted_at is not None
+            return await self.slots.ask(queue, run_id, admitted, info.priority, info.started_at)
         return await admit(self.log, queue, self.queues[queue.name][1], run_id)
 
     def _launch(self, wf: Workflow[Any, Any], writer: RunWriter) -> None:
@@ -410,6 +424,8 @@ class RunDriver:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
+            if self.slots is not None:  # before the lease: a claim after it asks anew
+                await self.slots.release(run_id)
             await self.release(run_id, epoch)
         if self.children is not None and state.is_terminal:
             await self.children.run_ended(state)  # wake a parent, cancel children
@@ -429,6 +445,8 @@ class RunDriver:
             sent_at = time.monotonic()
             try:
                 await self.log.renew_lease(run_id, epoch, lease)
+                if self.slots is not None:  # sent after sent_at: it lasts past our deadline
+                    await self.slots.renew(run_id, epoch)
             except FencedError as exc:
                 _log.warning("writer fenced; stopping", run_id=run_id, epoch=epoch)
                 writer.fence(exc)  # no side effect may start from here on

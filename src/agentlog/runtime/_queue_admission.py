@@ -167,5 +167,8 @@ async def arrange(
             room = min(room, slots - len(again))
         kept += again
         ready = [info for info in view.waiting if info.workflow in workflows]
+        if not log.direct_writes:  # its runs are owned per partition: only ours (Kafka)
+            ours = {info.run_id for info in due}
+            ready = [info for info in ready if info.run_id in ours]
         kept += ready[: int(min(room, free))]
     return kept

@@ -25,9 +25,9 @@ A worker claims the run first (the claim is visible in the index at once)
 and counts after (:mod:`agentlog.runtime._queue_admission`): among runs
 claimed side by side, the last to claim sees every other claim, so a
 queue never goes over a limit; two workers that each see the other may both
-let go, and try again on their next pass. Kafka is not supported: its run
-index is owned per partition, so no worker sees the whole queue (see
-docs/queues.md).
+let go, and try again on their next pass. On Kafka, whose run index is
+owned per partition, one fenced admitter per queue counts it instead
+(:mod:`agentlog.runtime._queue_slots`; docs/queues.md, "Kafka").
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from typing import Protocol
 
 from agentlog.errors import ConfigError
 from agentlog.eventlog._base import EventLog
+from agentlog.eventlog._queue_slots import QueueSlots
 
 __all__ = ["Queue", "Rate", "check_priority", "check_queue"]
 
@@ -76,7 +77,7 @@ class Queue:
     """A named queue: its runs wait until a worker may start them.
 
     Its limits hold across every worker of a fleet that shares one log
-    (SQLite, PostgreSQL or Redis). A run counts against ``concurrency``
+    (SQLite, PostgreSQL, Redis, or a Kafka worker fleet). A run counts against ``concurrency``
     while a writer holds its live lease, from the claim that starts (or
     continues) it until it ends, parks or is handed over; it counts against
     ``rate`` once, when the queue first admits it. Among queued runs, the
@@ -148,19 +149,20 @@ def check_queue(log: EventLog, workflow: _Queued, registered: Iterable[_Queued])
     """Refuse a queued workflow where its limit could not be kept.
 
     Raises:
-        ConfigError: the log's runs are owned per partition by workers (Kafka),
-            so no worker sees the whole queue; or another registered workflow
-            has a queue of the same name with another limit.
+        ConfigError: the log's runs are owned by workers and it keeps no
+            queue slots (only Kafka's partitioned log does); or another
+            registered workflow has a queue of the same name with another limit.
     """
     queue = workflow.queue
     if queue is None:
         return
-    if not log.direct_writes:
+    if not log.direct_writes and not isinstance(log, QueueSlots):
         raise ConfigError(
             f"workflow {workflow.name!r} is in queue {queue.name!r}, but this log's runs are "
-            "owned by workers per partition (Kafka), so no worker can count the queue's "
-            "running runs; use SQLite, PostgreSQL or Redis for queued workflows, or drop "
-            "queue= and cap the workers with WorkerConfig.workflow_concurrency"
+            "owned by workers and it has no queue admitter, so no worker can count the "
+            "queue's running runs; use SQLite, PostgreSQL, Redis or Kafka for queued "
+            "workflows, or drop queue= and cap the workers with "
+            "WorkerConfig.workflow_concurrency"
         )
     for other in registered:
         theirs = other.queue

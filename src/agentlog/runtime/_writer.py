@@ -45,6 +45,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any, Literal
 
 from agentlog._logging import get_logger
@@ -114,8 +115,9 @@ class RunWriter:
             self._queue = asyncio.Queue()
             self._background = asyncio.create_task(self._drain_forever())
 
-    def emit(self, data: EventData) -> Event:
-        """Record ``data`` as the run's next event (buffered per the mode).
+    def emit(self, data: EventData, *, at: datetime | None = None) -> Event:
+        """Record ``data`` as the run's next event (buffered per the mode);
+        ``at``: its time when not now (a queue grant's, for ``RunAdmitted``).
 
         Raises:
             NotSerializableError: the payload cannot be stored; nothing changes.
@@ -126,7 +128,7 @@ class RunWriter:
         # The live state folds what a replay will read back: a tuple becomes a
         # list, a datetime becomes UTC, a view becomes a plain dict or list.
         data = decode_payload(data.type, SCHEMA_V, raw, run_id=self.state.run_id)
-        event = Event(self.state.run_id, self.state.seq + 1, data, utcnow(), self.epoch)
+        event = Event(self.state.run_id, self.state.seq + 1, data, at or utcnow(), self.epoch)
         object.__setattr__(event, "packed", raw)  # the log stores these bytes: packed once
         apply(self.state, event, self._reducers)
         self._buffer.append(event)

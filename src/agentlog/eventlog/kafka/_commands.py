@@ -12,7 +12,9 @@ The owner hands it out as a :class:`~agentlog.eventlog._base.Command` whose
 
 The owner answers each command on the same partition, after it: a *reply*
 record, key = the run id, value = a msgpack map ``{reply_to, applied}``
-(``reply_to``: the command's offset; ``applied``: False when it was refused).
+(``reply_to``: the command's offset; ``applied``: False when it was refused;
+a queue admitter's reply to an ask also carries ``granted_at`` and
+``expires_at``, see :mod:`~agentlog.eventlog.kafka._queue_grants`).
 A reply goes in the transaction that records the command's effect (or, for a
 refused command, that commits its offset), so a client that reads the reply
 (``read_committed``) then reads the effect too. The owners' own consumer
@@ -21,13 +23,22 @@ skips replies.
 
 from __future__ import annotations
 
+from typing import Any
+
 from agentlog.crypto import PayloadCipher
 from agentlog.errors import ConfigError, CorruptEventError
 from agentlog.eventlog._base import COMMAND_KINDS, Command, check_run_id
 from agentlog.eventlog.codec import decode_stored_payload, pack, store_fields, unpack
 from agentlog.eventlog.events import SCHEMA_V
 
-__all__ = ["command_ref", "decode_command", "decode_reply", "encode_command", "encode_reply"]
+__all__ = [
+    "command_ref",
+    "decode_answer",
+    "decode_command",
+    "decode_reply",
+    "encode_command",
+    "encode_reply",
+]
 
 
 def encode_command(command: Command, cipher: PayloadCipher | None = None) -> bytes:
@@ -105,6 +116,12 @@ def encode_reply(offset: int, applied: bool) -> bytes:
 
 def decode_reply(raw: bytes | None) -> tuple[int, bool] | None:
     """``(offset of the command, applied)`` if ``raw`` is a reply, else None (a command)."""
+    answer = decode_answer(raw)
+    return None if answer is None else (answer[0], answer[1])
+
+
+def decode_answer(raw: bytes | None) -> tuple[int, bool, dict[str, Any]] | None:
+    """As :func:`decode_reply`, with the reply's whole map (a queue grant's times)."""
     try:
         value = unpack(raw or b"")
     except ValueError:
@@ -114,7 +131,7 @@ def decode_reply(raw: bytes | None) -> tuple[int, bool] | None:
     offset, applied = value.get("reply_to"), value.get("applied")
     if not isinstance(offset, int) or not isinstance(applied, bool):
         return None
-    return offset, applied
+    return offset, applied, value
 
 
 def command_ref(command: Command) -> tuple[int, int]:

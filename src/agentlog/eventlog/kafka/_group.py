@@ -47,6 +47,7 @@ from agentlog.eventlog.kafka._commands import command_ref, decode_command, decod
 from agentlog.eventlog.kafka._config import KafkaConfig
 from agentlog.eventlog.kafka._errors import kafka_errors
 from agentlog.eventlog.kafka._ownership import Change, PartitionOwner
+from agentlog.eventlog.kafka._queue_grants import QueueAdmitter, decode_ask
 from agentlog.eventlog.kafka._reader import KafkaReader
 
 __all__ = ["GroupMember"]
@@ -88,6 +89,8 @@ class GroupMember:
         self._assigned: set[int] = set()
         self._generation = -2
         self._buffer: deque[Command] = deque()
+        #: Per owned partition, the admitter of the queues that hash to it.
+        self._admitters: dict[int, QueueAdmitter] = {}
         self._task: asyncio.Task[None] | None = None
         self._last_error: str = ""
         self._changed = asyncio.Event()
@@ -111,6 +114,8 @@ class GroupMember:
         # An open in flight (the rebalance listener runs in the consumer's own
         # task) finishes first and is closed here; none starts after this.
         async with self._opening:
+            for admitter in self._admitters.values():
+                await admitter.stop()
             for owner in list(self.owners.values()):
                 await owner.close("the log was closed")
             self.owners.clear()
@@ -248,6 +253,11 @@ class GroupMember:
             if decode_reply(record.value) is not None:
                 taken.taken(record.offset)  # an owner's answer to a command, for its client
                 continue
+            ask = decode_ask(record.value)
+            if ask is not None:  # for the admitter of a queue of this partition
+                taken.taken(record.offset, ask[1].run_id)
+                self._admitter(owner).asked(record.offset, *ask)
+                continue
             where = f"topic {tp.topic} partition {tp.partition} offset {record.offset}"
             try:
                 command = decode_command(
@@ -261,6 +271,12 @@ class GroupMember:
             taken.taken(record.offset, command.run_id, command.data.type)
             self._buffer.append(command)
         return False
+
+    def _admitter(self, owner: PartitionOwner) -> QueueAdmitter:
+        admitter = self._admitters.get(owner.partition)
+        if admitter is None or admitter.owner is not owner:  # one per ownership
+            admitter = self._admitters[owner.partition] = QueueAdmitter(owner, self._reader)
+        return admitter
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]

@@ -49,6 +49,7 @@ from agentlog.eventlog._base import (
     lease_expiry,
     leased,
 )
+from agentlog.eventlog._queue_slots import SlotAsk, SlotGrant
 from agentlog.eventlog.codec import decode_event, encode_event
 from agentlog.eventlog.events import Event, RunStatus, utcnow
 from agentlog.eventlog.kafka._commands import command_ref, encode_command
@@ -57,6 +58,7 @@ from agentlog.eventlog.kafka._errors import kafka_errors
 from agentlog.eventlog.kafka._group import GroupMember
 from agentlog.eventlog.kafka._log import KafkaEventLog
 from agentlog.eventlog.kafka._ownership import Change, PartitionOwner, RunTail
+from agentlog.eventlog.kafka._queue_grants import RELEASE, decode_grant, encode_ask
 from agentlog.eventlog.kafka._reader import KafkaReader
 from agentlog.eventlog.kafka._records import snapshot_key
 from agentlog.eventlog.kafka._replies import ReplyWatch
@@ -363,6 +365,40 @@ class PartitionedKafkaEventLog(KafkaEventLog, layout="partitioned"):
         """Done with ``command``: see :mod:`~agentlog.eventlog.kafka._ownership` for the rule."""
         if self.member is not None:
             await self.member.ack(command)
+
+    # -- queue slots (eventlog/_queue_slots.py) ----------------------------------------------
+
+    async def hold_slot(self, ask: SlotAsk) -> SlotGrant | None:
+        """Ask the queue's admitter (the owner of the queue name's partition) for
+        the run's slot, and wait for its answer (at most ``ask.lease_s``: an
+        answer later than the lease could not be used).
+
+        Raises:
+            BackendUnavailableError: no answer in time (no owner of that partition).
+        """
+        partition, offset = await self._ask(ask, "hold")
+        if self._replies is None:
+            self._replies = ReplyWatch(self.layout, self._common, self.config.command_timeout_s)
+        applied, reply = await self._replies.answer(
+            ask.run_id, f"queue {ask.queue!r} slot", partition, offset, ask.lease_s
+        )
+        return decode_grant(reply) if applied else None
+
+    async def release_slot(self, queue: str, run_id: str) -> None:
+        """Tell the queue's admitter the run let go of its slot (not waited for)."""
+        await self._ask(SlotAsk(queue, run_id, 0.0, False), RELEASE)
+
+    async def _ask(self, ask: SlotAsk, kind: str) -> tuple[int, int]:
+        partition = self.layout.partition_of(ask.queue)
+        doing = f"cannot ask queue {ask.queue!r} for run {ask.run_id!r}'s slot"
+        with kafka_errors(doing, "nothing was granted; the run stays queued"):
+            sent = await self._plain.send_and_wait(
+                self.layout.commands,
+                encode_ask(ask, kind),
+                key=ask.run_id.encode("utf-8"),
+                partition=partition,
+            )
+        return partition, int(sent.offset)
 
     # -- lifecycle ----------------------------------------------------------------------------
 

@@ -38,6 +38,9 @@ class CommandOffsets:
         self.done_above: set[int] = set()
         #: Outstanding commands acked without an effect (refused): done at the next commit.
         self.acked: set[int] = set()
+        #: The reply to send for an acked offset, when not a plain refusal (a
+        #: queue admitter's grant: eventlog/kafka/_queue_grants.py).
+        self.answers: dict[int, bytes] = {}
 
     def seed(self, committed: int, metadata: str) -> None:
         """Start from the group's committed offset and metadata (a new owner)."""
@@ -102,6 +105,7 @@ class CommandOffsets:
     def commit(self, position: int | None, done: set[int]) -> None:
         for offset in done:
             self.outstanding.pop(offset, None)
+            self.answers.pop(offset, None)
         self.acked -= done
         if position is not None:
             self.committed = max(self.committed, position)

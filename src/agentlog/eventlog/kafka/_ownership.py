@@ -340,7 +340,7 @@ class PartitionOwner:
                         sent.append(
                             await producer.send(
                                 layout.commands,
-                                encode_reply(offset, applied),
+                                self.commands.answers.get(offset) or encode_reply(offset, applied),
                                 key=run_id.encode(),
                                 partition=p,
                             )

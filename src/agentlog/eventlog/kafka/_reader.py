@@ -92,6 +92,8 @@ class KafkaReader:
         self._bad: dict[str, CorruptEventError] = {}
         self._snaps: dict[str, dict[int, SnapshotEntry]] = {}
         self._points: dict[str, list[tuple[int, int]]] = {}
+        #: runs-topic partition -> queue name -> its admitter's table (``q:`` keys)
+        self._queues: dict[int, dict[str, bytes]] = {}
 
     async def start(self) -> None:
         """Connect the three consumers and start reading the runs topic at 0."""
@@ -228,6 +230,13 @@ class KafkaReader:
         except (ValueError, UnicodeDecodeError):
             _log.error("kafka_runs_record_unreadable", where=where, key=record.key)
             return
+        if kind == "q":  # a queue's table (eventlog/kafka/_queue_grants.py)
+            tables = self._queues.setdefault(tp.partition, {})
+            if record.value is None:
+                tables.pop(run_id, None)
+            else:
+                tables[run_id] = record.value
+            return
         try:
             if kind == "r":
                 if record.value is None:
@@ -242,6 +251,10 @@ class KafkaReader:
                 self._snaps.setdefault(run_id, {})[seq] = decode_snapshot(run_id, record.value)
         except ValueError as exc:
             self._bad[run_id] = CorruptEventError(run_id, None, f"bad runs record: {exc}", where)
+
+    def queue_records(self, partition: int) -> dict[str, bytes]:
+        """The queue tables on runs-topic ``partition``, as read so far (catch up first)."""
+        return dict(self._queues.get(partition, {}))
 
     async def entry(self, run_id: str) -> IndexEntry | None:
         """The run's latest index entry (not yet extended by later events)."""

@@ -1,7 +1,7 @@
 """What :mod:`agentlog.eventlog.kafka` stores on its compacted runs topic.
 
 The runs topic (``<name>.runs``, one partition, ``cleanup.policy=compact``)
-holds two kinds of record, told apart by their key:
+holds these kinds of record, told apart by their key:
 
 ``r:<run_id>``  the run's :class:`IndexEntry`: its :class:`RunInfo` (status,
                 last seq, writer epoch and lease), the events partition the run
@@ -13,6 +13,8 @@ holds two kinds of record, told apart by their key:
 ``s:<run_id>:<seq>``  one snapshot of the run, with ``offset``: an events
                 offset at or before the event ``seq + 1``, where a resume
                 starts reading.
+``q:<queue>``   a queue's table, kept by its admitter (partitioned layout;
+                see :mod:`~agentlog.eventlog.kafka._queue_grants`).
 
 A tombstone (no value) deletes a key. Values are msgpack maps of builtin
 types, written with :func:`agentlog.eventlog.codec.pack`.
@@ -77,15 +79,16 @@ def snapshot_key(run_id: str, seq: int) -> bytes:
 
 
 def parse_key(key: bytes) -> tuple[str, str, int]:
-    """``(kind, run_id, seq)`` of a runs-topic key; kind is ``r`` or ``s``.
+    """``(kind, run_id, seq)`` of a runs-topic key; kind is ``r``, ``s`` or ``q``
+    (then ``run_id`` is the queue's name).
 
     Raises:
         ValueError: a key this module did not write.
     """
     text = key.decode()
     kind, _, rest = text.partition(":")
-    if kind == "r" and rest:
-        return "r", rest, 0
+    if kind in ("r", "q") and rest:
+        return kind, rest, 0
     if kind == "s":
         run_id, _, seq = rest.rpartition(":")
         if run_id and seq.isdigit():

@@ -28,7 +28,7 @@ from agentlog._logging import get_logger
 from agentlog.errors import BackendUnavailableError
 from agentlog.eventlog.kafka._admin import TopicLayout
 from agentlog.eventlog.kafka._clients import start_client, stop_quietly
-from agentlog.eventlog.kafka._commands import decode_reply
+from agentlog.eventlog.kafka._commands import decode_answer
 from agentlog.eventlog.kafka._errors import kafka_errors
 
 __all__ = ["ReplyWatch"]
@@ -41,6 +41,9 @@ _STOP_S = 5.0
 _REMEMBERED = 10_000
 _RETRY_S = 0.5
 
+#: A reply: applied or refused, and its whole map.
+_Answer = tuple[bool, dict[str, Any]]
+
 
 class ReplyWatch:
     """Waits for the replies to this process's commands (see the module docstring)."""
@@ -51,8 +54,8 @@ class ReplyWatch:
         #: One caller at a time moves the consumer (assign, seek, pause, fetch).
         self._lock = asyncio.Lock()
         #: (partition, command offset) -> the futures of the callers waiting for its reply
-        self._waiting: dict[tuple[int, int], list[asyncio.Future[bool]]] = {}
-        self._seen: OrderedDict[tuple[int, int], bool] = OrderedDict()
+        self._waiting: dict[tuple[int, int], list[asyncio.Future[_Answer]]] = {}
+        self._seen: OrderedDict[tuple[int, int], _Answer] = OrderedDict()
         self._task: asyncio.Task[None] | None = None
 
     async def outcome(self, run_id: str, kind: str, partition: int, offset: int) -> bool:
@@ -61,22 +64,30 @@ class ReplyWatch:
         Raises:
             BackendUnavailableError: no reply within the log's ``command_timeout_s``.
         """
+        return (await self.answer(run_id, kind, partition, offset))[0]
+
+    async def answer(
+        self, run_id: str, kind: str, partition: int, offset: int, timeout_s: float | None = None
+    ) -> _Answer:
+        """As :meth:`outcome`, with the reply's whole map (a queue grant's times);
+        ``timeout_s`` bounds the wait instead of the log's ``command_timeout_s``."""
+        timeout_s = timeout_s or self._timeout_s
         key = (partition, offset)
         if key in self._seen:
             return self._seen[key]
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[_Answer] = asyncio.get_running_loop().create_future()
         self._waiting.setdefault(key, []).append(future)
         try:
             await self._watch(partition, offset)
             if self._task is None or self._task.done():
                 self._task = asyncio.create_task(self._pump(), name="kafka-command-replies")
-            async with asyncio.timeout(self._timeout_s):
+            async with asyncio.timeout(timeout_s):
                 return await future
         except TimeoutError:
             raise BackendUnavailableError(
                 f"run {run_id!r}: its {kind} command is queued (topic {self._layout.commands} "
                 f"partition {partition} offset {offset}), but no worker applied or refused it "
-                f"within {self._timeout_s:g}s: does a worker of the fleet run (agentlog worker "
+                f"within {timeout_s:g}s: does a worker of the fleet run (agentlog worker "
                 "with ?group=...)? It stays queued, and the partition's owner applies or "
                 "refuses it when there is one. Read the run (pending, get_state) before you "
                 "send it again."
@@ -103,7 +114,9 @@ class ReplyWatch:
         async with self._lock:
             consumer = await self._started()
             others = [o for p, o in self._waiting if p == partition and o != offset]
-            if not others:  # nobody else reads it: start right after the command
+            # Nobody else reads it (the others waiting on it may not be watched
+            # yet: asked side by side): start right after the command.
+            if not others or tp in consumer.paused():
                 consumer.seek(tp, offset + 1)
                 consumer.resume(tp)
                 return
@@ -141,7 +154,7 @@ class ReplyWatch:
                         batches = await consumer.getmany(timeout_ms=_POLL_MS)
                     for tp, records in batches.items():
                         for record in records:
-                            self._note(tp.partition, decode_reply(record.value))
+                            self._note(tp.partition, decode_answer(record.value))
                     waited = {partition for partition, _ in self._waiting}
                     idle = [tp for tp in consumer.assignment() if tp.partition not in waited]
                     consumer.pause(*idle)
@@ -149,15 +162,15 @@ class ReplyWatch:
                 _log.warning("kafka_command_replies_unread", error=str(exc))
                 await asyncio.sleep(_RETRY_S)
 
-    def _note(self, partition: int, reply: tuple[int, bool] | None) -> None:
+    def _note(self, partition: int, reply: tuple[int, bool, dict[str, Any]] | None) -> None:
         if reply is None:
             return  # a command
         key = (partition, reply[0])
         if key in self._seen:
             return  # the first reply is the outcome
-        self._seen[key] = reply[1]
+        self._seen[key] = (reply[1], reply[2])
         while len(self._seen) > _REMEMBERED:
             self._seen.popitem(last=False)
         for future in self._waiting.get(key, ()):
             if not future.done():
-                future.set_result(reply[1])
+                future.set_result((reply[1], reply[2]))

@@ -1,0 +1,65 @@
+"""Queue slots kept by one fenced process: the seam a log whose runs are owned
+per partition (Kafka) offers for queues.
+
+On SQLite, PostgreSQL and Redis every worker reads every claim, so a queue is
+counted from the run index (:mod:`agentlog.runtime._queue_admission`). On a
+partitioned Kafka log no worker sees the others' claims, so one process keeps
+each queue's count: the owner of the queue's partition (its *admitter*). A
+run's owner asks it for a slot (:meth:`QueueSlots.hold_slot`) before it drives
+a queued run, renews the slot as it renews its lease, and lets it go
+(:meth:`QueueSlots.release_slot`) when the run parks, ends or is handed over.
+See docs/queues.md ("Kafka") for what the admitter guarantees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+__all__ = ["QueueSlots", "SlotAsk", "SlotGrant"]
+
+
+@dataclass(frozen=True, slots=True)
+class SlotAsk:
+    """A run's owner asks its queue's admitter for a slot (or to keep one)."""
+
+    queue: str
+    run_id: str
+    lease_s: float
+    """How long the slot is held from the grant unless renewed (the writer lease)."""
+    first: bool
+    """The run was never admitted: a first admission (counted by the rate, ranked)."""
+    priority: int = 0
+    started_at: datetime | None = None
+    concurrency: int | None = None
+    rate_runs: int | None = None
+    rate_per_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SlotGrant:
+    """The admitter's yes: the run holds a slot until ``expires_at`` (its clock)."""
+
+    granted_at: datetime
+    """When the admitter granted it: a first admission's time (``RunAdmitted``)."""
+    expires_at: datetime
+
+
+@runtime_checkable
+class QueueSlots(Protocol):
+    """A log whose queues are counted by one fenced admitter per queue."""
+
+    async def hold_slot(self, ask: SlotAsk) -> SlotGrant | None:
+        """Ask for (or renew) the run's slot; None: no room now (or over the
+        rate, or a run ranked ahead waits), so do not drive the run.
+
+        Raises:
+            BackendUnavailableError: no admitter answered in time.
+        """
+        ...
+
+    async def release_slot(self, queue: str, run_id: str) -> None:
+        """Let go of the run's slot (it parked, ended or was handed over);
+        sent, not waited for: a lost release expires with the slot's lease."""
+        ...

@@ -1,0 +1,141 @@
+"""A queue's admitter on the real broker: one fenced process grants its slots.
+
+The owner of the queue name's partition answers every ask for a slot in its
+own transactions, with the queue's table on the runs topic: at most
+``concurrency`` runs hold a slot, at most ``rate.runs`` first admissions in
+a window, a renewal keeps the slot and its grant time, a release frees it,
+and a new owner of the partition (the old one closed) reads the slots
+granted before it and gives none of them twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+import pytest
+
+from agentlog.eventlog._base import RunInfo
+from agentlog.eventlog._queue_slots import SlotAsk
+from agentlog.eventlog.events import RunStatus, utcnow
+from agentlog.eventlog.kafka._admin import partition_for
+from agentlog.eventlog.kafka._grouplog import PartitionedKafkaEventLog
+from agentlog.eventlog.kafka._queue_grants import QueueTable, decide, decode_table, encode_table
+from tests.eventlog.kafka.group_support import PARTITIONS, SETTLE_S, open_log, settle, split
+
+#: Longer than any wait of these tests: a slot granted here never lapses in one.
+LONG_S = 120.0
+
+
+def _ask(run_id: str, queue: str = "q", **kwargs: object) -> SlotAsk:
+    fields: dict[str, object] = {"lease_s": LONG_S, "first": True, **kwargs}
+    return SlotAsk(queue, run_id, **fields)  # type: ignore[arg-type]
+
+
+# -- the rules, without a broker ----------------------------------------------------------
+
+
+def test_a_queue_grants_at_most_its_concurrency_and_renews_a_held_slot() -> None:
+    table, now = QueueTable(), utcnow()
+    grants = [decide(table, _ask(f"r{n}", concurrency=2), now, []) for n in range(3)]
+    assert [g is not None for g in grants] == [True, True, False]
+    later = now + timedelta(seconds=5)
+    renewed = decide(table, _ask("r0", concurrency=2, first=False), later, [])
+    assert renewed is not None and grants[0] is not None
+    assert renewed.granted_at == grants[0].granted_at  # a renewal keeps the grant's time
+    assert renewed.expires_at > grants[0].expires_at
+    assert decode_table(encode_table(table)) == table
+
+
+def test_a_first_admission_waits_for_a_run_ranked_ahead() -> None:
+    table, now = QueueTable(), utcnow()
+    ahead = RunInfo("urgent", priority=0, started_at=now, status=RunStatus.QUEUED)
+    assert decide(table, _ask("late", priority=3, started_at=now), now, [ahead]) is None
+    assert decide(table, _ask("urgent", priority=0, started_at=now), now, [ahead]) is not None
+    # once the urgent run holds its slot, the next in rank goes
+    assert decide(table, _ask("late", priority=3, started_at=now), now, [ahead]) is not None
+    # a run admitted before (resumed) is not ranked
+    assert decide(table, _ask("old", priority=9, first=False), now, [ahead]) is not None
+
+
+# -- the admitter on the broker -------------------------------------------------------------
+
+
+@pytest.fixture
+async def fleet(
+    kafka_bootstrap: str, kafka_name: str
+) -> AsyncIterator[list[PartitionedKafkaEventLog]]:
+    """Two group members (the workers) and a client, in this process."""
+    logs: list[PartitionedKafkaEventLog] = []
+    try:
+        for _ in range(2):
+            logs.append(await open_log(kafka_bootstrap, kafka_name, "g"))
+        await settle(logs, split(logs), "the members split the partitions")
+        logs.append(await open_log(kafka_bootstrap, kafka_name))
+        yield logs
+    finally:
+        for log in logs:
+            with contextlib.suppress(Exception):
+                await log.close()
+
+
+async def _granted_soon(client: PartitionedKafkaEventLog, ask: SlotAsk) -> None:
+    """Ask until granted (a release is sent, not waited for); fail after SETTLE_S."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SETTLE_S
+    while await client.hold_slot(ask) is None:
+        assert loop.time() < deadline, f"{ask.run_id} got no slot within {SETTLE_S}s"
+        await asyncio.sleep(0.1)
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(300)
+async def test_the_admitter_grants_at_most_the_concurrency(
+    fleet: list[PartitionedKafkaEventLog],
+) -> None:
+    client = fleet[-1]
+    asks = [_ask(f"r{n}", concurrency=2) for n in range(5)]
+    grants = await asyncio.gather(*(client.hold_slot(ask) for ask in asks))
+    held = [ask for ask, grant in zip(asks, grants, strict=True) if grant is not None]
+    refused = [ask for ask, grant in zip(asks, grants, strict=True) if grant is None]
+    assert len(held) == 2, grants
+    first = next(grant for grant in grants if grant is not None)
+    again = await client.hold_slot(dataclasses.replace(held[0], first=False))
+    assert again is not None and again.granted_at == first.granted_at
+    assert await client.hold_slot(refused[0]) is None  # still full
+    await client.release_slot("q", held[0].run_id)
+    await _granted_soon(client, refused[0])
+    assert await client.hold_slot(refused[1]) is None  # full again: one freed, one taken
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(300)
+async def test_a_rate_counts_first_admissions_only(fleet: list[PartitionedKafkaEventLog]) -> None:
+    client = fleet[-1]
+    paced = {"rate_runs": 2, "rate_per_s": 3600.0}
+    grants = [await client.hold_slot(_ask(f"p{n}", "paced", **paced)) for n in range(3)]
+    assert [grant is not None for grant in grants] == [True, True, False]
+    resumed = _ask("p-old", "paced", first=False, **paced)  # admitted before: not counted
+    assert await client.hold_slot(resumed) is not None
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(300)
+async def test_a_new_admitter_keeps_the_slots_granted_before_it(
+    fleet: list[PartitionedKafkaEventLog],
+) -> None:
+    members, client = fleet[:2], fleet[-1]
+    asks = [_ask(f"t{n}", "taken", concurrency=2) for n in range(3)]
+    assert await client.hold_slot(asks[0]) is not None
+    assert await client.hold_slot(asks[1]) is not None
+    admitter_partition = partition_for("taken", PARTITIONS)
+    old = next(m for m in members if admitter_partition in m.owned_partitions)
+    new = next(m for m in members if m is not old)
+    await old.close()  # leaves the group: the other member owns the partition next
+    await settle([new], lambda: admitter_partition in new.owned_partitions, "takeover")
+    assert await client.hold_slot(asks[2]) is None, "a slot granted before was given again"
+    await client.release_slot("taken", asks[0].run_id)
+    await _granted_soon(client, asks[2])
