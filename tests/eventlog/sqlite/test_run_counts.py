@@ -100,7 +100,10 @@ async def _filled_file(tmp_path: Path) -> Path:
 
 
 def _undo_migration_7(conn: sqlite3.Connection) -> None:
-    """Drop the queue columns that migration 7 added to ``runs``."""
+    """Drop the queue columns that migration 7 added to ``runs``, and the
+    mailbox tables of migration 8 after it."""
+    for table in ("run_messages", "run_mailboxes"):
+        conn.execute(f"DROP TABLE {table}")
     for column in ("queue", "priority", "admitted_at"):
         conn.execute(f"ALTER TABLE runs DROP COLUMN {column}")
 
