@@ -5,12 +5,16 @@ A message is recorded by the run's one writer, as every event is:
 * the run is driven in this process: it is handed to its executor
   (:class:`~agentlog.runtime._inbox.Inbox`), which records it at its next
   superstep boundary, or before it parks;
-* else, on a log that runtimes write directly (SQLite, PostgreSQL, Redis,
-  memory), the sender claims the run politely, as a resume does, records
-  ``MessageSent`` and lets go (or drives the run here if the message
-  answers the ``recv`` it is parked on); while another process's writer
-  holds the run, it waits for that writer to let go (the run parks, ends or
-  is handed over), up to its ``timeout``;
+* else, on a log with run mailboxes (SQLite, PostgreSQL, Redis), the
+  sender stores the message in the run's mailbox; if a writer holds the
+  running run it returns at once, and that writer moves it into the history
+  before the run parks or ends (runtime/_mailbox.py); else it claims the
+  run politely, as a resume does, moves every stored message and lets go
+  (or drives the run here if a message answers the ``recv`` it is parked
+  on), waiting up to its ``timeout`` for a writer that closed its mailbox
+  to let go;
+* on memory (one process), the sender claims the run as above, and waits
+  while another runtime's writer holds it;
 * on a log whose workers own the runs (Kafka with a consumer group), the
   sender sends a ``send`` command, which the run's owner applies as above
   (:func:`apply_send`), and waits for its outcome. A command always carries
