@@ -188,7 +188,7 @@ class RunExecutor:
         while not state.is_terminal and state.status != RunStatus.WAITING:
             await record_handed(self.writer, self.inbox)
             if not state.next_steps or self.cancel_requested.is_set():  # it ends here
-                await take_stored(self.writer, self.mailbox, close=True)
+                await take_stored(self.writer, self.mailbox, close=False)
             if self.cancel_requested.is_set():
                 emit(RunCancelled(self.cancel_reason or "cancelled at a step boundary"))
                 break
@@ -207,6 +207,7 @@ class RunExecutor:
                     f"the run has taken {state.steps} of its {limit} steps and the next "
                     f"superstep needs {len(todo)} more"
                 )
+                await take_stored(self.writer, self.mailbox, close=False)  # it ends here
                 failure = {"type": "StepLimitExceeded", "message": why}
                 emit(RunFailed(f"StepLimitExceeded: {why}", failure=failure))
                 break
@@ -222,7 +223,7 @@ class RunExecutor:
                 (o, b) for o, (b, _) in zip(outcomes, todo, strict=True) if o not in _GOING_ON
             ]
             if failures:
-                await take_stored(self.writer, self.mailbox, close=True)
+                await take_stored(self.writer, self.mailbox, close=False)
                 error, branch = failures[0]
                 emit(RunFailed(error, failure=self._failures.get(branch)))
                 break
@@ -236,6 +237,7 @@ class RunExecutor:
             broken = self._commit_error()
             if broken is not None:
                 step, branch, error = broken
+                await take_stored(self.writer, self.mailbox, close=False)  # it ends here
                 attempt = state.attempts.get(branch, 0) + 1
                 emit(StepFailed(step, state.superstep, branch, attempt, error, False))
                 emit(RunFailed(error, failure={"type": "ReducerError", "message": error}))

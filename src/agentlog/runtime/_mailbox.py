@@ -4,9 +4,10 @@ A sender on a direct-write log (SQLite, PostgreSQL, Redis) stores a message
 in the run's mailbox (:mod:`agentlog.eventlog._mailbox`) instead of waiting
 for the writer that holds the run. The executor moves the stored messages
 into the history as ``MessageSent`` events, in the order they were stored
-(:func:`take_stored`), before the run parks or ends: it closes its mailbox
-in the same transaction that reads them, so a message stored later is
-recorded by its sender, who claims the run once this writer lets go.
+(:func:`take_stored`), before the run parks or ends. Before a park it
+closes its mailbox in the same transaction that reads them, so a message
+stored later is recorded by its sender, who claims the run once this writer
+lets go.
 A sender that finds no writer to take its message moves every stored
 message itself (:func:`message_events`), as the run's claimed writer.
 """
@@ -69,8 +70,12 @@ def message_events(
 
 async def take_stored(writer: Writer, mailbox: Mailbox | None, *, close: bool) -> bool:
     """Move the run's stored messages into its history (durable before this
-    returns, as every input is). ``close``: the run is about to park or end:
-    close its mailbox in the same transaction that reads it.
+    returns, as every input is). ``close``: the run is about to park: close
+    its mailbox in the same transaction that reads it, so that no message
+    stored before the park is left behind. Before the run ends, a plain read
+    (``close=False``) moves what is stored by then; a message stored in the
+    moment after it stays in the mailbox of the ended run, as a message the
+    run never asked for.
 
     Returns:
         True if one of them answered an open ``recv``: the run goes on (the

@@ -26,6 +26,20 @@ __all__ = ["SqliteMailbox"]
 _T = TypeVar("_T")
 
 
+_WAITING = (
+    "SELECT id, topic, value, key FROM run_messages WHERE run_id = ? AND moved = 0 ORDER BY id"
+)
+
+
+def _messages(
+    cipher: PayloadCipher | None, run_id: str, rows: Sequence[Sequence[Any]]
+) -> list[StoredMessage]:
+    return [
+        StoredMessage(int(i), str(t), open_value(cipher, run_id, bytes(v)), str(k))
+        for i, t, v, k in rows
+    ]
+
+
 class SqliteMailbox(MailboxLog):
     """:class:`MailboxLog` on the SQLite file; mixed into ``SqliteEventLog``."""
 
@@ -75,6 +89,10 @@ class SqliteMailbox(MailboxLog):
     async def stored_messages(
         self, run_id: str, *, close_epoch: int | None = None
     ) -> list[StoredMessage]:
+        if close_epoch is None:  # a plain read: no hop to the writing thread
+            found = self._read(_WAITING, (run_id,))  # type: ignore[attr-defined]
+            return _messages(self.cipher, run_id, found)
+
         def body(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
             if close_epoch is not None:
                 row = conn.execute(
@@ -88,17 +106,10 @@ class SqliteMailbox(MailboxLog):
                     "ON CONFLICT (run_id) DO UPDATE SET closed_epoch = excluded.closed_epoch",
                     (run_id, close_epoch),
                 )
-            return conn.execute(
-                "SELECT id, topic, value, key FROM run_messages "
-                "WHERE run_id = ? AND moved = 0 ORDER BY id",
-                (run_id,),
-            ).fetchall()
+            return conn.execute(_WAITING, (run_id,)).fetchall()
 
         rows = await self._mailbox_call(body, durable=None, doing="mailbox read failed")
-        return [
-            StoredMessage(int(i), str(t), open_value(self.cipher, run_id, bytes(v)), str(k))
-            for i, t, v, k in rows
-        ]
+        return _messages(self.cipher, run_id, rows)
 
     async def messages_moved(self, run_id: str, ids: Sequence[int]) -> None:
         if not ids:
