@@ -116,6 +116,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE TABLE agentlog_run_mailboxes (run_id text PRIMARY KEY, "
         "closed_epoch bigint NOT NULL)",
     ),
+    (
+        # A queue's rate counts the runs admitted within its period: a range
+        # of this index (partial: only runs a queue admitted have an entry).
+        "CREATE INDEX agentlog_runs_by_admitted ON agentlog_runs (admitted_at, workflow) "
+        "WHERE admitted_at IS NOT NULL",
+    ),
 )
 
 # The run index columns are RunInfo's fields, by name (as in the SQLite file).

@@ -31,6 +31,7 @@ Migration 6 adds ``run_counts``, the listed runs per status, kept by triggers
 on ``runs``, so an unfiltered page's counts do not walk every run.
 Migration 7 adds ``queue``, ``priority`` and ``admitted_at`` (docs/queues.md).
 Migration 8 adds the run mailboxes (:mod:`agentlog.eventlog.sqlite._mailbox`).
+Migration 9 indexes ``admitted_at`` for a queue's rate (docs/queues.md).
 """
 
 from __future__ import annotations
@@ -123,6 +124,14 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX run_messages_waiting ON run_messages (run_id, id) WHERE moved = 0",
         "CREATE TABLE run_mailboxes (run_id TEXT PRIMARY KEY, closed_epoch INTEGER NOT NULL) "
         "WITHOUT ROWID",
+    ),
+    (
+        # A queue's rate counts the runs admitted within its period
+        # (SqlIndexedEventLog.admitted_since): a range of this index. Partial:
+        # a run outside every queue never has an entry, and a run's entry is
+        # written once, when it is admitted.
+        "CREATE INDEX runs_by_admitted ON runs (admitted_at, workflow) "
+        "WHERE admitted_at IS NOT NULL",
     ),
 )
 
