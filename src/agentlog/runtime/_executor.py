@@ -187,7 +187,8 @@ class RunExecutor:
         state, emit = self.state, self.writer.emit
         while not state.is_terminal and state.status != RunStatus.WAITING:
             await record_handed(self.writer, self.inbox)
-            if not state.next_steps or self.cancel_requested.is_set():  # it ends here
+            if not state.next_steps or self.cancel_requested.is_set() or state.message_keys:
+                # it ends here, or it takes messages: move what is stored now
                 await take_stored(self.writer, self.mailbox, close=False)
             if self.cancel_requested.is_set():
                 emit(RunCancelled(self.cancel_reason or "cancelled at a step boundary"))

@@ -4,7 +4,9 @@ A sender on a direct-write log (SQLite, PostgreSQL, Redis) stores a message
 in the run's mailbox (:mod:`agentlog.eventlog._mailbox`) instead of waiting
 for the writer that holds the run. The executor moves the stored messages
 into the history as ``MessageSent`` events, in the order they were stored
-(:func:`take_stored`), before the run parks or ends. Before a park it
+(:func:`take_stored`), before the run parks or ends, and at each superstep
+boundary once the run has had a message (a run that takes none asks the
+store nothing between its steps). Before a park it
 closes its mailbox in the same transaction that reads them, so a message
 stored later is recorded by its sender, who claims the run once this writer
 lets go.
