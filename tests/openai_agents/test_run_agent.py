@@ -15,7 +15,12 @@ import pytest
 from agents import Agent, ModelResponse, RunConfig, Usage, function_tool
 from agents.testing import assistant_message, function_call
 
-from agentlog.errors import NondeterminismError, RunFailedError, WorkflowDefinitionError
+from agentlog.errors import (
+    LeaseExpiredError,
+    NondeterminismError,
+    RunFailedError,
+    WorkflowDefinitionError,
+)
 from agentlog.eventlog.events import TaskCompleted, TaskStarted
 from agentlog.openai_agents import MODEL_TASK, TOOL_TASK, run_agent
 from agentlog.runtime import (
@@ -355,3 +360,34 @@ async def test_tool_calls_side_by_side_replay_by_their_own_keys(tmp_path: Path) 
     for kind, key in tools:  # each key's recorded result is its own order's
         assert results[key] == f"order {kind.rsplit(':', 1)[1]} found"
     assert [kind for kind, _ in journal.calls].count("model:final") == 2  # failed once
+
+
+async def test_a_writer_that_must_stop_in_a_tool_call_stops_the_run_not_fails_it(
+    tmp_path: Path,
+) -> None:
+    """The SDK wraps an error of a tool call in its ``UserError``. When the
+    step's writer may not begin the tool's effect (its lease ran out by its own
+    clock, as on a loaded machine; or it was fenced), the step must not fail
+    and be retried over it: the agentlog error leaves the step, the writer
+    stops, and the run stays running for the next writer."""
+    journal = Journal()
+    rts: list[Runtime] = []
+
+    def record(kind: str, key: str) -> None:
+        journal(kind, key)
+        if kind == "model:triage" and len(journal.calls) == 1:  # the lookup call comes next
+            executor = rts[0].driver.active_run("r1")
+            assert executor is not None
+            executor.writer._lease_deadline = 0.0  # type: ignore[attr-defined]  # ran out
+
+    wf = support_workflow(record)
+    async with await Runtime.open(_url(tmp_path), workflows=[wf]) as rt:
+        rts.append(rt)
+        await rt.start(wf, run_id="r1", input=QUESTION)
+        with pytest.raises(LeaseExpiredError):
+            await run_to_rest(rt, "r1")
+        state = await rt.get_state("r1")
+        failed = [e.data for e in await events_of(rt.log, "r1") if e.type == "StepFailed"]
+    assert state.status == "running"  # not failed: another writer goes on with it
+    assert failed == []
+    assert [kind for kind, _ in journal.calls] == ["model:triage"]  # no tool call ran
