@@ -15,11 +15,11 @@ whatever the log says needs a driver until it is killed.
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 from typing import Any
 
-from agentlog.runtime import Runtime, RuntimeConfig, StepContext, Workflow, end, goto
+from agentlog.runtime import StepContext, Workflow, end, goto
+from tests.crash.message_receiver import serve
 
 
 async def _work(n: int) -> int:
@@ -43,13 +43,5 @@ def busy_receiver(count: int) -> Workflow:
     return wf
 
 
-async def main(url: str, count: int, lease: float) -> None:
-    config = RuntimeConfig(owner=f"receiver-{os.getpid()}", lease_seconds=lease, worker=True)
-    async with await Runtime.open(url, workflows=[busy_receiver(count)], config=config):
-        sys.stdout.write("READY\n")
-        sys.stdout.flush()
-        await asyncio.Event().wait()  # the background worker drives the run until SIGKILL
-
-
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3])))
+    asyncio.run(serve(sys.argv[1], busy_receiver(int(sys.argv[2])), float(sys.argv[3])))

@@ -37,9 +37,18 @@ from typing import Any
 
 from agentlog.crypto import PayloadCipher
 from agentlog.eventlog._packing import pack, unpack
+from agentlog.eventlog._records import RunInfo
 from agentlog.eventlog._sealing import open_blob, seal_blob
+from agentlog.eventlog.events import RunStatus, utcnow
 
-__all__ = ["MailboxLog", "Stored", "StoredMessage", "open_value", "seal_value"]
+__all__ = [
+    "MailboxLog",
+    "Stored",
+    "StoredMessage",
+    "open_value",
+    "seal_value",
+    "stored_outcome",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +75,20 @@ class Stored:
     is live and its writer has not closed its mailbox."""
     ended: bool
     """The run completed, failed or was cancelled: nothing was stored."""
+
+
+def stored_outcome(info: RunInfo, inserted: bool, moved: bool, closed_epoch: int | None) -> Stored:
+    """What a store found, from the run's index row read in its transaction,
+    whether it inserted, whether the key's message moved, and the epoch that
+    closed the mailbox (None: open): the one rule of every backend."""
+    ended = info.status in RunStatus.TERMINAL
+    taken = (
+        not ended
+        and info.status == RunStatus.RUNNING
+        and info.lease_live(utcnow())
+        and closed_epoch != info.writer_epoch
+    )
+    return Stored(inserted=inserted and not ended, moved=moved, taken=taken, ended=ended)
 
 
 def seal_value(cipher: PayloadCipher | None, run_id: str, value: Any) -> bytes:

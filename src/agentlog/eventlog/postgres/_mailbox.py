@@ -18,9 +18,16 @@ import psycopg
 
 from agentlog.crypto import PayloadCipher
 from agentlog.errors import FencedError, UnknownRunError
-from agentlog.eventlog._mailbox import MailboxLog, Stored, StoredMessage, open_value, seal_value
+from agentlog.eventlog._mailbox import (
+    MailboxLog,
+    Stored,
+    StoredMessage,
+    open_value,
+    seal_value,
+    stored_outcome,
+)
 from agentlog.eventlog._row_format import info_from_row
-from agentlog.eventlog.events import RunStatus, utcnow
+from agentlog.eventlog.events import RunStatus
 from agentlog.eventlog.postgres._schema import LOCK_RUN
 
 __all__ = ["PostgresMailbox"]
@@ -62,19 +69,12 @@ class PostgresMailbox(MailboxLog):
                 )
             ).fetchone()
             moved = found is not None and bool(found[0])
-            if ended:
-                return Stored(inserted=False, moved=moved, taken=False, ended=True)
             closed = await (
                 await conn.execute(
                     "SELECT closed_epoch FROM agentlog_run_mailboxes WHERE run_id = %s", (run_id,)
                 )
             ).fetchone()
-            taken = (
-                info.status == RunStatus.RUNNING
-                and info.lease_live(utcnow())
-                and (closed is None or closed[0] != info.writer_epoch)
-            )
-            return Stored(inserted=inserted == 1, moved=moved, taken=taken, ended=False)
+            return stored_outcome(info, inserted == 1, moved, None if closed is None else closed[0])
 
         return await self._mailbox_call(body, "message store failed")
 

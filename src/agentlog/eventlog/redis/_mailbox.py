@@ -20,10 +20,17 @@ from typing import Any
 
 from agentlog.crypto import PayloadCipher
 from agentlog.errors import FencedError, UnknownRunError
-from agentlog.eventlog._mailbox import MailboxLog, Stored, StoredMessage, open_value, seal_value
+from agentlog.eventlog._mailbox import (
+    MailboxLog,
+    Stored,
+    StoredMessage,
+    open_value,
+    seal_value,
+    stored_outcome,
+)
 from agentlog.eventlog._records import RunInfo
 from agentlog.eventlog._row_format import from_us
-from agentlog.eventlog.events import RunStatus, utcnow
+from agentlog.eventlog.events import RunStatus
 
 __all__ = ["RedisMailbox"]
 
@@ -121,18 +128,15 @@ class RedisMailbox(MailboxLog):
         reply = await self._mailbox_write(self._scripts()[0], self._mailbox_keys(run_id), args)
         if reply[0] == b"unknown":
             raise UnknownRunError(run_id, self.url)
-        _, inserted, moved, ended, status, epoch, lease, closed = reply
-        if int(ended):
-            return Stored(inserted=False, moved=bool(int(moved)), taken=False, ended=True)
-        expires = from_us(int(lease)) if lease else None
-        live = RunInfo(run_id, lease_expires_at=expires).lease_live(utcnow())
-        taken = (
-            status.decode() == RunStatus.RUNNING
-            and live
-            and (not closed or int(closed) != int(epoch))
+        _, inserted, moved, _ended, status, epoch, lease, closed = reply
+        info = RunInfo(
+            run_id,
+            status=status.decode(),
+            writer_epoch=int(epoch),
+            lease_expires_at=from_us(int(lease)) if lease else None,
         )
-        return Stored(
-            inserted=bool(int(inserted)), moved=bool(int(moved)), taken=taken, ended=False
+        return stored_outcome(
+            info, bool(int(inserted)), bool(int(moved)), int(closed) if closed else None
         )
 
     async def stored_messages(

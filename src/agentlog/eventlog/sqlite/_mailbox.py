@@ -16,9 +16,16 @@ from typing import Any, TypeVar
 
 from agentlog.crypto import PayloadCipher
 from agentlog.errors import FencedError, UnknownRunError
-from agentlog.eventlog._mailbox import MailboxLog, Stored, StoredMessage, open_value, seal_value
+from agentlog.eventlog._mailbox import (
+    MailboxLog,
+    Stored,
+    StoredMessage,
+    open_value,
+    seal_value,
+    stored_outcome,
+)
 from agentlog.eventlog._row_format import info_from_row
-from agentlog.eventlog.events import RunStatus, utcnow
+from agentlog.eventlog.events import RunStatus
 from agentlog.eventlog.sqlite._schema import SELECT_RUN
 
 __all__ = ["SqliteMailbox"]
@@ -72,17 +79,10 @@ class SqliteMailbox(MailboxLog):
                 "SELECT moved FROM run_messages WHERE run_id = ? AND key = ?", (run_id, key)
             ).fetchone()
             moved = found is not None and bool(found[0])
-            if ended:
-                return Stored(inserted=False, moved=moved, taken=False, ended=True)
             closed = conn.execute(
                 "SELECT closed_epoch FROM run_mailboxes WHERE run_id = ?", (run_id,)
             ).fetchone()
-            taken = (
-                info.status == RunStatus.RUNNING
-                and info.lease_live(utcnow())
-                and (closed is None or closed[0] != info.writer_epoch)
-            )
-            return Stored(inserted=inserted == 1, moved=moved, taken=taken, ended=False)
+            return stored_outcome(info, inserted == 1, moved, None if closed is None else closed[0])
 
         return await self._mailbox_call(body, durable=True, doing="message store failed")
 
