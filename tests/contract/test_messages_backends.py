@@ -12,6 +12,7 @@ it, and ``get_event`` waits for the value the run publishes.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -107,3 +108,59 @@ async def test_messages_on_a_kafka_worker_fleet(kafka_bootstrap: str, kafka_name
     worker_url = f"{base}?group=workers&partitions=2&session_timeout=6"
     async with pair(worker_url, f"{base}?layout=partitioned&partitions=2") as client:
         await scenario(client)
+
+
+def held(gate: asyncio.Event) -> Workflow:
+    """One step that waits at ``gate`` (its writer holds the run), then takes
+    two messages of "orders" and one of "audit"."""
+    wf = Workflow("held", state={"got": "append"})
+
+    @wf.step
+    async def work(ctx: StepContext) -> Any:
+        await gate.wait()
+        got = [await ctx.recv("orders"), await ctx.recv("orders"), await ctx.recv("audit")]
+        return end(got=got)
+
+    return wf
+
+
+async def held_scenario(url: str) -> None:
+    """A worker's step holds the run while a client sends: each send returns at
+    once (stored in the run's mailbox), and the run receives them in order."""
+    gate = asyncio.Event()
+    wf = held(gate)
+    worker_config = RuntimeConfig("worker", poll_seconds=0.05)
+    client_config = RuntimeConfig(owner="client", execute=False, worker=False)
+    async with (
+        await Runtime.open(url, workflows=[wf], config=worker_config) as worker,
+        await Runtime.open(url, workflows=[wf], config=client_config) as client,
+    ):
+        await client.submit("held", run_id="h")
+
+        async def held_by_the_worker() -> bool:
+            info = await client.log.find_run("h")
+            return info is not None and info.lease_owner == "worker"
+
+        await until(held_by_the_worker, "the worker drives the run", WAIT_S)
+        async with asyncio.timeout(WAIT_S):  # the step still waits at its gate
+            assert await client.send("h", "orders", 1, idempotency_key="o1") is True
+            assert await client.send("h", "audit", "seen") is True
+            assert await client.send("h", "orders", 1, idempotency_key="o1") is False
+            assert await client.send("h", "orders", 2, idempotency_key="o2") is True
+        assert not [e async for e in client.log.read("h") if isinstance(e.data, MessageSent)]
+        gate.set()
+        state = await worker.wait("h", timeout=WAIT_S)
+    assert state.status == RunStatus.COMPLETED, (state.status, state.error)
+    assert state.values["got"] == [1, 2, "seen"]
+
+
+async def test_a_send_to_a_held_run_returns_at_once_on_sqlite(tmp_path: Path) -> None:
+    await held_scenario(f"sqlite:///{tmp_path / 'agentlog.db'}")
+
+
+async def test_a_send_to_a_held_run_returns_at_once_on_postgres(postgres_url: str) -> None:
+    await held_scenario(postgres_url)
+
+
+async def test_a_send_to_a_held_run_returns_at_once_on_redis(redis_url: str) -> None:
+    await held_scenario(redis_url)

@@ -33,13 +33,14 @@ def receiver(count: int) -> Workflow:
     return wf
 
 
-async def main(url: str, count: int, lease: float) -> None:
+async def serve(url: str, wf: Workflow, lease: float) -> None:
+    """A worker for ``wf``'s runs: prints READY, then drives them until SIGKILL."""
     config = RuntimeConfig(owner=f"receiver-{os.getpid()}", lease_seconds=lease, worker=True)
-    async with await Runtime.open(url, workflows=[receiver(count)], config=config):
+    async with await Runtime.open(url, workflows=[wf], config=config):
         sys.stdout.write("READY\n")
         sys.stdout.flush()
         await asyncio.Event().wait()  # the background worker drives the run until SIGKILL
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3])))
+    asyncio.run(serve(sys.argv[1], receiver(int(sys.argv[2])), float(sys.argv[3])))

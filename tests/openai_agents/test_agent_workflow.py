@@ -70,14 +70,7 @@ async def test_a_failed_segment_replays_only_its_own_calls(tmp_path: Path) -> No
     """The refunds model fails once: the refunds step retries; triage's step
     does not run again, and no recorded call is made twice."""
     journal = Journal()
-    failures = ["model:refunds"]
-
-    def record(kind: str, key: str) -> None:
-        journal(kind, key)
-        if kind in failures:
-            failures.remove(kind)
-            raise ConnectionError("the model's connection dropped")
-
+    record = journal.failing_once()
     wf = support_agent_workflow(record)
     async with await Runtime.open(_url(tmp_path), workflows=[wf]) as rt:
         await rt.start(wf, run_id="r1", input=INPUT)

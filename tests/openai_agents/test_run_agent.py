@@ -15,7 +15,12 @@ import pytest
 from agents import Agent, ModelResponse, RunConfig, Usage, function_tool
 from agents.testing import assistant_message, function_call
 
-from agentlog.errors import NondeterminismError, RunFailedError, WorkflowDefinitionError
+from agentlog.errors import (
+    LeaseExpiredError,
+    NondeterminismError,
+    RunFailedError,
+    WorkflowDefinitionError,
+)
 from agentlog.eventlog.events import TaskCompleted, TaskStarted
 from agentlog.openai_agents import MODEL_TASK, TOOL_TASK, run_agent
 from agentlog.runtime import (
@@ -28,6 +33,7 @@ from agentlog.runtime import (
 )
 from tests.openai_agents.agents_app import (
     FakeModel,
+    Record,
     support_agents,
     support_workflow,
     tool_outputs,
@@ -59,6 +65,36 @@ class Journal:
     def repeats(self) -> dict[str, int]:
         """Keys called more than once, with how often."""
         return {key: n for key, n in Counter(k for _, k in self.calls).items() if n > 1}
+
+    def failing_once(self, kind: str = "model:refunds") -> Record:
+        """A record hook that journals every call and fails the first call of
+        ``kind`` (the refunds model, by default) as a dropped connection."""
+        failures = [kind]
+
+        def record(called: str, key: str) -> None:
+            self(called, key)
+            if called in failures:
+                failures.remove(called)
+                raise ConnectionError("the model's connection dropped")
+
+        return record
+
+
+def _chat_workflow(
+    name: str, agent: Agent[Any], prompt: str, executions: list[int] | None = None
+) -> Workflow:
+    """One step (retried up to three times) runs ``agent`` on ``prompt``; its
+    final output is the run's ``answer``. ``executions`` gets each attempt."""
+    wf = Workflow(name, version="1", state={"answer": "replace"})
+
+    @wf.step(retry=RetryPolicy(max_attempts=3, initial_interval=0.01))
+    async def chat(ctx: StepContext) -> Any:
+        if executions is not None:
+            executions.append(ctx.attempt)
+        result = await run_agent(ctx, agent, prompt)
+        return end(answer=str(result.final_output))
+
+    return wf
 
 
 def _url(tmp_path: Path) -> str:
@@ -124,14 +160,7 @@ async def test_a_failed_step_retries_without_repeating_recorded_calls(tmp_path: 
     """The step fails after the handoff was recorded; its retry replays the
     recorded responses, continues with the refunds agent, and calls nothing twice."""
     journal = Journal()
-    failures = ["model:refunds"]
-
-    def record(kind: str, key: str) -> None:
-        journal(kind, key)
-        if kind in failures:
-            failures.remove(kind)
-            raise ConnectionError("the model's connection dropped")
-
+    record = journal.failing_once()
     wf = support_workflow(record)
     async with await Runtime.open(_url(tmp_path), workflows=[wf]) as rt:
         await rt.start(wf, run_id="r1", input=QUESTION)
@@ -226,26 +255,15 @@ async def test_a_tool_timeout_is_recorded_so_a_replay_gives_the_model_the_same(
     (it would answer now, and the run would go another way than its recorded
     model responses); the timeout text is its recorded result."""
     journal = Journal()
-    failures = ["model:refunds"]
+    record = journal.failing_once()
     hangs = [asyncio.Event()]  # never set: the first lookup waits until it is cancelled
-
-    def record(kind: str, key: str) -> None:
-        journal(kind, key)
-        if kind in failures:
-            failures.remove(kind)
-            raise ConnectionError("the model's connection dropped")
 
     async def before_lookup() -> None:
         if hangs:
             await hangs.pop().wait()
 
     agent = support_agents(record, lookup_timeout=0.5, before_lookup=before_lookup)
-    wf = Workflow("oa-timeout", version="1", state={"answer": "replace"})
-
-    @wf.step(retry=RetryPolicy(max_attempts=3, initial_interval=0.01))
-    async def chat(ctx: StepContext) -> Any:
-        result = await run_agent(ctx, agent, "refund order 42")
-        return end(answer=str(result.final_output))
+    wf = _chat_workflow("oa-timeout", agent, "refund order 42")
 
     async with await Runtime.open(_url(tmp_path), workflows=[wf]) as rt:
         await rt.start(wf, run_id="r1", input={})
@@ -285,24 +303,10 @@ async def test_a_replay_asking_the_model_something_else_is_refused(tmp_path: Pat
     (code changed under a running run): the recorded response answered another
     conversation, so the replay raises NondeterminismError instead of handing it over."""
     journal = Journal()
-    failures = ["model:refunds"]
     executions: list[int] = []
-
-    def record(kind: str, key: str) -> None:
-        journal(kind, key)
-        if kind in failures:
-            failures.remove(kind)
-            raise ConnectionError("the model's connection dropped")
-
-    agent = support_agents(record)
+    agent = support_agents(journal.failing_once())
     agent.instructions = lambda _ctx, _agent: f"version {len(executions)}"
-    wf = Workflow("oa-changed", version="1", state={"answer": "replace"})
-
-    @wf.step(retry=RetryPolicy(max_attempts=3, initial_interval=0.01))
-    async def chat(ctx: StepContext) -> Any:
-        executions.append(ctx.attempt)
-        result = await run_agent(ctx, agent, "refund order 42")
-        return end(answer=str(result.final_output))
+    wf = _chat_workflow("oa-changed", agent, "refund order 42", executions)
 
     async with await Runtime.open(_url(tmp_path), workflows=[wf]) as rt:
         await rt.start(wf, run_id="r1", input={})
@@ -344,12 +348,7 @@ async def test_tool_calls_side_by_side_replay_by_their_own_keys(tmp_path: Path) 
         return f"order {order} found"
 
     agent = Agent(name="fanout", model=Fanout("fanout", journal), tools=[lookup])
-    wf = Workflow("oa-fanout", version="1", state={"answer": "replace"})
-
-    @wf.step(retry=RetryPolicy(max_attempts=3, initial_interval=0.01))
-    async def chat(ctx: StepContext) -> Any:
-        result = await run_agent(ctx, agent, "look up three orders")
-        return end(answer=str(result.final_output))
+    wf = _chat_workflow("oa-fanout", agent, "look up three orders")
 
     async with await Runtime.open(_url(tmp_path), workflows=[wf]) as rt:
         await rt.start(wf, run_id="r1", input={})
@@ -361,3 +360,34 @@ async def test_tool_calls_side_by_side_replay_by_their_own_keys(tmp_path: Path) 
     for kind, key in tools:  # each key's recorded result is its own order's
         assert results[key] == f"order {kind.rsplit(':', 1)[1]} found"
     assert [kind for kind, _ in journal.calls].count("model:final") == 2  # failed once
+
+
+async def test_a_writer_that_must_stop_in_a_tool_call_stops_the_run_not_fails_it(
+    tmp_path: Path,
+) -> None:
+    """The SDK wraps an error of a tool call in its ``UserError``. When the
+    step's writer may not begin the tool's effect (its lease ran out by its own
+    clock, as on a loaded machine; or it was fenced), the step must not fail
+    and be retried over it: the agentlog error leaves the step, the writer
+    stops, and the run stays running for the next writer."""
+    journal = Journal()
+    rts: list[Runtime] = []
+
+    def record(kind: str, key: str) -> None:
+        journal(kind, key)
+        if kind == "model:triage" and len(journal.calls) == 1:  # the lookup call comes next
+            executor = rts[0].driver.active_run("r1")
+            assert executor is not None
+            executor.writer._lease_deadline = 0.0  # type: ignore[attr-defined]  # ran out
+
+    wf = support_workflow(record)
+    async with await Runtime.open(_url(tmp_path), workflows=[wf]) as rt:
+        rts.append(rt)
+        await rt.start(wf, run_id="r1", input=QUESTION)
+        with pytest.raises(LeaseExpiredError):
+            await run_to_rest(rt, "r1")
+        state = await rt.get_state("r1")
+        failed = [e.data for e in await events_of(rt.log, "r1") if e.type == "StepFailed"]
+    assert state.status == "running"  # not failed: another writer goes on with it
+    assert failed == []
+    assert [kind for kind, _ in journal.calls] == ["model:triage"]  # no tool call ran

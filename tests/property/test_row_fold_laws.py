@@ -12,6 +12,7 @@ so that only the payload's own checks can catch it): the state is the one
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -42,23 +43,26 @@ def _rows(events: list[Event]) -> list[tuple[Any, ...]]:
     return [row[1:] for row in event_rows(events, 1, None)]  # as a read selects them
 
 
-def _one_by_one(rows: list[tuple[Any, ...]]) -> _Outcome:
+def _outcome(fold_into: Callable[[RunState], None]) -> _Outcome:
+    """The state ``fold_into`` leaves, or the error it raised (type, seq, message)."""
     state = RunState()
     try:
-        for row in rows:
-            apply(state, event_from_row(RUN, row, "test", None))
+        fold_into(state)
     except (AgentlogError, KeyError) as exc:
         return None, (type(exc), getattr(exc, "seq", None), str(exc))
     return state, None
+
+
+def _one_by_one(rows: list[tuple[Any, ...]]) -> _Outcome:
+    def each(state: RunState) -> None:
+        for row in rows:
+            apply(state, event_from_row(RUN, row, "test", None))
+
+    return _outcome(each)
 
 
 def _from_rows(rows: list[tuple[Any, ...]]) -> _Outcome:
-    state = RunState()
-    try:
-        fold_rows(state, RUN, rows, None, "test", None)
-    except (AgentlogError, KeyError) as exc:
-        return None, (type(exc), getattr(exc, "seq", None), str(exc))
-    return state, None
+    return _outcome(lambda state: fold_rows(state, RUN, rows, None, "test", None))
 
 
 def _refit(row: tuple[Any, ...], payload: bytes) -> tuple[Any, ...]:
@@ -84,6 +88,16 @@ def test_any_events_fold_from_rows_or_fail_exactly_as_one_by_one(
     assert _from_rows(rows) == _one_by_one(rows)
 
 
+# A goto or next list that may not be one: names, Send-like maps and numbers.
+_branches = st.lists(
+    st.one_of(
+        st.text(max_size=2),
+        st.fixed_dictionaries({"step": st.text(max_size=2)}),
+        st.integers(-9, 9),
+    ),
+    max_size=2,
+)
+
 # A StepCompleted, SuperstepCommitted or TaskCompleted map that must not take the shortcut
 # as it is: fields of other types, names the class has not, a Send branch.
 _odd_fields = st.one_of(
@@ -98,34 +112,14 @@ _odd_fields = st.one_of(
             ),
         },
         optional={
-            "goto": st.one_of(
-                st.lists(
-                    st.one_of(
-                        st.text(max_size=2),
-                        st.fixed_dictionaries({"step": st.text(max_size=2)}),
-                        st.integers(-9, 9),
-                    ),
-                    max_size=2,
-                ),
-                st.none(),
-            ),
+            "goto": st.one_of(_branches, st.none()),
             "extra": st.integers(-9, 9),
         },
     ),
     st.fixed_dictionaries(
         {
             "superstep": st.one_of(st.integers(-3, 3), st.booleans()),
-            "next": st.one_of(
-                st.lists(
-                    st.one_of(
-                        st.text(max_size=2),
-                        st.fixed_dictionaries({"step": st.text(max_size=2)}),
-                        st.integers(-9, 9),
-                    ),
-                    max_size=2,
-                ),
-                st.text(max_size=2),
-            ),
+            "next": st.one_of(_branches, st.text(max_size=2)),
         },
         optional={"extra": st.integers(-9, 9)},
     ),

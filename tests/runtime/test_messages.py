@@ -5,7 +5,8 @@ A message is an event of the run: kept in order per topic from whenever it
 was sent, taken once by a recv whose delivery is recorded, and recorded by
 the run's one writer (a parked run's sender claims it; a run driven here
 takes it at its next superstep boundary; another process's writer is waited
-for). A published value is an event too; the latest per key wins.
+for on memory, and leaves it in the run's mailbox on SQLite:
+test_messages_mailbox.py). A published value is an event too; the latest per key wins.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from agentlog.errors import (
 )
 from agentlog.eventlog._base import EventLog
 from agentlog.eventlog.events import MessageSent, RunStatus
+from agentlog.eventlog.memory import MemoryEventLog
 from agentlog.projector import fold
 from agentlog.replay import verify_history
 from agentlog.runtime import Runtime, StepContext, Workflow, end
@@ -335,11 +337,12 @@ async def test_a_run_with_messages_replays_forks_and_verifies(event_log: EventLo
     assert state.values["got"] == ["a1", "a2", "b1"]
 
 
-async def test_a_send_waits_while_another_writer_holds_the_run_up_to_its_timeout(
-    event_log: EventLog,
-) -> None:
-    """Another runtime (another process) drives the run: the sender waits for
-    its writer to let go; past ``timeout`` it raises, having recorded nothing."""
+async def test_a_send_waits_while_another_writer_holds_the_run_up_to_its_timeout() -> None:
+    """On a log with no mailbox (memory), another runtime drives the run: the
+    sender waits for its writer to let go; past ``timeout`` it raises, having
+    recorded nothing. (SQLite, PostgreSQL and Redis store it in the run's
+    mailbox and return at once: tests/runtime/test_messages_mailbox.py.)"""
+    event_log = MemoryEventLog()
     calls, gate = Calls(), Gate()
     wf = inbox_workflow(calls, gate, takes=1)
     async with Runtime(event_log, workflows=[wf], config=config("driver")) as driver:

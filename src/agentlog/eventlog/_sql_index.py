@@ -14,13 +14,14 @@ counts per status (SQLite), an unfiltered page reads those few rows. A backend g
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, ClassVar
 
 from agentlog.eventlog._base import RunInfo
 from agentlog.eventlog._indexed import IndexedEventLog
-from agentlog.eventlog._row_format import RUN_COLUMNS, info_from_row
+from agentlog.eventlog._row_format import RUN_COLUMNS, info_from_row, to_us
 from agentlog.eventlog._run_pages import RunQuery, RunsPage, page_from_counts, page_sql
 
 __all__ = ["SqlDialect", "SqlIndexedEventLog", "Statement"]
@@ -81,6 +82,24 @@ class SqlIndexedEventLog(IndexedEventLog):
                 (sql.rows, sql.params), (sql.counts, sql.count_params)
             )
         return page_from_counts(query, [info_from_row(row) for row in rows], counted)
+
+    async def admitted_since(self, workflows: Collection[str], since: datetime) -> frozenset[str]:
+        """The runs of ``workflows`` that their queue admitted after ``since``
+        (a queue's rate counts them): one query on the index of ``admitted_at``,
+        so its cost follows the admissions of the period, not the runs."""
+        if not workflows:
+            return frozenset()
+        dialect = self._dialect
+        names = sorted(workflows)
+        params: dict[str, Any] = {f"w{i}": name for i, name in enumerate(names)}
+        params["since"] = to_us(since)
+        listed = ", ".join(dialect.param(f"w{i}") for i in range(len(names)))
+        sql = (
+            f"SELECT run_id FROM {dialect.table} WHERE admitted_at > {dialect.param('since')} "
+            f"AND workflow IN ({listed})"
+        )
+        (rows,) = await self._select((sql, params))
+        return frozenset(row[0] for row in rows)
 
     async def list_workflows(self) -> list[str]:
         table = self._dialect.table

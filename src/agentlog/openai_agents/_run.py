@@ -6,9 +6,10 @@ import dataclasses
 from typing import Any
 
 from agents import Agent, Model, RunConfig, Runner, RunResult, ToolApprovalItem
+from agents.exceptions import UserError
 from agents.items import TResponseInputItem
 
-from agentlog.errors import WorkflowDefinitionError
+from agentlog.errors import AgentlogError, WorkflowDefinitionError
 from agentlog.openai_agents._agents import DurableAgents, check_model_settings
 from agentlog.runtime import RetryPolicy, StepContext
 
@@ -83,7 +84,7 @@ async def run_with_approvals(
     options: dict[str, Any],
 ) -> RunResult:
     """``Runner.run``, each approval it stops for asked as an interrupt of ``ctx``."""
-    result = await Runner.run(start, input, **options)
+    result = await _run(start, input, options)
     while result.interruptions:
         state = result.to_state()
         for item in result.interruptions:
@@ -91,8 +92,26 @@ async def run_with_approvals(
                 state.approve(item)
             else:
                 state.reject(item)
-        result = await Runner.run(start, state, **options)
+        result = await _run(start, state, options)
     return result
+
+
+async def _run(start: Agent[Any], input: Any, options: dict[str, Any]) -> RunResult:
+    """``Runner.run``, with agentlog's own errors as agentlog raised them.
+
+    The SDK wraps an error of a tool call in its ``UserError``. An agentlog
+    error from the tool's task (the writer lost its lease or was fenced, the
+    history has another task there, a task's retry policy gave up) must
+    reach the executor as itself: wrapped, it read as the step's own failure,
+    and a writer that had to stop failed the run over its step retries.
+    """
+    try:
+        return await Runner.run(start, input, **options)
+    except UserError as exc:
+        if not isinstance(exc.__cause__, AgentlogError):
+            raise
+        stopped = exc.__cause__
+    raise stopped  # outside the handler: its own cause and context, not the wrapper
 
 
 def durable_config(config: RunConfig, agents: DurableAgents) -> RunConfig:

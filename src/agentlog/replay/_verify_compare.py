@@ -12,7 +12,7 @@ returns with each recorded failure, see ``ReplayWriter.emit``).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from agentlog.eventlog.events import (
@@ -28,7 +28,7 @@ from agentlog.eventlog.events import (
     TaskStarted,
     ValuePublished,
 )
-from agentlog.runtime._failures import rebuild
+from agentlog.runtime._failures import rebuild, with_causes
 
 __all__ = ["Mismatch", "RecordedTaskError", "compare", "describe", "kind_of", "recorded_error"]
 
@@ -143,7 +143,10 @@ def recorded_error(failed: TaskFailed, modules: Collection[str] = ()) -> Excepti
     arguments (``TaskFailed.failure``), where the one allow-list of
     :func:`agentlog.runtime._failures.rebuild` allows it (builtins and the
     workflow's own ``modules``, already loaded; nothing is imported). Else a
-    :class:`RecordedTaskError` with the recorded text.
+    :class:`RecordedTaskError` with the recorded text. The recorded cause
+    chain is rebuilt behind it by the same rules
+    (:func:`~agentlog.runtime._failures.with_causes`), so a step that reads
+    ``exc.__cause__`` or ``exc.__context__`` takes the path it took live.
 
     A history recorded before failures were data has only the text
     (``"Type: message"``): a builtin is rebuilt from it, by the same rules.
@@ -153,13 +156,21 @@ def recorded_error(failed: TaskFailed, modules: Collection[str] = ()) -> Excepti
     if failure is None:
         name, _, message = failed.error.partition(": ")
         failure = {"module": "builtins", "type": f"builtins.{name}", "message": message}
+    rebuilt = _one(failure, modules)
+    if rebuilt is None:
+        return RecordedTaskError(failed.error)
+    return with_causes(rebuilt, failure, modules, lambda link: _one(link, modules))
+
+
+def _one(failure: Mapping[str, Any], modules: Collection[str]) -> Exception | None:
+    """One recorded exception rebuilt by the allow-list (a script's classes too)."""
     rebuilt = rebuild(failure, modules)
     if rebuilt is None and failure.get("module") == "__main__":
         rebuilt = _from_script(failure, modules)
-    return rebuilt if rebuilt is not None else RecordedTaskError(failed.error)
+    return rebuilt
 
 
-def _from_script(failure: dict[str, Any], modules: Collection[str]) -> Exception | None:
+def _from_script(failure: Mapping[str, Any], modules: Collection[str]) -> Exception | None:
     """A class recorded by a program run as a script (``python billing.py``:
     its module was ``__main__``), rebuilt from the same file loaded here as a
     module (``verify --app billing:wf``): the same qualified name in one of

@@ -76,6 +76,7 @@ from agentlog.projector._state import RunState, branch_input, branch_step
 from agentlog.runtime._context import Interrupted, StepContext
 from agentlog.runtime._failures import causes_of, describe, workflow_modules
 from agentlog.runtime._inbox import Inbox, record_handed
+from agentlog.runtime._mailbox import Mailbox, mailbox_of, take_stored
 from agentlog.runtime._superstep_cancel import SuperstepCancel
 from agentlog.runtime._telemetry import TELEMETRY
 from agentlog.runtime._workflow import Next, Send, Step, Target, Workflow
@@ -120,6 +121,13 @@ def code_failure(state: RunState) -> RunFailedError | None:
     )
 
 
+def _mailbox(writer: Writer) -> Mailbox | None:
+    """The mailbox of the run ``writer`` writes, if its log has them."""
+    log = mailbox_of(getattr(writer, "log", None))
+    epoch = getattr(writer, "epoch", None)
+    return None if log is None or epoch is None else Mailbox(log, writer.state.run_id, epoch)
+
+
 class RunExecutor:
     """Runs one run's supersteps with one writer."""
 
@@ -134,6 +142,9 @@ class RunExecutor:
         #: Messages sent to the run from this process, recorded between
         #: supersteps and before the run parks (see runtime/_inbox.py).
         self.inbox = Inbox()
+        #: The run's mailbox on the log, for messages stored by other
+        #: processes (runtime/_mailbox.py); None on a log without one.
+        self.mailbox = _mailbox(writer)
         self._log = _log.bind(run_id=writer.state.run_id)
         #: where a recorded failure's class may be rebuilt from (_failures.rebuild)
         self._modules = workflow_modules([step.fn for step in workflow.steps.values()])
@@ -176,6 +187,9 @@ class RunExecutor:
         state, emit = self.state, self.writer.emit
         while not state.is_terminal and state.status != RunStatus.WAITING:
             await record_handed(self.writer, self.inbox)
+            if not state.next_steps or self.cancel_requested.is_set() or state.message_keys:
+                # it ends here, or it takes messages: move what is stored now
+                await take_stored(self.writer, self.mailbox, close=False)
             if self.cancel_requested.is_set():
                 emit(RunCancelled(self.cancel_reason or "cancelled at a step boundary"))
                 break
@@ -194,6 +208,7 @@ class RunExecutor:
                     f"the run has taken {state.steps} of its {limit} steps and the next "
                     f"superstep needs {len(todo)} more"
                 )
+                await take_stored(self.writer, self.mailbox, close=False)  # it ends here
                 failure = {"type": "StepLimitExceeded", "message": why}
                 emit(RunFailed(f"StepLimitExceeded: {why}", failure=failure))
                 break
@@ -209,16 +224,21 @@ class RunExecutor:
                 (o, b) for o, (b, _) in zip(outcomes, todo, strict=True) if o not in _GOING_ON
             ]
             if failures:
+                await take_stored(self.writer, self.mailbox, close=False)
                 error, branch = failures[0]
                 emit(RunFailed(error, failure=self._failures.get(branch)))
                 break
             if _INTERRUPTED in outcomes:
-                if await record_handed(self.writer, self.inbox):
+                woke = await record_handed(self.writer, self.inbox)
+                if await take_stored(self.writer, self.mailbox, close=True) or woke:
+                    if self.mailbox is not None:
+                        await self.mailbox.reopen()
                     continue  # a message sent meanwhile answers a recv: it runs again
                 break
             broken = self._commit_error()
             if broken is not None:
                 step, branch, error = broken
+                await take_stored(self.writer, self.mailbox, close=False)  # it ends here
                 attempt = state.attempts.get(branch, 0) + 1
                 emit(StepFailed(step, state.superstep, branch, attempt, error, False))
                 emit(RunFailed(error, failure={"type": "ReducerError", "message": error}))

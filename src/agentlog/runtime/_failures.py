@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import builtins
 import sys
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Protocol
 
 from agentlog.errors import AgentlogError, RunCancelledError, RunFailedError, TaskFailedError
@@ -34,6 +34,7 @@ __all__ = [
     "rebuild",
     "run_failed",
     "task_failed",
+    "with_causes",
     "workflow_modules",
 ]
 
@@ -68,10 +69,7 @@ def describe(exc: BaseException, message: str | None = None) -> dict[str, Any]:
         "type": _type_name(type(exc)),
         "module": type(exc).__module__,
         "message": text[:_MAX_MESSAGE],
-        "causes": [
-            {"type": _type_name(type(link)), "message": str(link)[:_MAX_MESSAGE]}
-            for link in _chain(exc)
-        ],
+        "causes": [_link(link, implicit) for link, implicit in _chain(exc)],
     }
     args = (text,) if message is not None else exc.args
     if all(isinstance(arg, _SCALARS) for arg in args):
@@ -79,22 +77,38 @@ def describe(exc: BaseException, message: str | None = None) -> dict[str, Any]:
     return failure
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
-    """The exceptions behind ``exc``, outermost first, at most :data:`MAX_CAUSES`."""
-    links: list[BaseException] = []
+def _link(link: BaseException, implicit: bool) -> dict[str, Any]:
+    """One link of a cause chain as data; ``context``: it was the ``__context__``
+    (raised while handling it), not an explicit ``raise ... from`` cause."""
+    recorded: dict[str, Any] = {
+        "type": _type_name(type(link)),
+        "module": type(link).__module__,
+        "message": str(link)[:_MAX_MESSAGE],
+    }
+    if all(isinstance(arg, _SCALARS) for arg in link.args):
+        recorded["args"] = [a[:_MAX_MESSAGE] if isinstance(a, str) else a for a in link.args]
+    if implicit:
+        recorded["context"] = True
+    return recorded
+
+
+def _chain(exc: BaseException) -> list[tuple[BaseException, bool]]:
+    """The exceptions behind ``exc``, outermost first, at most :data:`MAX_CAUSES`,
+    each with whether it is a ``__context__`` (True) or a ``__cause__``."""
+    links: list[tuple[BaseException, bool]] = []
     seen = {id(exc)}
-    link = _behind(exc)
+    link, implicit = _behind(exc)
     while link is not None and id(link) not in seen and len(links) < MAX_CAUSES:
         seen.add(id(link))
-        links.append(link)
-        link = _behind(link)
+        links.append((link, implicit))
+        link, implicit = _behind(link)
     return links
 
 
-def _behind(exc: BaseException) -> BaseException | None:
+def _behind(exc: BaseException) -> tuple[BaseException | None, bool]:
     if exc.__cause__ is not None:
-        return exc.__cause__
-    return None if exc.__suppress_context__ else exc.__context__
+        return exc.__cause__, False
+    return (None if exc.__suppress_context__ else exc.__context__), True
 
 
 def causes_of(failure: Mapping[str, Any] | None) -> tuple[tuple[str, str], ...]:
@@ -146,6 +160,45 @@ def rebuild(failure: Mapping[str, Any] | None, modules: Collection[str]) -> Exce
         return found(*args)
     except Exception:  # a constructor that wants other arguments: not rebuilt
         return None
+
+
+def with_causes(
+    rebuilt: Exception,
+    failure: Mapping[str, Any],
+    modules: Collection[str],
+    one: Callable[[Mapping[str, Any]], Exception | None] | None = None,
+) -> Exception:
+    """``rebuilt`` with the recorded cause chain behind it, as the live code
+    raised it: each link rebuilt by the same allow-list (``one``, default
+    :func:`rebuild` with ``modules``), an explicit cause as ``__cause__`` and
+    an implicit one as ``__context__``. The chain stops at the first link
+    that cannot be rebuilt safely (its class and message stay in the record).
+    """
+    build = one or (lambda link: rebuild(link, modules))
+    last = rebuilt
+    for link in failure.get("causes") or []:
+        if not isinstance(link, Mapping):
+            break
+        found = build({**link, "module": _module_of(link, modules)})
+        if found is None:
+            break
+        if link.get("context"):
+            last.__context__ = found
+        else:
+            last.__cause__ = found
+        last = found
+    return rebuilt
+
+
+def _module_of(link: Mapping[str, Any], modules: Collection[str]) -> str:
+    """A link's module: recorded, or (a record from before links had one) the
+    longest allowed module its ``module.QualName`` starts with."""
+    module = link.get("module")
+    if isinstance(module, str) and module:
+        return module
+    name = str(link.get("type", ""))
+    known = [m for m in ("builtins", *modules) if name.startswith(f"{m}.")]
+    return max(known, key=len, default="")
 
 
 def ended_error(state: RunState, workflow: _HasSteps | None) -> Exception:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,12 +60,18 @@ def check_name(what: str, name: object) -> str:
     return name
 
 
-def waiting_recv(state: RunState, topic: str) -> str | None:
+def waiting_recv(state: RunState, topic: str, woken: Collection[str] = ()) -> str | None:
     """The id of the oldest open ``recv`` interrupt on ``topic``: the one a
-    message on it answers (None: no step waits on it)."""
+    message on it answers (None: no step waits on it). ``woken``: ids that
+    messages before it answered already (not folded into ``state`` yet)."""
     for entry in state.interrupts:
         payload = entry.get("payload")
-        if is_message(entry) and isinstance(payload, dict) and payload.get("topic") == topic:
+        if (
+            is_message(entry)
+            and isinstance(payload, dict)
+            and payload.get("topic") == topic
+            and interrupt_id(entry) not in woken
+        ):
             return interrupt_id(entry)
     return None
 

@@ -5,12 +5,16 @@ A message is recorded by the run's one writer, as every event is:
 * the run is driven in this process: it is handed to its executor
   (:class:`~agentlog.runtime._inbox.Inbox`), which records it at its next
   superstep boundary, or before it parks;
-* else, on a log that runtimes write directly (SQLite, PostgreSQL, Redis,
-  memory), the sender claims the run politely, as a resume does, records
-  ``MessageSent`` and lets go (or drives the run here if the message
-  answers the ``recv`` it is parked on); while another process's writer
-  holds the run, it waits for that writer to let go (the run parks, ends or
-  is handed over), up to its ``timeout``;
+* else, on a log with run mailboxes (SQLite, PostgreSQL, Redis), the
+  sender stores the message in the run's mailbox; if a writer holds the
+  running run it returns at once, and that writer moves it into the history
+  before the run parks or ends (runtime/_mailbox.py); else it claims the
+  run politely, as a resume does, moves every stored message and lets go
+  (or drives the run here if a message answers the ``recv`` it is parked
+  on), waiting up to its ``timeout`` for a writer that closed its mailbox
+  to let go;
+* on memory (one process), the sender claims the run as above, and waits
+  while another runtime's writer holds it;
 * on a log whose workers own the runs (Kafka with a consumer group), the
   sender sends a ``send`` command, which the run's owner applies as above
   (:func:`apply_send`), and waits for its outcome. A command always carries
@@ -39,13 +43,21 @@ from agentlog.errors import (
     VersionMismatchError,
 )
 from agentlog.eventlog._base import Command
+from agentlog.eventlog._mailbox import MailboxLog
 from agentlog.eventlog.codec import pack
-from agentlog.eventlog.events import MessageSent, RunStatus, ValuePublished, WriterClaimed
+from agentlog.eventlog.events import (
+    EventData,
+    MessageSent,
+    RunStatus,
+    ValuePublished,
+    WriterClaimed,
+)
 from agentlog.projector._snapshots import load_state
 from agentlog.projector._state import RunState
 from agentlog.runtime._driver import RunDriver
 from agentlog.runtime._durations import timer_seconds
 from agentlog.runtime._inbox import check_name, waiting_recv
+from agentlog.runtime._mailbox import mailbox_of, message_events
 
 __all__ = ["NO_DEFAULT", "ReadState", "apply_send", "get_event", "send_message"]
 
@@ -98,6 +110,9 @@ async def send_message(
         return True
     seconds = _wait_seconds(timeout)
     deadline = None if seconds is None else time.monotonic() + seconds
+    mailbox = mailbox_of(log)
+    if mailbox is not None and driver.active_run(run_id) is None:
+        return await _store(driver, mailbox, state, topic, value, key, deadline)
     while True:
         try:
             return await _record(driver, run_id, topic, value, key)
@@ -109,9 +124,52 @@ async def send_message(
             await asyncio.sleep(driver.config.poll_seconds)
 
 
-async def _record(driver: RunDriver, run_id: str, topic: str, value: Any, key: str) -> bool:
+async def _store(
+    driver: RunDriver,
+    mailbox: MailboxLog,
+    state: RunState,
+    topic: str,
+    value: Any,
+    key: str,
+    deadline: float | None,
+) -> bool:
+    """Send through the run's mailbox (runtime/_mailbox.py): store the message
+    and return at once if the run's writer will move it; else move it (and
+    any stored before it) as the run's claimed writer, once nobody holds it."""
+    run_id = state.run_id
+    key = key or uuid.uuid4().hex  # every stored message has a key: moved once
+    if key in state.message_keys:
+        return False
+    stored = await mailbox.store_message(run_id, topic, value, key)
+    inserted = stored.inserted
+    while True:
+        if stored.moved or stored.taken:
+            return inserted
+        if stored.ended:
+            _check_open(await load_state(driver.log, run_id), topic)
+        try:
+            await _record(driver, run_id, topic, value, key, mailbox)
+            return inserted
+        except _Duplicate:
+            return inserted
+        except LeaseHeldError:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise
+            await asyncio.sleep(driver.config.poll_seconds)
+        stored = await mailbox.store_message(run_id, topic, value, key)
+
+
+async def _record(
+    driver: RunDriver,
+    run_id: str,
+    topic: str,
+    value: Any,
+    key: str,
+    mailbox: MailboxLog | None = None,
+) -> bool:
     """Record one message as the run's writer: through its executor here, or
-    by claiming it. Raises LeaseHeldError while another writer holds it."""
+    by claiming it. Raises LeaseHeldError while another writer holds it.
+    ``mailbox``: the message is stored there; move every stored message."""
     executor, task = driver.active_run(run_id), driver.active_task(run_id)
     if executor is not None and task is not None:
         future = executor.inbox.put(topic, value, key)
@@ -121,17 +179,25 @@ async def _record(driver: RunDriver, run_id: str, topic: str, value: Any, key: s
             return future.result()
         executor.inbox.withdraw(future)  # it stopped first: claim the run below
         raise LeaseHeldError(run_id, driver.config.owner, 0.0)
+    moved: list[int] = []
     async with driver.claimed(run_id) as (epoch, deadline):
         state = await load_state(driver.log, run_id)
         _check_open(state, topic)
-        if key and key in state.message_keys:
-            raise _Duplicate
-        wakes = waiting_recv(state, topic)
-        events = [WriterClaimed(epoch, driver.config.owner), MessageSent(topic, value, key, wakes)]
+        if mailbox is not None:
+            sent, moved, woke = message_events(state, await mailbox.stored_messages(run_id))
+            if not sent:
+                await mailbox.messages_moved(run_id, moved)
+                raise _Duplicate  # moved before: let go, record nothing
+        else:
+            if key and key in state.message_keys:
+                raise _Duplicate
+            wakes = waiting_recv(state, topic)
+            sent, woke = [MessageSent(topic, value, key, wakes)], wakes is not None
+        events: list[EventData] = [WriterClaimed(epoch, driver.config.owner), *sent]
     wf = driver.workflows.get(state.workflow)
     # Running after the message (it answered a recv, or nothing held the run):
     # continue it here, as a resume does, if this process executes its code.
-    running = wakes is not None or state.status == RunStatus.RUNNING
+    running = woke or state.status == RunStatus.RUNNING
     here = running and driver.config.execute and wf is not None
     if here and wf is not None:
         try:
@@ -140,6 +206,8 @@ async def _record(driver: RunDriver, run_id: str, topic: str, value: Any, key: s
             here = False  # a worker with the run's code goes on with it
     mode = state.durability or driver.config.durability
     await driver.continue_run(wf, state, epoch, deadline, mode, events, here)
+    if mailbox is not None:
+        await mailbox.messages_moved(run_id, moved)
     return True
 
 

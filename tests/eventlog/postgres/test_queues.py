@@ -3,6 +3,7 @@ take at most the limit between them (the scenario in tests/support/queues.py).""
 
 from __future__ import annotations
 
+from agentlog.eventlog.events import utcnow
 from tests.support.queues import (
     priorities_order_the_queue,
     rate_limits_starts,
@@ -20,3 +21,24 @@ async def test_a_rate_limits_starts_per_period_across_restarts(postgres_url: str
 
 async def test_priorities_order_the_queue(postgres_url: str) -> None:
     await priorities_order_the_queue(postgres_url)
+
+
+async def test_a_rate_reads_the_admissions_of_its_period_from_an_index(postgres_url: str) -> None:
+    """admitted_since is a range of agentlog_runs_by_admitted (the planner may
+    scan a small table instead; with scans off it must find the index)."""
+    import psycopg
+
+    from agentlog.eventlog import open_log
+
+    log = await open_log(postgres_url)
+    try:
+        assert await log.admitted_since(["nothing-here"], utcnow()) == frozenset()  # type: ignore[attr-defined]
+    finally:
+        await log.close()
+    async with await psycopg.AsyncConnection.connect(postgres_url.split("?")[0]) as conn:
+        await conn.execute("SET enable_seqscan = off")
+        cur = await conn.execute(
+            "EXPLAIN SELECT run_id FROM agentlog_runs WHERE admitted_at > 0 AND workflow IN ('a')"
+        )
+        plan = " ".join(str(row[0]) for row in await cur.fetchall())
+    assert "agentlog_runs_by_admitted" in plan, plan

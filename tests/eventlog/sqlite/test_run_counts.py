@@ -100,7 +100,11 @@ async def _filled_file(tmp_path: Path) -> Path:
 
 
 def _undo_migration_7(conn: sqlite3.Connection) -> None:
-    """Drop the queue columns that migration 7 added to ``runs``."""
+    """Drop the queue columns that migration 7 added to ``runs``, and what
+    migrations 8 and 9 added after it (the mailbox tables, an index)."""
+    for table in ("run_messages", "run_mailboxes"):
+        conn.execute(f"DROP TABLE {table}")
+    conn.execute("DROP INDEX runs_by_admitted")  # migration 9
     for column in ("queue", "priority", "admitted_at"):
         conn.execute(f"ALTER TABLE runs DROP COLUMN {column}")
 

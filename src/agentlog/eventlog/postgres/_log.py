@@ -75,6 +75,7 @@ from agentlog.eventlog._tail import TailWake
 from agentlog.eventlog.events import Event, utcnow
 from agentlog.eventlog.postgres import _connection as pgconn
 from agentlog.eventlog.postgres._append import append_locked, append_unlocked, event_arrays
+from agentlog.eventlog.postgres._mailbox import PostgresMailbox
 from agentlog.eventlog.postgres._schema import (
     CHANNEL,
     CLAIM,
@@ -124,7 +125,7 @@ class _ListenWake(TailWake):
             await self._listener.close()
 
 
-class PostgresEventLog(SqlIndexedEventLog):
+class PostgresEventLog(PostgresMailbox, SqlIndexedEventLog):
     """Events, run index, writer claims and snapshots in a PostgreSQL database.
 
     Open it with :meth:`connect` (or ``open_log("postgresql://...")``): it

@@ -104,6 +104,24 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE agentlog_runs ADD COLUMN queue text NOT NULL DEFAULT '', "
         "ADD COLUMN priority bigint NOT NULL DEFAULT 0, ADD COLUMN admitted_at bigint",
     ),
+    (
+        # Run mailboxes (eventlog/_mailbox.py): each message stored for a run's
+        # writer, moved once its MessageSent is in the history; and the epoch
+        # whose writer closed the run's mailbox before it parks or ends.
+        "CREATE TABLE agentlog_run_messages (id bigserial PRIMARY KEY, run_id text NOT NULL, "
+        "key text NOT NULL, topic text NOT NULL, value bytea NOT NULL, "
+        "moved boolean NOT NULL DEFAULT false, UNIQUE (run_id, key))",
+        "CREATE INDEX agentlog_run_messages_waiting ON agentlog_run_messages (run_id, id) "
+        "WHERE NOT moved",
+        "CREATE TABLE agentlog_run_mailboxes (run_id text PRIMARY KEY, "
+        "closed_epoch bigint NOT NULL)",
+    ),
+    (
+        # A queue's rate counts the runs admitted within its period: a range
+        # of this index (partial: only runs a queue admitted have an entry).
+        "CREATE INDEX agentlog_runs_by_admitted ON agentlog_runs (admitted_at, workflow) "
+        "WHERE admitted_at IS NOT NULL",
+    ),
 )
 
 # The run index columns are RunInfo's fields, by name (as in the SQLite file).

@@ -61,6 +61,7 @@ from agentlog.eventlog.redis._connection import (
     durability_error,
     translating,
 )
+from agentlog.eventlog.redis._mailbox import RedisMailbox
 from agentlog.eventlog.redis._pages import RunOrder
 from agentlog.eventlog.redis._rows import (
     event_args,
@@ -135,7 +136,7 @@ class _StreamWake(TailWake):
             await log._client.xread(stream, count=1, block=self._block_ms)
 
 
-class RedisEventLog(IndexedEventLog):
+class RedisEventLog(RedisMailbox, IndexedEventLog):
     """Events, run index, writer claims and snapshots in one Redis database.
 
     Open it with :meth:`connect` (or ``open_log("redis://...")``), which

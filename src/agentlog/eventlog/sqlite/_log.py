@@ -58,6 +58,7 @@ from agentlog.eventlog._worker_thread import WorkerThread
 from agentlog.eventlog.events import Event, utcnow
 from agentlog.eventlog.sqlite._connection import SqliteConnection
 from agentlog.eventlog.sqlite._group_commit import GroupCommit, PendingAppend
+from agentlog.eventlog.sqlite._mailbox import SqliteMailbox
 from agentlog.eventlog.sqlite._reader import ReadConnections
 from agentlog.eventlog.sqlite._schema import (
     MIGRATIONS,
@@ -74,7 +75,7 @@ _log = get_logger(__name__)
 _T = TypeVar("_T")
 
 
-class SqliteEventLog(SqlIndexedEventLog):
+class SqliteEventLog(SqliteMailbox, SqlIndexedEventLog):
     """Events, run index, writer claims and snapshots in one SQLite file.
 
     Args:

@@ -30,6 +30,8 @@ Migration 5 indexes the run list's order (``runs_by_update``,
 Migration 6 adds ``run_counts``, the listed runs per status, kept by triggers
 on ``runs``, so an unfiltered page's counts do not walk every run.
 Migration 7 adds ``queue``, ``priority`` and ``admitted_at`` (docs/queues.md).
+Migration 8 adds the run mailboxes (:mod:`agentlog.eventlog.sqlite._mailbox`).
+Migration 9 indexes ``admitted_at`` for a queue's rate (docs/queues.md).
 """
 
 from __future__ import annotations
@@ -112,6 +114,25 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE runs ADD COLUMN queue TEXT NOT NULL DEFAULT ''",
         "ALTER TABLE runs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0",
         "ALTER TABLE runs ADD COLUMN admitted_at INTEGER",
+    ),
+    (
+        # Run mailboxes (eventlog/_mailbox.py): each message stored for a run's
+        # writer, moved once its MessageSent is in the history; and the epoch
+        # whose writer closed the run's mailbox before it parks or ends.
+        "CREATE TABLE run_messages (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+        "run_id TEXT NOT NULL, key TEXT NOT NULL, topic TEXT NOT NULL, value BLOB NOT NULL, "
+        "moved INTEGER NOT NULL DEFAULT 0, UNIQUE (run_id, key))",
+        "CREATE INDEX run_messages_waiting ON run_messages (run_id, id) WHERE moved = 0",
+        "CREATE TABLE run_mailboxes (run_id TEXT PRIMARY KEY, closed_epoch INTEGER NOT NULL) "
+        "WITHOUT ROWID",
+    ),
+    (
+        # A queue's rate counts the runs admitted within its period
+        # (SqlIndexedEventLog.admitted_since): a range of this index. Partial:
+        # a run outside every queue never has an entry, and a run's entry is
+        # written once, when it is admitted.
+        "CREATE INDEX runs_by_admitted ON runs (admitted_at, workflow) "
+        "WHERE admitted_at IS NOT NULL",
     ),
 )
 
