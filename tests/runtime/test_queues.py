@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from datetime import timedelta
 from typing import Any
 
@@ -111,8 +112,18 @@ async def _took(rt: Runtime, run_id: str) -> bool:
 
 def test_a_queue_on_a_log_whose_workers_own_the_runs_is_refused() -> None:
     wf = queued(Calls(), asyncio.Event(), Queue("emails", concurrency=2))
-    with pytest.raises(ConfigError, match="it has no queue admitter"):
+    with pytest.raises(ConfigError, match="this log has no queue admitter"):
         Runtime(MemoryEventLog(commands=True), workflows=[wf], config=config("w"))
+
+
+def test_a_queue_on_a_log_whose_index_may_miss_a_claim_is_refused() -> None:
+    # Standalone Kafka: any process may claim a run, but its run index is read
+    # partition by partition, so a claim made a moment ago elsewhere may be unseen.
+    log = MemoryEventLog()
+    log.capabilities = dataclasses.replace(log.capabilities, claims_seen=False)
+    wf = queued(Calls(), asyncio.Event(), Queue("emails", concurrency=2))
+    with pytest.raises(ConfigError, match="need not show another process's claim"):
+        Runtime(log, workflows=[wf], config=config("w"))
 
 
 def test_one_queue_with_two_limits_is_refused() -> None:

@@ -149,6 +149,13 @@ class Capabilities:
     this instance, or by a server's notification) instead of polling every
     ``poll_seconds``."""
 
+    claims_seen: bool = True
+    """A claim committed by one process is seen by the next read of the run
+    index from any process (one database). A queue can then be counted from
+    the run index (:mod:`agentlog.runtime._queue_admission`). False on Kafka,
+    whose index is read partition by partition with no such promise: there a
+    queue needs the log's own admitter (:class:`~agentlog.eventlog._queue_slots.QueueSlots`)."""
+
     def __post_init__(self) -> None:
         if not (self.direct_writes or self.commands):
             raise ConfigError(

@@ -149,20 +149,21 @@ def check_queue(log: EventLog, workflow: _Queued, registered: Iterable[_Queued])
     """Refuse a queued workflow where its limit could not be kept.
 
     Raises:
-        ConfigError: the log's runs are owned by workers and it keeps no
-            queue slots (only Kafka's partitioned log does); or another
+        ConfigError: the log neither counts claims in one place (SQLite,
+            PostgreSQL, Redis) nor keeps queue slots (a Kafka worker fleet),
+            as on standalone Kafka; or another
             registered workflow has a queue of the same name with another limit.
     """
     queue = workflow.queue
     if queue is None:
         return
-    if not log.direct_writes and not isinstance(log, QueueSlots):
+    if not (log.direct_writes and log.capabilities.claims_seen) and not isinstance(log, QueueSlots):
         raise ConfigError(
-            f"workflow {workflow.name!r} is in queue {queue.name!r}, but this log's runs are "
-            "owned by workers and it has no queue admitter, so no worker can count the "
-            "queue's running runs; use SQLite, PostgreSQL, Redis or Kafka for queued "
-            "workflows, or drop queue= and cap the workers with "
-            "WorkerConfig.workflow_concurrency"
+            f"workflow {workflow.name!r} is in queue {queue.name!r}, but this log has no "
+            "queue admitter and its run index need not show another process's claim at "
+            "once, so no worker can count the queue's running runs; use SQLite, "
+            "PostgreSQL, Redis or a Kafka worker fleet (?group=...) for queued workflows, "
+            "or drop queue= and cap the workers with WorkerConfig.workflow_concurrency"
         )
     for other in registered:
         theirs = other.queue

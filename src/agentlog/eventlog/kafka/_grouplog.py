@@ -70,7 +70,7 @@ __all__ = ["PartitionedKafkaEventLog"]
 class PartitionedKafkaEventLog(KafkaEventLog, layout="partitioned"):
     """A Kafka log in the partitioned layout, owned by a consumer group (module docstring)."""
 
-    capabilities = Capabilities(direct_writes=False, commands=True)
+    capabilities = Capabilities(direct_writes=False, commands=True, claims_seen=False)
 
     def __init__(
         self,

@@ -26,6 +26,7 @@ from agentlog.errors import (
     UnknownRunError,
 )
 from agentlog.eventlog._base import (
+    Capabilities,
     EventLog,
     RunInfo,
     Snapshot,
@@ -76,6 +77,10 @@ _LAYOUTS: dict[str, type[KafkaEventLog]] = {}
 
 class KafkaEventLog(EventLog):
     """The event log on Kafka topics. Open it with :meth:`connect`."""
+
+    #: The run index is read partition by partition: a claim another process
+    #: committed a moment ago need not be seen (see ``Capabilities.claims_seen``).
+    capabilities = Capabilities(claims_seen=False)
 
     def __init_subclass__(cls, *, layout: str | None = None, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
