@@ -164,3 +164,30 @@ async def test_a_send_to_a_held_run_returns_at_once_on_postgres(postgres_url: st
 
 async def test_a_send_to_a_held_run_returns_at_once_on_redis(redis_url: str) -> None:
     await held_scenario(redis_url)
+
+
+async def pruned_scenario(url: str) -> None:
+    """Pruning an archived run deletes what its mailbox still holds, as it
+    deletes the run's events: nothing of the run's messages stays behind."""
+    config = RuntimeConfig("worker", poll_seconds=0.05)
+    async with await Runtime.open(url, workflows=[inbox()], config=config) as rt:
+        await rt.start("inbox", run_id="p")
+        assert (await rt.wait("p", timeout=WAIT_S)).status == RunStatus.WAITING
+        log: Any = rt.log
+        stored = await log.store_message("p", "orders", {"id": 9}, "left-behind")
+        assert stored.inserted and not stored.taken
+        assert [m.value for m in await log.stored_messages("p")] == [{"id": 9}]
+        await log.prune("p")
+        assert await log.stored_messages("p") == []
+
+
+async def test_pruning_a_run_empties_its_mailbox_on_sqlite(tmp_path: Path) -> None:
+    await pruned_scenario(f"sqlite:///{tmp_path / 'agentlog.db'}")
+
+
+async def test_pruning_a_run_empties_its_mailbox_on_postgres(postgres_url: str) -> None:
+    await pruned_scenario(postgres_url)
+
+
+async def test_pruning_a_run_empties_its_mailbox_on_redis(redis_url: str) -> None:
+    await pruned_scenario(redis_url)

@@ -429,6 +429,8 @@ class PostgresEventLog(PostgresMailbox, SqlIndexedEventLog):
         async def body(conn: _Conn) -> None:
             async with conn.transaction():
                 await conn.execute("DELETE FROM agentlog_events WHERE run_id = %s", (run_id,))
+                for table in ("agentlog_run_messages", "agentlog_run_mailboxes"):
+                    await conn.execute(f"DELETE FROM {table} WHERE run_id = %s", (run_id,))
                 if keep_latest_snapshot:
                     await self._drop_old_snapshots(conn, run_id, 1)
                 else:

@@ -352,6 +352,8 @@ class SqliteEventLog(SqliteMailbox, SqlIndexedEventLog):
 
         def body(conn: sqlite3.Connection) -> None:
             conn.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
+            conn.execute("DELETE FROM run_messages WHERE run_id = ?", (run_id,))
+            conn.execute("DELETE FROM run_mailboxes WHERE run_id = ?", (run_id,))
             if keep_latest_snapshot:
                 self._drop_old_snapshots(conn, run_id, 1)
             else:
