@@ -45,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any, cast
 
 from agentlog._logging import get_logger
@@ -196,8 +197,9 @@ class ReplayWriter:
 
     # -- the Writer surface ----------------------------------------------------------
 
-    def emit(self, data: EventData) -> Event:
-        """Match ``data`` against the history and fold the recorded event.
+    def emit(self, data: EventData, *, at: datetime | None = None) -> Event:
+        """Match ``data`` against the history and fold the recorded event (at
+        its recorded time: ``at`` is not compared).
 
         Returns:
             The recorded event; a task's failure with the verdict the history

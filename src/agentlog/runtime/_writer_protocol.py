@@ -19,6 +19,7 @@ executor asks of a writer is a change to this protocol, seen by both.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any, Protocol
 
 from agentlog.eventlog.events import Event, EventData
@@ -35,8 +36,9 @@ class Writer(Protocol):
         """The run's live state: the fold of every event emitted so far."""
         ...
 
-    def emit(self, data: EventData) -> Event:
-        """Record ``data`` as the run's next event and fold it into :attr:`state`.
+    def emit(self, data: EventData, *, at: datetime | None = None) -> Event:
+        """Record ``data`` as the run's next event and fold it into :attr:`state`
+        (``at``: its time when not now; a replay keeps the recorded time).
 
         Returns:
             The event as recorded; for a ``TaskFailed`` or ``StepFailed``, its
