@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-unit test-fast test-langgraph-oldest lint docs bench bench-quick kafka-jars clean
+.PHONY: demo test test-unit test-fast test-langgraph-oldest lint docs bench bench-quick bench-compare kafka-jars clean
 
 # The oldest LangGraph the saver supports (pyproject's lower bounds), tested in a venv of its own.
 # The SIGKILL test is left out there: langgraph < 1.2.16 reruns saved subgraph tasks (docs/langgraph.md).
@@ -73,6 +73,10 @@ bench: $(STAMP) kafka-jars
 
 bench-quick: $(STAMP) kafka-jars
 	$(BIN)/python -m benchmarks --quick
+
+## bench-compare: two results files side by side, e.g. make bench-compare BEFORE=old.json AFTER=new.json
+bench-compare: $(STAMP)
+	$(BIN)/python -m benchmarks.compare $(BEFORE) $(AFTER)
 
 clean:
 	rm -rf $(VENV) $(OLD_VENV) .cache .agentlog .pytest_cache .mypy_cache .ruff_cache site

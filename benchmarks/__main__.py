@@ -1,7 +1,10 @@
 """Run every ``benchmarks/bench_*.py`` and print one table.
 
 Usage: ``python -m benchmarks [--quick] [--only AREA ...]``. Results are also
-written to ``benchmarks/results/latest.json``.
+written to ``benchmarks/results/latest.json``: ``rows`` (every row), the load
+average before and after the whole run, and ``areas`` (each area's load at its
+start and end, and its seconds). ``python -m benchmarks.compare`` puts two such
+files side by side.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     # The machine may be shared: the load beside the table says how much.
     load_before = os.getloadavg()
     rows: list[Row] = []
+    areas: dict[str, dict[str, object]] = {}
     here = Path(__file__).parent
     for info in sorted(pkgutil.iter_modules([str(here)]), key=lambda m: m.name):
         if not info.name.startswith("bench_"):
@@ -47,10 +51,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.only is not None and area not in args.only:
             continue
         console.print(f"[bold]running {info.name}[/bold]")
-        started = time.perf_counter()
+        started, area_load = time.perf_counter(), os.getloadavg()
         module = importlib.import_module(f"benchmarks.{info.name}")
         rows.extend(module.collect(args.quick))
-        console.print(f"  done in {time.perf_counter() - started:.1f}s")
+        seconds = time.perf_counter() - started
+        areas[area] = {"load_before": area_load, "load_after": os.getloadavg(), "seconds": seconds}
+        console.print(f"  done in {seconds:.1f}s (load {_load(area_load)} -> {_load()})")
     table = Table(title="agentlog benchmarks")
     for column in COLUMNS:
         table.add_column(column, justify="right" if column in ("median", "p99", "n") else "left")
@@ -60,7 +66,13 @@ def main(argv: list[str] | None = None) -> int:
     console.print(f"load average (1, 5, 15 min): before {_load(load_before)}, after {_load()}")
     out = here / "results" / "latest.json"
     out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps([dataclasses.asdict(r) for r in rows], indent=2, default=str))
+    results = {
+        "load_before": load_before,
+        "load_after": os.getloadavg(),
+        "areas": areas,
+        "rows": [dataclasses.asdict(r) for r in rows],
+    }
+    out.write_text(json.dumps(results, indent=2, default=str))
     console.print(f"results written to {out}")
     return 0
 
