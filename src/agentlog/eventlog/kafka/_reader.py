@@ -430,9 +430,14 @@ class KafkaReader:
             else:
                 by_partition.setdefault(entry.partition, []).append(entry)
         for partition, group in by_partition.items():
-            records = await self._records(partition, min(e.offset for e in group))
+            # Each run looks at its own records only: scanning every record read
+            # for each run cost a worker's start-up the square of its runs.
+            by_run: dict[bytes | None, list[Any]] = {}
+            for record in await self._records(partition, min(e.offset for e in group)):
+                by_run.setdefault(record.key, []).append(record)
             for entry in group:
-                hits = await self.scan(entry, entry.offset, entry.info.last_seq, None, records)
+                own = by_run.get(entry.info.run_id.encode(), [])
+                hits = await self.scan(entry, entry.offset, entry.info.last_seq, None, own)
                 if hits:
                     info = entry.info.after([event for _, event in hits])
                     entry = dataclasses.replace(entry, info=info, offset=hits[-1][0] + 1)
