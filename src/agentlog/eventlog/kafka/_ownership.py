@@ -331,10 +331,11 @@ class PartitionOwner:
                     await producer.begin_transaction()
                     spans = await self._send_events(producer, taken, sent)
                     final = dict(work)
+                    indexed = {c.run_id for c in taken if c.index}  # once, not per run
                     for run_id, tail in work.items():
                         tail = await self._placed(tail, before[run_id], spans.get(run_id, []))
-                        indexed = any(c.index for c in taken if c.run_id == run_id)
-                        if indexed or self._index_due(tail, before[run_id], spans.get(run_id)):
+                        due = self._index_due(tail, before[run_id], spans.get(run_id))
+                        if run_id in indexed or due:
                             value = encode_index(tail.entry(p))
                             sent.append(
                                 await producer.send(
