@@ -22,6 +22,8 @@ __all__ = ["Change", "RecentEvents", "RunTail"]
 
 _ENDED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.SHREDDED})
 
+_DRIVEN = frozenset({RunStatus.RUNNING, RunStatus.QUEUED})
+
 #: Events kept per run for its owner's reads (a just-started run has two or three).
 RECENT_PER_RUN = 8
 
@@ -55,6 +57,14 @@ class RunTail:
             entry.archived_seq,
             entry.pruned,
         )
+
+    @property
+    def may_need_worker(self) -> bool:
+        """Whether a worker's pass must look at the run: running, queued, or
+        waiting on a timer. A parked run (waiting on an answer only) and an
+        ended one need nothing until a command names them."""
+        status = self.info.status
+        return status in _DRIVEN or (status == RunStatus.WAITING and self.info.wake_at is not None)
 
     def entry(self, partition: int) -> IndexEntry:
         """The index entry that records this tail."""

@@ -123,10 +123,13 @@ class PartitionedKafkaEventLog(KafkaEventLog, layout="partitioned"):
             raise NotOwnerError(run_id, partition, why)
         return owner
 
-    def _owned_tails(self) -> list[RunTail]:
+    def _live_tails(self) -> list[RunTail]:
+        """The owned runs a pass looks at: in flight or on a timer, never the
+        parked or ended ones (``PartitionOwner.live``)."""
         if self.member is None:
             return []
-        return [t for p in self.member.owned() for t in self.member.owners[p].tails.values()]
+        owners = [self.member.owners[p] for p in self.member.owned()]
+        return [owner.tails[run_id] for owner in owners for run_id in owner.live]
 
     # -- events ------------------------------------------------------------------------
 
@@ -197,14 +200,14 @@ class PartitionedKafkaEventLog(KafkaEventLog, layout="partitioned"):
     async def runnable(self, *, now: datetime | None = None, limit: int = 1000) -> list[RunInfo]:
         """Runs of the owned partitions that need a worker now, oldest first."""
         now = now or utcnow()
-        due = [t.info for t in self._owned_tails() if t.info.needs_worker(now)]
+        due = [t.info for t in self._live_tails() if t.info.needs_worker(now)]
         due.sort(key=lambda info: info.wake_at or info.updated_at or now)
         return due[:limit]
 
     async def next_wake(self) -> datetime | None:
         wakes = [
             t.info.wake_at
-            for t in self._owned_tails()
+            for t in self._live_tails()
             if t.info.status == RunStatus.WAITING and t.info.wake_at is not None
         ]
         return min(wakes, default=None)

@@ -93,6 +93,9 @@ class PartitionOwner:
         self._still_owned = still_owned
         self.producer: AIOKafkaProducer | None = None
         self.tails: dict[str, RunTail] = {}
+        #: The runs of ``tails`` a worker's pass looks at (RunTail.may_need_worker):
+        #: a pass costs the runs in flight, never the parked or ended ones.
+        self.live: set[str] = set()
         #: The events this owner committed last per run, for its own reads.
         self.recent = RecentEvents()
         self.commands = CommandOffsets()
@@ -146,7 +149,8 @@ class PartitionOwner:
 
     async def _load(self) -> None:
         entries = await self._reader.exact_many(await self._reader.entries(self.partition))
-        self.tails = {e.info.run_id: RunTail.of(e) for e in entries}
+        self.tails, self.live = {}, set()
+        self._hold({e.info.run_id: RunTail.of(e) for e in entries})
         self.recent.forget()
         doing = f"partition {self.partition}: cannot read the group's committed command offset"
         with kafka_errors(doing):
@@ -191,6 +195,15 @@ class PartitionOwner:
             await stop_quietly(self.producer, _STOP_S)
             self.producer = None
         _log.info("kafka_partition_released", partition=self.partition, why=why)
+
+    def _hold(self, tails: dict[str, RunTail]) -> None:
+        """Take ``tails`` as the runs' truth, and keep ``live`` in step."""
+        self.tails.update(tails)
+        for run_id, tail in tails.items():
+            if tail.may_need_worker:
+                self.live.add(run_id)
+            else:
+                self.live.discard(run_id)
 
     def _not_owner(self, run_id: str) -> NotOwnerError:
         return NotOwnerError(run_id, self.partition, f"this process does not own it ({self._why})")
@@ -282,7 +295,7 @@ class PartitionOwner:
             if not isinstance(exc, Exception):
                 raise
             return
-        self.tails.update(final)
+        self._hold(final)
         self.commits += 1
         for change in taken:
             if change.events:
@@ -318,10 +331,11 @@ class PartitionOwner:
                     await producer.begin_transaction()
                     spans = await self._send_events(producer, taken, sent)
                     final = dict(work)
+                    indexed = {c.run_id for c in taken if c.index}  # once, not per run
                     for run_id, tail in work.items():
                         tail = await self._placed(tail, before[run_id], spans.get(run_id, []))
-                        indexed = any(c.index for c in taken if c.run_id == run_id)
-                        if indexed or self._index_due(tail, before[run_id], spans.get(run_id)):
+                        due = self._index_due(tail, before[run_id], spans.get(run_id))
+                        if run_id in indexed or due:
                             value = encode_index(tail.entry(p))
                             sent.append(
                                 await producer.send(

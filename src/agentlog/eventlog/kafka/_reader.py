@@ -89,6 +89,9 @@ class KafkaReader:
         #: Per runs-topic partition, the catch-up round new callers join.
         self._runs_rounds: dict[int, asyncio.Future[None]] = {}
         self._index: dict[str, IndexEntry] = {}
+        #: runs-topic partition -> its runs with an entry (an ordered set), so
+        #: that a partition's entries cost its runs, not every run read here.
+        self._runs_on: dict[int, dict[str, None]] = {}
         self._bad: dict[str, CorruptEventError] = {}
         self._snaps: dict[str, dict[int, SnapshotEntry]] = {}
         self._points: dict[str, list[tuple[int, int]]] = {}
@@ -217,11 +220,9 @@ class KafkaReader:
     async def entries(self, partition: int) -> list[IndexEntry]:
         """The index entries of every run on runs-topic partition ``partition``."""
         await self.catch_up([partition])
-        return [
-            entry
-            for run_id, entry in self._index.items()
-            if run_id not in self._bad and self.layout.runs_partition(run_id) == partition
-        ]
+        index, bad = self._index, self._bad
+        runs = self._runs_on.get(partition, {})
+        return [index[run_id] for run_id in runs if run_id in index and run_id not in bad]
 
     def _apply(self, tp: TopicPartition, record: Any) -> None:
         where = f"topic {tp.topic} partition {tp.partition} offset {record.offset}"
@@ -242,8 +243,10 @@ class KafkaReader:
                 if record.value is None:
                     self._index.pop(run_id, None)
                     self._points.pop(run_id, None)
+                    self._runs_on.get(tp.partition, {}).pop(run_id, None)
                 else:
                     self._index[run_id] = decode_index(record.value)
+                    self._runs_on.setdefault(tp.partition, {})[run_id] = None
                 self._bad.pop(run_id, None)
             elif record.value is None:
                 self._snaps.get(run_id, {}).pop(seq, None)
@@ -443,9 +446,14 @@ class KafkaReader:
             else:
                 by_partition.setdefault(entry.partition, []).append(entry)
         for partition, group in by_partition.items():
-            records = await self._records(partition, min(e.offset for e in group))
+            # Each run looks at its own records only: scanning every record read
+            # for each run cost a worker's start-up the square of its runs.
+            by_run: dict[bytes | None, list[Any]] = {}
+            for record in await self._records(partition, min(e.offset for e in group)):
+                by_run.setdefault(record.key, []).append(record)
             for entry in group:
-                hits = await self.scan(entry, entry.offset, entry.info.last_seq, None, records)
+                own = by_run.get(entry.info.run_id.encode(), [])
+                hits = await self.scan(entry, entry.offset, entry.info.last_seq, None, own)
                 if hits:
                     info = entry.info.after([event for _, event in hits])
                     entry = dataclasses.replace(entry, info=info, offset=hits[-1][0] + 1)
