@@ -4,12 +4,16 @@ The rules are in :mod:`agentlog.runtime._queues`; this module reads what
 they count (:func:`read_queue`), checks a claimed run against them
 (:func:`admit`) and orders a worker's pass (:func:`arrange`).
 
-Cost: reading a queue lists the run index's ``running`` and ``queued``
-runs (``list_runs``), and, with a rate, the runs of the queue's workflows
-admitted within the rate's period (on SQLite and PostgreSQL a range of the
-index of ``admitted_at``; elsewhere the runs updated within the period,
-``page_runs``). A worker reads each of its queues once per pass and once
-per admission.
+Cost: on SQLite and PostgreSQL reading a queue is one round trip of two
+indexed queries (:meth:`SqlIndexedEventLog.queue_runs`): the runs holding a
+live lease (as many as the writers) and the few best-ranked waiting runs
+the reader needs (one for an admission, the room for a pass), so its cost
+does not grow with the backlog. Elsewhere it lists the run index's
+``running`` and ``queued`` runs (``list_runs``). With a rate it also reads
+the runs of the queue's workflows admitted within the rate's period (on
+SQLite and PostgreSQL a range of the index of ``admitted_at``; elsewhere
+the runs updated within the period, ``page_runs``). A worker reads each of
+its queues once per pass and once per admission.
 """
 
 from __future__ import annotations
@@ -48,9 +52,10 @@ class QueueView:
     admitted: frozenset[str]
     """Runs the queue admitted within the rate's period (empty without a rate)."""
     waiting: tuple[RunInfo, ...]
-    """Queued runs no writer holds, best first (:func:`rank`)."""
-    queued: dict[str, RunInfo]
-    """Every queued run, by id."""
+    """Queued runs no writer holds, best first (:func:`rank`); only the
+    first ``limit`` of them when read with one."""
+    holding: dict[str, RunInfo]
+    """The runs of :attr:`held`, by id."""
 
     def room(self) -> float:
         """How many more runs the queue may admit now (inf: no limit)."""
@@ -63,29 +68,46 @@ class QueueView:
 
 
 async def read_queue(
-    log: EventLog, queue: Queue, workflows: Iterable[str], now: datetime | None = None
+    log: EventLog,
+    queue: Queue,
+    workflows: Iterable[str],
+    now: datetime | None = None,
+    *,
+    limit: int | None = None,
 ) -> QueueView:
     """The queue as the run index says now; ``workflows`` are the names of
     the workflows in the queue (runs recorded before the index had a
-    ``queue`` column count by them)."""
+    ``queue`` column count by them). ``limit``: how many waiting runs the
+    caller needs (None: all), which a SQL run index reads alone."""
     now = now or utcnow()
     names = set(workflows)
-
-    def ours(info: RunInfo) -> bool:
-        return info.queue == queue.name or info.workflow in names
-
-    running = [i for i in await log.list_runs(status=RunStatus.RUNNING) if ours(i)]
-    queued = [i for i in await log.list_runs(status=RunStatus.QUEUED) if ours(i)]
     admitted: frozenset[str] = frozenset()
     if queue.rate is not None:
         admitted = await _admitted_since(log, names, now - queue.rate.per)
+    if isinstance(log, SqlIndexedEventLog) and limit is not None:
+        holders, waiting = await log.queue_runs(queue.name, names, now, limit)
+    else:
+
+        def ours(info: RunInfo) -> bool:
+            return info.queue == queue.name or info.workflow in names
+
+        listed = [
+            info
+            for status in (RunStatus.RUNNING, RunStatus.QUEUED)
+            for info in await log.list_runs(status=status)
+            if ours(info)
+        ]
+        holders = [info for info in listed if info.lease_live(now)]
+        waiting = sorted(
+            (i for i in listed if i.status == RunStatus.QUEUED and not i.lease_live(now)), key=rank
+        )[:limit]
     return QueueView(
         queue=queue,
-        held=frozenset(i.run_id for i in (*running, *queued) if i.lease_live(now)),
-        claiming=frozenset(i.run_id for i in queued if i.lease_live(now)),
+        held=frozenset(i.run_id for i in holders),
+        claiming=frozenset(i.run_id for i in holders if i.status == RunStatus.QUEUED),
         admitted=admitted,
-        waiting=tuple(sorted((i for i in queued if not i.lease_live(now)), key=rank)),
-        queued={i.run_id: i for i in queued},
+        waiting=tuple(waiting),
+        holding={i.run_id: i for i in holders},
     )
 
 
@@ -122,12 +144,12 @@ async def admit(
     A :class:`RunAdmitted`: yes, for the first time; record it before the
     run acts.
     """
-    view = await read_queue(log, queue, workflows)
+    view = await read_queue(log, queue, workflows, limit=1)
     held = view.held | {run_id}
     if queue.concurrency is not None and len(held) > queue.concurrency:
         return False
-    me = view.queued.get(run_id)
-    if me is None:
+    me = view.holding.get(run_id) or await log.get_run(run_id)
+    if me.status != RunStatus.QUEUED:
         return True  # admitted before: only the concurrency limit applies
     if queue.rate is not None and len(view.admitted | view.claiming | {run_id}) > queue.rate.runs:
         return False
@@ -160,7 +182,8 @@ async def arrange(
     ]
     now = utcnow()
     for name, (queue, workflows) in queues.items():
-        view = await read_queue(log, queue, workflows, now)
+        wanted = _wanted(queue, free) if log.direct_writes else None  # Kafka: filter first
+        view = await read_queue(log, queue, workflows, now, limit=wanted)
         again = [
             info
             for info in due
@@ -178,3 +201,13 @@ async def arrange(
             ready = [info for info in ready if info.run_id in ours]
         kept += ready[: int(min(room, free))]
     return kept
+
+
+def _wanted(queue: Queue, free: int) -> int:
+    """How many of a queue's waiting runs a pass may take at most."""
+    room = float(free)
+    if queue.concurrency is not None:
+        room = min(room, queue.concurrency)
+    if queue.rate is not None:
+        room = min(room, queue.rate.runs)
+    return int(room)

@@ -101,10 +101,12 @@ async def _filled_file(tmp_path: Path) -> Path:
 
 def _undo_migration_7(conn: sqlite3.Connection) -> None:
     """Drop the queue columns that migration 7 added to ``runs``, and what
-    migrations 8 and 9 added after it (the mailbox tables, an index)."""
+    migrations 8 to 10 added after it (the mailbox tables, indexes)."""
     for table in ("run_messages", "run_mailboxes"):
         conn.execute(f"DROP TABLE {table}")
     conn.execute("DROP INDEX runs_by_admitted")  # migration 9
+    for index in ("runs_queued_by_rank", "runs_held_by_lease"):  # migration 10
+        conn.execute(f"DROP INDEX {index}")
     for column in ("queue", "priority", "admitted_at"):
         conn.execute(f"ALTER TABLE runs DROP COLUMN {column}")
 

@@ -122,6 +122,14 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX agentlog_runs_by_admitted ON agentlog_runs (admitted_at, workflow) "
         "WHERE admitted_at IS NOT NULL",
     ),
+    (
+        # A queue's admission reads its best-ranked waiting runs and the runs
+        # holding its slots from these, not the backlog (docs/queues.md).
+        "CREATE INDEX agentlog_runs_queued_by_rank ON agentlog_runs "
+        "(priority, started_at, run_id) WHERE status = 'queued'",
+        "CREATE INDEX agentlog_runs_held_by_lease ON agentlog_runs (lease_expires_at) "
+        "WHERE status IN ('queued', 'running')",
+    ),
 )
 
 # The run index columns are RunInfo's fields, by name (as in the SQLite file).

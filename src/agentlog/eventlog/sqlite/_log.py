@@ -112,6 +112,7 @@ class SqliteEventLog(SqliteMailbox, SqlIndexedEventLog):
         param=lambda name: f":{name}",
         contains="instr({col}, {arg}) > 0",
         counts_table="run_counts",
+        indexed_by=True,
     )
 
     def __init__(

@@ -32,6 +32,8 @@ on ``runs``, so an unfiltered page's counts do not walk every run.
 Migration 7 adds ``queue``, ``priority`` and ``admitted_at`` (docs/queues.md).
 Migration 8 adds the run mailboxes (:mod:`agentlog.eventlog.sqlite._mailbox`).
 Migration 9 indexes ``admitted_at`` for a queue's rate (docs/queues.md).
+Migration 10 indexes the queued runs by rank and the queued or running runs
+by lease, so an admission reads a few rows whatever the backlog (docs/queues.md).
 """
 
 from __future__ import annotations
@@ -133,6 +135,17 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # written once, when it is admitted.
         "CREATE INDEX runs_by_admitted ON runs (admitted_at, workflow) "
         "WHERE admitted_at IS NOT NULL",
+    ),
+    (
+        # A queue's admission (SqlIndexedEventLog.queue_waiting, queue_holders):
+        # its best-ranked waiting runs are the first entries of the rank index,
+        # and the runs that hold its slots a range of the lease index, so
+        # neither reads the backlog. Partial, on the literal statuses the
+        # queries name.
+        "CREATE INDEX runs_queued_by_rank ON runs (priority, started_at, run_id) "
+        "WHERE status = 'queued'",
+        "CREATE INDEX runs_held_by_lease ON runs (lease_expires_at) "
+        "WHERE status IN ('queued', 'running')",
     ),
 )
 
