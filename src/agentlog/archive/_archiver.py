@@ -233,11 +233,19 @@ class Archiver:
         # Confirmed by an earlier pass (a crash came before or during their prune).
         pruned += await self._prune_all([p for p in plans if not p.events], manifest)
         # A file's runs are pruned while the next file is read and encoded: pruning
-        # waits on the hot log's commits (an fsync a run on SQLite), encoding on the CPU.
+        # waits on the hot log's commits (one fsync a file on SQLite), encoding on the
+        # CPU. The next file's rows are read while this one is encoded on its threads;
+        # reading writes nothing, and a file is still confirmed before its runs are pruned.
+        chunks = self._chunks(to_write)
         pruning: asyncio.Task[int] | None = None
+        reading: asyncio.Task[list[RunRead]] | None = None
         try:
-            for chunk in self._chunks(to_write):
-                entry, hot_bytes = await self._write_chunk(chunk, manifest, now)
+            for i, chunk in enumerate(chunks):
+                reads = await (reading or self._read_chunk(chunk))
+                reading = None
+                if i + 1 < len(chunks):
+                    reading = asyncio.create_task(self._read_chunk(chunks[i + 1]))
+                entry, hot_bytes = await self._write_chunk(chunk, reads, manifest, now)
                 files += 1
                 bytes_before += hot_bytes
                 bytes_after += entry.size_bytes
@@ -252,6 +260,9 @@ class Archiver:
                 pruned += await pruning
                 pruning = None
         finally:
+            if reading is not None:  # failing: the next file is not written
+                reading.cancel()
+                await asyncio.wait([reading])
             if pruning is not None:  # failing: the confirmed file's prunes end first
                 await asyncio.wait([pruning])
                 _ = pruning.cancelled() or pruning.exception()  # the first error is raised
@@ -287,9 +298,8 @@ class Archiver:
             size += plan.events
         return chunks
 
-    async def _write_chunk(
-        self, chunk: list[RunPlan], manifest: Manifest, now: datetime
-    ) -> tuple[ManifestEntry, int]:
+    async def _read_chunk(self, chunk: list[RunPlan]) -> list[RunRead]:
+        """The stored events of a file's runs, each checked to start where planned."""
         reads = []
         for plan in chunk:
             read = await self._read_run(plan)
@@ -301,6 +311,11 @@ class Archiver:
                     f"where seq {plan.first_seq} was expected",
                 )
             reads.append(read)
+        return reads
+
+    async def _write_chunk(
+        self, chunk: list[RunPlan], reads: list[RunRead], manifest: Manifest, now: datetime
+    ) -> tuple[ManifestEntry, int]:
         workflow, day = chunk[0].info.workflow, _day(chunk[0].info)
         previous = [manifest.latest(plan.run_id) for plan in chunk]
         cipher, where = self.log.cipher, self.log.url
