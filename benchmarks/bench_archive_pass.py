@@ -7,7 +7,9 @@ included, and reports events per second (wall clock) and events per CPU
 second (the process's CPU, all its threads: the machine is shared, so the CPU
 figure is the steadier one).
 
-Then the pass's pieces, each timed on the same stored rows (CPU, best of
+Then the hot log's side of pruning, the pass's files pruned a run a
+transaction (``prune``) or a file a transaction (``prune_many``), wall and
+CPU µs an event. Then the pass's pieces, each timed on the same stored rows (CPU, best of
 three, per event): reading the rows' maps into columns (``add_rows``), the
 Arrow table, the events file (Parquet, zstd) and the tasks table. Beside
 them, the floors: what the libraries the pass cannot avoid cost per event on
@@ -92,6 +94,36 @@ def _pass(hot: Path, folder: Path) -> tuple[float, float, int]:
             return time.perf_counter() - wall, time.process_time() - cpu, summary.events
 
     return asyncio.run(go())
+
+
+def _prune_side(hot: Path, tmp: Path, runs: int) -> dict[str, tuple[float, float]]:
+    """The hot log's side of pruning a pass's files (28, one a day): each run in
+    its own transaction (``prune``, as the archiver did before session 31), or a
+    file's runs in one (``prune_many``); fresh copies, alternating, best of
+    three; (wall, CPU) µs an event."""
+    files = [[run_id(k) for k in range(runs) if k % 28 == day] for day in range(28)]
+
+    async def prune(path: Path, batched: bool) -> tuple[float, float]:
+        async with SqliteEventLog(path) as log:
+            wall, cpu = time.perf_counter(), time.process_time()
+            for ids in files:
+                if batched:
+                    await log.prune_many(ids)
+                else:
+                    for rid in ids:
+                        await log.prune(rid)
+            return time.perf_counter() - wall, time.process_time() - cpu
+
+    best: dict[str, tuple[float, float]] = {}
+    for i in range(3):
+        for label, batched in (("a run at a time", False), ("a file at a time", True)):
+            copy = tmp / f"prune{i}{batched}.db"
+            shutil.copy(hot, copy)
+            wall, cpu = asyncio.run(prune(copy, batched))
+            old = best.get(label, (float("inf"), float("inf")))
+            best[label] = (min(old[0], wall), min(old[1], cpu))
+    events = runs * EVENTS_PER_RUN
+    return {k: (w / events * 1e6, c / events * 1e6) for k, (w, c) in best.items()}
 
 
 def _encode_tasks(columns: Columns, table: pa.Table) -> bytes:
@@ -186,6 +218,20 @@ def collect(quick: bool) -> list[Row]:
                         "target": ">= 300,000 events/s",
                     },
                     len(rounds),
+                )
+            )
+        load = _load()
+        pruning = _prune_side(hot, Path(tmp), runs)
+        for label, (wall_us, cpu_us) in pruning.items():
+            rows.append(
+                Row(
+                    AREA,
+                    f"per event: pruning the hot log, {label}",
+                    "us",
+                    wall_us,
+                    None,
+                    {"cpu_us": round(cpu_us, 2), "load": load, "files": 28},
+                    3,
                 )
             )
         load = _load()

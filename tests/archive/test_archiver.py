@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 
 import pytest
@@ -193,7 +194,9 @@ async def test_confirmed_but_unpruned_runs_are_pruned_by_the_next_pass(
     events = await record_run(hot, "a", tag=1)
 
     class NoPrune(SqliteEventLog):
-        async def prune(self, run_id: str, *, keep_latest_snapshot: bool = False) -> None:
+        async def prune_many(
+            self, run_ids: Sequence[str], *, keep_latest_snapshot: bool = False
+        ) -> None:
             raise RuntimeError("crash before prune")
 
     store = LocalArchiveStore(f"{tmp_path}/arch2")

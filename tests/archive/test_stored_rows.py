@@ -16,6 +16,7 @@ import asyncio
 import base64
 import json
 import sqlite3
+from collections.abc import Sequence
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -271,9 +272,11 @@ class _FailingOnFile(LocalArchiveStore):
 class _SlowPruning(SqliteEventLog):
     """A real SQLite log whose prunes are still under way when the next file fails."""
 
-    async def prune(self, run_id: str, *, keep_latest_snapshot: bool = False) -> None:
+    async def prune_many(
+        self, run_ids: Sequence[str], *, keep_latest_snapshot: bool = False
+    ) -> None:
         await asyncio.sleep(0.2)
-        await super().prune(run_id, keep_latest_snapshot=keep_latest_snapshot)
+        await super().prune_many(run_ids, keep_latest_snapshot=keep_latest_snapshot)
 
 
 async def test_a_failed_file_leaves_its_runs_hot_and_the_confirmed_ones_pruned(

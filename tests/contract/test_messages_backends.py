@@ -166,7 +166,7 @@ async def test_a_send_to_a_held_run_returns_at_once_on_redis(redis_url: str) -> 
     await held_scenario(redis_url)
 
 
-async def pruned_scenario(url: str) -> None:
+async def pruned_scenario(url: str, *, many: bool = False) -> None:
     """Pruning an archived run deletes what its mailbox still holds, as it
     deletes the run's events: nothing of the run's messages stays behind."""
     config = RuntimeConfig("worker", poll_seconds=0.05)
@@ -177,8 +177,16 @@ async def pruned_scenario(url: str) -> None:
         stored = await log.store_message("p", "orders", {"id": 9}, "left-behind")
         assert stored.inserted and not stored.taken
         assert [m.value for m in await log.stored_messages("p")] == [{"id": 9}]
-        await log.prune("p")
+        if many:  # the archiver's batch form, with a second run in the batch
+            await rt.start("inbox", run_id="q")
+            assert (await rt.wait("q", timeout=WAIT_S)).status == RunStatus.WAITING
+            await log.store_message("q", "orders", {"id": 10}, "left-behind")
+            await log.prune_many(["p", "q"])
+        else:
+            await log.prune("p")
         assert await log.stored_messages("p") == []
+        if many:
+            assert await log.stored_messages("q") == []
 
 
 async def test_pruning_a_run_empties_its_mailbox_on_sqlite(tmp_path: Path) -> None:
@@ -191,3 +199,15 @@ async def test_pruning_a_run_empties_its_mailbox_on_postgres(postgres_url: str) 
 
 async def test_pruning_a_run_empties_its_mailbox_on_redis(redis_url: str) -> None:
     await pruned_scenario(redis_url)
+
+
+async def test_pruning_runs_together_empties_their_mailboxes_on_sqlite(tmp_path: Path) -> None:
+    await pruned_scenario(f"sqlite:///{tmp_path / 'agentlog.db'}", many=True)
+
+
+async def test_pruning_runs_together_empties_their_mailboxes_on_postgres(postgres_url: str) -> None:
+    await pruned_scenario(postgres_url, many=True)
+
+
+async def test_pruning_runs_together_empties_their_mailboxes_on_redis(redis_url: str) -> None:
+    await pruned_scenario(redis_url, many=True)

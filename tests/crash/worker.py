@@ -258,6 +258,11 @@ class KillSwitchLog(EventLog):
     async def prune(self, run_id: str, *, keep_latest_snapshot: bool = False) -> None:
         await self.inner.prune(run_id, keep_latest_snapshot=keep_latest_snapshot)
 
+    async def prune_many(
+        self, run_ids: Sequence[str], *, keep_latest_snapshot: bool = False
+    ) -> None:
+        await self.inner.prune_many(run_ids, keep_latest_snapshot=keep_latest_snapshot)
+
     async def close(self) -> None:
         await self.inner.close()
 

@@ -230,14 +230,22 @@ class Archiver:
             )
         orphans = await asyncio.to_thread(remove_orphans, self.store, manifest)
         files = bytes_before = bytes_after = runs_done = events_done = pruned = 0
-        for plan in (p for p in plans if not p.events):  # confirmed by an earlier pass
-            pruned += await self._prune(plan, manifest)
+        # Confirmed by an earlier pass (a crash came before or during their prune).
+        pruned += await self._prune_all([p for p in plans if not p.events], manifest)
         # A file's runs are pruned while the next file is read and encoded: pruning
-        # waits on the hot log's commits (an fsync a run on SQLite), encoding on the CPU.
+        # waits on the hot log's commits (one fsync a file on SQLite), encoding on the
+        # CPU. The next file's rows are read while this one is encoded on its threads;
+        # reading writes nothing, and a file is still confirmed before its runs are pruned.
+        chunks = self._chunks(to_write)
         pruning: asyncio.Task[int] | None = None
+        reading: asyncio.Task[list[RunRead]] | None = None
         try:
-            for chunk in self._chunks(to_write):
-                entry, hot_bytes = await self._write_chunk(chunk, manifest, now)
+            for i, chunk in enumerate(chunks):
+                reads = await (reading or self._read_chunk(chunk))
+                reading = None
+                if i + 1 < len(chunks):
+                    reading = asyncio.create_task(self._read_chunk(chunks[i + 1]))
+                entry, hot_bytes = await self._write_chunk(chunk, reads, manifest, now)
                 files += 1
                 bytes_before += hot_bytes
                 bytes_after += entry.size_bytes
@@ -252,6 +260,9 @@ class Archiver:
                 pruned += await pruning
                 pruning = None
         finally:
+            if reading is not None:  # failing: the next file is not written
+                reading.cancel()
+                await asyncio.wait([reading])
             if pruning is not None:  # failing: the confirmed file's prunes end first
                 await asyncio.wait([pruning])
                 _ = pruning.cancelled() or pruning.exception()  # the first error is raised
@@ -287,9 +298,8 @@ class Archiver:
             size += plan.events
         return chunks
 
-    async def _write_chunk(
-        self, chunk: list[RunPlan], manifest: Manifest, now: datetime
-    ) -> tuple[ManifestEntry, int]:
+    async def _read_chunk(self, chunk: list[RunPlan]) -> list[RunRead]:
+        """The stored events of a file's runs, each checked to start where planned."""
         reads = []
         for plan in chunk:
             read = await self._read_run(plan)
@@ -301,6 +311,11 @@ class Archiver:
                     f"where seq {plan.first_seq} was expected",
                 )
             reads.append(read)
+        return reads
+
+    async def _write_chunk(
+        self, chunk: list[RunPlan], reads: list[RunRead], manifest: Manifest, now: datetime
+    ) -> tuple[ManifestEntry, int]:
         workflow, day = chunk[0].info.workflow, _day(chunk[0].info)
         previous = [manifest.latest(plan.run_id) for plan in chunk]
         cipher, where = self.log.cipher, self.log.url
@@ -351,32 +366,41 @@ class Archiver:
         return read
 
     async def _prune_all(self, plans: list[RunPlan], manifest: Manifest) -> int:
-        """Prune the runs of a confirmed file, in order; how many were pruned."""
-        pruned = 0
-        for plan in plans:
-            pruned += await self._prune(plan, manifest)
-        return pruned
+        """Prune the runs of a confirmed file; how many were pruned.
 
-    async def _prune(self, plan: RunPlan, manifest: Manifest) -> int:
+        The runs that may go are pruned together with :meth:`EventLog.prune_many`:
+        one transaction (one commit) on a SQL log, instead of one a run. A crash
+        before it commits leaves them all hot, and the next pass prunes them.
+        """
+        batches: dict[bool, list[str]] = {False: [], True: []}
+        for plan in plans:
+            keep = await self._prunable(plan, manifest)
+            if keep is not None:
+                batches[keep].append(plan.run_id)
+        for keep, run_ids in batches.items():
+            if run_ids:
+                await self.log.prune_many(run_ids, keep_latest_snapshot=keep)
+                _log.info("pruned hot runs", runs=len(run_ids), keep_latest_snapshot=keep)
+        return sum(map(len, batches.values()))
+
+    async def _prunable(self, plan: RunPlan, manifest: Manifest) -> bool | None:
+        """None to keep the run hot, else whether its prune keeps the latest snapshot."""
         info = await self.log.find_run(plan.run_id)
         upto = manifest.archived_upto(plan.run_id)
         if info is None or info.last_seq != upto:
             # Appended to since it was read (an idle run woke up): keep it hot; the
             # next pass archives the new events as a further segment.
             _log.warning("not pruning run that changed", run_id=plan.run_id, archived=upto)
-            return 0
+            return None
         if info.workflow == LANGGRAPH_WORKFLOW:
             _log.info("LangGraph thread archived, kept hot for its saver", run_id=plan.run_id)
-            return 0
+            return None
         if not self.log.capabilities.prune:
             _log.info("run archived, kept hot: the log does not prune", run_id=plan.run_id)
-            return 0
+            return None
         if info.status not in RunStatus.TERMINAL and not await self._resumable(info):
-            return 0
-        keep = plan.policy.mode is RetentionMode.LATEST_SNAPSHOT or plan.reason == "idle"
-        await self.log.prune(plan.run_id, keep_latest_snapshot=keep)
-        _log.info("pruned hot run", run_id=plan.run_id, seq=upto, keep_latest_snapshot=keep)
-        return 1
+            return None
+        return plan.policy.mode is RetentionMode.LATEST_SNAPSHOT or plan.reason == "idle"
 
     async def _resumable(self, info: RunInfo) -> bool:
         """Make the unfinished run's newest snapshot a good one at its last seq, if possible.

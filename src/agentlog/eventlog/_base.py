@@ -490,3 +490,10 @@ class EventLog(EventReader):
             f"{self.url} cannot prune run {run_id!r}: its backend does not delete events "
             "(capabilities.prune is False); keep the run in the hot log"
         )
+
+    async def prune_many(
+        self, run_ids: Sequence[str], *, keep_latest_snapshot: bool = False
+    ) -> None:
+        """:meth:`prune` each run; the SQL logs prune them all in one transaction."""
+        for run_id in run_ids:
+            await self.prune(run_id, keep_latest_snapshot=keep_latest_snapshot)

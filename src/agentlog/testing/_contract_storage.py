@@ -195,6 +195,26 @@ class StorageContract(ContractBase):
             await read_all(log, "nope")
         assert not isinstance(caught.value, RunArchivedError)
 
+    async def test_prune_many_prunes_each_run_as_prune_does(self, log: EventLog) -> None:
+        self.require(log, "prune")
+        for run_id in ("a", "b", "kept"):
+            await seed(log, run_id, 3)
+            for seq in (1, 2):
+                await log.save_snapshot(Snapshot(run_id, seq, bytes([seq]), T0))
+        before = {r: await log.get_run(r) for r in ("a", "b")}
+        await log.prune_many(["a", "b", "nope", "a"], keep_latest_snapshot=True)
+        for run_id in ("a", "b"):
+            after = await log.get_run(run_id)
+            assert dataclasses.replace(after, archived=False) == before[run_id]
+            assert after.archived and (await log.load_snapshot(run_id)).seq == 2  # type: ignore[union-attr]
+            with pytest.raises(RunArchivedError):
+                await read_all(log, run_id)
+        assert await log.find_run("nope") is None
+        assert not (await log.get_run("kept")).archived and len(await read_all(log, "kept")) == 3
+        await log.prune_many(["a", "kept"])
+        await log.prune_many([])
+        assert await log.load_snapshot("a") is None and await log.load_snapshot("kept") is None
+
     # -- seq bounds ---------------------------------------------------------------------
 
     async def test_seq_bounds_beyond_64_bits_are_empty_not_overflow(self, log: EventLog) -> None:

@@ -424,26 +424,35 @@ class PostgresEventLog(PostgresMailbox, SqlIndexedEventLog):
     # -- retention ------------------------------------------------------------------------
 
     async def prune(self, run_id: str, *, keep_latest_snapshot: bool = False) -> None:
-        check_run_id(run_id)
+        await self.prune_many([run_id], keep_latest_snapshot=keep_latest_snapshot)
+
+    async def prune_many(
+        self, run_ids: Sequence[str], *, keep_latest_snapshot: bool = False
+    ) -> None:
+        """Prune the runs in one transaction: one commit for them all."""
+        for run_id in run_ids:
+            check_run_id(run_id)
+        ids = list(dict.fromkeys(run_ids))
 
         async def body(conn: _Conn) -> None:
             async with conn.transaction():
-                await conn.execute("DELETE FROM agentlog_events WHERE run_id = %s", (run_id,))
-                for table in ("agentlog_run_messages", "agentlog_run_mailboxes"):
-                    await conn.execute(f"DELETE FROM {table} WHERE run_id = %s", (run_id,))
+                tables = ["agentlog_events", "agentlog_run_messages", "agentlog_run_mailboxes"]
                 if keep_latest_snapshot:
-                    await self._drop_old_snapshots(conn, run_id, 1)
+                    for run_id in ids:
+                        await self._drop_old_snapshots(conn, run_id, 1)
                 else:
-                    await conn.execute(
-                        "DELETE FROM agentlog_snapshots WHERE run_id = %s", (run_id,)
-                    )
-                # The row stays as a tombstone: the run id stays taken.
+                    tables.append("agentlog_snapshots")
+                for table in tables:
+                    await conn.execute(f"DELETE FROM {table} WHERE run_id = ANY(%s)", (ids,))
+                # The rows stay as tombstones: the run ids stay taken.
                 await conn.execute(
-                    "UPDATE agentlog_runs SET archived = true WHERE run_id = %s", (run_id,)
+                    "UPDATE agentlog_runs SET archived = true WHERE run_id = ANY(%s)", (ids,)
                 )
 
-        await self._call(body, "prune failed")
-        _log.info("run_pruned", run_id=run_id, kept_snapshot=keep_latest_snapshot)
+        if ids:
+            await self._call(body, "prune failed")
+        for run_id in ids:
+            _log.info("run_pruned", run_id=run_id, kept_snapshot=keep_latest_snapshot)
 
     # -- lifecycle ------------------------------------------------------------------------
 

@@ -349,21 +349,33 @@ class SqliteEventLog(SqliteMailbox, SqlIndexedEventLog):
     # -- retention ----------------------------------------------------------------
 
     async def prune(self, run_id: str, *, keep_latest_snapshot: bool = False) -> None:
-        check_run_id(run_id)
+        await self.prune_many([run_id], keep_latest_snapshot=keep_latest_snapshot)
+
+    async def prune_many(
+        self, run_ids: Sequence[str], *, keep_latest_snapshot: bool = False
+    ) -> None:
+        """Prune the runs in one transaction: one commit (one fsync) for them all."""
+        for run_id in run_ids:
+            check_run_id(run_id)
+        ids = [(run_id,) for run_id in dict.fromkeys(run_ids)]
 
         def body(conn: sqlite3.Connection) -> None:
-            conn.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
-            conn.execute("DELETE FROM run_messages WHERE run_id = ?", (run_id,))
-            conn.execute("DELETE FROM run_mailboxes WHERE run_id = ?", (run_id,))
+            for table in ("events", "run_messages", "run_mailboxes"):
+                conn.executemany(f"DELETE FROM {table} WHERE run_id = ?", ids)
             if keep_latest_snapshot:
-                self._drop_old_snapshots(conn, run_id, 1)
+                for (run_id,) in ids:
+                    self._drop_old_snapshots(conn, run_id, 1)
             else:
-                conn.execute("DELETE FROM snapshots WHERE run_id = ?", (run_id,))
-            # The row stays as a tombstone: the run id stays taken.
-            conn.execute("UPDATE runs SET archived = 1 WHERE run_id = ?", (run_id,))
+                conn.executemany("DELETE FROM snapshots WHERE run_id = ?", ids)
+            # The rows stay as tombstones: the run ids stay taken.
+            conn.executemany("UPDATE runs SET archived = 1 WHERE run_id = ?", ids)
 
-        await self._call(self._transact, body, durable=True, doing="prune failed")
-        _log.info("run_pruned", run_id=run_id, path=self.path, kept_snapshot=keep_latest_snapshot)
+        if ids:
+            await self._call(self._transact, body, durable=True, doing="prune failed")
+        for (run_id,) in ids:
+            _log.info(
+                "run_pruned", run_id=run_id, path=self.path, kept_snapshot=keep_latest_snapshot
+            )
 
     # -- lifecycle ------------------------------------------------------------------
 
