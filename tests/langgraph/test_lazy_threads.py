@@ -13,6 +13,7 @@ Counted, not timed: the threads alive before and after.
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -168,3 +169,25 @@ def test_opening_a_thread_to_read_it_opens_one_connection(log_url: str, tmp_path
         assert held(path) == 3
     assert held(path) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["agentlog.db"]
+
+
+def test_a_saver_opened_to_read_leaves_no_thread_object_in_a_cycle(log_url: str) -> None:
+    """An unstarted Thread whose target is its owner's method is cyclic garbage
+    the collector must find: the threads are made when they start."""
+    with AgentlogSaver.from_url(log_url) as writer:
+        put(writer, "t1", a=1)
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        _read_once(log_url)
+        gc.collect()
+        threads = [o for o in gc.garbage if isinstance(o, threading.Thread)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert threads == []
+
+
+def _read_once(log_url: str) -> None:
+    with AgentlogSaver.from_url(log_url) as reader:
+        assert reader.get_tuple(config("t1")) is not None
