@@ -13,6 +13,7 @@ Counted, not timed: the threads alive before and after.
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,6 +25,7 @@ from agentlog.eventlog import RunStarted, TaskCompleted, open_log
 from agentlog.eventlog.events import Event
 from agentlog.langgraph import AgentlogSaver
 from agentlog.langgraph._loop import LoopThread
+from tests.eventlog.sqlite.test_lazy_writer import held
 from tests.langgraph.test_bad_input import config, put
 
 
@@ -142,3 +144,50 @@ def test_a_call_from_inside_a_call_run_here_is_refused_not_deadlocked() -> None:
     finally:
         loop.stop()
         loop.stop()
+
+
+def test_savers_with_the_default_serializer_share_one(log_url: str) -> None:
+    """Building the default serializer normalizes its whole allow-list: once per process."""
+    with AgentlogSaver.from_url(log_url) as one, AgentlogSaver.from_url(log_url) as two:
+        assert one.serde is two.serde
+    with AgentlogSaver.from_url(log_url, allowed=[("my.module", "Thing")]) as own:
+        assert own.serde is not one.serde
+        assert ("my.module", "Thing") in own.serde.allowed  # type: ignore[attr-defined]
+
+
+def test_opening_a_thread_to_read_it_opens_one_connection(log_url: str, tmp_path: Path) -> None:
+    """As SqliteSaver does; the writing connection opens at the first write."""
+    with AgentlogSaver.from_url(log_url) as writer:
+        head = put(writer, "t1", a=1)
+    path = tmp_path / "agentlog.db"
+    with AgentlogSaver.from_url(log_url) as reader:
+        assert held(path) == 1
+        assert reader.get_tuple(config("t1")) is not None
+        assert held(path) == 1
+        put(reader, "t1", parent=head, a=2)
+        # the writer's, and a read connection of the saver's loop thread, now started
+        assert held(path) == 3
+    assert held(path) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agentlog.db"]
+
+
+def test_a_saver_opened_to_read_leaves_no_thread_object_in_a_cycle(log_url: str) -> None:
+    """An unstarted Thread whose target is its owner's method is cyclic garbage
+    the collector must find: the threads are made when they start."""
+    with AgentlogSaver.from_url(log_url) as writer:
+        put(writer, "t1", a=1)
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        _read_once(log_url)
+        gc.collect()
+        threads = [o for o in gc.garbage if isinstance(o, threading.Thread)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert threads == []
+
+
+def _read_once(log_url: str) -> None:
+    with AgentlogSaver.from_url(log_url) as reader:
+        assert reader.get_tuple(config("t1")) is not None

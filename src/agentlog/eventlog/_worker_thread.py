@@ -63,9 +63,11 @@ class WorkerThread:
             tuple[asyncio.AbstractEventLoop | None, asyncio.Future[Any] | None, Callable[[], Any]]
             | None
         ] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
-        # Started by the first call, not here: a log opened only to read never
-        # needs it, and a thread start is most of opening one (issue 23 item 8).
+        self._name = name
+        # Made and started by the first call, not here: a log opened only to
+        # read never needs it, and a thread start is most of opening one (issue
+        # 23 item 8); an unstarted Thread would only be garbage in a cycle.
+        self._thread: threading.Thread | None = None
         self._starting = threading.Lock()
         self.started = False
 
@@ -104,6 +106,7 @@ class WorkerThread:
     def _start(self) -> None:
         with self._starting:
             if not self.started:
+                self._thread = threading.Thread(target=self._serve, name=self._name, daemon=True)
                 self._thread.start()
                 self.started = True
 
@@ -112,5 +115,5 @@ class WorkerThread:
         self._calls.put(None)
         with self._starting:
             started, self.started = self.started, True  # no call starts it after this
-        if started:
+        if started and self._thread is not None:
             self._thread.join()

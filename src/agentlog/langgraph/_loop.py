@@ -38,7 +38,9 @@ class LoopThread:
 
     def __init__(self, name: str = "agentlog-langgraph") -> None:
         self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._name = name
+        #: Made at :meth:`_start` (an unstarted Thread would only be garbage in a cycle).
+        self._thread: threading.Thread | None = None
         #: Held while a caller's thread runs the loop, and to start the thread.
         self._gate = threading.Lock()
         self._running_here: int | None = None  # the ident of the thread running it here
@@ -61,6 +63,7 @@ class LoopThread:
     def _start(self) -> None:
         with self._gate:  # waits for a call running here to finish
             if not self.started and not self.loop.is_closed():
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
                 self.started = True
 
@@ -102,7 +105,7 @@ class LoopThread:
         with self._gate:
             if self.loop.is_closed():
                 return
-            if self.started:
+            if self.started and self._thread is not None:
                 self.loop.call_soon_threadsafe(self.loop.stop)
                 self._thread.join()
             self.loop.close()

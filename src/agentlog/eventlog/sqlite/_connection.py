@@ -7,14 +7,18 @@ readers never wait for the writer. A durable write commits with
 ``synchronous=FULL`` (the WAL is fsynced at every commit); a non-durable one
 uses NORMAL, which survives a process crash but not a power loss.
 
-The connection is opened on the caller's thread, then only ever used by the
-log's worker thread.
+The connection is opened at its first use (a write, or a read sent to the
+log's worker thread), or at once with ``defer=False`` or for a file this
+call creates; then only ever used by the log's worker thread. A log opened
+on an existing file to be read opens no writing connection at all (issue 23
+item 8): its reads run on read connections (:mod:`~agentlog.eventlog.sqlite._reader`).
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -69,6 +73,8 @@ class SqliteConnection:
         read_only: open read-only; a file that cannot be written is opened
             read-only anyway (see :attr:`read_only` after opening).
         create: create the file and its directories if missing.
+        defer: open the connection at its first use, not now (unless this
+            call created the file: a new file is migrated at once).
 
     Raises:
         ConfigError: ``create`` is False and there is no file at ``path``.
@@ -83,13 +89,48 @@ class SqliteConnection:
         read_only: bool,
         create: bool,
         file_mode: int = DEFAULT_FILE_MODE,
+        defer: bool = False,
     ) -> None:
         self.path = path
         self.file_mode = file_mode
         self.read_only = read_only
         self._busy_timeout = busy_timeout
         self._synchronous = ""
-        self.conn = self._open(create)
+        self._conn: sqlite3.Connection | None = None
+        self._opening = threading.Lock()
+        #: True if this call created the file (it is then migrated at once).
+        self.created = self._prepare(create)
+        if not defer or self.created:
+            self.open()
+
+    @property
+    def opened(self) -> bool:
+        """Whether the connection is open (a deferred one opens at its first use)."""
+        return self._conn is not None
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """The connection, opened (and the file migrated) at the first use."""
+        conn = self._conn
+        return conn if conn is not None else self.open()
+
+    def open(self) -> sqlite3.Connection:
+        """Open the connection now, if it is not open yet, migrating the file.
+
+        Raises:
+            BackendUnavailableError: the file cannot be opened or migrated.
+        """
+        with self._opening:
+            if self._conn is None:
+                self._conn = self._open()
+            return self._conn
+
+    def close(self) -> None:
+        """Close the connection if it was opened (it checkpoints the WAL)."""
+        with self._opening:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
 
     def unavailable(self, exc: BaseException, doing: str) -> BackendUnavailableError:
         """The typed error for a failed sqlite call, with advice by error code."""
@@ -99,7 +140,8 @@ class SqliteConnection:
         error.retryable = code in (_BUSY, _LOCKED, _FULL)
         return error
 
-    def _open(self, create: bool) -> sqlite3.Connection:
+    def _prepare(self, create: bool) -> bool:
+        """Check the path, create a missing file; True if this call created it."""
         path = Path(self.path)
         if not create and not path.exists():
             raise ConfigError(
@@ -116,9 +158,15 @@ class SqliteConnection:
                 error = self.unavailable(exc, "cannot create the file or its directory")
                 error.retryable = False
                 raise error from exc
+            created = True
+        else:
+            created = False
         if not self.read_only and path.exists() and not _writable(path):
             # A read-only file or filesystem: still readable, never written.
             self.read_only = True
+        return created
+
+    def _open(self) -> sqlite3.Connection:
         modes = ["ro", "ro&immutable=1"] if self.read_only else ["rwc"]
         for i, mode in enumerate(modes):
             try:

@@ -134,15 +134,17 @@ class SqliteEventLog(SqliteMailbox, SqlIndexedEventLog):
         self.read_batch = read_batch
         self._closed = False
         self._changes = Changes()
-        # Opened here, then only ever used by the worker thread.
+        # The writing connection: opened at the first write (or here, for a
+        # file that is new or needs migrating), then only ever used by the
+        # worker thread. A log opened to be read opens one connection.
         self._db = SqliteConnection(
             self.path,
             busy_timeout=busy_timeout,
             read_only=read_only,
             create=create,
             file_mode=file_mode,
+            defer=True,
         )
-        self._conn = self._db.conn
         self._worker = WorkerThread(f"agentlog-sqlite {self.path}")
         self._group = GroupCommit(self._db, self._worker)
         # The small reads run on the caller's thread (see _reader).
@@ -151,13 +153,21 @@ class SqliteEventLog(SqliteMailbox, SqlIndexedEventLog):
             busy_timeout=busy_timeout,
             immutable_fallback=self._db.read_only,
             unavailable=self._db.unavailable,
+            writable=not self._db.read_only,
         )
         try:
-            self._reads.open_here()
+            if self._reads.open_here() != len(MIGRATIONS):
+                self._db.open()  # migrates, or says why it cannot
         except BaseException:
             self._worker.stop()
-            self._conn.close()
+            self._reads.close()
+            self._db.close()
             raise
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        """The writing connection (opened by this first use if not yet)."""
+        return self._db.conn
 
     @property
     def read_only(self) -> bool:
@@ -387,7 +397,7 @@ class SqliteEventLog(SqliteMailbox, SqlIndexedEventLog):
         # the WAL into the file and removes it (a read-only one cannot).
         self._reads.close()
         if self._worker.started:
-            await self._worker.run(self._conn.close)
+            await self._worker.run(self._db.close)
         else:  # nothing was written: the connection was never handed to a thread
-            self._conn.close()
+            self._db.close()
         self._worker.stop()

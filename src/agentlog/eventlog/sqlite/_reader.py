@@ -44,6 +44,10 @@ class ReadConnections:
             read-only connection cannot open it (no -shm can be made beside it),
             open it as immutable, as the writer's connection then did.
         unavailable: turns a sqlite error into the log's typed error.
+        writable: the connection :meth:`open_here` opens may write (it never
+            does: it reads only). Closed last, it checkpoints the WAL into
+            the file and removes it, as the writer's does, when the log was
+            only read and its writing connection never opened.
     """
 
     def __init__(
@@ -53,8 +57,10 @@ class ReadConnections:
         busy_timeout: float,
         immutable_fallback: bool,
         unavailable: Callable[[BaseException, str], BackendUnavailableError],
+        writable: bool = False,
     ) -> None:
         self._target = f"file:{quote(os.path.abspath(path))}?mode=ro"
+        self._writable = writable
         self._busy_timeout = busy_timeout
         self._immutable_fallback = immutable_fallback
         self._unavailable = unavailable
@@ -63,6 +69,8 @@ class ReadConnections:
         self._idle: list[sqlite3.Connection] = []  # lent by query_pooled, one thread at a time
         self._lock = threading.Lock()
         self._closed = False
+        #: ``PRAGMA user_version`` as the last connection opened read it.
+        self.schema_version = 0
 
     def _connect(self, target: str) -> sqlite3.Connection:
         # check_same_thread=False only so that close() can close every thread's
@@ -75,16 +83,17 @@ class ReadConnections:
             check_same_thread=False,
         )
 
-    def _open(self) -> sqlite3.Connection:
-        conn = self._new()
+    def _open(self, target: str | None = None) -> sqlite3.Connection:
+        conn = self._new(target)
         self._local.conn = conn
         return conn
 
-    def _new(self) -> sqlite3.Connection:
+    def _new(self, target: str | None = None) -> sqlite3.Connection:
         """A new connection, registered so that :meth:`close` closes it."""
         try:
-            conn = self._connect(self._target)
-            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # loads the schema
+            conn = self._connect(target or self._target)
+            # The first read: a WAL file that cannot be read fails here.
+            self.schema_version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         except sqlite3.Error as exc:
             if not self._immutable_fallback:
                 raise self._unavailable(exc, "cannot open a read connection") from exc
@@ -99,11 +108,12 @@ class ReadConnections:
             self._opened.append(conn)
         return conn
 
-    def open_here(self) -> None:
+    def open_here(self) -> int:
         """Open this thread's connection now (the log's opener does it, so a
-        first read does not pay for it)."""
+        first read does not pay for it); the file's schema version."""
         if getattr(self._local, "conn", None) is None:
-            self._open()
+            self._open(self._target.replace("mode=ro", "mode=rw") if self._writable else None)
+        return self.schema_version
 
     def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
         """Rows of a read, on this thread, with sqlite errors translated.
@@ -141,9 +151,10 @@ class ReadConnections:
             raise self._unavailable(exc, "read failed") from exc
 
     def close(self) -> None:
-        """Close every thread's connection (no read may be running)."""
+        """Close every thread's connection (no read may be running); the
+        opener's last, so that it checkpoints the WAL if it may write."""
         with self._lock:
             self._closed = True
             opened, self._opened = self._opened, []
-        for conn in opened:
+        for conn in reversed(opened):
             conn.close()
