@@ -24,44 +24,25 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from datetime import timedelta
 from typing import Any
 
 from agentlog.eventlog.events import RunStatus, utcnow
 from agentlog.runtime import (
-    Queue,
-    Rate,
     Runtime,
     RuntimeConfig,
-    StepContext,
     WorkerConfig,
-    Workflow,
-    end,
 )
+from benchmarks.bench_queues import CASES, one_step_workflow
 from benchmarks.harness import Row, kafka_broker, row_from_samples
 
 __all__ = ["collect"]
 
 _PARTITIONS = 4
-_CASES: dict[str, Queue | None] = {
-    "none": None,
-    "concurrency": Queue("q", concurrency=50),
-    "rate": Queue("q", concurrency=50, rate=Rate(10**6, per=timedelta(minutes=1))),
-}
-
-
-def _workflow(queue: Queue | None) -> Workflow:
-    wf = Workflow("bench_kq", state={"n": "replace"}, queue=queue)
-
-    @wf.step
-    async def only(ctx: StepContext) -> Any:
-        return end(n=1)
-
-    return wf
+_CASES = {case: CASES[case] for case in ("none", "concurrency", "rate")}
 
 
 async def _drain(bootstrap: str, case: str, runs: int) -> tuple[float, list[float]]:
-    wf = _workflow(_CASES[case])
+    wf = one_step_workflow(_CASES[case], "bench_kq")
     base = f"kafka://{bootstrap}/kq{uuid.uuid4().hex[:10]}"
     worker = WorkerConfig(concurrency=50, poll_seconds=0.05)
     config = RuntimeConfig(owner="w", worker=True, lease_seconds=30, worker_config=worker)

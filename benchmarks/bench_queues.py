@@ -46,7 +46,7 @@ from benchmarks.harness import Row, row_from_samples
 __all__ = ["collect"]
 
 _CACHE = Path(__file__).resolve().parents[1] / ".cache" / "bench"
-_CASES: dict[str, Queue | None] = {
+CASES: dict[str, Queue | None] = {
     "none": None,
     "concurrency": Queue("q", concurrency=50),
     "rate": Queue("q", concurrency=50, rate=Rate(10**6, per=timedelta(minutes=1))),
@@ -54,8 +54,9 @@ _CASES: dict[str, Queue | None] = {
 }
 
 
-def _workflow(queue: Queue | None) -> Workflow:
-    wf = Workflow("bench_q", state={"n": "replace"}, queue=queue)
+def one_step_workflow(queue: Queue | None, name: str = "bench_q") -> Workflow:
+    """A workflow of one step in ``queue``: what a queue costs, and nothing else."""
+    wf = Workflow(name, state={"n": "replace"}, queue=queue)
 
     @wf.step
     async def only(ctx: StepContext) -> Any:
@@ -65,7 +66,7 @@ def _workflow(queue: Queue | None) -> Workflow:
 
 
 async def _drain(path: Path, case: str, runs: int) -> tuple[float, list[float]]:
-    wf = _workflow(_CASES[case])
+    wf = one_step_workflow(CASES[case])
     url = f"sqlite:///{path}"
     client = RuntimeConfig(owner="client", execute=False, worker=False)
     async with await Runtime.open(url, workflows=[wf], config=client) as rt:
@@ -92,7 +93,7 @@ def collect(quick: bool) -> list[Row]:
     _CACHE.mkdir(parents=True, exist_ok=True)
     rows: list[Row] = []
     baseline = 0.0
-    for case in _CASES:
+    for case in CASES:
         folder = Path(tempfile.mkdtemp(dir=_CACHE, prefix="queues-"))
         try:
             elapsed, latencies = asyncio.run(_drain(folder / "log.db", case, runs))

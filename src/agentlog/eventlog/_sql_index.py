@@ -14,12 +14,12 @@ counts per status (SQLite), an unfiltered page reads those few rows. A backend g
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
 
-from agentlog.eventlog._base import RunInfo
+from agentlog.eventlog._base import RunInfo, check_run_id
 from agentlog.eventlog._claim_cases import sql_lease_ended
 from agentlog.eventlog._indexed import IndexedEventLog
 from agentlog.eventlog._row_format import RUN_COLUMNS, info_from_row, to_us
@@ -60,9 +60,19 @@ class SqlIndexedEventLog(IndexedEventLog):
 
     _dialect: ClassVar[SqlDialect]
 
+    @staticmethod
+    def _distinct_run_ids(run_ids: Sequence[str]) -> list[str]:
+        """``run_ids`` checked, each once, in order (for :meth:`prune_many`)."""
+        for run_id in run_ids:
+            check_run_id(run_id)
+        return list(dict.fromkeys(run_ids))
+
     @abc.abstractmethod
     async def _select(self, *statements: Statement) -> list[list[Any]]:
         """The rows of each statement, in order (in one round trip where it can)."""
+
+    async def prune(self, run_id: str, *, keep_latest_snapshot: bool = False) -> None:
+        await self.prune_many([run_id], keep_latest_snapshot=keep_latest_snapshot)
 
     async def list_runs(self, *, status: str | None = None) -> list[RunInfo]:
         dialect = self._dialect

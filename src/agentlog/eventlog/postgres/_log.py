@@ -423,16 +423,11 @@ class PostgresEventLog(PostgresMailbox, SqlIndexedEventLog):
 
     # -- retention ------------------------------------------------------------------------
 
-    async def prune(self, run_id: str, *, keep_latest_snapshot: bool = False) -> None:
-        await self.prune_many([run_id], keep_latest_snapshot=keep_latest_snapshot)
-
     async def prune_many(
         self, run_ids: Sequence[str], *, keep_latest_snapshot: bool = False
     ) -> None:
         """Prune the runs in one transaction: one commit for them all."""
-        for run_id in run_ids:
-            check_run_id(run_id)
-        ids = list(dict.fromkeys(run_ids))
+        ids = self._distinct_run_ids(run_ids)
 
         async def body(conn: _Conn) -> None:
             async with conn.transaction():

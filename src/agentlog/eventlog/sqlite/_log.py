@@ -358,16 +358,11 @@ class SqliteEventLog(SqliteMailbox, SqlIndexedEventLog):
 
     # -- retention ----------------------------------------------------------------
 
-    async def prune(self, run_id: str, *, keep_latest_snapshot: bool = False) -> None:
-        await self.prune_many([run_id], keep_latest_snapshot=keep_latest_snapshot)
-
     async def prune_many(
         self, run_ids: Sequence[str], *, keep_latest_snapshot: bool = False
     ) -> None:
         """Prune the runs in one transaction: one commit (one fsync) for them all."""
-        for run_id in run_ids:
-            check_run_id(run_id)
-        ids = [(run_id,) for run_id in dict.fromkeys(run_ids)]
+        ids = [(run_id,) for run_id in self._distinct_run_ids(run_ids)]
 
         def body(conn: sqlite3.Connection) -> None:
             for table in ("events", "run_messages", "run_mailboxes"):
