@@ -167,47 +167,53 @@ async def test_a_send_to_a_held_run_returns_at_once_on_redis(redis_url: str) -> 
 
 
 async def pruned_scenario(url: str, *, many: bool = False) -> None:
-    """Pruning an archived run deletes what its mailbox still holds, as it
-    deletes the run's events: nothing of the run's messages stays behind."""
+    """Pruning a run that has not ended (the archiver hot-archives a parked
+    run) keeps the messages stored for it and not yet moved: its next writer
+    records them. A run that ended keeps nothing in its mailbox."""
     config = RuntimeConfig("worker", poll_seconds=0.05)
     async with await Runtime.open(url, workflows=[inbox()], config=config) as rt:
-        await rt.start("inbox", run_id="p")
-        assert (await rt.wait("p", timeout=WAIT_S)).status == RunStatus.WAITING
         log: Any = rt.log
-        stored = await log.store_message("p", "orders", {"id": 9}, "left-behind")
-        assert stored.inserted and not stored.taken
-        assert [m.value for m in await log.stored_messages("p")] == [{"id": 9}]
-        if many:  # the archiver's batch form, with a second run in the batch
-            await rt.start("inbox", run_id="q")
-            assert (await rt.wait("q", timeout=WAIT_S)).status == RunStatus.WAITING
-            await log.store_message("q", "orders", {"id": 10}, "left-behind")
-            await log.prune_many(["p", "q"])
+        for run_id in ("p", "e"):
+            await rt.start("inbox", run_id=run_id)
+            assert (await rt.wait(run_id, timeout=WAIT_S)).status == RunStatus.WAITING
+            stored = await log.store_message(run_id, "orders", {"id": 9}, "left-behind")
+            assert stored.inserted and not stored.taken
+        await rt.cancel("e")
+        assert (await rt.wait("e", timeout=WAIT_S)).status == RunStatus.CANCELLED
+        if many:  # the archiver's batch form
+            await log.prune_many(["p", "e"], keep_latest_snapshot=True)
         else:
-            await log.prune("p")
-        assert await log.stored_messages("p") == []
-        if many:
-            assert await log.stored_messages("q") == []
+            await log.prune("p", keep_latest_snapshot=True)
+            await log.prune("e")
+        assert [m.value for m in await log.stored_messages("p")] == [{"id": 9}]
+        assert await log.stored_messages("e") == []
 
 
-async def test_pruning_a_run_empties_its_mailbox_on_sqlite(tmp_path: Path) -> None:
+async def test_pruning_keeps_an_unfinished_runs_messages_on_sqlite(tmp_path: Path) -> None:
     await pruned_scenario(f"sqlite:///{tmp_path / 'agentlog.db'}")
 
 
-async def test_pruning_a_run_empties_its_mailbox_on_postgres(postgres_url: str) -> None:
+async def test_pruning_keeps_an_unfinished_runs_messages_on_postgres(postgres_url: str) -> None:
     await pruned_scenario(postgres_url)
 
 
-async def test_pruning_a_run_empties_its_mailbox_on_redis(redis_url: str) -> None:
+async def test_pruning_keeps_an_unfinished_runs_messages_on_redis(redis_url: str) -> None:
     await pruned_scenario(redis_url)
 
 
-async def test_pruning_runs_together_empties_their_mailboxes_on_sqlite(tmp_path: Path) -> None:
+async def test_pruning_runs_together_keeps_unfinished_runs_messages_on_sqlite(
+    tmp_path: Path,
+) -> None:
     await pruned_scenario(f"sqlite:///{tmp_path / 'agentlog.db'}", many=True)
 
 
-async def test_pruning_runs_together_empties_their_mailboxes_on_postgres(postgres_url: str) -> None:
+async def test_pruning_runs_together_keeps_unfinished_runs_messages_on_postgres(
+    postgres_url: str,
+) -> None:
     await pruned_scenario(postgres_url, many=True)
 
 
-async def test_pruning_runs_together_empties_their_mailboxes_on_redis(redis_url: str) -> None:
+async def test_pruning_runs_together_keeps_unfinished_runs_messages_on_redis(
+    redis_url: str,
+) -> None:
     await pruned_scenario(redis_url, many=True)

@@ -87,3 +87,26 @@ async def test_a_message_stored_as_the_writer_parks_is_recorded_by_its_sender(
 async def log_messages_left(tmp_path: Path) -> list[object]:
     async with SqliteEventLog(tmp_path / "agentlog.db") as log:
         return list(await log.stored_messages("m"))
+
+
+async def test_a_run_cancelled_during_a_step_records_the_messages_stored_for_it(
+    tmp_path: Path,
+) -> None:
+    """A cancel that ends the run inside a superstep is an end like the others:
+    the writer moves what was stored for it first, so a send that returned True
+    is in the history."""
+    gate = Gate()
+    wf = inbox_workflow(Calls(), gate, takes=1)
+    async with SqliteEventLog(tmp_path / "agentlog.db") as log:
+        async with Runtime(log, workflows=[wf], config=config("driver")) as driver:
+            await driver.start(wf, run_id="m")
+            async with asyncio.timeout(20):
+                await gate.reached.wait()  # its step runs: the driver holds the run
+            async with Runtime(log, workflows=[wf], config=config("sender")) as sender:
+                assert await sender.send("m", "a", "a1", idempotency_key="k1") is True
+            state = await driver.cancel("m")
+        events = await events_of(log, "m")
+        left = await log.stored_messages("m")
+    assert state.status == RunStatus.CANCELLED
+    assert [e.data.key for e in events if isinstance(e.data, MessageSent)] == ["k1"]
+    assert left == []

@@ -77,6 +77,13 @@ class Stored:
     """The run completed, failed or was cancelled: nothing was stored."""
 
 
+def ended_statuses_sql() -> str:
+    """The terminal statuses as a SQL list, for a prune's mailbox rule: a run
+    that has not ended keeps its unmoved messages and its mailbox through a
+    prune (its next writer moves them), an ended run keeps nothing."""
+    return ", ".join(f"'{status}'" for status in sorted(RunStatus.TERMINAL))
+
+
 def stored_outcome(info: RunInfo, inserted: bool, moved: bool, closed_epoch: int | None) -> Stored:
     """What a store found, from the run's index row read in its transaction,
     whether it inserted, whether the key's message moved, and the epoch that

@@ -218,6 +218,7 @@ class RunExecutor:
             )
             if outcomes is None:
                 why = f"cancelled during superstep {state.superstep}"
+                await take_stored(self.writer, self.mailbox, close=False)  # it ends here
                 emit(RunCancelled(self.cancel_reason or why))
                 break
             failures = [

@@ -237,20 +237,20 @@ class Runtime:
         event of the run, kept in order per topic (also when sent before the
         run waits) and received once. Recorded by the run's writer: at once
         if none holds the run, at the next superstep boundary if this process
-        drives it, once it lets go if another process does (docs/messages.md).
+        drives it; if another process does, stored in the run's mailbox for its
+        writer (SQLite, PostgreSQL, Redis; docs/messages.md, "Who records it").
 
         Args:
             idempotency_key: a key already recorded for the run records nothing.
-            timeout: how long to wait (seconds or a timedelta) while another
-                process's writer holds the run (None: as long as it does).
+            timeout: the wait for a writer that is parking (on memory: any).
 
         Returns:
-            True if recorded now; False if ``idempotency_key`` was recorded before.
+            True: recorded, or stored for the writer. False: the key was before.
 
         Raises:
             UnknownRunError, RunEndedError (the run ended), InvalidMessageError (a
             bad topic or key), NotSerializableError, LeaseHeldError (``timeout``
-            passed while another writer held the run): nothing is recorded.
+            passed; a message in the mailbox stays for the next writer).
         """
         self._ensure_worker()
         read = self.requests.read_state

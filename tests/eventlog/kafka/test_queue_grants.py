@@ -23,7 +23,13 @@ from agentlog.eventlog._queue_slots import SlotAsk
 from agentlog.eventlog.events import RunStatus, utcnow
 from agentlog.eventlog.kafka._admin import partition_for
 from agentlog.eventlog.kafka._grouplog import PartitionedKafkaEventLog
-from agentlog.eventlog.kafka._queue_grants import QueueTable, decide, decode_table, encode_table
+from agentlog.eventlog.kafka._queue_grants import (
+    QueueTable,
+    decide,
+    decode_table,
+    encode_table,
+    expire,
+)
 from tests.eventlog.kafka.group_support import PARTITIONS, SETTLE_S, open_log, settle, split
 
 #: Longer than any wait of these tests: a slot granted here never lapses in one.
@@ -48,6 +54,27 @@ def test_a_queue_grants_at_most_its_concurrency_and_renews_a_held_slot() -> None
     assert renewed.granted_at == grants[0].granted_at  # a renewal keeps the grant's time
     assert renewed.expires_at > grants[0].expires_at
     assert decode_table(encode_table(table)) == table
+
+
+def test_a_renewal_or_a_release_keeps_the_rate_window() -> None:
+    """Renewals and releases carry no rate: answering them must not forget the
+    first admissions of the window (1 per hour: B waits however A goes on)."""
+    table, now = QueueTable(), utcnow()
+    rate = {"rate_runs": 1, "rate_per_s": 3600.0}
+    expire(table, now, rate["rate_per_s"])
+    assert decide(table, _ask("a", **rate), now, []) is not None
+    later = now + timedelta(seconds=5)
+    expire(table, later, None)  # A's renewal, as the admitter answers it
+    assert decide(table, _ask("a", first=False), later, []) is not None
+    expire(table, later, rate["rate_per_s"])
+    assert decide(table, _ask("b", **rate), later, []) is None
+    expire(table, later, None)  # A ends: its release
+    table.slots.pop("a", None)
+    expire(table, later, rate["rate_per_s"])
+    assert decide(table, _ask("b", **rate), later, []) is None
+    past = now + timedelta(hours=1, seconds=1)
+    expire(table, past, rate["rate_per_s"])
+    assert decide(table, _ask("b", **rate), past, []) is not None
 
 
 def test_a_first_admission_waits_for_a_run_ranked_ahead() -> None:

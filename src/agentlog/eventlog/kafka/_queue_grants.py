@@ -190,17 +190,20 @@ def decide(
             theirs = _rank(info.priority, info.started_at, info.run_id)
             if info.run_id not in table.slots and theirs < mine:
                 return None  # a run ranked ahead of it waits: that one first
-        table.firsts.append(now)
+        if ask.rate_per_s is not None:  # only a queue with a rate counts them
+            table.firsts.append(now)
     table.slots[ask.run_id] = (expires, now)
     return SlotGrant(now, expires)
 
 
 def expire(table: QueueTable, now: datetime, rate_per_s: float | None) -> None:
-    """Drop the slots whose lease ended and the first admissions out of the window."""
+    """Drop the slots whose lease ended and the first admissions out of the window.
+
+    ``rate_per_s`` is the asker's: None on a renewal or a release (they carry
+    no rate), which leaves the window as it is.
+    """
     table.slots = {r: s for r, s in table.slots.items() if s[0] > now}
-    if rate_per_s is None:
-        table.firsts = []
-    else:
+    if rate_per_s is not None:
         since = now - timedelta(seconds=rate_per_s)
         table.firsts = [at for at in table.firsts if at > since]
 

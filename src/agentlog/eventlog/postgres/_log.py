@@ -61,6 +61,7 @@ from agentlog.eventlog._base import (
     check_run_id,
     snapshots_kept_from,
 )
+from agentlog.eventlog._mailbox import ended_statuses_sql
 from agentlog.eventlog._row_format import (
     MAX_SEQ,
     event_rows,
@@ -431,7 +432,7 @@ class PostgresEventLog(PostgresMailbox, SqlIndexedEventLog):
 
         async def body(conn: _Conn) -> None:
             async with conn.transaction():
-                tables = ["agentlog_events", "agentlog_run_messages", "agentlog_run_mailboxes"]
+                tables = ["agentlog_events"]
                 if keep_latest_snapshot:
                     for run_id in ids:
                         await self._drop_old_snapshots(conn, run_id, 1)
@@ -439,6 +440,20 @@ class PostgresEventLog(PostgresMailbox, SqlIndexedEventLog):
                     tables.append("agentlog_snapshots")
                 for table in tables:
                     await conn.execute(f"DELETE FROM {table} WHERE run_id = ANY(%s)", (ids,))
+                # An unfinished run's unmoved messages stay for its next writer.
+                ended = (
+                    "(SELECT status FROM agentlog_runs r WHERE r.run_id = m.run_id) "
+                    f"IN ({ended_statuses_sql()})"
+                )
+                await conn.execute(
+                    "DELETE FROM agentlog_run_messages m WHERE run_id = ANY(%s) "
+                    f"AND (moved OR {ended})",
+                    (ids,),
+                )
+                await conn.execute(
+                    f"DELETE FROM agentlog_run_mailboxes m WHERE run_id = ANY(%s) AND {ended}",
+                    (ids,),
+                )
                 # The rows stay as tombstones: the run ids stay taken.
                 await conn.execute(
                     "UPDATE agentlog_runs SET archived = true WHERE run_id = ANY(%s)", (ids,)

@@ -440,7 +440,9 @@ class RedisEventLog(RedisMailbox, IndexedEventLog):
                 top = newest[0] if newest else b""
                 if await self._write(self._prune, keys, [floor, top], True) != 2:
                     break
-            await self._client.delete(*self._mailbox_keys(run_id)[1:])  # what it still holds
+            info = await self.find_run(run_id)
+            if info is not None and info.status in RunStatus.TERMINAL:  # else its next writer's
+                await self._client.delete(*self._mailbox_keys(run_id)[1:])
         self._rows.pop(run_id, None)
         _log.info("run_pruned", run_id=run_id, url=self.url, kept_snapshot=keep_latest_snapshot)
 

@@ -43,6 +43,7 @@ from agentlog.eventlog._base import (
     leased,
     snapshots_kept_from,
 )
+from agentlog.eventlog._mailbox import ended_statuses_sql
 from agentlog.eventlog._row_format import (
     MAX_SEQ,
     event_rows,
@@ -364,9 +365,16 @@ class SqliteEventLog(SqliteMailbox, SqlIndexedEventLog):
         """Prune the runs in one transaction: one commit (one fsync) for them all."""
         ids = [(run_id,) for run_id in self._distinct_run_ids(run_ids)]
 
+        ended = f"(SELECT status FROM runs WHERE run_id = ?) IN ({ended_statuses_sql()})"
+        twice = [(run_id, run_id) for (run_id,) in ids]
+
         def body(conn: sqlite3.Connection) -> None:
-            for table in ("events", "run_messages", "run_mailboxes"):
-                conn.executemany(f"DELETE FROM {table} WHERE run_id = ?", ids)
+            conn.executemany("DELETE FROM events WHERE run_id = ?", ids)
+            # An unfinished run's unmoved messages stay for its next writer.
+            conn.executemany(
+                f"DELETE FROM run_messages WHERE run_id = ? AND (moved = 1 OR {ended})", twice
+            )
+            conn.executemany(f"DELETE FROM run_mailboxes WHERE run_id = ? AND {ended}", twice)
             if keep_latest_snapshot:
                 for (run_id,) in ids:
                     self._drop_old_snapshots(conn, run_id, 1)
