@@ -35,6 +35,9 @@ class SlotAsk:
     concurrency: int | None = None
     rate_runs: int | None = None
     rate_per_s: float | None = None
+    epoch: int = 0
+    """The asking writer's epoch: a slot is the newest writer's; a renewal or a
+    release from an older writer of the run (a zombie after a takeover) is refused."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +62,8 @@ class QueueSlots(Protocol):
         """
         ...
 
-    async def release_slot(self, queue: str, run_id: str) -> None:
-        """Let go of the run's slot (it parked, ended or was handed over);
-        sent, not waited for: a lost release expires with the slot's lease."""
+    async def release_slot(self, queue: str, run_id: str, epoch: int = 0) -> None:
+        """Let go of the run's slot (it parked, ended or was handed over), as
+        its writer of ``epoch`` (a newer writer's slot is kept); sent, not
+        waited for: a lost release expires with the slot's lease."""
         ...

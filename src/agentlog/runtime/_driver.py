@@ -343,14 +343,14 @@ class RunDriver:
         On any failure before the run is handed to its task, the writer is
         dropped and the lease released, so a corrected call can claim at once.
         """
-        if here and wf is not None and wf.queue is not None:
-            # A queued run is driven only if its queue admits it; else recorded
-            # and left queued. A first admission is on record before it acts.
-            admitted = state.seq > 0 and await self.admit(wf.queue, state.run_id)
-            here = admitted is not False
-            events = [*events, admitted] if isinstance(admitted, RunAdmitted) else events
         writer = None
         try:
+            if here and wf is not None and wf.queue is not None:
+                # A queued run is driven only if its queue admits it; else recorded
+                # and left queued. A first admission is on record before it acts.
+                admitted = state.seq > 0 and await self.admit(wf.queue, state.run_id, epoch)
+                here = admitted is not False
+                events = [*events, admitted] if isinstance(admitted, RunAdmitted) else events
             writer = RunWriter(
                 self.log,
                 state,
@@ -383,13 +383,15 @@ class RunDriver:
             await self.release(state.run_id, epoch)
             self.wake.set()  # this process's worker, if it runs, takes it at once
 
-    async def admit(self, queue: Queue, run_id: str) -> RunAdmitted | bool:
+    async def admit(self, queue: Queue, run_id: str, epoch: int) -> RunAdmitted | bool:
         """May ``run_id``, claimed here, be driven now? See :func:`admit` (or,
         on Kafka, :class:`~agentlog.runtime._queue_slots.SlotKeeper`)."""
         if self.slots is not None:
             info = await self.log.get_run(run_id)
             admitted = info.admitted_at is not None
-            return await self.slots.ask(queue, run_id, admitted, info.priority, info.started_at)
+            return await self.slots.ask(
+                queue, run_id, admitted, info.priority, info.started_at, epoch
+            )
         return await admit(self.log, queue, self.queues[queue.name][1], run_id)
 
     def _launch(self, wf: Workflow[Any, Any], writer: RunWriter) -> None:

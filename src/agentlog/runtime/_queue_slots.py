@@ -54,7 +54,13 @@ class SlotKeeper:
         self._granted: dict[str, datetime] = {}
 
     async def ask(
-        self, queue: Queue, run_id: str, admitted: bool, priority: int, started: datetime | None
+        self,
+        queue: Queue,
+        run_id: str,
+        admitted: bool,
+        priority: int,
+        started: datetime | None,
+        epoch: int,
     ) -> RunAdmitted | bool:
         """May the run, claimed here, be driven now? As
         :func:`~agentlog.runtime._queue_admission.admit`: False (not now),
@@ -70,6 +76,7 @@ class SlotKeeper:
             queue.concurrency,
             None if rate is None else rate.runs,
             None if rate is None else rate.per.total_seconds(),
+            epoch,
         )
         try:
             grant = await self._log.hold_slot(ask)
@@ -79,7 +86,14 @@ class SlotKeeper:
         if grant is None:
             return False
         self._held[run_id] = SlotAsk(
-            queue.name, run_id, self._lease, False, priority, started, queue.concurrency
+            queue.name,
+            run_id,
+            self._lease,
+            False,
+            priority,
+            started,
+            queue.concurrency,
+            epoch=epoch,
         )
         if admitted:
             return True
@@ -108,6 +122,6 @@ class SlotKeeper:
         ask = self._held.pop(run_id, None)
         if ask is not None:
             try:
-                await self._log.release_slot(ask.queue, run_id)
+                await self._log.release_slot(ask.queue, run_id, ask.epoch)
             except Exception:  # the slot lapses after one lease instead
                 return

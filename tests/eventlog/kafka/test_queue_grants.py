@@ -29,6 +29,7 @@ from agentlog.eventlog.kafka._queue_grants import (
     decode_table,
     encode_table,
     expire,
+    release,
 )
 from tests.eventlog.kafka.group_support import PARTITIONS, SETTLE_S, open_log, settle, split
 
@@ -75,6 +76,22 @@ def test_a_renewal_or_a_release_keeps_the_rate_window() -> None:
     past = now + timedelta(hours=1, seconds=1)
     expire(table, past, rate["rate_per_s"])
     assert decide(table, _ask("b", **rate), past, []) is not None
+
+
+def test_a_zombie_writer_can_neither_renew_nor_release_its_successors_slot() -> None:
+    """After a takeover the run's new writer (a newer epoch) holds its slot: the
+    old writer's late renewal is refused and its late release frees nothing,
+    so a second run of a one-slot queue still waits."""
+    table, now = QueueTable(), utcnow()
+    assert decide(table, _ask("r", concurrency=1, epoch=1), now, []) is not None
+    later = now + timedelta(seconds=5)
+    assert decide(table, _ask("r", concurrency=1, first=False, epoch=2), later, []) is not None
+    assert decide(table, _ask("r", concurrency=1, first=False, epoch=1), later, []) is None
+    release(table, _ask("r", first=False, epoch=1))
+    assert decide(table, _ask("s", concurrency=1, epoch=1), later, []) is None
+    release(table, _ask("r", first=False, epoch=2))  # its own writer's release frees it
+    assert decide(table, _ask("s", concurrency=1, epoch=1), later, []) is not None
+    assert decode_table(encode_table(table)) == table
 
 
 def test_a_first_admission_waits_for_a_run_ranked_ahead() -> None:

@@ -387,9 +387,9 @@ class PartitionedKafkaEventLog(KafkaEventLog, layout="partitioned"):
         )
         return decode_grant(reply) if applied else None
 
-    async def release_slot(self, queue: str, run_id: str) -> None:
+    async def release_slot(self, queue: str, run_id: str, epoch: int = 0) -> None:
         """Tell the queue's admitter the run let go of its slot (not waited for)."""
-        await self._ask(SlotAsk(queue, run_id, 0.0, False), RELEASE)
+        await self._ask(SlotAsk(queue, run_id, 0.0, False, epoch=epoch), RELEASE)
 
     async def _ask(self, ask: SlotAsk, kind: str) -> tuple[int, int]:
         partition = self.layout.partition_of(ask.queue)

@@ -128,14 +128,14 @@ def decode_grant(extra: dict[str, Any]) -> SlotGrant | None:
 class QueueTable:
     """What one queue's admitter counts (see the module docstring)."""
 
-    slots: dict[str, tuple[datetime, datetime]] = field(default_factory=dict)
-    """run id -> (expires_at, granted_at of its slot)."""
+    slots: dict[str, tuple[datetime, datetime, int]] = field(default_factory=dict)
+    """run id -> (expires_at, granted_at of its slot, the holding writer's epoch)."""
     firsts: list[datetime] = field(default_factory=list)
     """The grant times of first admissions, within the rate's period."""
 
 
 def encode_table(table: QueueTable) -> bytes:
-    slots = {run_id: [expires, granted] for run_id, (expires, granted) in table.slots.items()}
+    slots = {run_id: list(slot) for run_id, slot in table.slots.items()}
     return pack({"slots": slots, "firsts": table.firsts}, path="queue table")
 
 
@@ -149,9 +149,9 @@ def decode_table(raw: bytes) -> QueueTable:
         raise ValueError("queue table fields have the wrong types")
     table = QueueTable()
     for run_id, pair in slots.items():
-        if not (isinstance(pair, list) and len(pair) == 2):
+        if not (isinstance(pair, list) and len(pair) in (2, 3)):  # 2: before epochs
             raise ValueError(f"queue table: slot of {run_id!r} does not fit")
-        table.slots[str(run_id)] = (pair[0], pair[1])
+        table.slots[str(run_id)] = (pair[0], pair[1], int(pair[2]) if len(pair) == 3 else 0)
     table.firsts = [at for at in firsts if isinstance(at, datetime)]
     return table
 
@@ -178,7 +178,9 @@ def decide(
     held = table.slots.get(ask.run_id)
     expires = now + timedelta(seconds=ask.lease_s)
     if held is not None:  # it holds a slot: renewed (a first admission keeps its time)
-        table.slots[ask.run_id] = (expires, held[1])
+        if ask.epoch < held[2]:
+            return None  # an older writer of the run (a zombie): the slot is the newer one's
+        table.slots[ask.run_id] = (expires, held[1], ask.epoch)
         return SlotGrant(held[1], expires)
     if ask.concurrency is not None and len(table.slots) >= ask.concurrency:
         return None
@@ -192,8 +194,16 @@ def decide(
                 return None  # a run ranked ahead of it waits: that one first
         if ask.rate_per_s is not None:  # only a queue with a rate counts them
             table.firsts.append(now)
-    table.slots[ask.run_id] = (expires, now)
+    table.slots[ask.run_id] = (expires, now, ask.epoch)
     return SlotGrant(now, expires)
+
+
+def release(table: QueueTable, ask: SlotAsk) -> None:
+    """Free the run's slot, unless a newer writer of the run holds it (the
+    release of a zombie after a takeover frees nothing)."""
+    held = table.slots.get(ask.run_id)
+    if held is not None and ask.epoch >= held[2]:
+        del table.slots[ask.run_id]
 
 
 def expire(table: QueueTable, now: datetime, rate_per_s: float | None) -> None:
@@ -284,7 +294,7 @@ class QueueAdmitter:
             table = work.setdefault(ask.queue, QueueTable())
             expire(table, now, ask.rate_per_s)
             if kind == RELEASE:
-                table.slots.pop(ask.run_id, None)
+                release(table, ask)
                 answers[offset] = encode_grant(offset, None)
                 continue
             mine = [i for i in queued or [] if i.queue == ask.queue]
