@@ -23,7 +23,7 @@ from langgraph.graph import END, START, StateGraph
 
 from agentlog.langgraph import AgentlogSaver
 
-_STEPS = 400
+_STEPS = 1000
 _WORDS = [
     "".join(random.Random(i).choices("abcdefghijklmnopqrstuvwxyz", k=2 + i % 7)) for i in range(500)
 ]

@@ -57,6 +57,7 @@ from agentlog.eventlog._records import (
     Snapshot,
     select_runs,
     snapshots_kept_from,
+    status_ended,
 )
 from agentlog.eventlog._run_pages import RunQuery, RunsPage, page_in_memory
 from agentlog.eventlog._sealing import open_blob, seal_blob
@@ -230,7 +231,7 @@ class EventReader(abc.ABC):
                     async for event in self.read(run_id, after_seq=after_seq):
                         after_seq = event.seq
                         yield event
-                        if status_after("", event.type) in RunStatus.TERMINAL:
+                        if status_ended(status_after("", event.type)):
                             return
                 except RunArchivedError:
                     raise

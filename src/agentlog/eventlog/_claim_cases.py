@@ -172,6 +172,12 @@ def sql_lease_ended(now: str, table: str = "") -> str:
     return f"{table}lease_expires_at IS NULL OR {table}lease_expires_at <= {now}"
 
 
+def sql_lease_live(now: str) -> str:
+    """:func:`sql_lease_ended` negated, as a range an index on the lease's end
+    answers (a queue's slot holders)."""
+    return f"{now} < lease_expires_at"
+
+
 def sql_needs_worker(now: str, due: str) -> str:
     """:meth:`RunInfo.needs_worker <agentlog.eventlog._records.RunInfo.needs_worker>`
     over the run index's columns: the WHERE body of SQLite's and PostgreSQL's

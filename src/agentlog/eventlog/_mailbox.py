@@ -37,7 +37,7 @@ from typing import Any
 
 from agentlog.crypto import PayloadCipher
 from agentlog.eventlog._packing import pack, unpack
-from agentlog.eventlog._records import RunInfo
+from agentlog.eventlog._records import RunInfo, status_ended
 from agentlog.eventlog._sealing import open_blob, seal_blob
 from agentlog.eventlog.events import RunStatus, utcnow
 
@@ -88,7 +88,7 @@ def stored_outcome(info: RunInfo, inserted: bool, moved: bool, closed_epoch: int
     """What a store found, from the run's index row read in its transaction,
     whether it inserted, whether the key's message moved, and the epoch that
     closed the mailbox (None: open): the one rule of every backend."""
-    ended = info.status in RunStatus.TERMINAL
+    ended = status_ended(info.status)
     taken = (
         not ended
         and info.status == RunStatus.RUNNING

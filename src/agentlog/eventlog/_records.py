@@ -34,6 +34,12 @@ __all__ = [
 ]
 
 
+def status_ended(status: str) -> bool:
+    """True for a run that completed, failed or was cancelled: the one
+    "has the run ended" rule (the log's tail, the mailboxes, prune)."""
+    return status in RunStatus.TERMINAL
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     """A run's projected state as of ``seq``, encoded by the projector."""

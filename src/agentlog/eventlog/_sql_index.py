@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from agentlog.eventlog._base import RunInfo, check_run_id
-from agentlog.eventlog._claim_cases import sql_lease_ended
+from agentlog.eventlog._claim_cases import sql_lease_ended, sql_lease_live
 from agentlog.eventlog._indexed import IndexedEventLog
 from agentlog.eventlog._row_format import RUN_COLUMNS, info_from_row, to_us
 from agentlog.eventlog._run_pages import RunQuery, RunsPage, page_from_counts, page_sql
@@ -140,7 +140,7 @@ class SqlIndexedEventLog(IndexedEventLog):
         held = (
             f"SELECT {RUN_COLUMNS} FROM {dialect.using('held_by_lease')} "
             f"WHERE status IN ('queued', 'running') "
-            f"AND lease_expires_at > {param('now')} AND last_seq > 0 AND {ours}"
+            f"AND {sql_lease_live(param('now'))} AND last_seq > 0 AND {ours}"
         )
         waiting = (
             f"SELECT {RUN_COLUMNS} FROM {dialect.using('queued_by_rank')} WHERE status = 'queued' "

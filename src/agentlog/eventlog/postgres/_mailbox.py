@@ -26,8 +26,8 @@ from agentlog.eventlog._mailbox import (
     seal_value,
     stored_outcome,
 )
+from agentlog.eventlog._records import status_ended
 from agentlog.eventlog._row_format import info_from_row
-from agentlog.eventlog.events import RunStatus
 from agentlog.eventlog.postgres._schema import LOCK_RUN
 
 __all__ = ["PostgresMailbox"]
@@ -53,7 +53,7 @@ class PostgresMailbox(MailboxLog):
             info = None if row is None else info_from_row(row)
             if info is None or info.last_seq == 0:
                 raise UnknownRunError(run_id, self.url)
-            ended = info.status in RunStatus.TERMINAL
+            ended = status_ended(info.status)
             inserted = 0
             if not ended:
                 cur = await conn.execute(

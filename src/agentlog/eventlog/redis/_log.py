@@ -50,6 +50,7 @@ from agentlog.eventlog._base import (
     snapshots_kept_from,
 )
 from agentlog.eventlog._indexed import IndexedEventLog, StoredRows
+from agentlog.eventlog._records import status_ended
 from agentlog.eventlog._row_format import MAX_SEQ, event_rows, from_us, seq_param, to_us
 from agentlog.eventlog._run_pages import RunQuery, RunsPage, page_from_counts, page_in_memory
 from agentlog.eventlog._tail import TailWake
@@ -441,7 +442,7 @@ class RedisEventLog(RedisMailbox, IndexedEventLog):
                 if await self._write(self._prune, keys, [floor, top], True) != 2:
                     break
             info = await self.find_run(run_id)
-            if info is not None and info.status in RunStatus.TERMINAL:  # else its next writer's
+            if info is not None and status_ended(info.status):  # else its next writer's
                 await self._client.delete(*self._mailbox_keys(run_id)[1:])
         self._rows.pop(run_id, None)
         _log.info("run_pruned", run_id=run_id, url=self.url, kept_snapshot=keep_latest_snapshot)
