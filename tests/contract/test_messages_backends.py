@@ -217,3 +217,30 @@ async def test_pruning_runs_together_keeps_unfinished_runs_messages_on_redis(
     redis_url: str,
 ) -> None:
     await pruned_scenario(redis_url, many=True)
+
+
+async def test_an_ended_runs_mailbox_goes_in_the_prune_itself_on_redis(redis_url: str) -> None:
+    """The prune script deletes an ended run's mailbox keys with its events:
+    a process killed right after the script leaves none behind. The crash is
+    stood in for by a client whose every later DEL fails."""
+    config = RuntimeConfig("worker", poll_seconds=0.05)
+    async with await Runtime.open(redis_url, workflows=[inbox()], config=config) as rt:
+        log: Any = rt.log
+        await rt.start("inbox", run_id="e")
+        assert (await rt.wait("e", timeout=WAIT_S)).status == RunStatus.WAITING
+        assert (await log.store_message("e", "orders", {"id": 1}, "k")).inserted
+        await rt.cancel("e")
+        assert (await rt.wait("e", timeout=WAIT_S)).status == RunStatus.CANCELLED
+        mailbox = log._mailbox_keys("e")[1:]
+
+        async def killed(*keys: str) -> int:
+            raise ConnectionError("the process died after the prune script")
+
+        real_delete, log._client.delete = log._client.delete, killed
+        try:
+            with contextlib.suppress(Exception):
+                await log.prune("e")
+        finally:
+            log._client.delete = real_delete
+        assert await log._client.exists(*mailbox) == 0
+        assert await log.stored_messages("e") == []

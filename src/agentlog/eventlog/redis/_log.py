@@ -89,6 +89,8 @@ __all__ = ["RedisEventLog"]
 _log = get_logger(__name__)
 _ROW_CACHE = 4096  # runs whose index row an instance remembers for its appends
 _RETRIES = 8  # rounds of an optimistic script call before giving up
+#: The statuses of an ended run, for the prune script (its mailbox goes too).
+_ENDED = sorted(str(status) for status in RunStatus if status_ended(status))
 _WAITAOF_MS = 10_000
 
 
@@ -432,6 +434,7 @@ class RedisEventLog(RedisMailbox, IndexedEventLog):
         self._check_durable()
         k = self._keys
         keys = [k.run(run_id), k.events(run_id), k.snapidx(run_id), k.snaps(run_id)]
+        keys += self._mailbox_keys(run_id)[1:]  # an ended run's go with its events
         with self._translating(f"pruning run {run_id!r} failed"):
             for _ in range(_RETRIES):
                 floor: int | str = ""
@@ -439,11 +442,9 @@ class RedisEventLog(RedisMailbox, IndexedEventLog):
                 if keep_latest_snapshot and newest:
                     floor = snapshots_kept_from([_member(newest[0])], 1)
                 top = newest[0] if newest else b""
-                if await self._write(self._prune, keys, [floor, top], True) != 2:
+                args = [floor, top, *_ENDED]
+                if await self._write(self._prune, keys, args, True) != 2:
                     break
-            info = await self.find_run(run_id)
-            if info is not None and status_ended(info.status):  # else its next writer's
-                await self._client.delete(*self._mailbox_keys(run_id)[1:])
         self._rows.pop(run_id, None)
         _log.info("run_pruned", run_id=run_id, url=self.url, kept_snapshot=keep_latest_snapshot)
 

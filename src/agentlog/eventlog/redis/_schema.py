@@ -236,8 +236,10 @@ if not member then return {} end
 return {member, redis.call('HGET', KEYS[2], string.match(member, '^(%d+)'))}
 """
 
-# KEYS: run hash, stream, snapidx, snaps.  ARGV: floor ('' = drop every
-# snapshot), the newest member it was computed from.
+# KEYS: run hash, stream, snapidx, snaps, the run's two mailbox keys.  ARGV:
+# floor ('' = drop every snapshot), the newest member it was computed from,
+# then the statuses of an ended run: an ended run's mailbox goes in the same
+# script (an unfinished run's stays for its next writer).
 # Returns 0 (unknown run), 1 (pruned) or 2 (a snapshot came meanwhile: retry).
 PRUNE = (
     _TRIM
@@ -251,6 +253,10 @@ else
 end
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[1], 'archived', '1')
+local status = redis.call('HGET', KEYS[1], 'status')
+for i = 3, #ARGV do
+  if status == ARGV[i] then redis.call('DEL', KEYS[5], KEYS[6]) end
+end
 return 1
 """
 )
