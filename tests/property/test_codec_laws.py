@@ -2,6 +2,8 @@
 
 * decode(encode(x)) == x for every builtin value the codec documents;
 * every event type round-trips, as a payload and as a whole envelope;
+* an envelope's bytes are the generic packer's, whichever path encoded it
+  (a UTC timestamp packed in C, a payload the writer packed once);
 * arbitrary bytes either decode or raise CorruptEventError, nothing else.
 """
 
@@ -18,6 +20,7 @@ from hypothesis import strategies as st
 
 from agentlog.errors import CorruptEventError
 from agentlog.eventlog.codec import (
+    checksum,
     decode_event,
     decode_payload,
     encode_event,
@@ -121,6 +124,18 @@ def test_envelope_round_trips(event: Event) -> None:
     back = decode_event(encode_event(event))
     assert back == event
     assert back.ts.tzinfo == UTC
+
+
+@FAST
+@given(events, st.booleans(), st.booleans())
+def test_envelope_bytes_are_the_generic_packers(event: Event, in_utc: bool, packed: bool) -> None:
+    if in_utc:
+        event = dataclasses.replace(event, ts=event.ts.astimezone(UTC))
+    if packed:  # as RunWriter.emit leaves it
+        object.__setattr__(event, "packed", pack(event.data.to_dict()))
+    head = [event.run_id, event.seq, event.type, event.ts, event.schema_v, event.writer_epoch]
+    body = pack([*head, event.data.to_dict()])
+    assert encode_event(event) == pack([body, checksum(body)])
 
 
 @settings(max_examples=300, deadline=None)

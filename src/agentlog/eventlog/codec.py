@@ -39,14 +39,16 @@ golden v1 log) still decode, unverified: there is no checksum to check.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import msgpack
 import xxhash
 
 from agentlog.crypto import PayloadCipher, PayloadKind
-from agentlog.errors import CorruptEventError, UnknownEventTypeError
+from agentlog.errors import CorruptEventError, NotSerializableError, UnknownEventTypeError
 from agentlog.eventlog._builders import build_event, build_payload, is_int
 from agentlog.eventlog._packing import MAX_DEPTH, checksum, jsonable, pack, unpack
 from agentlog.eventlog._sealing import load_fields, store_fields, stored_payloads
@@ -214,16 +216,52 @@ def _build_payload(
 #: The first byte of a msgpack array of 7 items (a fixarray): the envelope's.
 _ENVELOPE_HEAD = b"\x97"
 
+#: One Packer per thread for an envelope's head and its ``[body, checksum]``
+#: frame: builtin values only, and ``datetime=True``, so a UTC ``ts`` is packed
+#: as the Timestamp extension in C, the same bytes as the codec's ``default``
+#: (``msgpack.Timestamp.from_datetime``) gives, without a Python call per event
+#: (issue 23 item 10: encoding was most of a Kafka append's CPU). Anything else
+#: (another tzinfo, a datetime subclass) takes :func:`pack`.
+_FRAMERS = threading.local()
+#: Past this, the thread's framer is dropped (a Packer keeps its largest buffer).
+_KEEP_BUFFER = 1 << 20
+
+
+def _framer() -> msgpack.Packer:
+    packer: msgpack.Packer | None = getattr(_FRAMERS, "packer", None)
+    if packer is None:
+        packer = _FRAMERS.packer = msgpack.Packer(use_bin_type=True, datetime=True)
+    return packer
+
+
+def _head(event: Event) -> bytes:
+    """The msgpack array of the envelope's first six items (its own array header)."""
+    head = [event.run_id, event.seq, event.type, event.ts, event.schema_v, event.writer_epoch]
+    ts = event.ts
+    if type(ts) is datetime and ts.tzinfo is UTC:
+        try:
+            raw: bytes = _framer().pack(head)
+            return raw
+        except (TypeError, ValueError, OverflowError):
+            pass  # pack() below names what does not fit
+    return pack(head, path=f"{event.type}")
+
 
 def _envelope(event: Event, cipher: PayloadCipher | None) -> bytes:
-    if event.packed is not None and cipher is None and event.sealed is None:
-        # The payload as the writer packed it: the 6 items before it, then its bytes,
-        # under a 7-item header (a fixarray's first byte is 0x90 | its size).
-        head = pack(
-            [event.run_id, event.seq, event.type, event.ts, event.schema_v, event.writer_epoch],
-            path=f"{event.type}",
-        )
-        return b"".join((_ENVELOPE_HEAD, head[1:], event.packed))
+    if cipher is None and event.sealed is None:
+        payload = event.packed
+        if payload is None:
+            try:
+                payload = pack(event.data.to_dict(), path=event.type)
+            except NotSerializableError:
+                return _envelope_whole(event, cipher)  # the error names the envelope's path
+        # The payload's bytes after the 6 items before it, under a 7-item header
+        # (a fixarray's first byte is 0x90 | its size).
+        return b"".join((_ENVELOPE_HEAD, _head(event)[1:], payload))
+    return _envelope_whole(event, cipher)
+
+
+def _envelope_whole(event: Event, cipher: PayloadCipher | None) -> bytes:
     fields = store_fields(
         cipher, event.data.to_dict(), event.run_id, event.seq, event.type, sealed=event.sealed
     )
@@ -250,7 +288,11 @@ def encode_event(event: Event, cipher: PayloadCipher | None = None) -> bytes:
     content is sealed (:func:`store_fields`).
     """
     body = _envelope(event, cipher)
-    return pack([body, checksum(body)], path=f"{event.type}")
+    framer = _framer()
+    framed: bytes = framer.pack([body, xxhash.xxh3_64_intdigest(body)])
+    if len(framed) > _KEEP_BUFFER:
+        _FRAMERS.packer = None
+    return framed
 
 
 def _name_of(items: Any) -> tuple[str | None, int | None]:

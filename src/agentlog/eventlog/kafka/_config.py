@@ -134,9 +134,11 @@ class KafkaConfig:
     session timeout and a rebalance)."""
 
     commit_linger_s: float = 0.01
-    """A group member's partition owner waits this long before each
-    transaction, so that the writes of more of the partition's runs share it
-    (Kafka Streams commits on an interval for the same reason). A
+    """A group member's partition owner waits this long before a transaction
+    that starts from idle, so that the writes of more of the partition's runs
+    share it (Kafka Streams commits on an interval for the same reason);
+    writes queued while a transaction was in flight go in the next one at
+    once, having waited that long already. A
     transaction costs the worker and the broker CPU whatever it carries
     (measured: about 2.5 ms of each on the development machine), and a run's
     writes wait for it either way; 0 commits as soon as a write is queued.

@@ -70,8 +70,15 @@ class CommandOffsets:
         one interrupt, the second stays outstanding until the runtime acks
         it, refused. Acked commands with no effect are refused.
         """
+        if not self.outstanding:
+            return {}
+        # Only runs with a command outstanding: a transaction's other events
+        # (most of them, under load) finish nothing.
+        waiting = {run_id for run_id, _ in self.outstanding.values()}
         effects: dict[tuple[str, str], int] = {}
         for change in changes:
+            if change.run_id not in waiting:
+                continue
             for event, _ in change.events:
                 key = (change.run_id, event.type)
                 effects[key] = effects.get(key, 0) + 1

@@ -108,6 +108,8 @@ class PartitionOwner:
         self._inflight: list[Change] = []
         #: Transactions committed (a batch of queued writes shares one).
         self.commits = 0
+        #: Transactions that first waited ``commit_linger_s`` for more writes.
+        self.lingers = 0
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -233,9 +235,14 @@ class PartitionOwner:
         while self.error is None:
             await self._wake.wait()
             self._wake.clear()
+            # Only an idle partition's first write lingers for company (KafkaConfig):
+            # writes queued during a transaction waited that long, so go next at once.
+            linger = self._config.commit_linger_s
             while self._queue and self.error is None:
-                if self._config.commit_linger_s:  # let more runs' writes join (KafkaConfig)
-                    await asyncio.sleep(self._config.commit_linger_s)
+                if linger:
+                    self.lingers += 1
+                    await asyncio.sleep(linger)
+                    linger = 0.0
                     if not self._queue or self.error is not None:
                         break  # closed meanwhile: close() settled the queue
                 batch, self._queue = self._queue, []
