@@ -3,16 +3,20 @@
 One run's events (the shared task results of :func:`benchmarks.harness.task_events`,
 ~500 bytes each) appended in batches of 1,000, three fresh files per case,
 the cases alternating; events per second (wall clock) and events per CPU
-second (the process, both threads: the machine is shared). Then, per event,
-in the same process (CPU, best of three):
+second (the process, both threads: the machine is shared), and the CPU of
+each thread apart (the caller's, which builds the rows, and the log's
+worker thread, which writes them). Then, per event, in the same process
+(CPU, best of three):
 
 * the caller's row building (:func:`~agentlog.eventlog._row_format.event_rows`),
   plain and sealed;
-* the floors: ``to_dict`` and msgpack of each payload, the row checksum, the
+* the floors, the library calls alone: ormsgpack of each payload's map (and
+  msgpack's, which it replaced), the row checksum's two xxh3 digests, the
   raw ``executemany`` of the same rows into the same table (one transaction
   a batch, WAL, ``synchronous=NORMAL``), and AES-GCM of each payload (one
   ``encrypt`` call each, the nonces drawn from the OS at once, as the log's
-  batch sealer draws them).
+  batch sealer draws them); and the Python of each step beside them (the
+  payload's map, the checksum's head).
 
 ``floor`` rows say what a target is up against: plain >= 200,000 events/s
 is 5 µs an event in all; sealed <= 1.15x plain.
@@ -21,6 +25,7 @@ is 5 µs an event in all; sealed <= 1.15x plain.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import sqlite3
 import statistics
@@ -31,10 +36,13 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
+import ormsgpack
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from xxhash import xxh3_64_intdigest
 
 from agentlog.crypto import LocalKeyStore, PayloadCipher
 from agentlog.eventlog import Event
+from agentlog.eventlog._packing import FAST_OPTIONS
 from agentlog.eventlog._row_format import event_rows
 from agentlog.eventlog.codec import row_checksum
 from agentlog.eventlog.sqlite import SqliteEventLog
@@ -59,16 +67,21 @@ def _cpu_us(fn: Callable[[], Any], events: int, repeat: int = 3) -> float:
 
 async def _append(
     path: Path, events: Sequence[Event], durable: bool, cipher: PayloadCipher | None
-) -> tuple[float, float]:
-    """Events per wall second and per CPU second of appending ``events`` in batches."""
+) -> tuple[float, float, float, float]:
+    """Events per wall second and per CPU second of appending ``events`` in batches,
+    and the CPU µs an event of the caller's thread and of the log's worker thread."""
     async with SqliteEventLog(path, cipher=cipher) as log:
         epoch = await log.claim_writer(events[0].run_id)
         mine = [Event(e.run_id, e.seq, e.data, e.ts, epoch) for e in events]
-        wall, cpu = time.perf_counter(), time.process_time()
+        worker = await log._worker.run(time.thread_time)
+        wall, cpu, caller = time.perf_counter(), time.process_time(), time.thread_time()
         for i in range(0, len(mine), BATCH):
             await log.append(mine[i : i + BATCH], durable=durable)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    return len(mine) / wall, len(mine) / cpu
+        caller = time.thread_time() - caller
+        worker = await log._worker.run(time.thread_time) - worker
+    n = len(mine)
+    return n / wall, n / cpu, caller / n * 1e6, worker / n * 1e6
 
 
 def _raw_insert_us(path: Path, batches: list[list[tuple[Any, ...]]], events: int) -> float:
@@ -106,14 +119,17 @@ def collect(quick: bool) -> list[Row]:
         cipher = PayloadCipher(LocalKeyStore(folder / "keyring.json"))
         load = _load()
         for durable in (False, True):
-            measured: dict[str, list[tuple[float, float]]] = {"plain": [], "sealed": []}
+            measured: dict[str, list[tuple[float, float, float, float]]] = {
+                "plain": [],
+                "sealed": [],
+            }
             for i in range(3):
                 for label, c in (("plain", None), ("sealed", cipher)):
                     path = folder / f"{label}-{durable}-{i}.db"
                     measured[label].append(asyncio.run(_append(path, events, durable, c)))
             for label, pairs in measured.items():
-                wall = statistics.median(w for w, _ in pairs)
-                cpu = statistics.median(c for _, c in pairs)
+                wall = statistics.median(p[0] for p in pairs)
+                cpu = statistics.median(p[1] for p in pairs)
                 rows.append(
                     Row(
                         AREA,
@@ -122,17 +138,19 @@ def collect(quick: bool) -> list[Row]:
                         wall,
                         None,
                         {
-                            "rounds": " / ".join(f"{w:,.0f}" for w, _ in pairs),
+                            "rounds": " / ".join(f"{p[0]:,.0f}" for p in pairs),
                             "per_cpu_second": round(cpu),
                             "cpu_us_an_event": round(1e6 / cpu, 2),
+                            "caller_thread_us": round(statistics.median(p[2] for p in pairs), 2),
+                            "worker_thread_us": round(statistics.median(p[3] for p in pairs), 2),
                             "load": load,
                             "target": ">= 200,000 events/s" if label == "plain" else "",
                         },
                         len(pairs),
                     )
                 )
-            plain = statistics.median(c for _, c in measured["plain"])
-            sealed = statistics.median(c for _, c in measured["sealed"])
+            plain = statistics.median(p[1] for p in measured["plain"])
+            sealed = statistics.median(p[1] for p in measured["sealed"])
             rows.append(
                 _row(
                     f"sealed over plain, CPU per event, durable={durable}",
@@ -147,20 +165,40 @@ def collect(quick: bool) -> list[Row]:
         built = [event_rows(b, 1, None) for b in batches]
         plain_rows = _cpu_us(lambda: [event_rows(b, 1, None) for b in batches], total)
         sealed_rows = _cpu_us(lambda: [event_rows(b, 1, cipher) for b in batches], total)
-        dicts = [e.data.to_dict() for e in events]
+        datas = [e.data for e in events]
+        dicts = [d.to_dict() for d in datas]
         packer = msgpack.Packer(use_bin_type=True)
+        fields = [f.name for f in dataclasses.fields(datas[0])]  # type: ignore[arg-type]
+        flat = [r for b in built for r in b]
+        payload_heads = [
+            (r[6], f"{r[0]}\0{r[1]}\0{r[2]}\0{r[3]}\0{r[4]}\0{r[5]}".encode()) for r in flat
+        ]
         floors = {
-            "to_dict": _cpu_us(lambda: [e.data.to_dict() for e in events], total),
-            "msgpack": _cpu_us(lambda: [packer.pack(d) for d in dicts], total),
-            "row checksum": _cpu_us(
-                lambda: [row_checksum(*r[:7]) for b in built for r in b], total
+            "ormsgpack": _cpu_us(
+                lambda: [ormsgpack.packb(d, option=FAST_OPTIONS) for d in dicts], total
             ),
             "sqlite insert": min(
                 _raw_insert_us(folder / f"raw{i}.db", built, total) for i in range(3)
             ),
+            "xxh3 of the row": _cpu_us(
+                lambda: [xxh3_64_intdigest(p, seed=xxh3_64_intdigest(h)) for p, h in payload_heads],
+                total,
+            ),
+        }
+        beside = {
+            "msgpack (replaced)": _cpu_us(lambda: [packer.pack(d) for d in dicts], total),
+            "payload map, to_dict (compiled reader)": _cpu_us(
+                lambda: [d.to_dict() for d in datas], total
+            ),
+            "payload map, getattr per field (replaced)": _cpu_us(
+                lambda: [{n: getattr(d, n) for n in fields} for d in datas], total
+            ),
+            "row checksum (codec.row_checksum)": _cpu_us(
+                lambda: [row_checksum(*r[:7]) for r in flat], total
+            ),
         }
         aead = AESGCM(AESGCM.generate_key(bit_length=256))
-        raws = [r[6] for b in built for r in b]
+        raws = [r[6] for r in flat]
         aad = b"x" * 64  # about an event's associated data
         nonces = os.urandom(12 * total)  # drawn once a batch, as BatchSealer draws them
         floors["AES-GCM"] = _cpu_us(
@@ -173,11 +211,12 @@ def collect(quick: bool) -> list[Row]:
     rows.append(_row("per event: caller's rows, sealed", sealed_rows, "us", load=load))
     for name, value in floors.items():
         rows.append(_row(f"per event: floor: {name}", value, "us", load=load))
-    plain_floor = floors["to_dict"] + floors["msgpack"] + floors["row checksum"]
-    plain_floor += floors["sqlite insert"]
+    for name, value in beside.items():
+        rows.append(_row(f"per event: beside: {name}", value, "us", load=load))
+    plain_floor = floors["ormsgpack"] + floors["xxh3 of the row"] + floors["sqlite insert"]
     rows.append(
         _row(
-            "plain floor (to_dict + msgpack + checksum + raw insert)",
+            "plain floor (ormsgpack + xxh3 + raw insert)",
             1e6 / plain_floor,
             "events/s",
             us_an_event=round(plain_floor, 2),

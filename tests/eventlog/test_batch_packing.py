@@ -1,21 +1,28 @@
-"""A batch's payloads packed with one look-up of the thread's Packer (issue 23, item 9).
+"""A batch's payloads packed at a batch's cost (issue 23, item 9).
 
 :func:`agentlog.eventlog._packing.pack_each` is :func:`pack` of each value:
 the same bytes, the same error naming the bad part, and the same rule that a
 Packer which grew past the kept buffer is dropped. A batched append of events
-built by hand goes through it.
+built by hand packs their payloads so, with one Python call an event (two
+sealed): see ``tests/property/test_fast_packing_laws.py`` for the bytes.
 """
 
 from __future__ import annotations
 
+import sys
+from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
 
 import pytest
 
+from agentlog.crypto import LocalKeyStore, PayloadCipher
 from agentlog.errors import NotSerializableError
 from agentlog.eventlog import Event, TaskCompleted, _packing
 from agentlog.eventlog._packing import pack, pack_each
+from agentlog.eventlog._row_format import event_rows
 from agentlog.eventlog.sqlite import SqliteEventLog
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -33,10 +40,56 @@ def test_a_bad_value_is_named_by_its_path() -> None:
 
 
 def test_a_packer_grown_past_the_kept_buffer_is_dropped() -> None:
-    pack_each([{"small": 1}], ["x"])
+    pack({"small": 1})
     assert _packing._PACKERS.packer is not None
-    pack_each([{"big": b"\0" * (_packing._KEEP_BUFFER + 1)}, {"small": 1}], ["x", "y"])
+    pack({"big": b"\0" * (_packing._KEEP_BUFFER + 1)})
     assert _packing._PACKERS.packer is None
+
+
+def test_a_sealed_batch_drops_a_packer_grown_past_the_kept_buffer(tmp_path: Path) -> None:
+    cipher = PayloadCipher(LocalKeyStore(tmp_path / "keyring.json"))
+    huge_key = "k" * (_packing._KEEP_BUFFER + 1)  # metadata: packed by the thread's Packer
+    events = [Event("r", 1, TaskCompleted(huge_key, {"n": 1}), T0, 1)]
+    pack({"small": 1})
+    assert _packing._PACKERS.packer is not None
+    event_rows(events, 1, cipher)
+    assert _packing._PACKERS.packer is None
+
+
+def _python_calls(fn: Callable[[], object]) -> Counter[str]:
+    """The Python functions ``fn`` runs, by name, with how many times each ran."""
+    calls: Counter[str] = Counter()
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        if event == "call":
+            calls[frame.f_code.co_name] += 1
+
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+@pytest.mark.parametrize("sealed", [False, True], ids=["plain", "sealed"])
+def test_a_batch_runs_one_python_function_an_event_or_two_sealed(
+    tmp_path: Path, sealed: bool
+) -> None:
+    """Issue 23, item 9: a row is built by C calls but for the payload class's
+    compiled field reader (and, sealed, the batch sealer's ``seal_parts``): no
+    ``to_dict``, no comprehension, no checksum function, no framing function
+    per event. The count is exact, not timed."""
+    cipher = PayloadCipher(LocalKeyStore(tmp_path / "keyring.json")) if sealed else None
+    events = [
+        Event("r", seq, TaskCompleted(f"k{seq}", {"hits": [seq, "x"]}), T0, 1)
+        for seq in range(1, 201)
+    ]
+    event_rows(events, 1, cipher)  # the classes' readers compiled, the run's key made
+    calls = _python_calls(lambda: event_rows(events, 1, cipher))
+    per_event = {name: n for name, n in calls.items() if n >= len(events)}
+    assert per_event == ({"read": 200, "seal_parts": 200} if sealed else {"read": 200})
+    assert sum(calls.values()) - sum(per_event.values()) < 20, calls
 
 
 async def test_a_batch_with_one_bad_payload_writes_nothing(tmp_path: Path) -> None:

@@ -267,15 +267,24 @@ class BatchSealer:
         ciphertext + tag)``, which joined are the blob, for a caller that copies
         them into a bigger buffer once."""
         at = self._next
-        self._next = at + _NONCE
-        nonce = self._nonces[at : at + _NONCE]
+        self._next = end = at + _NONCE
+        nonce = self._nonces[at:end]
         if len(nonce) < _NONCE:  # more payloads than announced: never reuse one
             nonce = os.urandom(_NONCE)
         header, prefix = self._header, self._prefix
         if version != ENVELOPE_VERSION:
             header = _header(self._key_id, version)
             prefix = header + self._head
-        aad = _binding(prefix, seq, extra, metadata)
+        # the header, then _binding(head, seq, extra, metadata), inlined: once per payload
+        aad = b"".join(
+            (
+                prefix,
+                _SEQ_AND_LENGTH.pack(seq, len(extra)),
+                extra,
+                _LENGTH.pack(len(metadata)),
+                metadata,
+            )
+        )
         return header, nonce, self._aead.encrypt(nonce, plaintext, aad)
 
 

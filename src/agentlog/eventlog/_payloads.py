@@ -12,10 +12,11 @@ A step records its writes as a *delta*, never the full state.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, TypeAlias
+
+from agentlog.eventlog._field_readers import FieldReader, fields_reader
 
 
 class EventData:
@@ -26,14 +27,13 @@ class EventData:
 
     def to_dict(self) -> dict[str, Any]:
         """The payload as a plain dict of its fields (shallow)."""
-        names = _FIELD_NAMES.get(type(self))
-        if names is None:  # dataclasses.fields() is half the cost of encoding an event
-            fields = dataclasses.fields(self)  # type: ignore[arg-type]
-            names = _FIELD_NAMES[type(self)] = tuple(f.name for f in fields)
-        return {name: getattr(self, name) for name in names}
+        reader = _TO_DICT.get(type(self))
+        if reader is None:  # compiled once per class (see _field_readers)
+            reader = _TO_DICT[type(self)] = fields_reader(type(self))
+        return reader(self)
 
 
-_FIELD_NAMES: dict[type[EventData], tuple[str, ...]] = {}
+_TO_DICT: dict[type[EventData], FieldReader] = {}
 
 
 #: One branch of a superstep: a step's name, or ``{"step": name, "input": value}``

@@ -73,6 +73,12 @@ def snapshots_kept_from(kept: Iterable[tuple[int, int]], keep: int) -> int:
 #: Events only a driven run records: a ``queued`` run with one is running.
 _DRIVEN = frozenset({"TaskStarted", "StepCompleted", "StepFailed", "SuperstepCommitted"})
 
+#: Events that leave a run's index row as it was but for its wake-up time (no
+#: status of their own, none of :meth:`RunInfo.after`'s cases, not a step):
+#: the fold skips them with one look-up, as most events of a long run are
+#: (``tests/eventlog/test_run_row_quiet_events.py`` holds the skip to the rules).
+_QUIET = frozenset({"TaskCompleted", "TaskFailed", "ProgressReported", "ValuePublished"})
+
 
 @dataclass(frozen=True, slots=True)
 class RunInfo:
@@ -110,7 +116,12 @@ class RunInfo:
         workflow, version, status = self.workflow, self.version, self.status
         steps, started, wake = self.steps, self.started_at, self.wake_at
         queue, priority, admitted = self.queue, self.priority, self.admitted_at
+        quiet = _QUIET
         for event in events:
+            if event.data.type in quiet:  # status, steps as they were; a wake-up kept if waiting
+                if status != RunStatus.WAITING:
+                    wake = None
+                continue
             status = status_after_event(status, event.data)
             if isinstance(event.data, RunAdmitted):
                 admitted = admitted or event.ts

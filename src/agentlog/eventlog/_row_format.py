@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from xxhash import xxh3_64_intdigest
+
 from agentlog.crypto import PayloadCipher
 from agentlog.errors import CorruptEventError, NotSerializableError
 from agentlog.eventlog._builders import build_event
@@ -119,20 +121,52 @@ def event_rows(
     events: Sequence[Event], epoch: int, cipher: PayloadCipher | None
 ) -> list[tuple[Any, ...]]:
     """:func:`event_row` of each event of one append (sealed batch-wise:
-    :func:`~agentlog.eventlog.codec.encode_stored_payloads`).
+    :func:`~agentlog.eventlog.codec.encode_stored_payloads`), each row and its
+    checksum made in one pass.
 
     Raises:
         NotSerializableError: a payload cannot be encoded, or a ``ts`` is naive.
     """
-    for event in events:
-        if event.ts.tzinfo is None:
-            raise NotSerializableError(f"{event.type} seq {event.seq} ts", "naive datetime")
-    rows = []
-    for event, payload in zip(events, encode_stored_payloads(events, cipher), strict=True):
-        us = (event.ts - _EPOCH) // _MICROSECOND  # epoch_us, inlined: once per event
-        row = (event.run_id, event.seq, event.type, us, event.schema_v, epoch, payload)
-        rows.append((*row, row_checksum(*row)))
+    try:
+        stamps = [(event.ts - _EPOCH) // _MICROSECOND for event in events]  # epoch_us
+    except TypeError:
+        for event in events:
+            if event.ts.tzinfo is None:
+                raise NotSerializableError(
+                    f"{event.type} seq {event.seq} ts", "naive datetime"
+                ) from None
+        raise
+    payloads = encode_stored_payloads(events, cipher)
+    rows: list[tuple[Any, ...]] = []
+    add = rows.append
+    digest, head_of, names = xxh3_64_intdigest, _CHECKSUM_HEAD, _TYPE_BYTES
+    run_id, run = None, b""
+    for event, us, payload in zip(events, stamps, payloads, strict=True):
+        if event.run_id is not run_id:
+            run_id = event.run_id
+            run = run_id.encode("utf-8", "surrogatepass")
+        seq, event_type, schema_v = event.seq, event.data.type, event.schema_v
+        name = names.get(event_type) or _type_bytes(event_type)
+        try:  # row_checksum, inlined: its head built from the bytes of its parts
+            value = digest(payload, seed=digest(head_of % (run, seq, name, us, schema_v, epoch)))
+        except TypeError:  # a column that is not an int: row_checksum says it as it is
+            checksum = row_checksum(run_id, seq, event_type, us, schema_v, epoch, payload)
+        else:
+            checksum = value - _TWO_64 if value >= _TWO_63 else value
+        add((run_id, seq, event_type, us, schema_v, epoch, payload, checksum))
     return rows
+
+
+#: :func:`~agentlog.eventlog.codec.row_checksum`'s head (its columns, NUL-separated),
+#: of the run id and type name encoded once: the same bytes for int columns.
+_CHECKSUM_HEAD = b"%b\0%d\0%b\0%d\0%d\0%d"
+_TWO_63, _TWO_64 = 2**63, 2**64
+_TYPE_BYTES: dict[str, bytes] = {}
+
+
+def _type_bytes(event_type: str) -> bytes:
+    name = _TYPE_BYTES[event_type] = event_type.encode("utf-8", "surrogatepass")
+    return name
 
 
 def event_from_row(

@@ -40,6 +40,8 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
+from ormsgpack import packb as _packb
+
 from agentlog.crypto import PayloadCipher, PayloadKind, is_sealed, open_payload
 from agentlog.crypto._aead import (
     ENVELOPE_VERSION,
@@ -54,7 +56,15 @@ from agentlog.errors import (
     ShreddedError,
     WrongKeyError,
 )
-from agentlog.eventlog._packing import pack, pack_each, pack_pair, unpack
+from agentlog.eventlog._field_readers import FieldReader, SplitReader, fields_reader, split_reader
+from agentlog.eventlog._packing import (
+    FAST_OPTIONS,
+    pack,
+    pack_pair,
+    thread_packer,
+    trim_packer,
+    unpack,
+)
 from agentlog.eventlog.events import EVENT_TYPES, Event, EventData
 
 __all__ = [
@@ -106,11 +116,6 @@ _BRANCH_FIELDS = {
     name: tuple(f.name for f in dataclasses.fields(cls) if str(f.type) == "list[Branch]")  # type: ignore[arg-type]
     for name, cls in EVENT_TYPES.items()
 }
-
-#: Per payload class: its metadata field names, its content field names (each
-#: in field order, as ``to_dict`` lists them), its branch fields and its type
-#: name as bound.
-_SPLITS: dict[type[EventData], tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], bytes]] = {}
 
 #: The stored key of the sealed content (never a field name: fields are identifiers).
 SEALED_KEY = "_sealed"
@@ -220,7 +225,7 @@ def stored_payload(
     if parts is None:
         return pack(fields, path=event_type)
     clear, metadata, blob = parts
-    return _with_sealed(clear, metadata, (blob,), event_type)
+    return _with_sealed(clear, metadata, (blob, b"", b""))
 
 
 def stored_payloads(cipher: PayloadCipher | None, events: Sequence[Event]) -> list[bytes]:
@@ -230,45 +235,89 @@ def stored_payloads(cipher: PayloadCipher | None, events: Sequence[Event]) -> li
     what events of a batch share is done once per run, not once per event
     (the run's key, the envelope header, the nonces: see
     :class:`~agentlog.crypto._aead.BatchSealer`), and the content and
-    metadata are packed straight from the payload object. The bytes are
-    those :func:`stored_payload` makes (a fresh nonce each).
+    metadata are read straight from the payload object by its class's
+    compiled readers (:mod:`~agentlog.eventlog._field_readers`) and packed
+    by :func:`~agentlog.eventlog._packing.pack_fast`. The bytes are those
+    :func:`stored_payload` makes (a fresh nonce each).
     """
     if cipher is None:
-        if all(e.packed is None and e.sealed is None for e in events):  # a caller's batch
-            return pack_each([e.data.to_dict() for e in events], [e.type for e in events])
-        return [  # the writer's bytes when it packed them (Event.packed)
-            e.packed
-            if e.packed is not None and e.sealed is None
-            else stored_payload(None, e.data.to_dict(), e.run_id, e.seq, e.type, sealed=e.sealed)
-            for e in events
-        ]
+        return _plain_payloads(events)
     out: list[bytes] = []
+    add = out.append
     sealer: BatchSealer | None = None
+    plans = _PLANS
+    pack_metadata = thread_packer().pack
+    packb, options = _packb, FAST_OPTIONS
+    bin8, bin16, grown_fixmap, sealed_key = (
+        _BIN8.pack,
+        _BIN16.pack,
+        _GROWN_FIXMAP,
+        _PACKED_SEALED_KEY,
+    )
+    largest = 0  # the largest metadata the thread's Packer wrote (see trim_packer)
     for event in events:
         data = event.data
-        clear_names, content_names, branch_names, extra = _split(type(data))
-        if event.sealed is not None or not (content_names or branch_names):
+        plan = plans.get(type(data)) or _plan(type(data))
+        _, read_apart, branch_names, extra, sealable = plan
+        if event.sealed is not None or not sealable:
             # stored as read, or metadata only: the one-event path
-            fields = data.to_dict()
-            out.append(
+            add(
                 stored_payload(
-                    cipher, fields, event.run_id, event.seq, data.type, sealed=event.sealed
+                    cipher, data.to_dict(), event.run_id, event.seq, data.type, sealed=event.sealed
                 )
             )
             continue
-        clear = {name: getattr(data, name) for name in clear_names}
-        content = {name: getattr(data, name) for name in content_names}
+        clear, content = read_apart(data)
         version = ENVELOPE_VERSION
         if branch_names:
             version = _seal_send_inputs(clear, content, branch_names)
-        if not content:  # branches without a Send input, and nothing else to seal
-            out.append(pack(clear, path=data.type))
-            continue
-        metadata, raw = pack_pair(clear, content, path=data.type)
+            if not content:  # branches without a Send input, and nothing else to seal
+                add(pack(clear, path=data.type))
+                continue
+        try:  # pack_pair, inlined: the metadata is small, the content is a payload
+            metadata = pack_metadata(clear)
+            raw = packb(content, option=options)
+        except Exception:  # declined or bad (see pack_fast): msgpack's own path decides
+            metadata, raw = pack_pair(clear, content, path=data.type)
         if sealer is None or sealer.run_id != event.run_id:
             sealer = cipher.sealer(event.run_id, event.seq, "event", len(events))
-        blob = sealer.seal_parts(event.seq, raw, extra, metadata, version)
-        out.append(_with_sealed(clear, metadata, blob, data.type))
+        header, nonce, ciphertext = sealer.seal_parts(event.seq, raw, extra, metadata, version)
+        size = len(header) + len(nonce) + len(ciphertext)
+        if len(clear) < 15 and size < 0x10000:  # _with_sealed's common case, inlined
+            bin_head = bin8(0xC4, size) if size < 0x100 else bin16(0xC5, size)
+            grown = grown_fixmap[metadata[0] & 0x0F]
+            add(b"".join((grown, metadata[1:], sealed_key, bin_head, header, nonce, ciphertext)))
+        else:
+            add(_with_sealed(clear, metadata, (header, nonce, ciphertext)))
+        largest = max(largest, len(metadata))
+    trim_packer(largest)
+    return out
+
+
+def _plain_payloads(events: Sequence[Event]) -> list[bytes]:
+    """:func:`stored_payloads` without a cipher: each payload's map packed (or the
+    writer's bytes, when it packed them: :attr:`Event.packed`)."""
+    out: list[bytes] = []
+    add = out.append
+    plans = _PLANS
+    packb, options = _packb, FAST_OPTIONS
+    for event in events:
+        if event.sealed is not None:  # read sealed, stored as it was read
+            fields = event.data.to_dict()
+            add(
+                stored_payload(
+                    None, fields, event.run_id, event.seq, event.type, sealed=event.sealed
+                )
+            )
+        elif event.packed is not None:
+            add(event.packed)
+        else:
+            data = event.data
+            fields = (plans.get(type(data)) or _plan(type(data)))[0](data)
+            try:
+                add(packb(fields, option=options))
+            except Exception:  # declined (see pack_fast): msgpack's own path decides
+                add(pack(fields, path=data.type))  # raises naming the bad part, if bad
     return out
 
 
@@ -304,33 +353,38 @@ def _seal_send_inputs(
     return version
 
 
-def _split(
-    cls: type[EventData],
-) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], bytes]:
-    """``cls``'s metadata field names, content field names, branch fields and
-    bound type name."""
-    split = _SPLITS.get(cls)
-    if split is None:
+#: How a batch stores one payload class: its reader of every field, and of its
+#: metadata and content apart (:func:`~agentlog.eventlog._field_readers.split_reader`),
+#: its branch fields, its type name as bound, and whether it has anything to seal.
+_Plan = tuple[FieldReader, SplitReader, tuple[str, ...], bytes, bool]
+_PLANS: dict[type[EventData], _Plan] = {}
+
+
+def _plan(cls: type[EventData]) -> _Plan:
+    plan = _PLANS.get(cls)
+    if plan is None:
         names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
-        split = _SPLITS[cls] = (
-            tuple(n for n in names if n not in CONTENT_FIELDS),
-            tuple(n for n in names if n in CONTENT_FIELDS),
-            _BRANCH_FIELDS.get(cls.type, ()),
+        branches = _BRANCH_FIELDS.get(cls.type, ())
+        sealable = any(n in CONTENT_FIELDS for n in names) or bool(branches)
+        plan = _PLANS[cls] = (
+            fields_reader(cls),
+            split_reader(cls, CONTENT_FIELDS),
+            branches,
             cls.type.encode("utf-8"),
+            sealable,
         )
-    return split
+    return plan
 
 
-def _with_sealed(
-    clear: dict[str, Any], metadata: bytes, blob: tuple[bytes, ...], event_type: str
-) -> bytes:
+def _with_sealed(clear: dict[str, Any], metadata: bytes, blob: tuple[bytes, ...]) -> bytes:
     """``pack({**clear, "_sealed": b"".join(blob)})``, reusing ``metadata``
     (``pack(clear)``) and copying the blob's parts once."""
     if len(clear) >= 15:  # not a fixmap before and after: let msgpack write the header
-        return pack({**clear, SEALED_KEY: b"".join(blob)}, path=event_type)
+        return pack({**clear, SEALED_KEY: b"".join(blob)})
     # A fixmap's first byte is 0x80 | its size: one more entry, appended at the end,
     # its value a msgpack bin (0xc4, 0xc5, 0xc6: 1, 2 or 4 length bytes).
-    size = sum(map(len, blob))
+    header, nonce, ciphertext = blob
+    size = len(header) + len(nonce) + len(ciphertext)
     if size < 0x100:
         head = _BIN8.pack(0xC4, size)
     elif size < 0x10000:
@@ -338,7 +392,7 @@ def _with_sealed(
     else:
         head = _BIN32.pack(0xC6, size)
     grown = _GROWN_FIXMAP[metadata[0] & 0x0F]
-    return b"".join((grown, metadata[1:], _PACKED_SEALED_KEY, head, *blob))
+    return b"".join((grown, metadata[1:], _PACKED_SEALED_KEY, head, header, nonce, ciphertext))
 
 
 def load_fields(
