@@ -199,6 +199,12 @@ class IndexedEventLog(EventLog):
         """
         return None
 
+    def cold_events(self, run_id: str, cold: ColdRead) -> list[Event] | None:
+        """The events of a :meth:`cold_read`'s rows, decoded as :meth:`read`
+        decodes them; None if one does not decode (:meth:`read` names it)."""
+        events, problem = self._scan(run_id, cold.rows, cold.after, cold.after + len(cold.rows))
+        return None if problem is not None else events
+
     # -- the read path ----------------------------------------------------------------
 
     async def read(

@@ -15,12 +15,14 @@ takes the usual path, which raises the usual typed error.
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from agentlog.errors import BackendUnavailableError
 from agentlog.eventlog._base import Snapshot, check_run_id
 from agentlog.eventlog._indexed import ColdRead, _verified
 from agentlog.eventlog._row_format import MAX_SEQ, from_us, seq_param
+from agentlog.eventlog._worker_thread import WorkerThread
 from agentlog.eventlog.sqlite._reader import ReadConnections
 
 __all__ = ["SqliteColdRead"]
@@ -55,12 +57,29 @@ class SqliteColdRead:
 
     _reads: ReadConnections
     _closed: bool
+    _worker: WorkerThread
     read_batch: int
     url: str
 
     if TYPE_CHECKING:
 
         def _opened_snapshot(self, snapshot: Snapshot | None) -> Snapshot | None: ...
+
+        def close(self) -> Coroutine[Any, Any, None]: ...
+
+    def close_unused(self) -> bool:
+        """Close the log now, on this thread, with no event loop, if nothing
+        was ever written through it (its worker thread never started: closing
+        then awaits nothing); False, and nothing done, otherwise."""
+        if self._worker.started:
+            return False
+        closing = self.close()
+        try:
+            closing.send(None)
+        except StopIteration:
+            return True
+        closing.close()  # not reached: a log that never wrote awaits nothing to close
+        raise RuntimeError("closing an unused sqlite log waited on the event loop")
 
     def cold_read(
         self, run_id: str, *, upto_seq: int | None = None, snapshots: bool = True
