@@ -83,3 +83,12 @@ def test_a_tail_longer_than_a_batch_is_read_on_the_loop(log_url: str) -> None:
         log.read_batch = 8  # 31 events, no snapshot: more than one batch
         _same(reader.get_tuple(cfg("t")), written)
         assert reader._loop.made
+
+
+async def test_an_async_close_of_a_saver_that_only_read_makes_no_loop(log_url: str) -> None:
+    with AgentlogSaver.from_url(log_url) as writer:
+        put(writer, "t1", a=1)
+    reader = AgentlogSaver.from_url(log_url)
+    assert reader.get_tuple(config("t1")) is not None
+    await reader.aclose()
+    assert not reader._loop.made and not reader._loop.started

@@ -141,7 +141,7 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
         """:meth:`close`, from a coroutine."""
         if self._loop.closed:
             return
-        if self._owns_log:
+        if self._owns_log and not close_unused(self._log, self._loop):
             await self._loop.arun(self._log.close())
         self._loop.stop()
 
