@@ -17,6 +17,7 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
 from agentlog.eventlog._base import Event, Snapshot
+from agentlog.eventlog._indexed import ColdRead
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.langgraph import AgentlogSaver
 from agentlog.projector._snapshots import load_state
@@ -41,6 +42,17 @@ class CountingLog(SqliteEventLog):
         async for event in super().read(run_id, after_seq=after_seq, upto_seq=upto_seq):
             self.events_read += 1
             yield event
+
+    def cold_read(
+        self, run_id: str, *, upto_seq: int | None = None, snapshots: bool = True
+    ) -> ColdRead | None:
+        # a saver's first read: the newest snapshot's chain and the events after it
+        found = super().cold_read(run_id, upto_seq=upto_seq, snapshots=snapshots)
+        if found is not None:
+            self.events_read += len(found.rows)
+            self.snapshots_loaded += len(found.snapshots)
+            self.snapshot_bytes_loaded += sum(len(s.state) for s in found.snapshots)
+        return found
 
     async def load_snapshot(
         self, run_id: str, *, at_or_before: int | None = None

@@ -21,6 +21,7 @@ from structlog.testing import capture_logs
 
 from agentlog.errors import BackendUnavailableError, ConfigError
 from agentlog.eventlog._base import Snapshot
+from agentlog.eventlog._indexed import ColdRead
 from agentlog.eventlog.codec import checksum, pack
 from agentlog.eventlog.events import Event
 from agentlog.eventlog.sqlite import SqliteEventLog
@@ -58,6 +59,16 @@ class CountingLog(SqliteEventLog):
         async for rows in super().read_rows(run_id, after_seq=after_seq, upto_seq=upto_seq):
             self.events_read += len(rows)
             yield rows
+
+    def cold_read(
+        self, run_id: str, *, upto_seq: int | None = None, snapshots: bool = True
+    ) -> ColdRead | None:
+        # load_state's first read: the newest snapshot's chain and the rows after it
+        found = super().cold_read(run_id, upto_seq=upto_seq, snapshots=snapshots)
+        if found is not None:
+            self.events_read += len(found.rows)
+            self.snapshots_loaded += len(found.snapshots)
+        return found
 
     async def load_snapshot(
         self, run_id: str, *, at_or_before: int | None = None

@@ -42,13 +42,20 @@ import xxhash
 from agentlog._logging import get_logger
 from agentlog.crypto import PayloadCipher
 from agentlog.errors import AgentlogError, CorruptEventError, RunArchivedError, UnknownRunError
-from agentlog.eventlog._base import EventLog, RunInfo, check_run_id
+from agentlog.eventlog._base import EventLog, RunInfo, Snapshot, check_run_id
 from agentlog.eventlog._batch_decode import decode_rows
 from agentlog.eventlog._row_format import MAX_SEQ, event_from_row, seq_param
 from agentlog.eventlog.codec import row_checksum
 from agentlog.eventlog.events import Event
 
-__all__ = ["SQL_ROWS", "IndexedEventLog", "StoredPayload", "StoredRows", "missing_seq_error"]
+__all__ = [
+    "SQL_ROWS",
+    "ColdRead",
+    "IndexedEventLog",
+    "StoredPayload",
+    "StoredRows",
+    "missing_seq_error",
+]
 
 _log = get_logger(__name__)
 _HASH = xxhash.xxh3_64_intdigest
@@ -117,6 +124,34 @@ SQL_ROWS = StoredRows(
     batch=decode_rows,
 )
 
+
+@dataclass(frozen=True, slots=True)
+class ColdRead:
+    """A run's latest snapshot and the events after it, read at once
+    (:meth:`IndexedEventLog.cold_read`): what a resume and a saver's first
+    read need, in one statement where the backend can."""
+
+    snapshots: list[Snapshot]
+    """The newest snapshot at or below the bound and the rest of its chain
+    down to its base (every snapshot stored between them), newest first,
+    opened; empty if the run has none (or none was asked for)."""
+    rows: list[tuple[Any, ...]]
+    """The stored rows after the newest snapshot (after seq 0 without one),
+    in seq order, seqs and checksums verified (:meth:`IndexedEventLog.read_rows`'s form)."""
+    after: int
+    """The seq the rows follow: the newest snapshot's, or 0."""
+    complete: bool
+    """True if the rows reach the bound (the run's last seq, or ``upto_seq``);
+    False if they are a first batch of ``read_batch`` rows and more follow."""
+
+    def snapshot_at_or_before(self, seq: int) -> Snapshot | None:
+        """The newest of :attr:`snapshots` at or below ``seq``, as the log's
+        ``load_snapshot`` would return it; None if the read did not fetch it."""
+        if not self.snapshots or not self.snapshots[-1].seq <= seq <= self.snapshots[0].seq:
+            return None
+        return next(s for s in self.snapshots if s.seq <= seq)
+
+
 # What a batch held instead of the next good event: a corrupt one, or a gap
 # (the seq missing, and what came instead).
 _Problem = CorruptEventError | tuple[int, str] | None
@@ -148,6 +183,27 @@ class IndexedEventLog(EventLog):
         """:meth:`_event_rows` for the batch fetched while the caller decodes
         the one before (a backend whose reads block the caller fetches it elsewhere)."""
         return await self._event_rows(run_id, after, last, limit)
+
+    def cold_read(
+        self, run_id: str, *, upto_seq: int | None = None, snapshots: bool = True
+    ) -> ColdRead | None:
+        """The run's newest snapshot (at or below ``upto_seq``, with its chain)
+        and the verified rows after it, read on the calling thread in one
+        statement, for a backend that can (SQLite); None where it cannot, or
+        when anything is out of the ordinary (no run index row, a pruned run,
+        a gap, a checksum that does not match, a read-only log of another
+        form): the caller then takes the usual path, which raises what it
+        raises. Never blocks on the event loop.
+
+        ``snapshots=False`` reads the events from the first, with no snapshot.
+        """
+        return None
+
+    def cold_events(self, run_id: str, cold: ColdRead) -> list[Event] | None:
+        """The events of a :meth:`cold_read`'s rows, decoded as :meth:`read`
+        decodes them; None if one does not decode (:meth:`read` names it)."""
+        events, problem = self._scan(run_id, cold.rows, cold.after, cold.after + len(cold.rows))
+        return None if problem is not None else events
 
     # -- the read path ----------------------------------------------------------------
 

@@ -70,6 +70,7 @@ from agentlog.eventlog._redaction import MASK, is_secret_name, redact_url, shown
 
 if TYPE_CHECKING:
     from agentlog.eventlog.kafka._config import KafkaConfig
+    from agentlog.eventlog.sqlite._log import SqliteEventLog
 
 __all__ = [
     "DEFAULT_LOG_URL",
@@ -79,6 +80,7 @@ __all__ = [
     "kafka_config",
     "log_location",
     "open_log",
+    "open_sqlite_log",
     "redact_url",
     "sqlite_file",
     "shown_param",
@@ -127,16 +129,7 @@ async def open_log(
 
         return MemoryEventLog(keep_snapshots=keep_snapshots)
     if parts.scheme == "sqlite":
-        from agentlog.eventlog.sqlite._log import SqliteEventLog
-
-        path, query = _sqlite_parts(url)
-        return SqliteEventLog(
-            path,
-            keep_snapshots=keep_snapshots,
-            create=create,
-            cipher=cipher,
-            file_mode=file_mode_option(url, query),
-        )
+        return open_sqlite_log(url, create=create, keep_snapshots=keep_snapshots, cipher=cipher)
     if parts.scheme == "kafka":
         from agentlog.eventlog.kafka import KafkaEventLog
 
@@ -156,6 +149,23 @@ async def open_log(
     raise ConfigError(
         f"bad log URL {redact_url(url)!r}: the scheme must be sqlite://, kafka://, "
         f"postgresql://, redis:// or memory://, for example {DEFAULT_LOG_URL}"
+    )
+
+
+def open_sqlite_log(
+    url: str, *, create: bool = True, keep_snapshots: int = 3, cipher: PayloadCipher | None = None
+) -> SqliteEventLog:
+    """:func:`open_log` for a ``sqlite://`` URL, with no event loop (the SQLite
+    log opens synchronously): for a caller that has none to run."""
+    from agentlog.eventlog.sqlite._log import SqliteEventLog
+
+    path, query = _sqlite_parts(url)
+    return SqliteEventLog(
+        path,
+        keep_snapshots=keep_snapshots,
+        create=create,
+        cipher=cipher,
+        file_mode=file_mode_option(url, query),
     )
 
 

@@ -20,8 +20,10 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from agentlog.errors import ConfigError
+from agentlog.eventlog._base import EventLog
+from agentlog.eventlog.sqlite import SqliteEventLog
 
-__all__ = ["LoopThread"]
+__all__ = ["LoopThread", "close_unused", "runs_here"]
 
 _T = TypeVar("_T")
 
@@ -37,14 +39,39 @@ class LoopThread:
     """
 
     def __init__(self, name: str = "agentlog-langgraph") -> None:
-        self.loop = asyncio.new_event_loop()
+        #: Made at the first call that runs a coroutine (a saver that only
+        #: reads a SQLite thread cold never makes one).
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
         self._name = name
         #: Made at :meth:`_start` (an unstarted Thread would only be garbage in a cycle).
         self._thread: threading.Thread | None = None
         #: Held while a caller's thread runs the loop, and to start the thread.
         self._gate = threading.Lock()
         self._running_here: int | None = None  # the ident of the thread running it here
+        self._made = threading.Lock()  # makes the loop once
         self.started = False
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop, made now if not yet (a closed LoopThread's is closed)."""
+        if self._loop is None:
+            with self._made:
+                if self._loop is None:
+                    self._loop = asyncio.new_event_loop()
+                    if self._closed:
+                        self._loop.close()
+        return self._loop
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`stop` ran."""
+        return self._closed
+
+    @property
+    def made(self) -> bool:
+        """True once a call made the event loop."""
+        return self._loop is not None
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
@@ -56,13 +83,13 @@ class LoopThread:
         ):
             coro.close()
             raise ConfigError("the saver's own loop thread cannot wait on itself")
-        if self.loop.is_closed():
+        if self._closed:
             coro.close()
             raise ConfigError("the saver is closed; open a new one with AgentlogSaver.from_url")
 
     def _start(self) -> None:
         with self._gate:  # waits for a call running here to finish
-            if not self.started and not self.loop.is_closed():
+            if not self.started and not self._closed:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
                 self.started = True
@@ -73,7 +100,7 @@ class LoopThread:
         if self.started or not self._gate.acquire(blocking=False):
             return False, None
         try:
-            if self.started or self.loop.is_closed() or _loop_running():
+            if self.started or self._closed or _loop_running():
                 return False, None
             self._running_here = threading.get_ident()
             try:
@@ -103,12 +130,14 @@ class LoopThread:
     def stop(self) -> None:
         """Stop the loop and join its thread (idempotent)."""
         with self._gate:
-            if self.loop.is_closed():
+            if self._closed:
                 return
+            self._closed = True
             if self.started and self._thread is not None:
                 self.loop.call_soon_threadsafe(self.loop.stop)
                 self._thread.join()
-            self.loop.close()
+            if self._loop is not None:
+                self._loop.close()
 
 
 def _loop_running() -> bool:
@@ -118,3 +147,18 @@ def _loop_running() -> bool:
     except RuntimeError:
         return False
     return True
+
+
+def close_unused(log: EventLog, loop: LoopThread) -> bool:
+    """Close ``log`` on the calling thread if the loop's thread never started
+    and it is a SQLite log that never wrote (closing it then waits on
+    nothing): a saver opened only to read makes no event loop. False, and
+    nothing done, otherwise."""
+    return not loop.started and isinstance(log, SqliteEventLog) and log.close_unused()
+
+
+def runs_here(log: EventLog) -> bool:
+    """True for a log whose calls need no loop running between them: SQLite
+    (its reads run on the caller's thread, its worker thread settles its own
+    futures) with no cipher (a key store may keep tasks on the loop)."""
+    return isinstance(log, SqliteEventLog) and log.cipher is None

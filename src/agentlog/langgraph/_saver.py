@@ -22,9 +22,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from agentlog.crypto import KeyStore
 from agentlog.errors import ConfigError, UnknownCheckpointError
 from agentlog.eventlog._base import EventLog
-from agentlog.eventlog._urls import open_log
+from agentlog.eventlog._urls import open_log, open_sqlite_log
 from agentlog.eventlog.events import CheckpointSaved, CheckpointsRemoved
-from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.langgraph._convert import (
     Heads,
     build_tuple,
@@ -34,20 +33,13 @@ from agentlog.langgraph._convert import (
     where,
     writes_event,
 )
-from agentlog.langgraph._loop import LoopThread
+from agentlog.langgraph._loop import LoopThread, close_unused, runs_here
 from agentlog.langgraph._removals import of_runs, pruned
 from agentlog.langgraph._serde import serializer
 from agentlog.langgraph._store import NotHere, ThreadStore
 from agentlog.langgraph._thread import NeedsHistory, ThreadModel
 
 __all__ = ["AgentlogSaver"]
-
-
-def _runs_here(log: EventLog) -> bool:
-    """True for a log whose calls need no loop running between them: SQLite
-    (its reads run on the caller's thread, its worker thread settles its own
-    futures) with no cipher (a key store may keep tasks on the loop)."""
-    return isinstance(log, SqliteEventLog) and log.cipher is None
 
 
 def _matches(metadata: Any, wanted: dict[str, Any] | None) -> bool:
@@ -100,7 +92,7 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
         self._store = ThreadStore(log, snapshot_every=snapshot_every)
         #: Reads may run the loop on the caller's thread until its own starts
         #: (a SQLite log in clear: no background task waits on the loop).
-        self._here = _runs_here(log)
+        self._here = runs_here(log)
 
     @classmethod
     def from_url(
@@ -124,8 +116,10 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
             raise ConfigError(f"snapshot_every must be 1 or more, not {snapshot_every!r}")
         loop = LoopThread()
         try:
-            here = keys is None and urlsplit(url).scheme == "sqlite"
-            event_log = loop.run(open_log(url, keys=keys), here=here)
+            if keys is None and urlsplit(url).scheme == "sqlite":
+                event_log: EventLog = open_sqlite_log(url)  # no loop needed to open it
+            else:
+                event_log = loop.run(open_log(url, keys=keys))
         except BaseException:
             loop.stop()
             raise
@@ -137,17 +131,17 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
 
     def close(self) -> None:
         """Close the log (when opened by :meth:`from_url`) and stop the loop thread."""
-        if self._loop.loop.is_closed():
+        if self._loop.closed:
             return
-        if self._owns_log:
+        if self._owns_log and not close_unused(self._log, self._loop):
             self._loop.run(self._log.close(), here=self._here)
         self._loop.stop()
 
     async def aclose(self) -> None:
         """:meth:`close`, from a coroutine."""
-        if self._loop.loop.is_closed():
+        if self._loop.closed:
             return
-        if self._owns_log:
+        if self._owns_log and not close_unused(self._log, self._loop):
             await self._loop.arun(self._log.close())
         self._loop.stop()
 
@@ -372,12 +366,16 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
         """The checkpoint that ``config`` names, or the thread's latest; None if none.
 
         Served on the calling thread when the saver holds the thread and the
-        log tells there that nothing was appended since; else on the loop."""
+        log tells there that nothing was appended since, or (SQLite in clear)
+        reads it there cold; else on the loop."""
         thread_id, ns, checkpoint_id = where(config, "get_tuple")
-        if not self._loop.loop.is_closed():
+        if not self._loop.closed:
             try:
                 return self._store.serve_here(
-                    thread_id, ns, lambda m, h: self._tuple_of(m, h, ns, checkpoint_id)
+                    thread_id,
+                    ns,
+                    lambda m, h: self._tuple_of(m, h, ns, checkpoint_id),
+                    cold=self._here,
                 )
             except NotHere:
                 pass

@@ -31,18 +31,20 @@ takes as another component's snapshot and skips quietly.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentlog._logging import get_logger
 from agentlog.errors import CorruptEventError
 from agentlog.eventlog._base import EventLog, Snapshot
+from agentlog.eventlog._indexed import ColdRead
 from agentlog.eventlog._packing import inflate
 from agentlog.eventlog.codec import checksum, pack, unpack
 from agentlog.eventlog.events import CheckpointSaved, utcnow
 from agentlog.langgraph._thread import Blob, ThreadModel
 
-__all__ = ["FORMAT", "Chain", "encode", "load"]
+__all__ = ["FORMAT", "Chain", "encode", "load", "load_fetched"]
 
 _log = get_logger("agentlog.langgraph")
 
@@ -129,45 +131,81 @@ def _open(snapshot: Snapshot) -> tuple[dict[str, Any], int]:
     return content, checksum(body)
 
 
+def _steps(snapshot: Snapshot) -> Generator[int, Snapshot | None, tuple[ThreadModel, Chain]]:
+    """The model in ``snapshot`` and its chain, following its parents down to
+    its base: yields each parent's seq, and is sent the snapshot stored at or
+    below it (None: none). Raises what makes the snapshot untrustworthy."""
+    thread_id = snapshot.run_id
+    top, digest = _open(snapshot)
+    blobs: dict[BlobKey, Blob] = {}
+    links, content, link = 1, top, snapshot
+    while True:
+        blobs_of = unpack(inflate(content["blobs"], thread_id, link.seq))
+        for ns, channel, version, kind, raw, base in blobs_of:
+            blobs.setdefault((ns, channel, version), (kind, raw, base))
+        parent = content["parent"]
+        if parent is None:
+            break
+        older = yield parent[0]
+        if older is None or older.seq != parent[0] or older.seq >= link.seq:
+            raise ValueError(f"the chain's snapshot {parent[0]} is missing")
+        content, got = _open(older)
+        if got != parent[1]:
+            raise ValueError(f"snapshot {older.seq} is not the one its delta extends")
+        link, links = older, links + 1
+    model = ThreadModel(thread_id, seq=top["seq"], complete=False)
+    for saved_at, fields in top["checkpoints"]:
+        data = CheckpointSaved(**fields)
+        model.checkpoints.setdefault(data.ns, {})[data.checkpoint_id] = data
+        model.saved_at[(data.ns, data.checkpoint_id)] = saved_at
+    for ns, cid, idx, task_id, channel, kind, raw, path in top["writes"]:
+        stored = model.writes.setdefault((ns, cid), {})
+        stored[(task_id, idx)] = (task_id, channel, kind, raw, path)
+    model.blobs = blobs
+    model.blobs = model.needed_blobs()  # raises if a link lacked one
+    chain = Chain(snapshot.seq, digest, snapshot.base_seq or snapshot.seq, links, set(blobs))
+    return model, chain
+
+
 async def load(log: EventLog, snapshot: Snapshot) -> tuple[ThreadModel, Chain] | None:
     """The model in ``snapshot`` (following its chain to its base), and the chain
     to continue; None (logged) if any link is missing, corrupt or does not fit."""
-    thread_id = snapshot.run_id
     try:
-        top, digest = _open(snapshot)
-        blobs: dict[BlobKey, Blob] = {}
-        links, content, link = 1, top, snapshot
-        while True:
-            blobs_of = unpack(inflate(content["blobs"], thread_id, link.seq))
-            for ns, channel, version, kind, raw, base in blobs_of:
-                blobs.setdefault((ns, channel, version), (kind, raw, base))
-            parent = content["parent"]
-            if parent is None:
-                break
-            older = await log.load_snapshot(thread_id, at_or_before=parent[0])
-            if older is None or older.seq != parent[0] or older.seq >= link.seq:
-                raise ValueError(f"the chain's snapshot {parent[0]} is missing")
-            content, got = _open(older)
-            if got != parent[1]:
-                raise ValueError(f"snapshot {older.seq} is not the one its delta extends")
-            link, links = older, links + 1
-        model = ThreadModel(thread_id, seq=top["seq"], complete=False)
-        for saved_at, fields in top["checkpoints"]:
-            data = CheckpointSaved(**fields)
-            model.checkpoints.setdefault(data.ns, {})[data.checkpoint_id] = data
-            model.saved_at[(data.ns, data.checkpoint_id)] = saved_at
-        for ns, cid, idx, task_id, channel, kind, raw, path in top["writes"]:
-            stored = model.writes.setdefault((ns, cid), {})
-            stored[(task_id, idx)] = (task_id, channel, kind, raw, path)
-        model.blobs = blobs
-        model.blobs = model.needed_blobs()  # raises if a link lacked one
-        chain = Chain(snapshot.seq, digest, snapshot.base_seq or snapshot.seq, links, set(blobs))
-        return model, chain
+        steps = _steps(snapshot)
+        try:
+            asked = next(steps)
+            while True:
+                older = await log.load_snapshot(snapshot.run_id, at_or_before=asked)
+                asked = steps.send(older)
+        except StopIteration as done:
+            found: tuple[ThreadModel, Chain] = done.value
+            return found
     except (*_UNUSABLE, LookupError) as exc:
         _log.warning(
             "thread snapshot ignored",
-            run_id=thread_id,
+            run_id=snapshot.run_id,
             seq=snapshot.seq,
             reason=f"{type(exc).__name__}: {exc}",
         )
+        return None
+
+
+def load_fetched(fetched: ColdRead) -> tuple[ThreadModel, Chain] | None:
+    """:func:`load` of the newest snapshot a cold read fetched, from the links
+    it fetched, on the calling thread; None (not logged: the caller reads the
+    thread the usual way, which logs) if a link was not fetched or anything
+    is wrong."""
+    try:
+        steps = _steps(fetched.snapshots[0])
+        try:
+            asked = next(steps)
+            while True:
+                older = fetched.snapshot_at_or_before(asked)
+                if older is None:
+                    return None
+                asked = steps.send(older)
+        except StopIteration as done:
+            found: tuple[ThreadModel, Chain] = done.value
+            return found
+    except (*_UNUSABLE, LookupError):
         return None

@@ -48,6 +48,7 @@ from typing import TypeVar
 
 from agentlog._logging import get_logger
 from agentlog.errors import (
+    AgentlogError,
     ConflictError,
     EventLogError,
     FencedError,
@@ -56,6 +57,7 @@ from agentlog.errors import (
     UnknownRunError,
 )
 from agentlog.eventlog._base import EventLog
+from agentlog.eventlog._indexed import IndexedEventLog
 from agentlog.eventlog.events import (
     LANGGRAPH_WORKFLOW,
     CheckpointsRemoved,
@@ -149,12 +151,21 @@ class ThreadStore:
             found = self._locks[thread_id] = _ThreadLock(self, thread_id)
         return found
 
-    def serve_here(self, thread_id: str, ns: str, build: Callable[[ThreadModel, Heads], _T]) -> _T:
+    def serve_here(
+        self,
+        thread_id: str,
+        ns: str,
+        build: Callable[[ThreadModel, Heads], _T],
+        *,
+        cold: bool = False,
+    ) -> _T:
         """``build`` of the thread on the calling thread, served as :meth:`serve` serves it.
 
         Only for a thread this store holds, that the loop is not working on,
         and whose run's last seq (read on this thread) is the model's: nothing
         to catch up with, so the cached model is the thread as it stands.
+        With ``cold``, a thread not held yet is read here, in one statement
+        (:func:`_load_here`), with no event loop.
 
         Raises:
             NotHere: any other case, or ``build`` raised NeedsHistory; run the
@@ -165,9 +176,13 @@ class ThreadStore:
             raise NotHere(thread_id)
         with self._guard:
             state = self._threads.get(thread_id)
-            if state is None or thread_id in self._busy or state.model.needs_history:
+            if thread_id in self._busy:
                 raise NotHere(thread_id)
-            if last_seq_here(thread_id) != state.model.seq or not state.model.seq:
+            if state is None:
+                if not cold:
+                    raise NotHere(thread_id)
+                state = self._threads[thread_id] = _load_here(self.log, thread_id)
+            elif not _current(state, last_seq_here(thread_id)):
                 raise NotHere(thread_id)
             try:
                 built = build(state.model, state.heads)
@@ -372,6 +387,52 @@ class _ThreadLock:
         with self._store._guard:
             self._store._busy.discard(self._thread_id)
         self._lock.release()
+
+
+def _current(state: _Thread, last_seq: int | None) -> bool:
+    """True if a held thread is the thread as it stands: the run's last seq
+    (``last_seq``) is its model's, and its model answers without the history."""
+    return bool(state.model.seq) and last_seq == state.model.seq and not state.model.needs_history
+
+
+def _load_here(log: EventLog, thread_id: str) -> _Thread:
+    """:meth:`ThreadStore._load` on the calling thread, with no event loop: the
+    newest snapshot, its chain and the events after it in one read
+    (:meth:`~agentlog.eventlog._indexed.IndexedEventLog.cold_read`).
+
+    Raises:
+        NotHere: the log cannot, the thread has no run (a new thread) or
+            more events after its snapshot than one batch, or anything is out
+            of the ordinary (a snapshot that is not good, a row that does not
+            decode, a removal that needs the history): the loop reads it the
+            usual way, which says what is wrong.
+    """
+    if not isinstance(log, IndexedEventLog):
+        raise NotHere(thread_id)
+    cold = log.cold_read(thread_id)
+    if cold is None or not cold.complete:
+        raise NotHere(thread_id)
+    state = _Thread(ThreadModel(thread_id))
+    if cold.snapshots:
+        loaded = _snapshot.load_fetched(cold)
+        if loaded is None:
+            raise NotHere(thread_id)
+        state = _Thread(loaded[0], chain=loaded[1], snapshot_seq=cold.snapshots[0].seq)
+    events = log.cold_events(thread_id, cold)
+    if events is None:
+        raise NotHere(thread_id)
+    model = state.model
+    try:
+        for event in events:
+            model.apply(event)
+            if isinstance(event.data, CheckpointsRemoved) and event.data.everything:
+                state.heads.clear()
+    except AgentlogError:  # a sealed event: the loop's read raises it
+        raise NotHere(thread_id) from None
+    if model.needs_history or not model.seq:
+        raise NotHere(thread_id)
+    state.read_seq = state.foreign_seq = model.seq
+    return state
 
 
 def _thread_started() -> RunStarted:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from agentlog._logging import get_logger
 from agentlog.errors import ConfigError, CorruptEventError, UnknownRunError
 from agentlog.eventlog._base import EventLog, EventReader, Snapshot
-from agentlog.eventlog._indexed import IndexedEventLog
+from agentlog.eventlog._indexed import ColdRead, IndexedEventLog
 from agentlog.eventlog.codec import unpack
 from agentlog.eventlog.events import RunStatus
 from agentlog.projector._fold import apply
@@ -147,9 +147,12 @@ def decode_state(snapshot: Snapshot) -> RunState | None:
         return None
 
 
-async def _chain_state(log: EventReader, snapshot: Snapshot) -> RunState | None:
+async def _chain_state(
+    log: EventReader, snapshot: Snapshot, fetched: ColdRead | None = None
+) -> RunState | None:
     """The state in ``snapshot``, following its chain down to its base; None
-    (logged) if any link is missing, corrupt or does not fit."""
+    (logged) if any link is missing, corrupt or does not fit. A link is taken
+    from ``fetched`` where it holds it, else read from ``log``."""
     chain: list[Frame] = []
     link: Snapshot | None = snapshot
     try:
@@ -161,7 +164,9 @@ async def _chain_state(log: EventReader, snapshot: Snapshot) -> RunState | None:
             parent_seq = frame.parent[0]
             if parent_seq >= link.seq:
                 raise ValueError(f"parent snapshot {parent_seq} is not older")
-            link = await log.load_snapshot(snapshot.run_id, at_or_before=parent_seq)
+            link = None if fetched is None else fetched.snapshot_at_or_before(parent_seq)
+            if link is None:
+                link = await log.load_snapshot(snapshot.run_id, at_or_before=parent_seq)
             if link is None or link.seq != parent_seq:
                 raise ValueError(f"the chain's snapshot {parent_seq} is missing")
         return build_state(chain, snapshot.run_id)
@@ -183,6 +188,42 @@ async def _latest_good_state(log: EventReader, run_id: str, at_seq: int | None) 
         if snapshot.seq <= 1:
             return RunState()
         bound = snapshot.seq - 1  # fall back to the previous one
+
+
+async def _cold_state(
+    log: IndexedEventLog,
+    run_id: str,
+    at_seq: int | None,
+    use_snapshots: bool,
+    reducers: Mapping[str, Reducer] | None,
+) -> RunState | None:
+    """The state from the log's one-statement read of the newest snapshot and
+    the rows after it (:meth:`~agentlog.eventlog._indexed.IndexedEventLog.cold_read`);
+    None where that read does not serve (the backend cannot, the run is out
+    of the ordinary, the newest snapshot is another component's): the caller
+    reads hook by hook. A newest snapshot that cannot be trusted falls back
+    to the previous ones, and to the events, as :func:`_latest_good_state`."""
+    cold = log.cold_read(run_id, upto_seq=at_seq, snapshots=use_snapshots)
+    if cold is None:
+        return None
+    state = RunState()
+    if cold.snapshots:
+        top = cold.snapshots[0]
+        if _foreign(top):
+            return None
+        found = await _chain_state(log, top, cold)
+        if found is None:  # logged: the previous snapshot, and the rows from there
+            state = await _latest_good_state(log, run_id, top.seq - 1) if top.seq > 1 else state
+            async for rows in log.read_rows(run_id, after_seq=state.seq, upto_seq=at_seq):
+                fold_rows(state, run_id, rows, reducers, log.url, log.cipher)
+            return state
+        state = found
+    if cold.rows:
+        fold_rows(state, run_id, cold.rows, reducers, log.url, log.cipher)
+    if not cold.complete:
+        async for rows in log.read_rows(run_id, after_seq=state.seq, upto_seq=at_seq):
+            fold_rows(state, run_id, rows, reducers, log.url, log.cipher)
+    return state
 
 
 async def save_state(log: EventLog, state: RunState) -> None:
@@ -214,12 +255,15 @@ async def load_state(
         not isinstance(at_seq, int) or isinstance(at_seq, bool) or at_seq < 1
     ):
         raise ConfigError(f"seq must be a whole number, 1 or more; got {at_seq!r}")
-    state = await _latest_good_state(log, run_id, at_seq) if use_snapshots else RunState()
     if isinstance(log, IndexedEventLog) and log.reads_rows:
-        # stored rows, folded without building the events the fold only skims
-        async for rows in log.read_rows(run_id, after_seq=state.seq, upto_seq=at_seq):
-            fold_rows(state, run_id, rows, reducers, log.url, log.cipher)
+        state = await _cold_state(log, run_id, at_seq, use_snapshots, reducers)
+        if state is None:
+            state = await _latest_good_state(log, run_id, at_seq) if use_snapshots else RunState()
+            # stored rows, folded without building the events the fold only skims
+            async for rows in log.read_rows(run_id, after_seq=state.seq, upto_seq=at_seq):
+                fold_rows(state, run_id, rows, reducers, log.url, log.cipher)
     else:
+        state = await _latest_good_state(log, run_id, at_seq) if use_snapshots else RunState()
         async for event in log.read(run_id, after_seq=state.seq, upto_seq=at_seq):
             apply(state, event, reducers)
     if state.seq == 0:

@@ -8,7 +8,10 @@ Modules, by role (the same roles in every backend package):
   pragmas, and what a SQLite error code means;
 * :mod:`~agentlog.eventlog.sqlite._schema`: the tables and the statements;
 * :mod:`~agentlog.eventlog.sqlite._group_commit`: many appends in one
-  transaction and one fsync.
+  transaction and one fsync;
+* :mod:`~agentlog.eventlog.sqlite._reader`: the reads run on the caller's
+  thread, and :mod:`~agentlog.eventlog.sqlite._cold_read`: a run's newest
+  snapshot and the events after it in one statement.
 """
 
 from agentlog.eventlog.sqlite._log import SqliteEventLog

@@ -57,6 +57,7 @@ from agentlog.eventlog._sql_index import SqlDialect, SqlIndexedEventLog, Stateme
 from agentlog.eventlog._tail import Changes, TailWake
 from agentlog.eventlog._worker_thread import WorkerThread
 from agentlog.eventlog.events import Event, utcnow
+from agentlog.eventlog.sqlite._cold_read import SqliteColdRead
 from agentlog.eventlog.sqlite._connection import SqliteConnection
 from agentlog.eventlog.sqlite._group_commit import GroupCommit, PendingAppend
 from agentlog.eventlog.sqlite._mailbox import SqliteMailbox
@@ -76,7 +77,7 @@ _log = get_logger(__name__)
 _T = TypeVar("_T")
 
 
-class SqliteEventLog(SqliteMailbox, SqlIndexedEventLog):
+class SqliteEventLog(SqliteColdRead, SqliteMailbox, SqlIndexedEventLog):
     """Events, run index, writer claims and snapshots in one SQLite file.
 
     Args:

@@ -124,6 +124,15 @@ class ReadConnections:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         return self._rows(conn if conn is not None else self._open(), sql, params)
 
+    def query_here(self, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
+        """:meth:`query` on a thread that has its connection (the opener's, the
+        loop's), else :meth:`query_pooled`: no connection kept for a thread
+        that reads once."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            return self._rows(conn, sql, params)
+        return self.query_pooled(sql, params)
+
     def query_pooled(self, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
         """Rows of a read, on this thread, from a connection lent for the read.
 

@@ -1,0 +1,122 @@
+"""A run's latest snapshot and the events after it, in one statement.
+
+A resume (the projector's ``load_state``) and a LangGraph saver's first read
+of a thread want the same thing: the newest snapshot, the snapshots its
+chain builds on, and the events after it, bounded by the run index's last
+seq. Read hook by hook that is three to five statements (the snapshot, its
+parents, the run row, the rows); here it is one, a ``UNION ALL`` of the run
+row, the snapshot chain and the first batch of rows, run on the calling
+thread from its read connection (:mod:`agentlog.eventlog.sqlite._reader`),
+with no event loop. The rows are checked as every read checks them (seq
+continuity from the snapshot, each checksum); anything out of the ordinary
+(no index row, a pruned run, a gap, a bad row) returns None, and the caller
+takes the usual path, which raises the usual typed error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
+
+from agentlog.errors import BackendUnavailableError
+from agentlog.eventlog._base import Snapshot, check_run_id
+from agentlog.eventlog._indexed import ColdRead, _verified
+from agentlog.eventlog._row_format import MAX_SEQ, from_us, seq_param
+from agentlog.eventlog._worker_thread import WorkerThread
+from agentlog.eventlog.sqlite._reader import ReadConnections
+
+__all__ = ["SqliteColdRead"]
+
+_RUN = "SELECT 0, last_seq, archived, NULL, NULL, NULL, NULL, NULL FROM runs WHERE run_id = :run"
+#: The newest snapshot's seq at or below the bound.
+_TOP = "(SELECT max(seq) FROM snapshots WHERE run_id = :run AND seq <= :upto)"
+#: Rows after a seq: a range of at most ``:batch`` seqs (seqs are
+#: consecutive), not a LIMIT, which a compound statement could only take
+#: in a subquery that costs more to compile. Rows past the run's last seq
+#: are dropped by the caller, which reads it from the run's row.
+_EVENTS = (
+    "SELECT 2, seq, type, ts, schema_v, writer_epoch, payload, checksum FROM events "
+    "WHERE run_id = :run AND seq > {after} AND seq <= min(:upto, {after} + :batch)"
+)
+
+#: The run row, the newest snapshot's chain (every snapshot from its base to
+#: it) and the rows after it: tagged 0, 1 and 2 in the first column. Written
+#: to compile fast: on a connection's first read, compiling it is most of its
+#: cost (about as much as three simple statements: no CTE, no subquery in FROM).
+COLD_READ = (
+    f"{_RUN} UNION ALL "
+    "SELECT 1, seq, state, created_at, base_seq, NULL, NULL, NULL FROM snapshots "
+    "WHERE run_id = :run AND seq <= :upto AND seq >= (SELECT CASE WHEN base_seq > 0 "
+    "AND base_seq < seq THEN base_seq ELSE seq END FROM snapshots "
+    "WHERE run_id = :run AND seq <= :upto ORDER BY seq DESC LIMIT 1) "
+    "UNION ALL " + _EVENTS.format(after=f"coalesce({_TOP}, 0)")
+)
+#: The run row and the first rows of the run, with no snapshot.
+COLD_READ_EVENTS = f"{_RUN} UNION ALL " + _EVENTS.format(after="0")
+
+
+class SqliteColdRead:
+    """:meth:`~agentlog.eventlog._indexed.IndexedEventLog.cold_read` for SQLite."""
+
+    _reads: ReadConnections
+    _closed: bool
+    _worker: WorkerThread
+    read_batch: int
+    url: str
+
+    if TYPE_CHECKING:
+
+        def _opened_snapshot(self, snapshot: Snapshot | None) -> Snapshot | None: ...
+
+        def close(self) -> Coroutine[Any, Any, None]: ...
+
+    def close_unused(self) -> bool:
+        """Close the log now, on this thread, with no event loop, if nothing
+        was ever written through it (its worker thread never started: closing
+        then awaits nothing); False, and nothing done, otherwise."""
+        if self._worker.started:
+            return False
+        closing = self.close()
+        try:
+            closing.send(None)
+        except StopIteration:
+            return True
+        closing.close()  # not reached: a log that never wrote awaits nothing to close
+        raise RuntimeError("closing an unused sqlite log waited on the event loop")
+
+    def cold_read(
+        self, run_id: str, *, upto_seq: int | None = None, snapshots: bool = True
+    ) -> ColdRead | None:
+        check_run_id(run_id)
+        if self._closed:
+            raise BackendUnavailableError(
+                f"sqlite log {self.url!r} is closed; open it again with open_log()."
+            )
+        upto = MAX_SEQ if upto_seq is None else seq_param(upto_seq)
+        params = {"run": run_id, "upto": upto, "batch": self.read_batch}
+        found = self._reads.query_here(COLD_READ if snapshots else COLD_READ_EVENTS, params)
+        run: Any = None
+        stored: list[Snapshot] = []
+        rows: list[tuple[Any, ...]] = []
+        for row in found:
+            tag = row[0]
+            if tag == 2:
+                rows.append(row[1:])
+            elif tag == 1:
+                stored.append(Snapshot(run_id, row[1], row[2], from_us(row[3]), row[4]))
+            else:
+                run = row
+        if run is None or run[2]:
+            return None  # no index row (unknown, or a damaged index), or pruned
+        stored.sort(key=lambda s: s.seq, reverse=True)
+        after, bound = (stored[0].seq if stored else 0), min(upto, run[1])
+        if rows and rows[-1][0] > bound:  # not seen: one transaction writes both
+            rows = [row for row in rows if row[0] <= bound]
+        good, problem = _verified(run_id, rows, after, self.url)
+        if problem is not None:
+            return None  # the usual path names it
+        end = after + len(good)
+        if end < bound and len(good) < self.read_batch:
+            return None  # a gap at the end
+        opened = [self._opened_snapshot(s) for s in stored]
+        return ColdRead([s for s in opened if s is not None], good, after, end >= bound)
