@@ -45,9 +45,9 @@ from agentlog._logging import get_logger
 from agentlog.errors import AgentlogError, ConflictError
 from agentlog.eventlog._base import RunInfo, check_next
 from agentlog.eventlog._row_format import info_from_row, info_to_row
-from agentlog.eventlog._worker_thread import Outcome, WorkerThread, settle
+from agentlog.eventlog._worker_thread import WorkerThread, settle
 from agentlog.eventlog.events import Event
-from agentlog.eventlog.sqlite._connection import SqliteConnection
+from agentlog.eventlog.sqlite._connection import SqliteConnection, WriteLockBusy
 from agentlog.eventlog.sqlite._schema import (
     INSERT_EVENT,
     SELECT_RUN,
@@ -211,25 +211,40 @@ class GroupCommit:
     """Collects appends into groups and commits each group as one transaction.
 
     Args:
-        connection: the log's connection (used on the worker thread only).
-        worker: the log's worker thread, which runs the commits in order.
+        connection: the log's connection, used by one thread at a time: the
+            worker thread, or the event loop's thread while it holds it
+            (:meth:`WorkerThread.hold_if_idle`).
+        worker: the log's worker thread, which runs the calls in order.
     """
+
+    #: Commit on the event loop's thread when the worker thread is idle (see
+    #: :meth:`_flush`); False sends every group to the worker thread (kept for
+    #: benchmarks comparing the two).
+    inline = True
 
     def __init__(self, connection: SqliteConnection, worker: WorkerThread) -> None:
         self._connection = connection
         self._worker = worker
-        # Taken by the event loop (submit, seal) and by the worker thread (commit).
+        # Taken by the event loop (submit, seal, flush) and by other loops' threads.
         self._lock = threading.Lock()
         self._open: list[PendingAppend] | None = None
-        # The run index rows this log's commits left, newest last (worker thread only).
+        # The run index rows this log's commits left, newest last (used by
+        # whichever thread holds the connection).
         self._known: dict[str, Known] = {}
         self.commits = 0
         """Groups committed so far (for benchmarks and tests: appends per fsync)."""
         self.appends = 0
         """Appends in those groups, each its caller's own success or error."""
+        self.inline_commits = 0
+        """Of :attr:`commits`, those made on an event loop's thread."""
 
     def submit(self, append: PendingAppend) -> None:
-        """Add ``append`` to the open group, opening one (and queueing its commit) if none is."""
+        """Add ``append`` to the open group, opening one if none is.
+
+        A group is committed one event loop iteration after it opened (see
+        :meth:`_flush`), so every append made in the same iteration (the runs
+        that the last commit resumed) joins it.
+        """
         with self._lock:
             group = self._open
             opened = group is None
@@ -237,43 +252,96 @@ class GroupCommit:
                 group = self._open = []
             group.append(append)
         if opened:
-            # Posted once the lock is free: the woken thread must not block on it.
-            self._worker.post(functools.partial(self._commit, group))
+            if self.inline:
+                append.loop.call_soon(self._flush, group)
+            else:  # posted once the lock is free: the woken thread must not block on it
+                self._worker.post(functools.partial(self._commit, group))
 
     def seal(self) -> None:
-        """Close the open group: later appends go into a group queued after the next call."""
+        """Close the open group: later appends form a new group, committed after
+        the call about to be queued (the open one is queued before it)."""
         with self._lock:
-            self._open = None
+            group, self._open = self._open, None
+        if group and self.inline:  # not queued yet
+            self._worker.post(functools.partial(self._commit, group))
+
+    def _flush(self, group: list[PendingAppend]) -> None:
+        """On the event loop's thread, one iteration after ``group`` opened: commit it.
+
+        It commits here, with no hop to the worker thread and back; the fsync
+        then blocks the loop, which meanwhile has nothing to run but the steps
+        that will form the next group. While the worker thread has a call
+        queued or running, the group stays open (later appends join it) until
+        the thread is idle: an append never overtakes a call submitted before
+        it, and the connection has one user at a time. If another process
+        holds the file's write lock, the group goes to the worker thread,
+        which waits for it (the loop must not).
+        """
+        if self._open is not group:  # sealed: queued on the worker thread
+            return
+        loop = asyncio.get_running_loop()
+        if not self._worker.hold_if_idle():
+            self._worker.when_idle(loop, functools.partial(self._flush, group))
+            return
+        try:
+            with self._lock:
+                if self._open is not group:  # sealed from another thread meanwhile
+                    return
+                self._open = None
+            outcomes = self._outcomes(group, wait=False)
+        except WriteLockBusy:
+            self._worker.post(functools.partial(self._commit, group))
+            return
+        finally:
+            self._worker.release()
+        self.inline_commits += 1
+        settle(
+            [
+                (append.loop, (append.future, None, error))
+                for append, error in zip(group, outcomes, strict=True)
+            ],
+            here=loop,
+        )
 
     def _commit(self, group: list[PendingAppend]) -> None:
         """On the worker thread: commit ``group`` and settle every caller in it."""
         with self._lock:
             if self._open is group:  # appends from now on form the next group
                 self._open = None
-        outcomes: list[BaseException | None]
+        outcomes = self._outcomes(group, wait=True)
+        settle(
+            (append.loop, (append.future, None, error))
+            for append, error in zip(group, outcomes, strict=True)
+        )
+
+    def _outcomes(self, group: list[PendingAppend], *, wait: bool) -> list[BaseException | None]:
+        """Commit ``group`` as one transaction: each append's error, or None.
+
+        Raises:
+            WriteLockBusy: ``wait`` is False and another process holds the
+                write lock (nothing was written).
+        """
         try:
             errors, written = self._connection.transact(
                 functools.partial(_apply, group, self._known),
                 durable=any(append.durable for append in group),
                 doing="append failed",
+                wait=wait,
             )
-            outcomes = list(errors)
-            self._remember(written)
-            self.commits += 1
-            self.appends += len(group)
+        except WriteLockBusy:
+            raise
         except BaseException as exc:  # the transaction failed whole: every caller gets it
-            outcomes = [exc] * len(group)
             _log.warning(
                 "sqlite_group_commit_failed",
                 path=self._connection.path,
                 appends=len(group),
                 error=repr(exc),
             )
-        settled: list[tuple[asyncio.AbstractEventLoop, Outcome]] = [
-            (append.loop, (append.future, None, error))
-            for append, error in zip(group, outcomes, strict=True)
-        ]
-        settle(settled)
+            return [exc] * len(group)
+        self._remember(written)
+        self.commits += 1
+        self.appends += len(group)
+        return list(errors)
 
     def _remember(self, written: dict[str, Known]) -> None:
         """Keep the committed rows, dropping the runs least recently appended to."""
