@@ -60,7 +60,9 @@ def settle(
 class WorkerThread:
     """One thread that runs blocking calls in submission order.
 
-    The SQLite backend gives it the connection, so only this thread touches it.
+    The SQLite backend gives it the connection: the thread holds it while it
+    runs a call, and the event loop's thread may hold it between calls
+    (:meth:`hold_if_idle`, :meth:`release`), so one thread uses it at a time.
 
     A plain queue plus ``call_soon_threadsafe`` costs about a third less per
     call than ``run_in_executor``, which matters next to a 300 us fsync.

@@ -1,11 +1,16 @@
-"""Group commit: appends that arrive while a commit is in progress share the next one.
+"""Group commit: appends made in one event loop iteration share one commit.
 
-The log's worker thread commits one transaction at a time. While it waits
-for the fsync of one, the event loop keeps running and other runs' appends
-arrive: they join an open *group*, which the worker thread commits next as
-ONE transaction, so one fsync makes all of them durable. Nothing waits on a
-timer to fill a group: a lone append commits as soon as the thread is free,
-exactly as it would alone.
+An append joins the open *group*; the append that opens it schedules the
+group's commit one loop iteration later, so every append made in the same
+iteration (the runs that the last commit resumed, each running its next
+step) joins it, and one transaction and one fsync make all of them durable.
+Nothing waits on a timer to fill a group: a lone append commits in the next
+iteration. The commit runs on the event loop's own thread when the log's
+worker thread is idle: no hand-over to the thread and back (issue 23 items 6
+and 7). While the thread runs or has queued a call, the group stays open and
+commits once the thread is idle; when another process holds the file's write
+lock, the group goes to the worker thread, which may wait for it (the loop
+must not). See :meth:`GroupCommit._flush`.
 
 Inside the group's transaction each append is checked and written as before
 (its run's next seq and current writer epoch), all checks before its first
@@ -26,7 +31,9 @@ transaction holding its events committed.
 
 Order is kept: any other call to the worker thread (a claim, a lease update,
 a snapshot write, a long read's batches fetched ahead) seals the open group
-first, so an append never overtakes a call submitted before it. The small
+first (queues its commit on the thread before the call), so an append never
+overtakes a call submitted before it, nor a call an append submitted before
+it. The small
 reads run on the caller's thread (``sqlite/_reader.py``): they see every
 append that has returned, not one still waiting in an open group.
 """

@@ -1,0 +1,105 @@
+"""A/B of the SQLite write path (issue 23 items 6 and 7), two source trees alternately.
+
+Usage (from the repo root)::
+
+    python -m benchmarks.ab_write_path BEFORE_SRC AFTER_SRC [ROUNDS]
+
+Each round runs one child process per variant, in turn: ``before`` (the
+package under BEFORE_SRC), ``after`` (under AFTER_SRC) and ``after-worker``
+(AFTER_SRC with every group commit sent to the worker thread, as before,
+``GroupCommit.inline = False``). Each child measures, in one process: the
+two floors (:mod:`benchmarks.floor`), raw INSERT+COMMIT on the log's schema
+and a single durable append (medians of 300), a one-run sync step
+(``bench_runtime``'s loop of 200 steps), and 100 runs x 50 sync steps and
+exit-mode steps (``bench_group_commit``'s round): steps/s, appends per
+commit and the CPU of the process per step. The load average is printed
+beside each child.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+_ROOT = Path(__file__).resolve().parent.parent
+_CACHE = _ROOT / ".cache" / "bench"
+
+
+def _child(mode: str) -> dict[str, float | str]:
+    from benchmarks import bench_eventlog, bench_group_commit, bench_runtime
+    from benchmarks.floor import fsync_samples, sqlite_commit_samples
+
+    if mode == "after-worker":
+        from agentlog.eventlog.sqlite._group_commit import GroupCommit
+
+        GroupCommit.inline = False  # type: ignore[attr-defined]
+    import agentlog
+
+    out: dict[str, float | str] = {"mode": mode, "agentlog": agentlog.__file__}
+    out["load"] = Path("/proc/loadavg").read_text().split()[0]
+    _CACHE.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="ab-write-", dir=_CACHE))
+    try:
+        us = 1e6
+        out["floor_sqlite_us"] = statistics.median(sqlite_commit_samples(folder, 200)) * us
+        out["floor_fsync_us"] = statistics.median(fsync_samples(folder, 200)) * us
+        raw = statistics.median(bench_eventlog._raw_samples(str(folder / "raw.db"), 300)) * us
+        append = statistics.median(
+            asyncio.run(bench_eventlog._log_samples(str(folder / "log.db"), 300))
+        )
+        out["raw_us"], out["append_us"] = raw, append * us
+        out["append_x_raw"] = append * us / raw
+        step, _bytes = asyncio.run(bench_runtime._agentlog_loop(200, "sync"))
+        out["sync_step_us"], out["sync_step_x_raw"] = step * us, step * us / raw
+        rate, per_commit, cpu = asyncio.run(bench_group_commit._runtime_round(folder / "s", 50))
+        out["sync100_steps_s"], out["sync100_per_commit"], out["sync100_cpu_us"] = (
+            rate,
+            per_commit,
+            cpu,
+        )
+        rate, _per, cpu = asyncio.run(bench_group_commit._runtime_round(folder / "e", 50, "exit"))
+        out["exit100_steps_s"], out["exit100_cpu_us"] = rate, cpu
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    out["load_after"] = Path("/proc/loadavg").read_text().split()[0]
+    return out
+
+
+def main() -> None:
+    if sys.argv[1] == "--child":
+        print(json.dumps(_child(sys.argv[2])))
+        return
+    before, after = sys.argv[1], sys.argv[2]
+    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 2
+    variants = [("before", before), ("after", after), ("after-worker", after)]
+    for _ in range(rounds):
+        for mode, src in variants:
+            env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{_ROOT}"}
+            child = subprocess.run(
+                [sys.executable, "-m", "benchmarks.ab_write_path", "--child", mode],
+                cwd=_ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            result = json.loads(child.stdout.strip().splitlines()[-1])
+            print(
+                " ".join(
+                    f"{key}={value:.2f}" if isinstance(value, float) else f"{key}={value}"
+                    for key, value in result.items()
+                    if key != "agentlog"
+                ),
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
