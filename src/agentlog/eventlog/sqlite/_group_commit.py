@@ -5,12 +5,10 @@ group's commit one loop iteration later, so every append made in the same
 iteration (the runs that the last commit resumed, each running its next
 step) joins it, and one transaction and one fsync make all of them durable.
 Nothing waits on a timer to fill a group: a lone append commits in the next
-iteration. The commit runs on the event loop's own thread when the log's
-worker thread is idle: no hand-over to the thread and back (issue 23 items 6
-and 7). While the thread runs or has queued a call, the group stays open and
-commits once the thread is idle; when another process holds the file's write
-lock, the group goes to the worker thread, which may wait for it (the loop
-must not). See :meth:`GroupCommit._flush`.
+iteration. A lone append commits on the event loop's own thread when the
+log's worker thread is idle: no hand-over to the thread and back (issue 23
+item 6). A group of several goes to the worker thread, whose fsync then
+overlaps with the other runs' steps (item 7). See :meth:`GroupCommit._flush`.
 
 Inside the group's transaction each append is checked and written as before
 (its run's next seq and current writer epoch), all checks before its first
@@ -224,10 +222,11 @@ class GroupCommit:
         worker: the log's worker thread, which runs the calls in order.
     """
 
-    #: Commit on the event loop's thread when the worker thread is idle (see
-    #: :meth:`_flush`); False sends every group to the worker thread (kept for
-    #: benchmarks comparing the two).
-    inline = True
+    #: A group of up to this many appends commits on the event loop's thread
+    #: when the worker thread is idle; a bigger one on the worker thread (see
+    #: :meth:`_flush`). 0 sends every group to the worker thread at once, as
+    #: before session 32 (kept for benchmarks comparing the two).
+    inline_max = 1
 
     def __init__(self, connection: SqliteConnection, worker: WorkerThread) -> None:
         self._connection = connection
@@ -235,6 +234,7 @@ class GroupCommit:
         # Taken by the event loop (submit, seal, flush) and by other loops' threads.
         self._lock = threading.Lock()
         self._open: list[PendingAppend] | None = None
+        self._queued: list[PendingAppend] | None = None  # the open group, if queued already
         # The run index rows this log's commits left, newest last (used by
         # whichever thread holds the connection).
         self._known: dict[str, Known] = {}
@@ -259,7 +259,7 @@ class GroupCommit:
                 group = self._open = []
             group.append(append)
         if opened:
-            if self.inline:
+            if self.inline_max:
                 append.loop.call_soon(self._flush, group)
             else:  # posted once the lock is free: the woken thread must not block on it
                 self._worker.post(functools.partial(self._commit, group))
@@ -269,22 +269,32 @@ class GroupCommit:
         the call about to be queued (the open one is queued before it)."""
         with self._lock:
             group, self._open = self._open, None
-        if group and self.inline:  # not queued yet
+            queue = group is not None and self.inline_max and group is not self._queued
+        if queue and group is not None:  # not queued yet
             self._worker.post(functools.partial(self._commit, group))
 
     def _flush(self, group: list[PendingAppend]) -> None:
         """On the event loop's thread, one iteration after ``group`` opened: commit it.
 
-        It commits here, with no hop to the worker thread and back; the fsync
-        then blocks the loop, which meanwhile has nothing to run but the steps
-        that will form the next group. While the worker thread has a call
-        queued or running, the group stays open (later appends join it) until
-        the thread is idle: an append never overtakes a call submitted before
-        it, and the connection has one user at a time. If another process
-        holds the file's write lock, the group goes to the worker thread,
-        which waits for it (the loop must not).
+        While the worker thread has a call queued or running, the group stays
+        open (later appends join it) until the thread is idle: an append never
+        overtakes a call submitted before it, and the connection has one user
+        at a time. Then a lone append (:attr:`inline_max`) commits here, with
+        no hop to the worker thread and back: nothing else could run during
+        its fsync anyway. A group of several runs' appends goes to the worker
+        thread, so that the fsync overlaps with the steps of the runs that
+        missed the group (measured: more steps per second with 100 runs on a
+        shared disk; docs/benchmarks.md, session 32). If another process holds
+        the file's write lock, the group goes to the worker thread too, which
+        waits for it (the loop must not).
         """
         if self._open is not group:  # sealed: queued on the worker thread
+            return
+        if len(group) > self.inline_max:
+            # Queued now; appends join it until the thread takes it (_commit).
+            with self._lock:
+                self._queued = group
+            self._worker.post(functools.partial(self._commit, group))
             return
         loop = asyncio.get_running_loop()
         if not self._worker.hold_if_idle():
@@ -315,6 +325,8 @@ class GroupCommit:
         with self._lock:
             if self._open is group:  # appends from now on form the next group
                 self._open = None
+            if self._queued is group:
+                self._queued = None
         outcomes = self._outcomes(group, wait=True)
         settle(
             (append.loop, (append.future, None, error))
