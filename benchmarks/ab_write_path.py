@@ -7,7 +7,8 @@ Usage (from the repo root)::
 Each round runs one child process per variant, in turn: ``before`` (the
 package under BEFORE_SRC), ``after`` (under AFTER_SRC) and ``after-worker``
 (AFTER_SRC with every group commit sent to the worker thread, as before,
-``GroupCommit.inline_max = 0``). Each child measures, in one process: the
+``GroupCommit.inline_max = 0``) and ``after-loop`` (every group committed
+on the loop's thread when the worker thread is idle). Each child measures, in one process: the
 two floors (:mod:`benchmarks.floor`), raw INSERT+COMMIT on the log's schema
 and a single durable append taken in turn (medians of 400 pairs), a one-run
 sync step (``bench_runtime``'s loop) in blocks of 40 steps alternating with
@@ -86,10 +87,10 @@ def _child(mode: str) -> dict[str, float | str]:
     from benchmarks import bench_group_commit
     from benchmarks.floor import fsync_samples, sqlite_commit_samples
 
-    if mode == "after-worker":
+    if mode in ("after-worker", "after-loop"):
         from agentlog.eventlog.sqlite._group_commit import GroupCommit
 
-        GroupCommit.inline_max = 0
+        GroupCommit.inline_max = 0 if mode == "after-worker" else 1_000_000
     import agentlog
 
     out: dict[str, float | str] = {"mode": mode, "agentlog": agentlog.__file__}
@@ -128,7 +129,12 @@ def main() -> None:
         return
     before, after = sys.argv[1], sys.argv[2]
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 2
-    variants = [("before", before), ("after", after), ("after-worker", after)]
+    variants = [
+        ("before", before),
+        ("after", after),
+        ("after-worker", after),
+        ("after-loop", after),
+    ]
     for _ in range(rounds):
         for mode, src in variants:
             env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{_ROOT}"}

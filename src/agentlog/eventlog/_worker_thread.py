@@ -86,7 +86,6 @@ class WorkerThread:
         self._pending = 0
         self._counting = threading.Lock()
         self._owner = threading.Lock()
-        self._when_idle: list[tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = []
 
     def _serve(self) -> None:
         while (call := self._calls.get()) is not None:
@@ -98,14 +97,6 @@ class WorkerThread:
                     result, error = None, exc
             with self._counting:
                 self._pending -= 1
-                idle: list[tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = []
-                if not self._pending:
-                    idle, self._when_idle = self._when_idle, []
-            for waiting_loop, callback in idle:
-                try:
-                    waiting_loop.call_soon_threadsafe(callback)
-                except RuntimeError:  # the loop closed meanwhile
-                    _log.warning("worker_idle_callback_orphaned")
             if loop is None or future is None:
                 if error is not None:  # a posted call settles its own waiters
                     _log.error("worker_post_failed", error=repr(error))
@@ -135,6 +126,11 @@ class WorkerThread:
         if not self.started:
             self._start()
 
+    @property
+    def busy(self) -> bool:
+        """Whether a call is queued or running (a hint: it may change at once)."""
+        return self._pending > 0
+
     def hold_if_idle(self) -> bool:
         """Take what the thread owns for the calling thread, if no call is queued or running.
 
@@ -148,14 +144,6 @@ class WorkerThread:
                 return False
             self._owner.acquire()  # free but for another thread's hold: a short wait
             return True
-
-    def when_idle(self, loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
-        """Call ``callback`` on ``loop`` once no call is queued or running (soon, if none is)."""
-        with self._counting:
-            if self._pending:
-                self._when_idle.append((loop, callback))
-                return
-        loop.call_soon(callback)
 
     def release(self) -> None:
         """End the hold that :meth:`hold_if_idle` took."""

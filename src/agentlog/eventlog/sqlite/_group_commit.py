@@ -259,10 +259,10 @@ class GroupCommit:
                 group = self._open = []
             group.append(append)
         if opened:
-            if self.inline_max:
+            if self.inline_max and not self._worker.busy:
                 append.loop.call_soon(self._flush, group)
-            else:  # posted once the lock is free: the woken thread must not block on it
-                self._worker.post(functools.partial(self._commit, group))
+            else:  # queued at once, as the thread is busy (many runs): see _flush
+                self._queue(group)
 
     def seal(self) -> None:
         """Close the open group: later appends form a new group, committed after
@@ -276,29 +276,21 @@ class GroupCommit:
     def _flush(self, group: list[PendingAppend]) -> None:
         """On the event loop's thread, one iteration after ``group`` opened: commit it.
 
-        While the worker thread has a call queued or running, the group stays
-        open (later appends join it) until the thread is idle: an append never
-        overtakes a call submitted before it, and the connection has one user
-        at a time. Then a lone append (:attr:`inline_max`) commits here, with
-        no hop to the worker thread and back: nothing else could run during
-        its fsync anyway. A group of several runs' appends goes to the worker
-        thread, so that the fsync overlaps with the steps of the runs that
-        missed the group (measured: more steps per second with 100 runs on a
-        shared disk; docs/benchmarks.md, session 32). If another process holds
-        the file's write lock, the group goes to the worker thread too, which
-        waits for it (the loop must not).
+        A group opens this way when the worker thread is idle. A lone append
+        (:attr:`inline_max`) then commits here, with no hop to the worker
+        thread and back: nothing else could run during its fsync anyway. A
+        group of several runs' appends, or one opened while the thread is
+        busy, is queued on the worker thread (:meth:`_queue`): under load
+        (many runs) groups go there as soon as they open, so that one group's
+        fsync overlaps with the steps of the runs that missed it (measured:
+        more steps per second with 100 runs; docs/benchmarks.md, session 32).
+        If another process holds the file's write lock, the group goes to the
+        worker thread too, which may wait for it (the loop must not).
         """
         if self._open is not group:  # sealed: queued on the worker thread
             return
-        if len(group) > self.inline_max:
-            # Queued now; appends join it until the thread takes it (_commit).
-            with self._lock:
-                self._queued = group
-            self._worker.post(functools.partial(self._commit, group))
-            return
-        loop = asyncio.get_running_loop()
-        if not self._worker.hold_if_idle():
-            self._worker.when_idle(loop, functools.partial(self._flush, group))
+        if len(group) > self.inline_max or not self._worker.hold_if_idle():
+            self._queue(group)
             return
         try:
             with self._lock:
@@ -317,8 +309,16 @@ class GroupCommit:
                 (append.loop, (append.future, None, error))
                 for append, error in zip(group, outcomes, strict=True)
             ],
-            here=loop,
+            here=asyncio.get_running_loop(),
         )
+
+    def _queue(self, group: list[PendingAppend]) -> None:
+        """Queue the open ``group``'s commit on the worker thread; appends join
+        it until the thread takes it (:meth:`_commit`), after the calls queued
+        before it."""
+        with self._lock:
+            self._queued = group
+        self._worker.post(functools.partial(self._commit, group))
 
     def _commit(self, group: list[PendingAppend]) -> None:
         """On the worker thread: commit ``group`` and settle every caller in it."""
