@@ -100,6 +100,8 @@ class WorkerThread:
             if loop is None or future is None:
                 if error is not None:  # a posted call settles its own waiters
                     _log.error("worker_post_failed", error=repr(error))
+                elif isinstance(result, list):  # settled once the thread is idle: see post()
+                    settle(result)
                 continue
             settle([(loop, (future, result, error))])
 
@@ -114,11 +116,14 @@ class WorkerThread:
             self._start()
         return await future
 
-    def post(self, fn: Callable[[], None]) -> None:
+    def post(self, fn: Callable[[], object]) -> None:
         """Queue ``fn`` to run on the thread, with nothing awaiting it.
 
-        ``fn`` reports to its waiters itself (see :func:`settle`); it must not
-        raise (what it raises is only logged).
+        ``fn`` may report to its waiters by returning a list of their
+        outcomes (``(loop, (future, result, error))``), which the thread
+        settles (:func:`settle`) once it has counted ``fn`` done, so that a
+        waiter that resumes finds the thread idle; anything else it returns is
+        dropped. It must not raise (what it raises is only logged).
         """
         with self._counting:
             self._pending += 1

@@ -50,7 +50,7 @@ from agentlog._logging import get_logger
 from agentlog.errors import AgentlogError, ConflictError
 from agentlog.eventlog._base import RunInfo, check_next
 from agentlog.eventlog._row_format import info_from_row, info_to_row
-from agentlog.eventlog._worker_thread import WorkerThread, settle
+from agentlog.eventlog._worker_thread import Outcome, WorkerThread, settle
 from agentlog.eventlog.events import Event
 from agentlog.eventlog.sqlite._connection import SqliteConnection, WriteLockBusy
 from agentlog.eventlog.sqlite._schema import (
@@ -320,18 +320,21 @@ class GroupCommit:
             self._queued = group
         self._worker.post(functools.partial(self._commit, group))
 
-    def _commit(self, group: list[PendingAppend]) -> None:
-        """On the worker thread: commit ``group`` and settle every caller in it."""
+    def _commit(
+        self, group: list[PendingAppend]
+    ) -> list[tuple[asyncio.AbstractEventLoop, Outcome]]:
+        """On the worker thread: commit ``group``; every caller's outcome, for
+        the thread to settle (:meth:`WorkerThread.post`)."""
         with self._lock:
             if self._open is group:  # appends from now on form the next group
                 self._open = None
             if self._queued is group:
                 self._queued = None
         outcomes = self._outcomes(group, wait=True)
-        settle(
+        return [
             (append.loop, (append.future, None, error))
             for append, error in zip(group, outcomes, strict=True)
-        )
+        ]
 
     def _outcomes(self, group: list[PendingAppend], *, wait: bool) -> list[BaseException | None]:
         """Commit ``group`` as one transaction: each append's error, or None.
