@@ -156,3 +156,17 @@ async def test_close_commits_an_open_group(log_path: Path) -> None:
     await asyncio.wait_for(append, _GENEROUS)
     async with SqliteEventLog(log_path, read_only=True) as again:
         assert await seqs(again, "r") == [1]
+
+
+async def test_after_a_group_on_the_worker_thread_a_lone_append_commits_on_the_loop(
+    log: SqliteEventLog,
+) -> None:
+    """The thread settles a group's callers once it is idle: the next lone append
+    finds it so, and is not queued behind a call that has already ended."""
+    commits = commits_by_thread(log)
+    for seq in range(1, 21):
+        tasks = await submit_all([log.append([ev("a", seq)]), log.append([ev("b", seq)])])
+        assert await outcomes(tasks) == [None, None]
+        await log.append([ev("c", seq)])
+    here = threading.get_ident()
+    assert [thread == here for thread in commits] == [False, True] * 20
