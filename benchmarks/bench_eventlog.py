@@ -77,7 +77,8 @@ async def _log_samples(path: str, n: int) -> list[float]:
 
 async def _inline_samples(path: str, n: int) -> list[float]:
     """The log's own statements and Python for one append, run on the caller's
-    thread: the append without its two thread wake-ups (issue 23 item 6).
+    thread: the append without its group commit's scheduling (issue 23 item
+    6; before session 32, without its two thread wake-ups).
 
     The same work as :func:`_log_samples` (encode, check, update the run
     row, insert, COMMIT with synchronous=FULL), called straight through the
@@ -200,7 +201,8 @@ def _collect(where: str, quick: bool) -> list[Row]:
             unit="us",
             ratio_vs_raw=statistics.median(inline) / statistics.median(raw),
             **floors.ratios(inline),
-            note="append minus this = the two thread wake-ups",
+            note="a lone append commits on the loop's thread too (session 32): "
+            "append minus this = the group's flush and the resume",
         ),
         *floors.rows,
     ]

@@ -101,7 +101,9 @@ def test_a_closed_saver_that_never_started_its_loop_refuses_calls(log_url: str) 
         saver.get_tuple(config("t1"))
 
 
-async def test_a_sqlite_log_starts_its_worker_thread_at_its_first_write(tmp_path: Path) -> None:
+async def test_a_sqlite_log_starts_its_worker_thread_at_its_first_call_that_needs_it(
+    tmp_path: Path,
+) -> None:
     before = _ours()
     log = await open_log(f"sqlite:///{tmp_path / 'log.db'}")
     try:
@@ -110,6 +112,8 @@ async def test_a_sqlite_log_starts_its_worker_thread_at_its_first_write(tmp_path
         assert _ours() == before
         await log.append([Event("r", 1, RunStarted("w", "1", {}, "async", "fp", start=["s"]))])
         await log.append([Event("r", 2, TaskCompleted("k", 1))])
+        assert _ours() == before  # appends commit on the event loop's thread
+        await log.claim_writer("r")
         assert len(_ours() - before) == 1
         assert [e.seq async for e in log.read("r")] == [1, 2]
     finally:

@@ -33,15 +33,23 @@ def _resolve_all(outcomes: list[Outcome]) -> None:
         _resolve(future, result, error)
 
 
-def settle(outcomes: Iterable[tuple[asyncio.AbstractEventLoop, Outcome]]) -> None:
+def settle(
+    outcomes: Iterable[tuple[asyncio.AbstractEventLoop, Outcome]],
+    *,
+    here: asyncio.AbstractEventLoop | None = None,
+) -> None:
     """From any thread: resolve futures of one or more event loops.
 
-    Each loop is woken once for all of its futures, not once per future.
+    Each loop is woken once for all of its futures, not once per future; the
+    futures of ``here``, the loop running this call, are resolved at once.
     """
     by_loop: dict[asyncio.AbstractEventLoop, list[Outcome]] = {}
     for loop, outcome in outcomes:
         by_loop.setdefault(loop, []).append(outcome)
     for loop, batch in by_loop.items():
+        if loop is here:
+            _resolve_all(batch)
+            continue
         try:
             loop.call_soon_threadsafe(_resolve_all, batch)
         except RuntimeError:  # the loop closed while the call ran
@@ -52,7 +60,9 @@ def settle(outcomes: Iterable[tuple[asyncio.AbstractEventLoop, Outcome]]) -> Non
 class WorkerThread:
     """One thread that runs blocking calls in submission order.
 
-    The SQLite backend gives it the connection, so only this thread touches it.
+    The SQLite backend gives it the connection: the thread holds it while it
+    runs a call, and the event loop's thread may hold it between calls
+    (:meth:`hold_if_idle`, :meth:`release`), so one thread uses it at a time.
 
     A plain queue plus ``call_soon_threadsafe`` costs about a third less per
     call than ``run_in_executor``, which matters next to a 300 us fsync.
@@ -70,17 +80,28 @@ class WorkerThread:
         self._thread: threading.Thread | None = None
         self._starting = threading.Lock()
         self.started = False
+        # Calls queued or running, and who holds what the thread owns (the
+        # SQLite connection): the thread while it runs a call, or the event
+        # loop's thread between :meth:`hold_if_idle` and :meth:`release`.
+        self._pending = 0
+        self._counting = threading.Lock()
+        self._owner = threading.Lock()
 
     def _serve(self) -> None:
         while (call := self._calls.get()) is not None:
             loop, future, fn = call
-            try:
-                result, error = fn(), None
-            except BaseException as exc:  # handed to the awaiting task
-                result, error = None, exc
+            with self._owner:
+                try:
+                    result, error = fn(), None
+                except BaseException as exc:  # handed to the awaiting task
+                    result, error = None, exc
+            with self._counting:
+                self._pending -= 1
             if loop is None or future is None:
                 if error is not None:  # a posted call settles its own waiters
                     _log.error("worker_post_failed", error=repr(error))
+                elif isinstance(result, list):  # settled once the thread is idle: see post()
+                    settle(result)
                 continue
             settle([(loop, (future, result, error))])
 
@@ -88,20 +109,50 @@ class WorkerThread:
         """Run ``fn`` on the thread; return its result or raise its error."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[_T] = loop.create_future()
+        with self._counting:
+            self._pending += 1
         self._calls.put((loop, future, fn))
         if not self.started:
             self._start()
         return await future
 
-    def post(self, fn: Callable[[], None]) -> None:
+    def post(self, fn: Callable[[], object]) -> None:
         """Queue ``fn`` to run on the thread, with nothing awaiting it.
 
-        ``fn`` reports to its waiters itself (see :func:`settle`); it must not
-        raise (what it raises is only logged).
+        ``fn`` may report to its waiters by returning a list of their
+        outcomes (``(loop, (future, result, error))``), which the thread
+        settles (:func:`settle`) once it has counted ``fn`` done, so that a
+        waiter that resumes finds the thread idle; anything else it returns is
+        dropped. It must not raise (what it raises is only logged).
         """
+        with self._counting:
+            self._pending += 1
         self._calls.put((None, None, fn))
         if not self.started:
             self._start()
+
+    @property
+    def busy(self) -> bool:
+        """Whether a call is queued or running (a hint: it may change at once)."""
+        return self._pending > 0
+
+    def hold_if_idle(self) -> bool:
+        """Take what the thread owns for the calling thread, if no call is queued or running.
+
+        True: the caller may use it (the SQLite connection) until it calls
+        :meth:`release`; a call queued meanwhile waits until then. False: a
+        call is queued or running, which the caller must not overtake: it
+        queues its own work behind it instead.
+        """
+        with self._counting:
+            if self._pending:
+                return False
+            self._owner.acquire()  # free but for another thread's hold: a short wait
+            return True
+
+    def release(self) -> None:
+        """End the hold that :meth:`hold_if_idle` took."""
+        self._owner.release()
 
     def _start(self) -> None:
         with self._starting:

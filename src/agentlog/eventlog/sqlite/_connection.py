@@ -30,7 +30,7 @@ from agentlog._logging import get_logger
 from agentlog.errors import BackendUnavailableError, ConfigError
 from agentlog.eventlog.sqlite._schema import MIGRATIONS
 
-__all__ = ["SqliteConnection"]
+__all__ = ["SqliteConnection", "WriteLockBusy"]
 
 _log = get_logger(__name__)
 _T = TypeVar("_T")
@@ -53,6 +53,10 @@ _ADVICE = {
     _NOTADB: "the file is not an SQLite database; point the URL at another path",
     _FULL: "the disk is full; free some space and retry",
 }
+
+
+class WriteLockBusy(Exception):
+    """A transaction that was not to wait found the write lock taken (nothing was written)."""
 
 
 def _writable(path: Path) -> bool:
@@ -96,6 +100,7 @@ class SqliteConnection:
         self.read_only = read_only
         self._busy_timeout = busy_timeout
         self._synchronous = ""
+        self._busy_ms = round(busy_timeout * 1000)  # what sqlite waits for the lock now
         self._conn: sqlite3.Connection | None = None
         self._opening = threading.Lock()
         #: True if this call created the file (it is then migrated at once).
@@ -241,6 +246,7 @@ class SqliteConnection:
         durable: bool | None,
         conn: sqlite3.Connection | None = None,
         doing: str = "write failed",
+        wait: bool = True,
     ) -> _T:
         """Run ``body`` in one BEGIN IMMEDIATE transaction, retrying on SQLITE_BUSY.
 
@@ -250,8 +256,14 @@ class SqliteConnection:
         Args:
             durable: commit with synchronous=FULL (True) or NORMAL (False);
                 None keeps the current setting.
+            wait: False for a transaction on the event loop's thread: it
+                must not wait for another process's write lock (nor sleep to
+                retry), so it gives up at once with WriteLockBusy, having
+                written nothing, and the caller hands the work to the worker
+                thread, which waits.
 
         Raises:
+            WriteLockBusy: ``wait`` is False and the write lock was taken.
             BackendUnavailableError: read-only, or sqlite failed (the
                 transaction is rolled back: nothing of it is recorded).
             Whatever ``body`` raises (the transaction is rolled back).
@@ -266,6 +278,10 @@ class SqliteConnection:
             if mode != self._synchronous:
                 conn.execute(f"PRAGMA synchronous={mode}")
                 self._synchronous = mode
+        busy_ms = round(self._busy_timeout * 1000) if wait else 0
+        if busy_ms != self._busy_ms:
+            conn.execute(f"PRAGMA busy_timeout={busy_ms}")
+            self._busy_ms = busy_ms
         # busy_timeout already waits inside sqlite; the retries cover the
         # cases it does not (a COMMIT that finds the WAL being checkpointed).
         for attempt in range(3):
@@ -280,6 +296,8 @@ class SqliteConnection:
                     raise
                 return result
             except sqlite3.Error as exc:
+                if not wait and _is_busy(exc):
+                    raise WriteLockBusy(str(exc)) from exc
                 if attempt < 2 and _is_busy(exc):
                     _log.info("sqlite_busy_retry", path=self.path, attempt=attempt + 1)
                     time.sleep(0.01 * (attempt + 1))

@@ -1,11 +1,14 @@
-"""Group commit: appends that arrive while a commit is in progress share the next one.
+"""Group commit: appends made in one event loop iteration share one commit.
 
-The log's worker thread commits one transaction at a time. While it waits
-for the fsync of one, the event loop keeps running and other runs' appends
-arrive: they join an open *group*, which the worker thread commits next as
-ONE transaction, so one fsync makes all of them durable. Nothing waits on a
-timer to fill a group: a lone append commits as soon as the thread is free,
-exactly as it would alone.
+An append joins the open *group*; the append that opens it schedules the
+group's commit one loop iteration later, so every append made in the same
+iteration (the runs that the last commit resumed, each running its next
+step) joins it, and one transaction and one fsync make all of them durable.
+Nothing waits on a timer to fill a group: a lone append commits in the next
+iteration. A lone append commits on the event loop's own thread when the
+log's worker thread is idle: no hand-over to the thread and back (issue 23
+item 6). A group of several goes to the worker thread, whose fsync then
+overlaps with the other runs' steps (item 7). See :meth:`GroupCommit._flush`.
 
 Inside the group's transaction each append is checked and written as before
 (its run's next seq and current writer epoch), all checks before its first
@@ -26,7 +29,9 @@ transaction holding its events committed.
 
 Order is kept: any other call to the worker thread (a claim, a lease update,
 a snapshot write, a long read's batches fetched ahead) seals the open group
-first, so an append never overtakes a call submitted before it. The small
+first (queues its commit on the thread before the call), so an append never
+overtakes a call submitted before it, nor a call an append submitted before
+it. The small
 reads run on the caller's thread (``sqlite/_reader.py``): they see every
 append that has returned, not one still waiting in an open group.
 """
@@ -47,7 +52,7 @@ from agentlog.eventlog._base import RunInfo, check_next
 from agentlog.eventlog._row_format import info_from_row, info_to_row
 from agentlog.eventlog._worker_thread import Outcome, WorkerThread, settle
 from agentlog.eventlog.events import Event
-from agentlog.eventlog.sqlite._connection import SqliteConnection
+from agentlog.eventlog.sqlite._connection import SqliteConnection, WriteLockBusy
 from agentlog.eventlog.sqlite._schema import (
     INSERT_EVENT,
     SELECT_RUN,
@@ -211,25 +216,42 @@ class GroupCommit:
     """Collects appends into groups and commits each group as one transaction.
 
     Args:
-        connection: the log's connection (used on the worker thread only).
-        worker: the log's worker thread, which runs the commits in order.
+        connection: the log's connection, used by one thread at a time: the
+            worker thread, or the event loop's thread while it holds it
+            (:meth:`WorkerThread.hold_if_idle`).
+        worker: the log's worker thread, which runs the calls in order.
     """
+
+    #: A group of up to this many appends commits on the event loop's thread
+    #: when the worker thread is idle; a bigger one on the worker thread (see
+    #: :meth:`_flush`). 0 sends every group to the worker thread at once, as
+    #: before session 32 (kept for benchmarks comparing the two).
+    inline_max = 1
 
     def __init__(self, connection: SqliteConnection, worker: WorkerThread) -> None:
         self._connection = connection
         self._worker = worker
-        # Taken by the event loop (submit, seal) and by the worker thread (commit).
+        # Taken by the event loop (submit, seal, flush) and by other loops' threads.
         self._lock = threading.Lock()
         self._open: list[PendingAppend] | None = None
-        # The run index rows this log's commits left, newest last (worker thread only).
+        self._queued: list[PendingAppend] | None = None  # the open group, if queued already
+        # The run index rows this log's commits left, newest last (used by
+        # whichever thread holds the connection).
         self._known: dict[str, Known] = {}
         self.commits = 0
         """Groups committed so far (for benchmarks and tests: appends per fsync)."""
         self.appends = 0
         """Appends in those groups, each its caller's own success or error."""
+        self.inline_commits = 0
+        """Of :attr:`commits`, those made on an event loop's thread."""
 
     def submit(self, append: PendingAppend) -> None:
-        """Add ``append`` to the open group, opening one (and queueing its commit) if none is."""
+        """Add ``append`` to the open group, opening one if none is.
+
+        A group is committed one event loop iteration after it opened (see
+        :meth:`_flush`), so every append made in the same iteration (the runs
+        that the last commit resumed) joins it.
+        """
         with self._lock:
             group = self._open
             opened = group is None
@@ -237,43 +259,111 @@ class GroupCommit:
                 group = self._open = []
             group.append(append)
         if opened:
-            # Posted once the lock is free: the woken thread must not block on it.
-            self._worker.post(functools.partial(self._commit, group))
+            if self.inline_max and not self._worker.busy:
+                append.loop.call_soon(self._flush, group)
+            else:  # queued at once, as the thread is busy (many runs): see _flush
+                self._queue(group)
 
     def seal(self) -> None:
-        """Close the open group: later appends go into a group queued after the next call."""
+        """Close the open group: later appends form a new group, committed after
+        the call about to be queued (the open one is queued before it)."""
         with self._lock:
-            self._open = None
+            group, self._open = self._open, None
+            queue = group is not None and self.inline_max and group is not self._queued
+        if queue and group is not None:  # not queued yet
+            self._worker.post(functools.partial(self._commit, group))
 
-    def _commit(self, group: list[PendingAppend]) -> None:
-        """On the worker thread: commit ``group`` and settle every caller in it."""
+    def _flush(self, group: list[PendingAppend]) -> None:
+        """On the event loop's thread, one iteration after ``group`` opened: commit it.
+
+        A group opens this way when the worker thread is idle. A lone append
+        (:attr:`inline_max`) then commits here, with no hop to the worker
+        thread and back: nothing else could run during its fsync anyway. A
+        group of several runs' appends, or one opened while the thread is
+        busy, is queued on the worker thread (:meth:`_queue`): under load
+        (many runs) groups go there as soon as they open, so that one group's
+        fsync overlaps with the steps of the runs that missed it (measured:
+        more steps per second with 100 runs; docs/benchmarks.md, session 32).
+        If another process holds the file's write lock, the group goes to the
+        worker thread too, which may wait for it (the loop must not).
+        """
+        if self._open is not group:  # sealed: queued on the worker thread
+            return
+        if len(group) > self.inline_max or not self._worker.hold_if_idle():
+            self._queue(group)
+            return
+        try:
+            with self._lock:
+                if self._open is not group:  # sealed from another thread meanwhile
+                    return
+                self._open = None
+            outcomes = self._outcomes(group, wait=False)
+        except WriteLockBusy:
+            self._worker.post(functools.partial(self._commit, group))
+            return
+        finally:
+            self._worker.release()
+        self.inline_commits += 1
+        settle(
+            [
+                (append.loop, (append.future, None, error))
+                for append, error in zip(group, outcomes, strict=True)
+            ],
+            here=asyncio.get_running_loop(),
+        )
+
+    def _queue(self, group: list[PendingAppend]) -> None:
+        """Queue the open ``group``'s commit on the worker thread; appends join
+        it until the thread takes it (:meth:`_commit`), after the calls queued
+        before it."""
+        with self._lock:
+            self._queued = group
+        self._worker.post(functools.partial(self._commit, group))
+
+    def _commit(
+        self, group: list[PendingAppend]
+    ) -> list[tuple[asyncio.AbstractEventLoop, Outcome]]:
+        """On the worker thread: commit ``group``; every caller's outcome, for
+        the thread to settle (:meth:`WorkerThread.post`)."""
         with self._lock:
             if self._open is group:  # appends from now on form the next group
                 self._open = None
-        outcomes: list[BaseException | None]
+            if self._queued is group:
+                self._queued = None
+        outcomes = self._outcomes(group, wait=True)
+        return [
+            (append.loop, (append.future, None, error))
+            for append, error in zip(group, outcomes, strict=True)
+        ]
+
+    def _outcomes(self, group: list[PendingAppend], *, wait: bool) -> list[BaseException | None]:
+        """Commit ``group`` as one transaction: each append's error, or None.
+
+        Raises:
+            WriteLockBusy: ``wait`` is False and another process holds the
+                write lock (nothing was written).
+        """
         try:
             errors, written = self._connection.transact(
                 functools.partial(_apply, group, self._known),
                 durable=any(append.durable for append in group),
                 doing="append failed",
+                wait=wait,
             )
-            outcomes = list(errors)
-            self._remember(written)
-            self.commits += 1
-            self.appends += len(group)
+        except WriteLockBusy:
+            raise
         except BaseException as exc:  # the transaction failed whole: every caller gets it
-            outcomes = [exc] * len(group)
             _log.warning(
                 "sqlite_group_commit_failed",
                 path=self._connection.path,
                 appends=len(group),
                 error=repr(exc),
             )
-        settled: list[tuple[asyncio.AbstractEventLoop, Outcome]] = [
-            (append.loop, (append.future, None, error))
-            for append, error in zip(group, outcomes, strict=True)
-        ]
-        settle(settled)
+            return [exc] * len(group)
+        self._remember(written)
+        self.commits += 1
+        self.appends += len(group)
+        return list(errors)
 
     def _remember(self, written: dict[str, Known]) -> None:
         """Keep the committed rows, dropping the runs least recently appended to."""

@@ -400,6 +400,7 @@ class SqliteEventLog(SqliteColdRead, SqliteMailbox, SqlIndexedEventLog):
         # The readers first: the writer's connection, closed last, checkpoints
         # the WAL into the file and removes it (a read-only one cannot).
         self._reads.close()
+        self._group.seal()  # an open group commits first (on the worker thread)
         if self._worker.started:
             await self._worker.run(self._db.close)
         else:  # nothing was written: the connection was never handed to a thread
