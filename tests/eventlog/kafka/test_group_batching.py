@@ -12,7 +12,9 @@ as before.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -165,25 +167,40 @@ async def test_a_shared_transaction_still_refuses_stale_and_out_of_order_appends
         await client.close()
 
 
-async def test_writes_that_come_one_after_another_share_a_transaction(
-    kafka_bootstrap: str, kafka_name: str
-) -> None:
-    """The owner lingers before each transaction (``commit_linger_s``), so writes
-    of runs that do not arrive together (here each one a loop turn after the
-    one before, the first already taken by the commit loop) still share it.
-    Committing at once, the first went alone: two transactions, not one. The
-    linger here is long (1 s) so that the test does not race it."""
-    runs = same_partition_runs(8, prefix="linger")
-    config = dataclasses.replace(
-        group_config(kafka_bootstrap, kafka_name, "workers"), commit_linger_s=1.0
-    )
+@contextlib.asynccontextmanager
+async def _lingering_member(
+    bootstrap: str, name: str, runs: list[str]
+) -> AsyncIterator[tuple[PartitionedKafkaEventLog, PartitionOwner, list[int]]]:
+    """A member owning every partition, its commit linger long (1 s) so that a
+    test does not race it, the runs claimed; yields (member, the runs'
+    partition owner, their epochs). Each run holds seqs 1 to 3 afterwards."""
+    config = dataclasses.replace(group_config(bootstrap, name, "workers"), commit_linger_s=1.0)
     member = await KafkaEventLog.connect(config)
     assert isinstance(member, PartitionedKafkaEventLog)
     try:
         await settle([member], lambda: len(member.owned_partitions) == PARTITIONS, "member")
         epochs = await asyncio.gather(*(member.claim_writer(r) for r in runs))
         assert member.member is not None
-        owner = member.member.owners[partition_for(runs[0], PARTITIONS)]
+        yield member, member.member.owners[partition_for(runs[0], PARTITIONS)], list(epochs)
+    finally:
+        await member.close()
+    client = await open_log(bootstrap, name)
+    try:
+        for run_id in runs:
+            assert [e.seq async for e in client.read(run_id)] == [1, 2, 3]
+    finally:
+        await client.close()
+
+
+async def test_writes_that_come_one_after_another_share_a_transaction(
+    kafka_bootstrap: str, kafka_name: str
+) -> None:
+    """The owner lingers before each transaction (``commit_linger_s``), so writes
+    of runs that do not arrive together (here each one a loop turn after the
+    one before, the first already taken by the commit loop) still share it.
+    Committing at once, the first went alone: two transactions, not one."""
+    runs = same_partition_runs(8, prefix="linger")
+    async with _lingering_member(kafka_bootstrap, kafka_name, runs) as (member, owner, epochs):
         before = owner.commits
         appends = []
         for run_id, epoch in zip(runs, epochs, strict=True):
@@ -192,14 +209,6 @@ async def test_writes_that_come_one_after_another_share_a_transaction(
                 await asyncio.sleep(0)
         await asyncio.gather(*appends)
         assert owner.commits - before == 1, f"{owner.commits - before} transactions for {len(runs)}"
-    finally:
-        await member.close()
-    client = await open_log(kafka_bootstrap, kafka_name)
-    try:
-        for run_id in runs:
-            assert [e.seq async for e in client.read(run_id)] == [1, 2, 3]
-    finally:
-        await client.close()
 
 
 async def test_writes_queued_during_a_commit_go_next_without_the_linger(
@@ -209,19 +218,9 @@ async def test_writes_queued_during_a_commit_go_next_without_the_linger(
     a transaction was in flight already waited that long, so the next transaction
     takes them at once (issue 23 item 10: under load the linger was pure latency,
     about 10 ms of each transaction's 40 to 80). Counted: two transactions, one
-    linger (the first write's); before, each transaction lingered. The linger is
-    long (1 s) so that the test does not race it."""
+    linger (the first write's); before, each transaction lingered."""
     runs = same_partition_runs(6, prefix="busy")
-    config = dataclasses.replace(
-        group_config(kafka_bootstrap, kafka_name, "workers"), commit_linger_s=1.0
-    )
-    member = await KafkaEventLog.connect(config)
-    assert isinstance(member, PartitionedKafkaEventLog)
-    try:
-        await settle([member], lambda: len(member.owned_partitions) == PARTITIONS, "member")
-        epochs = await asyncio.gather(*(member.claim_writer(r) for r in runs))
-        assert member.member is not None
-        owner = member.member.owners[partition_for(runs[0], PARTITIONS)]
+    async with _lingering_member(kafka_bootstrap, kafka_name, runs) as (member, owner, epochs):
         commits, lingers = owner.commits, owner.lingers
         first = asyncio.ensure_future(member.append(_events(runs[0], 1, 3, epochs[0])))
         loop = asyncio.get_running_loop()
@@ -237,14 +236,6 @@ async def test_writes_queued_during_a_commit_go_next_without_the_linger(
         await asyncio.gather(first, *rest)
         assert owner.commits - commits == 2, f"{owner.commits - commits} transactions"
         assert owner.lingers - lingers == 1, f"{owner.lingers - lingers} lingered"
-    finally:
-        await member.close()
-    client = await open_log(kafka_bootstrap, kafka_name)
-    try:
-        for run_id in runs:
-            assert [e.seq async for e in client.read(run_id)] == [1, 2, 3]
-    finally:
-        await client.close()
 
 
 def test_the_commit_linger_is_set_by_url_and_checked() -> None:
