@@ -448,7 +448,7 @@ class PartitionOwner:
         outstanding = self.commands.outstanding
         await self._load()
         # Still handed out to the runtime: keep them outstanding.
-        self.commands.outstanding.update(outstanding)
+        self.commands.restore(outstanding)
         self._in_doubt = False
 
 
