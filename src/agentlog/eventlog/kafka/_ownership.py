@@ -305,7 +305,9 @@ class PartitionOwner:
         self.commands.commit(position, done)
         for run_id, tail in final.items():
             if tail.offset >= 0 and tail.info.last_seq:
-                self._reader.note_point(run_id, tail.info.last_seq, tail.offset)
+                # A parked run keeps one point: a snapshot at its last event needs no read.
+                keep = None if tail.may_need_worker else 1
+                self._reader.note_point(run_id, tail.info.last_seq, tail.offset, keep=keep)
         for change in taken:
             change.settle()
 

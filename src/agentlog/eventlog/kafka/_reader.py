@@ -283,11 +283,14 @@ class KafkaReader:
 
     # -- where reads start ------------------------------------------------------------
 
-    def note_point(self, run_id: str, seq: int, offset_after: int) -> None:
-        """Remember that the run's event ``seq`` ends just before ``offset_after``."""
+    def note_point(
+        self, run_id: str, seq: int, offset_after: int, *, keep: int | None = None
+    ) -> None:
+        """Remember that the run's event ``seq`` ends just before ``offset_after``
+        (and at most ``keep`` of the run's latest points; default _POINTS_PER_RUN)."""
         points = self._points.setdefault(run_id, [])
         bisect.insort(points, (seq, offset_after))
-        del points[:-_POINTS_PER_RUN]
+        del points[: -(keep or _POINTS_PER_RUN)]
 
     async def offset_before(self, run_id: str, seq: int) -> int:
         """An events offset at or before the run's event ``seq`` (-1: none known)."""
