@@ -47,8 +47,9 @@ def _rss_mb(pid: int) -> float:
     return round(peak_rss_bytes(pid) / 2**20, 1)
 
 
-async def parked(bootstrap: str, runs: int) -> list[Row]:
-    """Park ``runs`` runs on one worker, replace the worker, time its start-up."""
+async def parked(bootstrap: str, runs: int, in_flight: int = SUBMIT_PARALLEL) -> list[Row]:
+    """Park ``runs`` runs on one worker, replace the worker, time its start-up
+    (``in_flight``: the client's submits at once)."""
     topics = Topics(bootstrap, "parked")
     folder = Path(tempfile.mkdtemp(prefix="kparked-"))
     stats_file = folder / "stats.json"
@@ -62,7 +63,7 @@ async def parked(bootstrap: str, runs: int) -> list[Row]:
             fleet_.wait_ready(timeout_s=120)
             await topics.wait_stable(1)
             started = time.perf_counter()
-            submit_s = await submit_all(client, fleet_app.PARK, inputs, SUBMIT_PARALLEL)
+            submit_s = await submit_all(client, fleet_app.PARK, inputs, in_flight)
 
             async def all_parked() -> bool:
                 # The index's counts (a status change writes the entry): no event
@@ -116,6 +117,7 @@ async def parked(bootstrap: str, runs: int) -> list[Row]:
             n=1,
             extra={
                 "submit_s": round(submit_s, 1),
+                "submits_in_flight": in_flight,
                 "runs_per_s": runs / park_s,
                 "peak_rss_mb": first_rss,
             },
@@ -142,9 +144,11 @@ def collect(quick: bool) -> list[Row]:
         return asyncio.run(parked(bootstrap, 2_000 if quick else 100_000))
 
 
-if __name__ == "__main__":  # python -m benchmarks.bench_kafka_parked [RUNS]
+if __name__ == "__main__":  # python -m benchmarks.bench_kafka_parked [RUNS [SUBMITS_IN_FLIGHT]]
     import sys
 
+    _runs = int(sys.argv[1]) if sys.argv[1:] else 2_000
+    _in_flight = int(sys.argv[2]) if sys.argv[2:] else SUBMIT_PARALLEL
     with kafka_broker() as _bootstrap:
-        for _row in asyncio.run(parked(_bootstrap, int(sys.argv[1]) if sys.argv[1:] else 2_000)):
+        for _row in asyncio.run(parked(_bootstrap, _runs, _in_flight)):
             print(json.dumps({"name": _row.name, "median": _row.median, "extra": _row.extra}))

@@ -290,7 +290,7 @@ class Worker:
 
     async def _take(self, info: RunInfo, now: datetime) -> bool:
         driver = self.driver
-        if info.run_id in driver.active_runs or info.run_id in self._applying:
+        if driver.active_run(info.run_id) is not None or info.run_id in self._applying:
             return False
         wf = driver.workflows.get(info.workflow)
         if wf is None:

@@ -8,6 +8,10 @@ until the runtime acks it, and its reply then says refused.
 
 from __future__ import annotations
 
+import sys
+from types import FrameType
+from typing import Any
+
 from agentlog.eventlog.codec import encode_event
 from agentlog.eventlog.events import Event, ResumeReceived, RunStarted
 from agentlog.eventlog.kafka._offsets import CommandOffsets
@@ -33,3 +37,44 @@ async def test_one_event_finishes_one_command_and_an_ack_refuses_the_other() -> 
     offsets.acked.add(11)  # the runtime found the interrupt answered: refused
     started = Event("other", 1, RunStarted("wf", "1", {}, "sync", "fp"), writer_epoch=1)
     assert offsets.matched([_change("other", started)]) == {11: False, 12: True}
+
+
+async def _commit_lines(backlog: int) -> int:
+    """The Python lines one commit of one run's start runs in CommandOffsets
+    (``matched``, ``position``, ``metadata``, ``commit``) while ``backlog``
+    other commands are outstanding (taken from the partition, not yet applied)."""
+    offsets = CommandOffsets()
+    offsets.seed(100, "")
+    offsets.taken(100, "mine", "RunStarted")
+    for n in range(backlog):
+        offsets.taken(101 + n, f"other-{n}", "RunStarted")
+    started = Event("mine", 1, RunStarted("wf", "1", {}, "sync", "fp"), writer_epoch=1)
+    count = 0
+
+    def trace(frame: FrameType, event: str, arg: Any) -> Any:
+        nonlocal count
+        if frame.f_code.co_filename.endswith("_offsets.py") and event == "line":
+            count += 1
+        return trace
+
+    sys.settrace(trace)
+    try:
+        finished = offsets.matched([_change("mine", started)])
+        done = set(finished)
+        position = offsets.position(done)
+        assert position is not None and offsets.due(position, done)
+        offsets.metadata(position, done)
+        offsets.commit(position, done)
+    finally:
+        sys.settrace(None)
+    assert finished == {100: True} and position == 101
+    assert len(offsets.outstanding) == backlog
+    return count
+
+
+async def test_a_commit_costs_the_same_with_10_or_2000_commands_outstanding() -> None:
+    """A worker whose partitions hold a backlog of commands (a client that submits
+    faster than the worker starts runs) commits as cheaply as one with none: the
+    work of a commit is the commands it finishes, not the ones still waiting."""
+    small, large = await _commit_lines(10), await _commit_lines(2000)
+    assert large < small * 1.5, f"a commit ran {small} lines with 10 outstanding, {large} with 2000"

@@ -181,3 +181,44 @@ async def test_reading_parked_runs_costs_each_run_its_own_events(
     assert per_run_large < per_run_small * 1.5, (
         f"reading {SMALL} parked runs executed {small} lines of scan, {LARGE} executed {large}"
     )
+
+
+async def _records_read_for(bootstrap: str, name: str, run_id: str) -> tuple[int, list[int]]:
+    """A new owner (no events of its own kept) reads ``run_id``: the records it
+    fetched from the events topic for it, and the seqs it read."""
+    log = await _owning_all(bootstrap, name)
+    try:
+        seqs = [event.seq async for event in log.read(run_id)]
+        return log._reader.last_read_records, seqs
+    finally:
+        await log.close()
+
+
+async def test_an_owner_reads_a_run_up_to_its_tail_not_to_the_partitions_end(
+    kafka_bootstrap: str, kafka_name: str
+) -> None:
+    """Taking over a run started long ago (after a restart or a rebalance, its
+    owner keeps none of its events) read its partition from the run's first
+    event to the partition's end: every event of every run written since, so
+    the take-overs of a worker behind on thousands of started runs each cost
+    more as runs piled up. The owner knows where the run's events end."""
+    log = await _owning_all(kafka_bootstrap, kafka_name)
+    try:
+        await start_run(log, "old")
+        parked = [f"parked-{n:04d}" for n in range(LARGE)]
+        await asyncio.gather(*(_park(log, run_id) for run_id in parked[:SMALL]))
+    finally:
+        await log.close()
+    small, seqs = await _records_read_for(kafka_bootstrap, kafka_name, "old")
+    assert seqs == [1]
+    log = await _owning_all(kafka_bootstrap, kafka_name)
+    try:
+        await asyncio.gather(*(_park(log, run_id) for run_id in parked[SMALL:]))
+    finally:
+        await log.close()
+    large, seqs = await _records_read_for(kafka_bootstrap, kafka_name, "old")
+    assert seqs == [1]
+    assert large <= small + 1, (
+        f"reading one run fetched {small} records with {SMALL} runs written after it, "
+        f"{large} with {LARGE}: it reads to the partition's end"
+    )

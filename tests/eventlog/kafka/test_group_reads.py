@@ -33,9 +33,9 @@ class _BrokerReads:
         reader = log._reader
         records, catch_up = reader._records, reader.catch_up
 
-        async def counted_records(partition: int, start: int) -> list[Any]:
+        async def counted_records(partition: int, start: int, end: int | None = None) -> list[Any]:
             self.events += 1
-            return await records(partition, start)
+            return await records(partition, start, end)
 
         async def counted_catch_up(partitions: Any = None) -> None:
             self.runs += 1

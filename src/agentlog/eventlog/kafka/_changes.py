@@ -20,8 +20,6 @@ from agentlog.eventlog.kafka._records import IndexEntry
 
 __all__ = ["Change", "RecentEvents", "RunTail"]
 
-_ENDED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.SHREDDED})
-
 _DRIVEN = frozenset({RunStatus.RUNNING, RunStatus.QUEUED})
 
 #: Events kept per run for its owner's reads (a just-started run has two or three).
@@ -114,8 +112,10 @@ class RecentEvents:
     the only writer of its partition's runs, so the bytes of its own commits
     are the run's events: a read they cover is decoded from them (checksum
     verified, seals opened, as a broker read), with no round trip. Bounded
-    per run (:data:`RECENT_PER_RUN`); dropped when the run ends or is pruned,
-    and all at once when the partition is reopened or closed.
+    per run (:data:`RECENT_PER_RUN`); dropped when the run parks (waits on an
+    answer only), ends or is pruned, and all at once when the partition is
+    reopened or closed: a parked run needs nothing until a command names it
+    (the commit of its answer keeps the events from there on).
     """
 
     def __init__(self) -> None:
@@ -123,7 +123,7 @@ class RecentEvents:
 
     def committed(self, run_id: str, events: list[tuple[Event, bytes]], tail: RunTail) -> None:
         """Remember ``events``, just committed for ``run_id``, whose tail is now ``tail``."""
-        if tail.pruned or tail.info.status in _ENDED:
+        if tail.pruned or not tail.may_need_worker:  # parked or ended
             self._runs.pop(run_id, None)
             return
         kept = self._runs.get(run_id, [])

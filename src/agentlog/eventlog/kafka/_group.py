@@ -57,6 +57,12 @@ _log = get_logger(__name__)
 _STOP_S = 5.0
 _POLL_MS = 100
 _RETRY_OPEN_S = 1.0
+#: Commands of one partition a member holds decoded, not yet handed out; the rest
+#: wait on the broker (its fetching of the partition is paused), so a backlog
+#: (clients that submit faster than the worker starts runs) costs no memory here,
+#: and no work per commit (every held command is outstanding). Read again once
+#: half are taken.
+BUFFER_PER_PARTITION = 500
 
 
 class GroupMember:
@@ -89,6 +95,8 @@ class GroupMember:
         self._assigned: set[int] = set()
         self._generation = -2
         self._buffer: deque[Command] = deque()
+        #: Commands of ``_buffer`` per partition (see BUFFER_PER_PARTITION).
+        self._buffered: dict[int, int] = {}
         #: Per owned partition, the admitter of the queues that hash to it.
         self._admitters: dict[int, QueueAdmitter] = {}
         self._task: asyncio.Task[None] | None = None
@@ -197,8 +205,17 @@ class GroupMember:
         out: list[Command] = []
         while self._buffer and len(out) < limit:
             command = self._buffer.popleft()
-            if self.owner(command_ref(command)[0]) is not None:
+            partition = command_ref(command)[0]
+            self._buffered[partition] -= 1
+            if self.owner(partition) is not None:
                 out.append(command)
+        drained = [
+            tp
+            for tp in self.consumer.paused()
+            if self._buffered.get(tp.partition, 0) <= BUFFER_PER_PARTITION // 2
+        ]
+        if drained:
+            self.consumer.resume(*drained)
         return out
 
     async def ack(self, command: Command) -> None:
@@ -247,6 +264,11 @@ class GroupMember:
                 return True
             return False  # not ours (any more): its owner reads it from the committed offset
         for record in records:
+            if self._buffered.get(tp.partition, 0) >= BUFFER_PER_PARTITION:
+                # Held enough: the rest stays on the broker until half are taken.
+                self.consumer.seek(tp, record.offset)
+                self.consumer.pause(tp)
+                return False
             taken = owner.commands
             if taken.skip(record.offset):
                 continue  # handed out or done already (fetched again after a rebalance)
@@ -270,6 +292,7 @@ class GroupMember:
                 continue
             taken.taken(record.offset, command.run_id, command.data.type)
             self._buffer.append(command)
+            self._buffered[tp.partition] = self._buffered.get(tp.partition, 0) + 1
         return False
 
     def _admitter(self, owner: PartitionOwner) -> QueueAdmitter:

@@ -172,6 +172,12 @@ class PartitionedKafkaEventLog(KafkaEventLog, layout="partitioned"):
                         raise CorruptEventError(run_id, seq, "a kept event is not this one", where)
                     yield event
                 return
+            # Its owner knows where its events end: read up to there, never to the
+            # partition's end (every later run's events), and no index catch-up.
+            entry = tail.entry(owner.partition)
+            async for event in self._read_entry(run_id, entry, after_seq, upto_seq, tail.offset):
+                yield event
+            return
         async for event in super().read(run_id, after_seq=after_seq, upto_seq=upto_seq):
             yield event
 

@@ -48,6 +48,7 @@ from agentlog.eventlog.kafka._errors import kafka_errors
 from agentlog.eventlog.kafka._group import GroupMember
 from agentlog.eventlog.kafka._reader import KafkaReader
 from agentlog.eventlog.kafka._records import (
+    IndexEntry,
     SnapshotEntry,
     encode_index,
     encode_snapshot,
@@ -255,6 +256,19 @@ class KafkaEventLog(EventLog):
     ) -> AsyncIterator[Event]:
         check_run_id(run_id)
         entry = await self._reader.entry(run_id)
+        async for event in self._read_entry(run_id, entry, after_seq, upto_seq):
+            yield event
+
+    async def _read_entry(
+        self,
+        run_id: str,
+        entry: IndexEntry | None,
+        after_seq: int,
+        upto_seq: int | None,
+        end: int | None = None,
+    ) -> AsyncIterator[Event]:
+        """The run's events as ``entry`` places them (``end``: the offset just
+        after its last event, when known: the read stops there)."""
         if entry is None or (entry.info.last_seq == 0 and not entry.pruned):
             raise UnknownRunError(run_id, self.url)
         after_seq = max(after_seq, 0)  # seqs start at 1: any lower bound below is "all"
@@ -265,7 +279,7 @@ class KafkaEventLog(EventLog):
             raise RunArchivedError(run_id, self.url)
         if entry.pruned:
             return  # no event was stored after the archived ones
-        hits = await self._reader.run_events(entry, after_seq, upto_seq)
+        hits = await self._reader.run_events(entry, after_seq, upto_seq, end)
         self._reader.check_complete(entry, hits, after_seq, upto_seq)
         for _offset, event in hits:
             yield event

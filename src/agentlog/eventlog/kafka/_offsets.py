@@ -31,8 +31,11 @@ class CommandOffsets:
     """
 
     def __init__(self) -> None:
-        #: offset -> (run id, the event type that records its effect)
+        #: offset -> (run id, the event type that records its effect), lowest offset first
         self.outstanding: dict[int, tuple[str, str]] = {}
+        #: The offsets of ``outstanding`` by (run id, event type), lowest first: a
+        #: commit looks at the commands of its own runs only, never at a backlog.
+        self._waiting: dict[tuple[str, str], list[int]] = {}
         self.next: int | None = None
         self.committed = -1
         self.done_above: set[int] = set()
@@ -58,8 +61,20 @@ class CommandOffsets:
     def taken(self, offset: int, run_id: str = "", event_type: str = "") -> None:
         """A record was handed out (or skipped, with no run: an unreadable command)."""
         if run_id:
-            self.outstanding[offset] = (run_id, event_type)
+            if self.outstanding and offset < next(reversed(self.outstanding)):
+                self.restore({offset: (run_id, event_type)})  # never in this order, but kept
+            else:
+                self.outstanding[offset] = (run_id, event_type)
+                self._waiting.setdefault((run_id, event_type), []).append(offset)
         self.next = offset + 1
+
+    def restore(self, outstanding: dict[int, tuple[str, str]]) -> None:
+        """Keep ``outstanding`` (commands still handed out) as outstanding here too."""
+        merged = {**self.outstanding, **outstanding}
+        self.outstanding = dict(sorted(merged.items()))
+        self._waiting = {}
+        for offset, key in self.outstanding.items():
+            self._waiting.setdefault(key, []).append(offset)
 
     def matched(self, changes: list[Change]) -> dict[int, bool]:
         """The outstanding commands these changes finish: offset -> applied.
@@ -83,17 +98,21 @@ class CommandOffsets:
                 key = (change.run_id, event.type)
                 effects[key] = effects.get(key, 0) + 1
         done = {offset: False for offset in self.acked if offset in self.outstanding}
-        for offset in sorted(self.outstanding):
-            key = self.outstanding[offset]
-            if offset not in done and effects.get(key, 0) > 0:
-                effects[key] -= 1
-                done[offset] = True
+        for key, count in effects.items():
+            for offset in self._waiting.get(key, ()):
+                if count <= 0:
+                    break
+                if offset not in done:
+                    count -= 1
+                    done[offset] = True
         return done
 
     def position(self, done: set[int]) -> int | None:
         """The offset to commit once ``done`` are: the lowest one still outstanding."""
-        rest = [offset for offset in self.outstanding if offset not in done]
-        return min(rest) if rest else self.next
+        for offset in self.outstanding:  # lowest first: stops at the first not done
+            if offset not in done:
+                return offset
+        return self.next
 
     def due(self, position: int | None, done: set[int]) -> bool:
         """Whether a commit of ``done`` at ``position`` changes what the group has."""
@@ -111,8 +130,13 @@ class CommandOffsets:
 
     def commit(self, position: int | None, done: set[int]) -> None:
         for offset in done:
-            self.outstanding.pop(offset, None)
+            key = self.outstanding.pop(offset, None)
             self.answers.pop(offset, None)
+            if key is not None:
+                waiting = self._waiting[key]
+                waiting.remove(offset)
+                if not waiting:
+                    del self._waiting[key]
         self.acked -= done
         if position is not None:
             self.committed = max(self.committed, position)

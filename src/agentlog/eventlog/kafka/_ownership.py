@@ -312,7 +312,9 @@ class PartitionOwner:
         self.commands.commit(position, done)
         for run_id, tail in final.items():
             if tail.offset >= 0 and tail.info.last_seq:
-                self._reader.note_point(run_id, tail.info.last_seq, tail.offset)
+                # A parked run keeps one point: a snapshot at its last event needs no read.
+                keep = None if tail.may_need_worker else 1
+                self._reader.note_point(run_id, tail.info.last_seq, tail.offset, keep=keep)
         for change in taken:
             change.settle()
 
@@ -455,7 +457,7 @@ class PartitionOwner:
         outstanding = self.commands.outstanding
         await self._load()
         # Still handed out to the runtime: keep them outstanding.
-        self.commands.outstanding.update(outstanding)
+        self.commands.restore(outstanding)
         self._in_doubt = False
 
 

@@ -128,9 +128,10 @@ class KafkaReader:
         return f"cannot read topic {tp.topic} partition {tp.partition} within {self._timeout:g}s"
 
     async def _fetch(
-        self, consumer: AIOKafkaConsumer, tp: TopicPartition, target: int
+        self, consumer: AIOKafkaConsumer, tp: TopicPartition, target: int, *, exact: bool = False
     ) -> list[Any]:
-        """Records from the consumer's position up to ``target`` (committed only).
+        """Records from the consumer's position up to ``target`` (committed only;
+        ``exact``: none past it, where a fetch would return all it holds).
 
         A read held at the last stable offset for ``stalled_s`` aborts the
         transaction that holds it (see the module docstring).
@@ -161,7 +162,8 @@ class KafkaReader:
                 position = await consumer.position(tp)
                 since = loop.time()
                 while position < target:
-                    batch = await consumer.getmany(tp, timeout_ms=_POLL_MS)
+                    most = max(target - position, 1) if exact else None
+                    batch = await consumer.getmany(tp, timeout_ms=_POLL_MS, max_records=most)
                     records.extend(batch.get(tp, ()))
                     now_at = await consumer.position(tp)
                     if now_at != position:
@@ -283,11 +285,14 @@ class KafkaReader:
 
     # -- where reads start ------------------------------------------------------------
 
-    def note_point(self, run_id: str, seq: int, offset_after: int) -> None:
-        """Remember that the run's event ``seq`` ends just before ``offset_after``."""
+    def note_point(
+        self, run_id: str, seq: int, offset_after: int, *, keep: int | None = None
+    ) -> None:
+        """Remember that the run's event ``seq`` ends just before ``offset_after``
+        (and at most ``keep`` of the run's latest points; default _POINTS_PER_RUN)."""
         points = self._points.setdefault(run_id, [])
         bisect.insort(points, (seq, offset_after))
-        del points[:-_POINTS_PER_RUN]
+        del points[: -(keep or _POINTS_PER_RUN)]
 
     async def offset_before(self, run_id: str, seq: int) -> int:
         """An events offset at or before the run's event ``seq`` (-1: none known)."""
@@ -322,15 +327,16 @@ class KafkaReader:
 
     # -- events -------------------------------------------------------------------------
 
-    async def _records(self, partition: int, start: int) -> list[Any]:
-        """Every committed record of an events partition from ``start`` on."""
+    async def _records(self, partition: int, start: int, end: int | None = None) -> list[Any]:
+        """Every committed record of an events partition from ``start`` on (up to
+        ``end`` at least, when given; else to the partition's end)."""
         tp = TopicPartition(self.layout.events, partition)
         async with self._events_lock:
-            target = await self.high_watermark(tp)
+            target = await self.high_watermark(tp) if end is None else end
             self._events.assign([tp])
             self._events.seek(tp, max(start, 0))
             try:
-                records = await self._fetch(self._events, tp, target)
+                records = await self._fetch(self._events, tp, target, exact=end is not None)
             finally:
                 # Idle, the consumer would keep a long-poll fetch in flight that
                 # the next scan's seek has to wait out.
@@ -345,8 +351,10 @@ class KafkaReader:
         after_seq: int,
         upto_seq: int | None,
         records: list[Any] | None = None,
+        end: int | None = None,
     ) -> list[tuple[int, Event]]:
-        """The run's events with ``after_seq < seq <= upto_seq`` from ``start`` on.
+        """The run's events with ``after_seq < seq <= upto_seq`` from ``start`` on
+        (read up to ``end``, the offset just after the run's last event, if known).
 
         Raises:
             CorruptEventError: a record of this run does not decode, or its seq
@@ -356,7 +364,7 @@ class KafkaReader:
         tp = TopicPartition(self.layout.events, entry.partition)
         key = run_id.encode()
         if records is None:
-            records = await self._records(entry.partition, start)
+            records = await self._records(entry.partition, start, end)
         hits: list[tuple[int, Event]] = []
         prev_seq, prev_epoch = after_seq, 0
         for record in records:
@@ -412,13 +420,15 @@ class KafkaReader:
             )
 
     async def run_events(
-        self, entry: IndexEntry, after_seq: int, upto_seq: int | None
+        self, entry: IndexEntry, after_seq: int, upto_seq: int | None, end: int | None = None
     ) -> list[tuple[int, Event]]:
-        """The run's events after ``after_seq``, read from the best start offset."""
+        """The run's events after ``after_seq``, read from the best start offset
+        (to ``end``, the offset just after its last event, if known)."""
         if entry.first_offset < 0:
             return []
-        start = await self.offset_before(entry.info.run_id, after_seq + 1)
-        return await self.scan(entry, start, after_seq, upto_seq)
+        # Its first event is at or before any of its events: never read from below it.
+        start = max(await self.offset_before(entry.info.run_id, after_seq + 1), entry.first_offset)
+        return await self.scan(entry, start, after_seq, upto_seq, end=end)
 
     async def exact(self, entry: IndexEntry) -> tuple[IndexEntry, list[tuple[int, Event]]]:
         """The entry extended by the events written after it, and those events."""
