@@ -87,16 +87,15 @@ class CommandOffsets:
         """
         if not self.outstanding:
             return {}
-        # Only runs with a command outstanding: a transaction's other events
-        # (most of them, under load) finish nothing.
-        waiting = {run_id for run_id, _ in self.outstanding.values()}
+        # Only the events some outstanding command asks for: a transaction's
+        # other events (most of them, under load) finish nothing.
+        waiting = self._waiting
         effects: dict[tuple[str, str], int] = {}
         for change in changes:
-            if change.run_id not in waiting:
-                continue
             for event, _ in change.events:
                 key = (change.run_id, event.type)
-                effects[key] = effects.get(key, 0) + 1
+                if key in waiting:
+                    effects[key] = effects.get(key, 0) + 1
         done = {offset: False for offset in self.acked if offset in self.outstanding}
         for key, count in effects.items():
             for offset in self._waiting.get(key, ()):
