@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import sqlite3
+import threading
 from typing import Any
 
 from agentlog.eventlog.sqlite import SqliteEventLog
@@ -92,3 +93,26 @@ async def test_an_async_close_of_a_saver_that_only_read_makes_no_loop(log_url: s
     assert reader.get_tuple(config("t1")) is not None
     await reader.aclose()
     assert not reader._loop.made and not reader._loop.started
+
+
+def test_close_waits_for_a_call_running_on_another_thread(log_url: str) -> None:
+    """``close`` of a saver whose loop never started closes its log on the
+    calling thread; a call in flight on another thread (holding the loop's
+    gate, as a cold read falling back to a loop on its own thread does)
+    finishes first, as it did when close went through the loop."""
+    with AgentlogSaver.from_url(log_url) as writer:
+        put(writer, "t1", a=1)
+    saver = AgentlogSaver.from_url(log_url)
+    log = saver._log
+    assert isinstance(log, SqliteEventLog)
+    gate = saver._loop._gate
+    gate.acquire()  # another thread's call, in flight
+    closer = threading.Thread(target=saver.close)
+    try:
+        closer.start()
+        closer.join(timeout=0.5)
+        assert closer.is_alive() and not log._closed, "closed under a call in flight"
+    finally:
+        gate.release()
+    closer.join(timeout=60)
+    assert not closer.is_alive() and log._closed

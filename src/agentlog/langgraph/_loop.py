@@ -153,8 +153,12 @@ def close_unused(log: EventLog, loop: LoopThread) -> bool:
     """Close ``log`` on the calling thread if the loop's thread never started
     and it is a SQLite log that never wrote (closing it then waits on
     nothing): a saver opened only to read makes no event loop. False, and
-    nothing done, otherwise."""
-    return not loop.started and isinstance(log, SqliteEventLog) and log.close_unused()
+    nothing done, otherwise. Holds the loop's gate, so a call running on
+    another thread's own loop (a cold read falling back) finishes first."""
+    if not isinstance(log, SqliteEventLog):
+        return False
+    with loop._gate:
+        return not loop.started and log.close_unused()
 
 
 def runs_here(log: EventLog) -> bool:
