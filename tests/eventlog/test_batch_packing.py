@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 
+import ormsgpack
 import pytest
 
 from agentlog.crypto import LocalKeyStore, PayloadCipher
@@ -104,3 +105,17 @@ async def test_a_batch_with_one_bad_payload_writes_nothing(tmp_path: Path) -> No
             await log.append(events)
         assert caught.value.path == "TaskCompleted['result']['n']"
         assert [e async for e in log.read("r")] == []
+
+
+@pytest.mark.parametrize("sealed", [False, True], ids=["plain", "sealed"])
+def test_another_librarys_extension_value_is_refused_not_stored(
+    tmp_path: Path, sealed: bool
+) -> None:
+    """An ``ormsgpack.Ext`` in a payload is not a value the codec stores: the
+    batch is refused naming it, as by :func:`pack`, rather than written as an
+    extension the reader cannot read (or reads as a UUID or a Decimal)."""
+    cipher = PayloadCipher(LocalKeyStore(tmp_path / "keyring.json")) if sealed else None
+    for code in (1, 5):
+        events = [Event("r", 1, TaskCompleted("k", {"v": ormsgpack.Ext(code, b"x" * 16)}), T0, 1)]
+        with pytest.raises(NotSerializableError, match="Ext"):
+            event_rows(events, 1, cipher)

@@ -17,13 +17,11 @@ from decimal import Decimal
 from typing import Any
 
 import msgpack
-import ormsgpack
 import xxhash
 
 from agentlog.errors import CorruptEventError, NotSerializableError
 
 __all__ = [
-    "FAST_OPTIONS",
     "MAX_DEPTH",
     "MAX_INFLATED",
     "checksum",
@@ -31,7 +29,6 @@ __all__ = [
     "jsonable",
     "pack",
     "pack_each",
-    "pack_fast",
     "pack_pair",
     "thread_packer",
     "trim_packer",
@@ -139,41 +136,6 @@ _PACKERS = threading.local()
 _KEEP_BUFFER = 1 << 20
 
 
-#: ormsgpack, told to hand every type msgpack would not pack the same way to
-#: a ``default`` (there is none: so it raises, and :func:`pack` decides): a
-#: datetime (ormsgpack cannot write msgpack's timestamp extension, whose type
-#: is negative), a UUID or Decimal (our extensions), an enum, a dataclass, an
-#: int past 64 bits, and any subclass of a builtin type (msgpack packs a dict
-#: subclass by its ``items()``: an OrderedDict's order is not its storage's).
-FAST_OPTIONS = (
-    ormsgpack.OPT_PASSTHROUGH_BIG_INT
-    | ormsgpack.OPT_PASSTHROUGH_DATACLASS
-    | ormsgpack.OPT_PASSTHROUGH_DATETIME
-    | ormsgpack.OPT_PASSTHROUGH_ENUM
-    | ormsgpack.OPT_PASSTHROUGH_SUBCLASS
-    | ormsgpack.OPT_PASSTHROUGH_UUID
-)
-_packb = ormsgpack.packb
-
-
-def pack_fast(value: Any, *, path: str = "value") -> bytes:
-    """:func:`pack`'s bytes, tried with ormsgpack first: a payload of builtin
-    values (str keys, exact builtin types, ints of 64 bits) packs in about
-    three quarters of msgpack's time; whatever ormsgpack declines or would
-    write otherwise is packed by :func:`pack` (``tests/property``: the bytes
-    are :func:`pack`'s on generated values). Worth it for a payload, not for
-    a small map (ormsgpack's call costs more than a Packer's there).
-
-    Raises:
-        NotSerializableError: as :func:`pack`, naming the bad part.
-    """
-    try:
-        raw: bytes = _packb(value, option=FAST_OPTIONS)
-    except Exception:  # declined, or bad: msgpack's own path decides
-        return pack(value, path=path)
-    return raw
-
-
 def thread_packer() -> msgpack.Packer:
     """This thread's msgpack Packer (:func:`pack`'s): for a loop that packs small
     maps. It raises as msgpack does; :func:`pack` names a bad value's part."""
@@ -208,34 +170,27 @@ def pack(value: Any, *, path: str = "value") -> bytes:
 
 
 def pack_each(values: Sequence[Any], paths: Sequence[str]) -> list[bytes]:
-    """:func:`pack` of each value, the same bytes, at a batch's cost: each tried
-    with :func:`pack_fast` first (the payloads of one append, where a look-up
-    and a call per payload show)."""
+    """:func:`pack` of each value, the same bytes, at a batch's cost: one
+    look-up of the thread's Packer (the payloads of one append, where a
+    look-up and a call per payload show)."""
     out: list[bytes] = []
+    packer = _packer()
+    largest = 0
     for value, path in zip(values, paths, strict=True):
         try:
-            out.append(_packb(value, option=FAST_OPTIONS))
-        except Exception:  # declined (see pack_fast): msgpack's own path decides
-            out.append(pack(value, path=path))  # raises naming the bad part, if bad
+            raw: bytes = packer.pack(value)
+        except (TypeError, ValueError, OverflowError, RecursionError):
+            raw = pack(value, path=path)  # raises naming the bad part
+        out.append(raw)
+        largest = max(largest, len(raw))
+    trim_packer(largest)
     return out
 
 
 def pack_pair(first: Any, second: Any, *, path: str = "value") -> tuple[bytes, bytes]:
     """:func:`pack` of two values: an event's metadata and its content, packed
-    apart so the content can be sealed (the per-event path of a sealed append).
-    The metadata is small (msgpack's Packer is quicker there), the content is
-    tried with :func:`pack_fast` first."""
-    packer = _packer()
-    try:
-        metadata = packer.pack(first)
-    except (TypeError, ValueError, OverflowError, RecursionError):
-        metadata = pack(first, path=path)  # raises, naming the bad part
-    if len(metadata) > _KEEP_BUFFER:
-        _PACKERS.packer = None
-    try:
-        return metadata, _packb(second, option=FAST_OPTIONS)
-    except Exception:  # declined (see pack_fast): msgpack's own path decides
-        return metadata, pack(second, path=path)
+    apart so the content can be sealed (the per-event path of a sealed append)."""
+    return pack(first, path=path), pack(second, path=path)
 
 
 def _hashable(key: Any) -> Any:

@@ -40,8 +40,6 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-from ormsgpack import packb as _packb
-
 from agentlog.crypto import PayloadCipher, PayloadKind, is_sealed, open_payload
 from agentlog.crypto._aead import (
     ENVELOPE_VERSION,
@@ -58,7 +56,6 @@ from agentlog.errors import (
 )
 from agentlog.eventlog._field_readers import FieldReader, SplitReader, fields_reader, split_reader
 from agentlog.eventlog._packing import (
-    FAST_OPTIONS,
     pack,
     pack_pair,
     thread_packer,
@@ -237,7 +234,7 @@ def stored_payloads(cipher: PayloadCipher | None, events: Sequence[Event]) -> li
     :class:`~agentlog.crypto._aead.BatchSealer`), and the content and
     metadata are read straight from the payload object by its class's
     compiled readers (:mod:`~agentlog.eventlog._field_readers`) and packed
-    by :func:`~agentlog.eventlog._packing.pack_fast`. The bytes are those
+    by the thread's msgpack Packer. The bytes are those
     :func:`stored_payload` makes (a fresh nonce each).
     """
     if cipher is None:
@@ -246,8 +243,7 @@ def stored_payloads(cipher: PayloadCipher | None, events: Sequence[Event]) -> li
     add = out.append
     sealer: BatchSealer | None = None
     plans = _PLANS
-    pack_metadata = thread_packer().pack
-    packb, options = _packb, FAST_OPTIONS
+    pack_part = thread_packer().pack  # metadata and content alike
     bin8, bin16, grown_fixmap, sealed_key = (
         _BIN8.pack,
         _BIN16.pack,
@@ -274,11 +270,11 @@ def stored_payloads(cipher: PayloadCipher | None, events: Sequence[Event]) -> li
             if not content:  # branches without a Send input, and nothing else to seal
                 add(pack(clear, path=data.type))
                 continue
-        try:  # pack_pair, inlined: the metadata is small, the content is a payload
-            metadata = pack_metadata(clear)
-            raw = packb(content, option=options)
-        except Exception:  # declined or bad (see pack_fast): msgpack's own path decides
-            metadata, raw = pack_pair(clear, content, path=data.type)
+        try:  # pack_pair, inlined
+            metadata = pack_part(clear)
+            raw = pack_part(content)
+        except (TypeError, ValueError, OverflowError, RecursionError):
+            metadata, raw = pack_pair(clear, content, path=data.type)  # names the bad part
         if sealer is None or sealer.run_id != event.run_id:
             sealer = cipher.sealer(event.run_id, event.seq, "event", len(events))
         header, nonce, ciphertext = sealer.seal_parts(event.seq, raw, extra, metadata, version)
@@ -289,7 +285,7 @@ def stored_payloads(cipher: PayloadCipher | None, events: Sequence[Event]) -> li
             add(b"".join((grown, metadata[1:], sealed_key, bin_head, header, nonce, ciphertext)))
         else:
             add(_with_sealed(clear, metadata, (header, nonce, ciphertext)))
-        largest = max(largest, len(metadata))
+        largest = max(largest, len(metadata), len(raw))
     trim_packer(largest)
     return out
 
@@ -300,7 +296,8 @@ def _plain_payloads(events: Sequence[Event]) -> list[bytes]:
     out: list[bytes] = []
     add = out.append
     plans = _PLANS
-    packb, options = _packb, FAST_OPTIONS
+    pack_fields = thread_packer().pack
+    largest = 0  # the largest payload the thread's Packer wrote (see trim_packer)
     for event in events:
         if event.sealed is not None:  # read sealed, stored as it was read
             fields = event.data.to_dict()
@@ -315,9 +312,12 @@ def _plain_payloads(events: Sequence[Event]) -> list[bytes]:
             data = event.data
             fields = (plans.get(type(data)) or _plan(type(data)))[0](data)
             try:
-                add(packb(fields, option=options))
-            except Exception:  # declined (see pack_fast): msgpack's own path decides
-                add(pack(fields, path=data.type))  # raises naming the bad part, if bad
+                raw = pack_fields(fields)
+            except (TypeError, ValueError, OverflowError, RecursionError):
+                raw = pack(fields, path=data.type)  # raises naming the bad part
+            add(raw)
+            largest = max(largest, len(raw))
+    trim_packer(largest)
     return out
 
 
