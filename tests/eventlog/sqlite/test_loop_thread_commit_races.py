@@ -253,3 +253,21 @@ async def test_a_busy_lock_after_begin_on_the_loop_then_the_worker_writes_once(
     assert await seqs(log, "r") == [1, 2, 3]
     await log.append([ev("r", 4)])
     assert await seqs(log, "r") == [1, 2, 3, 4]
+
+
+async def test_close_waits_for_another_loops_commit_on_the_connection(log_path: Path) -> None:
+    """close() never closes the connection under another loop's thread that
+    holds it to commit (the worker thread never started)."""
+    log = SqliteEventLog(log_path)
+    await log.append([ev("r", 1)])
+    assert not log._worker.started
+    assert log._worker.hold_if_idle()  # as another loop's thread, committing
+    try:
+        closing = asyncio.ensure_future(log.close())
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert log._db.opened  # not closed under the holder
+    finally:
+        log._worker.release()
+    await asyncio.wait_for(closing, _GENEROUS)
+    assert not log._db.opened

@@ -404,8 +404,11 @@ class SqliteEventLog(SqliteColdRead, SqliteMailbox, SqlIndexedEventLog):
         # the WAL into the file and removes it (a read-only one cannot).
         self._reads.close()
         self._group.seal()  # an open group commits first (on the worker thread)
-        if self._worker.started:
+        if self._worker.started or not self._worker.hold_if_idle():
             await self._worker.run(self._db.close)
-        else:  # nothing was written: the connection was never handed to a thread
-            self._db.close()
+        else:  # the thread never started, and no other loop's thread holds the connection
+            try:
+                self._db.close()
+            finally:
+                self._worker.release()
         self._worker.stop()
