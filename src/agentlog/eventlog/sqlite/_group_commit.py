@@ -31,9 +31,19 @@ Order is kept: any other call to the worker thread (a claim, a lease update,
 a snapshot write, a long read's batches fetched ahead) seals the open group
 first (queues its commit on the thread before the call), so an append never
 overtakes a call submitted before it, nor a call an append submitted before
-it. The small
-reads run on the caller's thread (``sqlite/_reader.py``): they see every
-append that has returned, not one still waiting in an open group.
+it.
+
+Several event loops, on several threads, may share one log: a group may
+hold appends of several loops, whichever loop commits it settles every
+caller on its own loop (:func:`settle`), and the connection is used by one
+thread at a time (:meth:`WorkerThread.hold_if_idle`, which never waits for
+another loop's hold). Whether a group is queued on the worker thread is
+decided under :attr:`GroupCommit._lock`, so it is queued once; the
+loop that opened a group may stop before committing it, so an append from
+another loop that joins it schedules its commit there too (:meth:`submit`).
+
+The small reads run on the caller's thread (``sqlite/_reader.py``): they
+see every append that has returned, not one still waiting in an open group.
 """
 
 from __future__ import annotations
