@@ -141,14 +141,13 @@ class WorkerThread:
 
         True: the caller may use it (the SQLite connection) until it calls
         :meth:`release`; a call queued meanwhile waits until then. False: a
-        call is queued or running, which the caller must not overtake: it
-        queues its own work behind it instead.
+        call is queued or running, which the caller must not overtake, or
+        another thread (another event loop's) holds it: the caller queues
+        its own work on the thread instead. Never waits: a holder may
+        :meth:`post` before it releases, which needs ``_counting``.
         """
         with self._counting:
-            if self._pending:
-                return False
-            self._owner.acquire()  # free but for another thread's hold: a short wait
-            return True
+            return not self._pending and self._owner.acquire(blocking=False)
 
     def release(self) -> None:
         """End the hold that :meth:`hold_if_idle` took."""

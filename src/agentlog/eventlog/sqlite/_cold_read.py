@@ -23,6 +23,7 @@ from agentlog.eventlog._base import Snapshot, check_run_id
 from agentlog.eventlog._indexed import ColdRead, _verified
 from agentlog.eventlog._row_format import MAX_SEQ, from_us, seq_param
 from agentlog.eventlog._worker_thread import WorkerThread
+from agentlog.eventlog.sqlite._group_commit import GroupCommit
 from agentlog.eventlog.sqlite._reader import ReadConnections
 
 __all__ = ["SqliteColdRead"]
@@ -61,6 +62,7 @@ class SqliteColdRead:
     _reads: ReadConnections
     _closed: bool
     _worker: WorkerThread
+    _group: GroupCommit
     read_batch: int
     url: str
 
@@ -71,10 +73,12 @@ class SqliteColdRead:
         def close(self) -> Coroutine[Any, Any, None]: ...
 
     def close_unused(self) -> bool:
-        """Close the log now, on this thread, with no event loop, if nothing
-        was ever written through it (its worker thread never started: closing
-        then awaits nothing); False, and nothing done, otherwise."""
-        if self._worker.started:
+        """Close the log now, on this thread, with no event loop, if closing
+        awaits nothing: its worker thread never started (lone appends commit
+        on their loop's thread without it) and no group of appends is open
+        (closing would queue it on the thread); False, and nothing done,
+        otherwise."""
+        if self._worker.started or self._group.open:
             return False
         closing = self.close()
         try:

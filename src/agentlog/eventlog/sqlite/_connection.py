@@ -9,9 +9,13 @@ uses NORMAL, which survives a process crash but not a power loss.
 
 The connection is opened at its first use (a write, or a read sent to the
 log's worker thread), or at once with ``defer=False`` or for a file this
-call creates; then only ever used by the log's worker thread. A log opened
-on an existing file to be read opens no writing connection at all (issue 23
-item 8): its reads run on read connections (:mod:`~agentlog.eventlog.sqlite._reader`).
+call creates. It is used by one thread at a time: the log's worker thread,
+or an event loop's thread that commits a lone append while the worker thread
+is idle (:meth:`~agentlog.eventlog._worker_thread.WorkerThread.hold_if_idle`;
+such a transaction never waits for the write lock: ``wait=False``). A log
+opened on an existing file to be read opens no writing connection at all
+(issue 23 item 8): its reads run on read connections
+(:mod:`~agentlog.eventlog.sqlite._reader`).
 """
 
 from __future__ import annotations
@@ -278,10 +282,7 @@ class SqliteConnection:
             if mode != self._synchronous:
                 conn.execute(f"PRAGMA synchronous={mode}")
                 self._synchronous = mode
-        busy_ms = round(self._busy_timeout * 1000) if wait else 0
-        if busy_ms != self._busy_ms:
-            conn.execute(f"PRAGMA busy_timeout={busy_ms}")
-            self._busy_ms = busy_ms
+        self._wait_for_lock(conn, wait)
         # busy_timeout already waits inside sqlite; the retries cover the
         # cases it does not (a COMMIT that finds the WAL being checkpointed).
         for attempt in range(3):
@@ -306,8 +307,24 @@ class SqliteConnection:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
-        """Rows of a read, with sqlite errors translated."""
+        """Rows of a read, with sqlite errors translated.
+
+        It waits for another process's lock as configured, even after a
+        transaction that did not wait (``wait=False``).
+        """
         try:
-            return self.conn.execute(sql, params).fetchall()
+            conn = self.conn
+            self._wait_for_lock(conn, True)
+            return conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise self.unavailable(exc, "read failed") from exc
+
+    def _wait_for_lock(self, conn: sqlite3.Connection, wait: bool) -> None:
+        """Set how long sqlite waits for another process's lock: the
+        configured ``busy_timeout``, or not at all (on an event loop's thread).
+        Set only when it changes: a lone append's commit on the loop leaves it
+        at 0 for the next one, and the worker thread's next call puts it back."""
+        busy_ms = round(self._busy_timeout * 1000) if wait else 0
+        if busy_ms != self._busy_ms:
+            conn.execute(f"PRAGMA busy_timeout={busy_ms}")
+            self._busy_ms = busy_ms

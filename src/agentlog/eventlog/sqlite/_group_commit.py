@@ -31,9 +31,19 @@ Order is kept: any other call to the worker thread (a claim, a lease update,
 a snapshot write, a long read's batches fetched ahead) seals the open group
 first (queues its commit on the thread before the call), so an append never
 overtakes a call submitted before it, nor a call an append submitted before
-it. The small
-reads run on the caller's thread (``sqlite/_reader.py``): they see every
-append that has returned, not one still waiting in an open group.
+it.
+
+Several event loops, on several threads, may share one log: a group may
+hold appends of several loops, whichever loop commits it settles every
+caller on its own loop (:func:`settle`), and the connection is used by one
+thread at a time (:meth:`WorkerThread.hold_if_idle`, which never waits for
+another loop's hold). Whether a group is queued on the worker thread is
+decided under :attr:`GroupCommit._lock`, so it is queued once; the
+loop that opened a group may stop before committing it, so an append from
+another loop that joins it schedules its commit there too (:meth:`submit`).
+
+The small reads run on the caller's thread (``sqlite/_reader.py``): they
+see every append that has returned, not one still waiting in an open group.
 """
 
 from __future__ import annotations
@@ -235,6 +245,9 @@ class GroupCommit:
         self._lock = threading.Lock()
         self._open: list[PendingAppend] | None = None
         self._queued: list[PendingAppend] | None = None  # the open group, if queued already
+        # The loops that scheduled the open group's commit (see submit).
+        self._flushing: asyncio.AbstractEventLoop | None = None
+        self._joined: set[asyncio.AbstractEventLoop] = set()
         # The run index rows this log's commits left, newest last (used by
         # whichever thread holds the connection).
         self._known: dict[str, Known] = {}
@@ -245,36 +258,62 @@ class GroupCommit:
         self.inline_commits = 0
         """Of :attr:`commits`, those made on an event loop's thread."""
 
+    @property
+    def open(self) -> bool:
+        """Whether a group is open (appends waiting for their commit)."""
+        return self._open is not None
+
     def submit(self, append: PendingAppend) -> None:
         """Add ``append`` to the open group, opening one if none is.
 
         A group is committed one event loop iteration after it opened (see
         :meth:`_flush`), so every append made in the same iteration (the runs
-        that the last commit resumed) joins it.
+        that the last commit resumed) joins it. An append from another event
+        loop (another thread's) that joins a group not queued yet schedules
+        its commit on its own loop too, whichever runs first commits it: the
+        loop that opened the group may stop before its next iteration, and
+        the group would then wait for it with every later append in it.
         """
+        loop = append.loop
         with self._lock:
             group = self._open
-            opened = group is None
             if group is None:
-                group = self._open = []
-            group.append(append)
-        if opened:
-            if self.inline_max and not self._worker.busy:
-                append.loop.call_soon(self._flush, group)
-            else:  # queued at once, as the thread is busy (many runs): see _flush
-                self._queue(group)
+                group = self._open = [append]
+                self._flushing = loop
+                if self._joined:
+                    self._joined.clear()
+                # Decided and marked here, under the lock: a seal() from
+                # another thread meanwhile must not queue the group too.
+                queue = not self.inline_max or self._worker.busy
+                if queue:  # the thread is busy (many runs): see _flush
+                    self._queued = group
+                flush = not queue
+            else:
+                group.append(append)
+                queue = False
+                flush = (
+                    loop is not self._flushing
+                    and group is not self._queued
+                    and loop not in self._joined
+                )
+                if flush:
+                    self._joined.add(loop)
+        if flush:
+            loop.call_soon(self._flush, group)
+        elif queue:
+            self._worker.post(functools.partial(self._commit, group))
 
     def seal(self) -> None:
         """Close the open group: later appends form a new group, committed after
         the call about to be queued (the open one is queued before it)."""
         with self._lock:
             group, self._open = self._open, None
-            queue = group is not None and self.inline_max and group is not self._queued
+            queue = group is not None and group is not self._queued
         if queue and group is not None:  # not queued yet
             self._worker.post(functools.partial(self._commit, group))
 
     def _flush(self, group: list[PendingAppend]) -> None:
-        """On the event loop's thread, one iteration after ``group`` opened: commit it.
+        """On an event loop's thread, one iteration after ``group`` opened: commit it.
 
         A group opens this way when the worker thread is idle. A lone append
         (:attr:`inline_max`) then commits here, with no hop to the worker
@@ -284,10 +323,11 @@ class GroupCommit:
         (many runs) groups go there as soon as they open, so that one group's
         fsync overlaps with the steps of the runs that missed it (measured:
         more steps per second with 100 runs; docs/benchmarks.md, session 32).
-        If another process holds the file's write lock, the group goes to the
-        worker thread too, which may wait for it (the loop must not).
+        If another process holds the file's write lock, or another event
+        loop's thread holds the connection, the group goes to the worker
+        thread too, which may wait for it (the loop must not).
         """
-        if self._open is not group:  # sealed: queued on the worker thread
+        if self._open is not group:  # committed, or sealed: queued on the worker thread
             return
         if len(group) > self.inline_max or not self._worker.hold_if_idle():
             self._queue(group)
@@ -297,12 +337,15 @@ class GroupCommit:
                 if self._open is not group:  # sealed from another thread meanwhile
                     return
                 self._open = None
-            outcomes = self._outcomes(group, wait=False)
-        except WriteLockBusy:
-            self._worker.post(functools.partial(self._commit, group))
-            return
+            try:
+                outcomes = self._outcomes(group, wait=False)
+            except WriteLockBusy:  # nothing written: the worker thread waits for the lock
+                outcomes = None
         finally:
             self._worker.release()
+        if outcomes is None:  # queued once released: post() may wait for another loop's hold
+            self._worker.post(functools.partial(self._commit, group))
+            return
         self.inline_commits += 1
         settle(
             [
@@ -313,10 +356,13 @@ class GroupCommit:
         )
 
     def _queue(self, group: list[PendingAppend]) -> None:
-        """Queue the open ``group``'s commit on the worker thread; appends join
-        it until the thread takes it (:meth:`_commit`), after the calls queued
-        before it."""
+        """Queue ``group``'s commit on the worker thread, unless it is no longer
+        open (committed, or sealed: queued already) or is queued already;
+        appends join it until the thread takes it (:meth:`_commit`), after the
+        calls queued before it."""
         with self._lock:
+            if self._open is not group or self._queued is group:
+                return
             self._queued = group
         self._worker.post(functools.partial(self._commit, group))
 

@@ -10,7 +10,9 @@ Reads, the gap check and the run list are the indexed read path
 module gives its hooks.
 
 sqlite3 blocks, so each log owns one worker thread that owns the writing
-connection; the event loop stays free while a commit waits for fsync. The
+connection; the event loop stays free while a group's commit waits for
+fsync. A lone append commits on its event loop's thread instead, when the
+worker thread is idle (:mod:`agentlog.eventlog.sqlite._group_commit`). The
 small reads (a run's index row, its latest snapshot, a read's first batch)
 skip that hop: they run on the caller's thread from a read-only connection
 (:mod:`agentlog.eventlog.sqlite._reader`). Appends that arrive while a
@@ -137,8 +139,9 @@ class SqliteEventLog(SqliteColdRead, SqliteMailbox, SqlIndexedEventLog):
         self._closed = False
         self._changes = Changes()
         # The writing connection: opened at the first write (or here, for a
-        # file that is new or needs migrating), then only ever used by the
-        # worker thread. A log opened to be read opens one connection.
+        # file that is new or needs migrating), then used by one thread at a
+        # time: the worker thread, or a loop's thread committing a lone append
+        # (see _group_commit). A log opened to be read opens one connection.
         self._db = SqliteConnection(
             self.path,
             busy_timeout=busy_timeout,
@@ -401,8 +404,11 @@ class SqliteEventLog(SqliteColdRead, SqliteMailbox, SqlIndexedEventLog):
         # the WAL into the file and removes it (a read-only one cannot).
         self._reads.close()
         self._group.seal()  # an open group commits first (on the worker thread)
-        if self._worker.started:
+        if self._worker.started or not self._worker.hold_if_idle():
             await self._worker.run(self._db.close)
-        else:  # nothing was written: the connection was never handed to a thread
-            self._db.close()
+        else:  # the thread never started, and no other loop's thread holds the connection
+            try:
+                self._db.close()
+            finally:
+                self._worker.release()
         self._worker.stop()
