@@ -219,6 +219,11 @@ async def pruned_scenario(url: str, *, many: bool = False) -> None:
             assert (await rt.wait(run_id, timeout=WAIT_S)).status == RunStatus.WAITING
             stored = await log.store_message(run_id, "orders", {"id": 9}, "left-behind")
             assert stored.inserted and not stored.taken
+        # Moved, but its send raised: kept for the next send of its key to report.
+        assert (await log.store_message("p", "orders", {"id": 8}, "unreported")).reports
+        await log.unreport("p", "unreported")
+        moved = [m.id for m in await log.stored_messages("p") if m.key == "unreported"]
+        await log.messages_moved("p", moved)
         await rt.cancel("e")
         assert (await rt.wait("e", timeout=WAIT_S)).status == RunStatus.CANCELLED
         if many:  # the archiver's batch form
@@ -228,6 +233,8 @@ async def pruned_scenario(url: str, *, many: bool = False) -> None:
             await log.prune("e")
         assert [m.value for m in await log.stored_messages("p")] == [{"id": 9}]
         assert await log.stored_messages("e") == []
+        assert await log.take_report("p", "unreported") is True
+        assert await log.take_report("p", "unreported") is False
 
 
 async def test_pruning_keeps_an_unfinished_runs_messages_on_sqlite(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ A message is recorded by the run's one writer, as every event is:
   run politely, as a resume does, moves every stored message and lets go
   (or drives the run here if a message answers the ``recv`` it is parked
   on), waiting up to its ``timeout`` for a writer that closed its mailbox
-  to let go;
+  to let go. A send that raises then has stored the message unreported:
+  the next send of its key returns True for it (eventlog/_mailbox.py);
 * on memory (one process), the sender claims the run as above, and waits
   while another runtime's writer holds it;
 * on a log whose workers own the runs (Kafka with a consumer group), the

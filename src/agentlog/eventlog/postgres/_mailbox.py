@@ -5,9 +5,9 @@ A migration (:mod:`agentlog.eventlog.postgres._schema`) adds
 key)``, ``moved`` once its ``MessageSent`` is in the history) and
 ``agentlog_run_mailboxes`` (the epoch whose writer closed the run's
 mailbox); a later one adds ``reported`` (false while no send has reported
-the message: the one that stored it raised). A store and a writer's close each lock the run's index row first
-(``FOR UPDATE``), so they are ordered as on SQLite, and each reads what the
-other committed.
+the message: the one that stored it raised). A store and a writer's close
+each lock the run's index row first (``FOR UPDATE``), so they are ordered
+as on SQLite, and each reads what the other committed.
 """
 
 from __future__ import annotations
