@@ -40,6 +40,7 @@ _WAITING = (
 
 
 _REPORT = "UPDATE run_messages SET reported = 1 WHERE run_id = ? AND key = ? AND reported = 0"
+_UNREPORTED = "SELECT 1 FROM run_messages WHERE run_id = ? AND key = ? AND reported = 0"
 
 
 def _messages(
@@ -138,6 +139,9 @@ class SqliteMailbox(MailboxLog):
         await self._mailbox_call(body, durable=True, doing="mailbox update failed")
 
     async def take_report(self, run_id: str, key: str) -> bool:
+        if not self._read(_UNREPORTED, (run_id, key)):  # type: ignore[attr-defined]
+            return False  # the usual case: no write
+
         def body(conn: sqlite3.Connection) -> bool:
             return conn.execute(_REPORT, (run_id, key)).rowcount == 1
 
