@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from agentlog.errors import RunEndedError
+from agentlog.errors import LeaseHeldError, RunEndedError
 from agentlog.eventlog.events import MessageSent, RunStatus
 from agentlog.runtime import Runtime, RuntimeConfig, StepContext, Workflow, end
 from tests.support.fleet import until
@@ -166,6 +166,47 @@ async def test_a_send_to_a_held_run_returns_at_once_on_redis(redis_url: str) -> 
     await held_scenario(redis_url)
 
 
+async def resent_scenario(url: str) -> None:
+    """A send that raised LeaseHeldError (another writer held the parked run
+    past its timeout) had stored its message but reported nothing: sending it
+    again with the same key returns True, once, whether the message is still
+    stored (o1) or a later send moved it into the history meanwhile (o2); the
+    history holds each once."""
+    config = RuntimeConfig("client", poll_seconds=0.05, worker=False)
+    async with await Runtime.open(url, workflows=[inbox()], config=config) as rt:
+        log: Any = rt.log
+        await rt.start("inbox", run_id="r")
+        assert (await rt.wait("r", timeout=WAIT_S)).status == RunStatus.WAITING  # asks
+        epoch = await log.claim_writer("r", owner="holder", lease_seconds=600, force=False)
+        for key in ("o1", "o2"):
+            with pytest.raises(LeaseHeldError):
+                await rt.send("r", "orders", key, idempotency_key=key, timeout=0.2)
+        with pytest.raises(LeaseHeldError):  # raised again: still nobody's report
+            await rt.send("r", "orders", "o1", idempotency_key="o1", timeout=0.2)
+        assert [m.key for m in await log.stored_messages("r")] == ["o1", "o2"]
+        await log.release_lease("r", epoch)
+        assert await rt.send("r", "orders", "o1", idempotency_key="o1") is True
+        assert await rt.send("r", "orders", "o1", idempotency_key="o1") is False
+        assert await rt.send("r", "audit", "seen") is True  # moves o2 with it
+        assert await log.stored_messages("r") == []
+        assert await rt.send("r", "orders", "o2", idempotency_key="o2") is True
+        assert await rt.send("r", "orders", "o2", idempotency_key="o2") is False
+        sent = [e.data async for e in log.read("r") if isinstance(e.data, MessageSent)]
+    assert [m.value for m in sent] == ["o1", "o2", "seen"]
+
+
+async def test_a_send_retried_after_lease_held_reports_it_on_sqlite(tmp_path: Path) -> None:
+    await resent_scenario(f"sqlite:///{tmp_path / 'agentlog.db'}")
+
+
+async def test_a_send_retried_after_lease_held_reports_it_on_postgres(postgres_url: str) -> None:
+    await resent_scenario(postgres_url)
+
+
+async def test_a_send_retried_after_lease_held_reports_it_on_redis(redis_url: str) -> None:
+    await resent_scenario(redis_url)
+
+
 async def pruned_scenario(url: str, *, many: bool = False) -> None:
     """Pruning a run that has not ended (the archiver hot-archives a parked
     run) keeps the messages stored for it and not yet moved: its next writer
@@ -178,6 +219,11 @@ async def pruned_scenario(url: str, *, many: bool = False) -> None:
             assert (await rt.wait(run_id, timeout=WAIT_S)).status == RunStatus.WAITING
             stored = await log.store_message(run_id, "orders", {"id": 9}, "left-behind")
             assert stored.inserted and not stored.taken
+        # Moved, but its send raised: kept for the next send of its key to report.
+        assert (await log.store_message("p", "orders", {"id": 8}, "unreported")).reports
+        await log.unreport("p", "unreported")
+        moved = [m.id for m in await log.stored_messages("p") if m.key == "unreported"]
+        await log.messages_moved("p", moved)
         await rt.cancel("e")
         assert (await rt.wait("e", timeout=WAIT_S)).status == RunStatus.CANCELLED
         if many:  # the archiver's batch form
@@ -187,6 +233,8 @@ async def pruned_scenario(url: str, *, many: bool = False) -> None:
             await log.prune("e")
         assert [m.value for m in await log.stored_messages("p")] == [{"id": 9}]
         assert await log.stored_messages("e") == []
+        assert await log.take_report("p", "unreported") is True
+        assert await log.take_report("p", "unreported") is False
 
 
 async def test_pruning_keeps_an_unfinished_runs_messages_on_sqlite(tmp_path: Path) -> None:

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import msgpack
 import pytest
 
+from agentlog.crypto import LocalKeyStore, PayloadCipher
 from agentlog.errors import CorruptEventError, NotSerializableError, UnknownEventTypeError
 from agentlog.eventlog import codec
+from agentlog.eventlog._packing import pack_each, pack_pair
+from agentlog.eventlog._sealing import stored_payloads
 from agentlog.eventlog.codec import (
     decode_event,
     decode_payload,
@@ -89,6 +94,46 @@ def test_unsupported_values_are_refused_with_their_path(value: Any, path: str, k
         pack(value)
     assert (caught.value.path, caught.value.value_type) == (path, kind)
     assert "Convert it" in str(caught.value)
+
+
+def _sealer(tmp_path: Path) -> PayloadCipher:
+    return PayloadCipher(LocalKeyStore(tmp_path / "keyring.json"))
+
+
+_VIEW_EVENT = Event("r", 1, TaskCompleted("k", {"a": memoryview(b"abcdef")[::2]}))
+_PACKINGS: dict[str, Callable[[Path], object]] = {
+    "pack": lambda _: pack({"a": memoryview(b"abcdef")[::2]}),
+    "pack_each": lambda _: pack_each([{}, {"a": memoryview(b"abcdef")[::2]}], ["v", "value"]),
+    "pack_pair": lambda _: pack_pair({}, {"a": memoryview(b"abcdef")[::2]}),
+    "encode_event": lambda _: encode_event(_VIEW_EVENT),
+    "encode_event sealed": lambda tmp: encode_event(_VIEW_EVENT, _sealer(tmp)),
+    "stored_payloads": lambda _: stored_payloads(None, [_VIEW_EVENT]),
+    "stored_payloads sealed": lambda tmp: stored_payloads(_sealer(tmp), [_VIEW_EVENT]),
+}
+
+
+@pytest.mark.parametrize("packing", sorted(_PACKINGS))
+def test_a_strided_memoryview_is_refused_naming_its_path(packing: str, tmp_path: Path) -> None:
+    """msgpack cannot read a view that is not C-contiguous (``view[::2]``): it
+    raised a bare BufferError; every packing path refuses it as any other value
+    it cannot carry, and says what to pass instead."""
+    with pytest.raises(NotSerializableError) as caught:
+        _PACKINGS[packing](tmp_path)
+    assert caught.value.path.endswith("['a']")
+    assert "not C-contiguous" in caught.value.value_type
+    assert "bytes(view)" in str(caught.value)
+
+
+def test_contiguous_views_and_bytearrays_pack_as_bytes_and_are_never_blamed() -> None:
+    value = {
+        "v": memoryview(b"ab"),
+        "m": memoryview(b"abcd").cast("B", (2, 2)),
+        "y": bytearray(b"c"),
+    }
+    assert unpack(pack(value)) == {"v": b"ab", "m": b"abcd", "y": b"c"}
+    with pytest.raises(NotSerializableError) as caught:  # the set is the bad part
+        pack({**value, "s": {1}})
+    assert (caught.value.path, caught.value.value_type) == ("value['s']", "set")
 
 
 def test_tuple_keys_read_back_as_tuples() -> None:

@@ -76,7 +76,7 @@ def _ordered(pairs: dict[str, Any]) -> OrderedDict[str, Any]:
 
 
 # Values a faster packer might write otherwise: subclasses of builtin types,
-# enums, views, ints past 64 bits, odd floats, long strings and bins, another
+# enums, views (memoryviews too), ints past 64 bits, odd floats, long strings and bins, another
 # library's extension values (refused).
 odd_scalars = (
     st.sampled_from([Colour.RED, Size.BIG, Plain.ONE, Name("n"), Count(7), Point(1, 2), Box(1)])
@@ -86,6 +86,8 @@ odd_scalars = (
     | st.text(min_size=30, max_size=300)
     | st.binary(min_size=250, max_size=70_000).map(bytes)
     | st.binary(max_size=8).map(bytearray)
+    | st.binary(max_size=8).map(memoryview)  # packed as its bytes
+    | st.binary(min_size=3, max_size=8).map(lambda b: memoryview(b)[::2])  # strided: refused
     | st.datetimes(timezones=st.none())  # naive: refused
     | st.builds(lambda d: d.date(), st.datetimes())  # a date: refused
     | st.sets(st.integers(), max_size=2)  # refused

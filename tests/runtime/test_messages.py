@@ -340,8 +340,9 @@ async def test_a_run_with_messages_replays_forks_and_verifies(event_log: EventLo
 async def test_a_send_waits_while_another_writer_holds_the_run_up_to_its_timeout() -> None:
     """On a log with no mailbox (memory), another runtime drives the run: the
     sender waits for its writer to let go; past ``timeout`` it raises, having
-    recorded nothing. (SQLite, PostgreSQL and Redis store it in the run's
-    mailbox and return at once: tests/runtime/test_messages_mailbox.py.)"""
+    recorded nothing, so the same send again returns True. (SQLite, PostgreSQL
+    and Redis store it in the run's mailbox and return at once:
+    tests/runtime/test_messages_mailbox.py.)"""
     event_log = MemoryEventLog()
     calls, gate = Calls(), Gate()
     wf = inbox_workflow(calls, gate, takes=1)
@@ -352,7 +353,7 @@ async def test_a_send_waits_while_another_writer_holds_the_run_up_to_its_timeout
         async with Runtime(event_log, workflows=[wf], config=config("sender")) as sender:
             before = await types_of(event_log, "m")
             with pytest.raises(LeaseHeldError):
-                await sender.send("m", "a", "too soon", timeout=0.2)
+                await sender.send("m", "a", "a1", idempotency_key="a1", timeout=0.2)
             assert await types_of(event_log, "m") == before
             sending = asyncio.create_task(sender.send("m", "a", "a1", idempotency_key="a1"))
             gate.release.set()  # the run goes on and parks on its recv: the sender gets in

@@ -110,3 +110,34 @@ async def test_a_run_cancelled_during_a_step_records_the_messages_stored_for_it(
     assert state.status == RunStatus.CANCELLED
     assert [e.data.key for e in events if isinstance(e.data, MessageSent)] == ["k1"]
     assert left == []
+
+
+async def test_a_send_to_a_run_driven_here_reports_a_message_whose_send_raised(
+    tmp_path: Path,
+) -> None:
+    """Another process's send stored k1 and raised (LeaseHeldError: it marked
+    k1 unreported). The retry reaches the process that drives the run now, so
+    it hands k1 to the executor instead of the mailbox: it returns True, and
+    no later send of k1 does, here or from another process."""
+    gate = Gate()
+    wf = inbox_workflow(Calls(), gate, takes=1)
+    async with SqliteEventLog(tmp_path / "agentlog.db") as log:
+        async with Runtime(log, workflows=[wf], config=config("driver")) as driver:
+            await driver.start(wf, run_id="m")
+            async with asyncio.timeout(20):
+                await gate.reached.wait()  # its step runs: the driver holds the run
+            assert (await log.store_message("m", "a", "a1", "k1")).reports
+            await log.unreport("m", "k1")  # as the send that stored it does when it raises
+            retry = asyncio.create_task(driver.send("m", "a", "a1", idempotency_key="k1"))
+            gate.release.set()
+            async with asyncio.timeout(20):
+                assert await retry is True
+            assert await driver.send("m", "a", "a1", idempotency_key="k1") is False
+            assert (await run_to_rest(driver, "m")).status == RunStatus.WAITING  # on "b"
+            async with Runtime(log, workflows=[wf], config=config("sender")) as sender:
+                assert await sender.send("m", "a", "a1", idempotency_key="k1") is False
+            assert await driver.send("m", "b", "b1") is True
+            state = await run_to_rest(driver, "m")
+        events = await events_of(log, "m")
+    assert state.status == RunStatus.COMPLETED and state.values["got"] == ["a1", "b1"]
+    assert [e.data.key for e in events if isinstance(e.data, MessageSent)][:1] == ["k1"]

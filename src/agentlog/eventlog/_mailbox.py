@@ -26,6 +26,14 @@ history: a move appends ``MessageSent`` with the message's key, then marks
 the row moved; a move interrupted in between is skipped by its key the next
 time (``RunState.message_keys``). Rows stay after they move, so a key sent
 again is a duplicate for as long as the run is stored.
+
+Each row also says whether a send has *reported* it (returned True for it).
+The send that stores a message reports it, unless it raises after storing
+(``LeaseHeldError`` when its ``timeout`` passed): then it marks the row
+unreported (:meth:`MailboxLog.unreport`), and the next send of the same key
+reports it instead (:attr:`Stored.reports`, :meth:`MailboxLog.take_report`),
+whether the message is still stored or moved by then. So a caller that
+retries a send that raised gets True, once per key.
 """
 
 from __future__ import annotations
@@ -68,6 +76,9 @@ class Stored:
 
     inserted: bool
     """This call stored the message (False: its key was stored before)."""
+    reports: bool
+    """This call reports the message: it stored it, or the send that stored it
+    raised (:meth:`MailboxLog.unreport`) and this call takes its report over."""
     moved: bool
     """The message with this key is in the run's history already."""
     taken: bool
@@ -84,10 +95,13 @@ def ended_statuses_sql() -> str:
     return ", ".join(f"'{status}'" for status in sorted(RunStatus.TERMINAL))
 
 
-def stored_outcome(info: RunInfo, inserted: bool, moved: bool, closed_epoch: int | None) -> Stored:
+def stored_outcome(
+    info: RunInfo, inserted: bool, reports: bool, moved: bool, closed_epoch: int | None
+) -> Stored:
     """What a store found, from the run's index row read in its transaction,
-    whether it inserted, whether the key's message moved, and the epoch that
-    closed the mailbox (None: open): the one rule of every backend."""
+    whether it inserted, whether it reports the message, whether the key's
+    message moved, and the epoch that closed the mailbox (None: open): the one
+    rule of every backend."""
     ended = status_ended(info.status)
     taken = (
         not ended
@@ -95,7 +109,13 @@ def stored_outcome(info: RunInfo, inserted: bool, moved: bool, closed_epoch: int
         and info.lease_live(utcnow())
         and closed_epoch != info.writer_epoch
     )
-    return Stored(inserted=inserted and not ended, moved=moved, taken=taken, ended=ended)
+    return Stored(
+        inserted=inserted and not ended,
+        reports=reports and not ended,
+        moved=moved,
+        taken=taken,
+        ended=ended,
+    )
 
 
 def seal_value(cipher: PayloadCipher | None, run_id: str, value: Any) -> bytes:
@@ -115,6 +135,8 @@ class MailboxLog(abc.ABC):
     async def store_message(self, run_id: str, topic: str, value: Any, key: str) -> Stored:
         """Store a message for the run's writer, durably, unless its key is
         stored already or the run ended; say whether a writer will take it.
+        A key stored unreported is marked reported in the same transaction
+        (:attr:`Stored.reports`).
 
         Raises:
             UnknownRunError: nothing was recorded for ``run_id``.
@@ -138,6 +160,17 @@ class MailboxLog(abc.ABC):
     @abc.abstractmethod
     async def messages_moved(self, run_id: str, ids: Sequence[int]) -> None:
         """Mark these messages moved: their ``MessageSent`` is in the history."""
+
+    @abc.abstractmethod
+    async def unreport(self, run_id: str, key: str) -> None:
+        """The send that reports the message with ``key`` raised: mark it
+        unreported, so that the next send of the key reports it."""
+
+    @abc.abstractmethod
+    async def take_report(self, run_id: str, key: str) -> bool:
+        """Mark the message with ``key`` reported; True if it was stored
+        unreported (this call reports it), False if reported before or not
+        stored here (recorded without the mailbox)."""
 
     @abc.abstractmethod
     async def open_mailbox(self, run_id: str, epoch: int) -> None:

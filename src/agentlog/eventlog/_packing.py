@@ -24,6 +24,7 @@ from agentlog.errors import CorruptEventError, NotSerializableError
 __all__ = [
     "MAX_DEPTH",
     "MAX_INFLATED",
+    "PACK_ERRORS",
     "checksum",
     "inflate",
     "jsonable",
@@ -96,6 +97,15 @@ def inflate(data: bytes, run_id: str, seq: int, limit: int = MAX_INFLATED) -> by
     return out
 
 
+#: What msgpack's Packer raises for a value it cannot carry: a caller that
+#: packs with it directly catches these and calls :func:`pack`, which names
+#: the bad part (BufferError: a memoryview that is not C-contiguous).
+PACK_ERRORS = (TypeError, ValueError, OverflowError, RecursionError, BufferError)
+
+#: A memoryview msgpack cannot read as one run of bytes (``view[::2]``).
+_STRIDED_VIEW = "a memoryview that is not C-contiguous (pass bytes(view))"
+
+
 def _find_unserializable(value: Any, path: str) -> tuple[str, str] | None:
     """Name the first thing msgpack cannot carry (slow path, after a failure).
 
@@ -105,7 +115,13 @@ def _find_unserializable(value: Any, path: str) -> tuple[str, str] | None:
     stack: list[tuple[Any, str, int]] = [(value, path, 0)]
     while stack:
         item, where, depth = stack.pop()
-        if item is None or isinstance(item, bool | int | float | str | bytes | uuid.UUID | Decimal):
+        if item is None or isinstance(
+            item, bool | int | float | str | bytes | bytearray | uuid.UUID | Decimal
+        ):
+            continue
+        if isinstance(item, memoryview):  # packed as its bytes, read back as bytes
+            if not item.c_contiguous:
+                return (where, _STRIDED_VIEW)
             continue
         if isinstance(item, datetime):
             if item.tzinfo is None:
@@ -160,7 +176,7 @@ def pack(value: Any, *, path: str = "value") -> bytes:
     """Encode a builtin value; raise NotSerializableError naming the bad part."""
     try:
         raw: bytes = _packer().pack(value)  # its buffer is reset after an error too
-    except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+    except PACK_ERRORS as exc:
         found = _find_unserializable(value, path)
         where, what = found if found else (path, str(exc))
         raise NotSerializableError(where, what) from exc
@@ -179,7 +195,7 @@ def pack_each(values: Sequence[Any], paths: Sequence[str]) -> list[bytes]:
     for value, path in zip(values, paths, strict=True):
         try:
             raw: bytes = packer.pack(value)
-        except (TypeError, ValueError, OverflowError, RecursionError):
+        except PACK_ERRORS:
             raw = pack(value, path=path)  # raises naming the bad part
         out.append(raw)
         largest = max(largest, len(raw))

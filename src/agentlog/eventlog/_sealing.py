@@ -56,6 +56,7 @@ from agentlog.errors import (
 )
 from agentlog.eventlog._field_readers import FieldReader, SplitReader, fields_reader, split_reader
 from agentlog.eventlog._packing import (
+    PACK_ERRORS,
     pack,
     pack_pair,
     thread_packer,
@@ -273,7 +274,7 @@ def stored_payloads(cipher: PayloadCipher | None, events: Sequence[Event]) -> li
         try:  # pack_pair, inlined
             metadata = pack_part(clear)
             raw = pack_part(content)
-        except (TypeError, ValueError, OverflowError, RecursionError):
+        except PACK_ERRORS:
             metadata, raw = pack_pair(clear, content, path=data.type)  # names the bad part
         if sealer is None or sealer.run_id != event.run_id:
             sealer = cipher.sealer(event.run_id, event.seq, "event", len(events))
@@ -313,7 +314,7 @@ def _plain_payloads(events: Sequence[Event]) -> list[bytes]:
             fields = (plans.get(type(data)) or _plan(type(data)))[0](data)
             try:
                 raw = pack_fields(fields)
-            except (TypeError, ValueError, OverflowError, RecursionError):
+            except PACK_ERRORS:
                 raw = pack(fields, path=data.type)  # raises naming the bad part
             add(raw)
             largest = max(largest, len(raw))

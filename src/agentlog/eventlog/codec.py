@@ -7,6 +7,8 @@ Python value        msgpack encoding
 ==================  ===========================================================
 None, bool, int,    native msgpack types
 float, str, bytes
+bytearray,          bin, as bytes (reads back as bytes); a memoryview that is
+memoryview          not C-contiguous (``view[::2]``) is refused: pass ``bytes(view)``
 list, tuple         array (a tuple reads back as a list)
 dict                map (keys: str, int or bytes)
 datetime (aware)    the standard Timestamp extension (-1); reads back as UTC
@@ -50,7 +52,7 @@ import xxhash
 from agentlog.crypto import PayloadCipher, PayloadKind
 from agentlog.errors import CorruptEventError, NotSerializableError, UnknownEventTypeError
 from agentlog.eventlog._builders import build_event, build_payload, is_int
-from agentlog.eventlog._packing import MAX_DEPTH, checksum, jsonable, pack, unpack
+from agentlog.eventlog._packing import MAX_DEPTH, PACK_ERRORS, checksum, jsonable, pack, unpack
 from agentlog.eventlog._sealing import load_fields, store_fields, stored_payloads
 from agentlog.eventlog.events import EVENT_TYPES, SCHEMA_V, Event, EventData
 
@@ -242,7 +244,7 @@ def _head(event: Event) -> bytes:
         try:
             raw: bytes = _framer().pack(head)
             return raw
-        except (TypeError, ValueError, OverflowError):
+        except PACK_ERRORS:
             pass  # pack() below names what does not fit
     return pack(head, path=f"{event.type}")
 

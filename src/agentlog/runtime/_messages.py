@@ -12,7 +12,8 @@ A message is recorded by the run's one writer, as every event is:
   run politely, as a resume does, moves every stored message and lets go
   (or drives the run here if a message answers the ``recv`` it is parked
   on), waiting up to its ``timeout`` for a writer that closed its mailbox
-  to let go;
+  to let go. A send that raises then has stored the message unreported:
+  the next send of its key returns True for it (eventlog/_mailbox.py);
 * on memory (one process), the sender claims the run as above, and waits
   while another runtime's writer holds it;
 * on a log whose workers own the runs (Kafka with a consumer group), the
@@ -30,6 +31,7 @@ the run goes on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -113,15 +115,19 @@ async def send_message(
     mailbox = mailbox_of(log)
     if mailbox is not None and driver.active_run(run_id) is None:
         return await _store(driver, mailbox, state, topic, value, key, deadline)
-    while True:
+    while True:  # nothing is recorded before a LeaseHeldError here: a retry reports
         try:
-            return await _record(driver, run_id, topic, value, key)
+            recorded = await _record(driver, run_id, topic, value, key)
         except _Duplicate:
-            return False
+            recorded = False
         except LeaseHeldError:
             if deadline is not None and time.monotonic() >= deadline:
                 raise
             await asyncio.sleep(driver.config.poll_seconds)
+            continue
+        if mailbox is not None and key:  # stored by a send that raised: report it once
+            return await mailbox.take_report(run_id, key) or recorded
+        return recorded
 
 
 async def _store(
@@ -135,28 +141,37 @@ async def _store(
 ) -> bool:
     """Send through the run's mailbox (runtime/_mailbox.py): store the message
     and return at once if the run's writer will move it; else move it (and
-    any stored before it) as the run's claimed writer, once nobody holds it."""
+    any stored before it) as the run's claimed writer, once nobody holds it.
+
+    Returns True if this call reports the message: it stored it, or the send
+    that stored it raised (this one takes its report over; eventlog/_mailbox.py).
+    A call that raises after storing leaves the report to the next send."""
     run_id = state.run_id
     key = key or uuid.uuid4().hex  # every stored message has a key: moved once
     if key in state.message_keys:
-        return False
+        return await mailbox.take_report(run_id, key)  # moved: unreported if its send raised
     stored = await mailbox.store_message(run_id, topic, value, key)
-    inserted = stored.inserted
-    while True:
-        if stored.moved or stored.taken:
-            return inserted
-        if stored.ended:
-            _check_open(await load_state(driver.log, run_id), topic)
-        try:
-            await _record(driver, run_id, topic, value, key, mailbox)
-            return inserted
-        except _Duplicate:
-            return inserted
-        except LeaseHeldError:
-            if deadline is not None and time.monotonic() >= deadline:
-                raise
-            await asyncio.sleep(driver.config.poll_seconds)
-        stored = await mailbox.store_message(run_id, topic, value, key)
+    reports = stored.reports
+    try:
+        while not (stored.moved or stored.taken):  # else: in the history, or the writer's
+            if stored.ended:
+                _check_open(await load_state(driver.log, run_id), topic)
+            try:
+                await _record(driver, run_id, topic, value, key, mailbox)
+                break
+            except _Duplicate:
+                break  # moved by another writer meanwhile
+            except LeaseHeldError:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(driver.config.poll_seconds)
+            stored = await mailbox.store_message(run_id, topic, value, key)
+    except BaseException:
+        if reports:  # the caller hears no outcome: the next send of the key reports it
+            with contextlib.suppress(Exception):
+                await mailbox.unreport(run_id, key)
+        raise
+    return reports
 
 
 async def _record(

@@ -233,24 +233,24 @@ class Runtime:
         *,
         timeout: float | timedelta | None = None,  # noqa: ASYNC109
     ) -> bool:
-        """Send a message into the run, for a step's ``ctx.recv(topic)``: an
-        event of the run, kept in order per topic (also when sent before the
-        run waits) and received once. Recorded by the run's writer: at once
-        if none holds the run, at the next superstep boundary if this process
-        drives it; if another process does, stored in the run's mailbox for its
-        writer (SQLite, PostgreSQL, Redis; docs/messages.md, "Who records it").
+        """Send a message into the run, for a step's ``ctx.recv(topic)``: an event
+        of the run, kept in order per topic (also when sent before the run waits)
+        and received once. Recorded by the run's writer: at once if none holds
+        the run, at the next superstep boundary if this process drives it; if
+        another does, stored in the run's mailbox (SQLite, PostgreSQL, Redis).
 
         Args:
             idempotency_key: a key already recorded for the run records nothing.
             timeout: the wait for a writer that is parking (on memory: any).
 
         Returns:
-            True: recorded, or stored for the writer. False: the key was before.
+            True once per key: recorded, or stored for the writer (also on a retry
+            after LeaseHeldError). False: the key was sent before.
 
         Raises:
-            UnknownRunError, RunEndedError (the run ended), InvalidMessageError (a
-            bad topic or key), NotSerializableError, LeaseHeldError (``timeout``
-            passed; a message in the mailbox stays for the next writer).
+            UnknownRunError, RunEndedError, InvalidMessageError, NotSerializableError,
+            LeaseHeldError (``timeout`` passed; the message may be stored: retry it
+            with its key), BackendUnavailableError (Kafka; docs/messages.md).
         """
         self._ensure_worker()
         read = self.requests.read_state

@@ -440,14 +440,15 @@ class PostgresEventLog(PostgresMailbox, SqlIndexedEventLog):
                     tables.append("agentlog_snapshots")
                 for table in tables:
                     await conn.execute(f"DELETE FROM {table} WHERE run_id = ANY(%s)", (ids,))
-                # An unfinished run's unmoved messages stay for its next writer.
+                # An unfinished run's unmoved messages stay for its next writer,
+                # and its unreported ones for the next send of their keys.
                 ended = (
                     "(SELECT status FROM agentlog_runs r WHERE r.run_id = m.run_id) "
                     f"IN ({ended_statuses_sql()})"
                 )
                 await conn.execute(
                     "DELETE FROM agentlog_run_messages m WHERE run_id = ANY(%s) "
-                    f"AND (moved OR {ended})",
+                    f"AND ((moved AND reported) OR {ended})",
                     (ids,),
                 )
                 await conn.execute(

@@ -4,9 +4,10 @@ A migration (:mod:`agentlog.eventlog.postgres._schema`) adds
 ``agentlog_run_messages`` (one row per stored message, ``UNIQUE (run_id,
 key)``, ``moved`` once its ``MessageSent`` is in the history) and
 ``agentlog_run_mailboxes`` (the epoch whose writer closed the run's
-mailbox). A store and a writer's close each lock the run's index row first
-(``FOR UPDATE``), so they are ordered as on SQLite, and each reads what the
-other committed.
+mailbox); a later one adds ``reported`` (false while no send has reported
+the message: the one that stored it raised). A store and a writer's close
+each lock the run's index row first (``FOR UPDATE``), so they are ordered
+as on SQLite, and each reads what the other committed.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ __all__ = ["PostgresMailbox"]
 
 _T = TypeVar("_T")
 _Conn = psycopg.AsyncConnection[tuple[Any, ...]]
+_REPORT = (
+    "UPDATE agentlog_run_messages SET reported = true "
+    "WHERE run_id = %s AND key = %s AND NOT reported"
+)
 
 
 class PostgresMailbox(MailboxLog):
@@ -54,7 +59,7 @@ class PostgresMailbox(MailboxLog):
             if info is None or info.last_seq == 0:
                 raise UnknownRunError(run_id, self.url)
             ended = status_ended(info.status)
-            inserted = 0
+            inserted = reports = 0
             if not ended:
                 cur = await conn.execute(
                     "INSERT INTO agentlog_run_messages (run_id, key, topic, value) "
@@ -62,6 +67,7 @@ class PostgresMailbox(MailboxLog):
                     (run_id, key, topic, raw),
                 )
                 inserted = cur.rowcount
+                reports = inserted or (await conn.execute(_REPORT, (run_id, key))).rowcount
             found = await (
                 await conn.execute(
                     "SELECT moved FROM agentlog_run_messages WHERE run_id = %s AND key = %s",
@@ -74,7 +80,8 @@ class PostgresMailbox(MailboxLog):
                     "SELECT closed_epoch FROM agentlog_run_mailboxes WHERE run_id = %s", (run_id,)
                 )
             ).fetchone()
-            return stored_outcome(info, inserted == 1, moved, None if closed is None else closed[0])
+            closed_epoch = None if closed is None else closed[0]
+            return stored_outcome(info, inserted == 1, reports == 1, moved, closed_epoch)
 
         return await self._mailbox_call(body, "message store failed")
 
@@ -116,6 +123,21 @@ class PostgresMailbox(MailboxLog):
             )
 
         await self._mailbox_call(body, "mailbox update failed")
+
+    async def unreport(self, run_id: str, key: str) -> None:
+        async def body(conn: _Conn) -> None:
+            await conn.execute(
+                "UPDATE agentlog_run_messages SET reported = false WHERE run_id = %s AND key = %s",
+                (run_id, key),
+            )
+
+        await self._mailbox_call(body, "mailbox update failed")
+
+    async def take_report(self, run_id: str, key: str) -> bool:
+        async def body(conn: _Conn) -> bool:
+            return (await conn.execute(_REPORT, (run_id, key))).rowcount == 1
+
+        return await self._mailbox_call(body, "mailbox update failed")
 
     async def open_mailbox(self, run_id: str, epoch: int) -> None:
         async def body(conn: _Conn) -> None:

@@ -130,6 +130,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX agentlog_runs_held_by_lease ON agentlog_runs (lease_expires_at) "
         "WHERE status IN ('queued', 'running')",
     ),
+    (
+        # Whether a send reported a stored message (returned True for it):
+        # false while the send that stored it raised, so the next send of its
+        # key reports it (eventlog/_mailbox.py). Rows stored before: reported.
+        "ALTER TABLE agentlog_run_messages ADD COLUMN reported boolean NOT NULL DEFAULT true",
+    ),
 )
 
 # The run index columns are RunInfo's fields, by name (as in the SQLite file).

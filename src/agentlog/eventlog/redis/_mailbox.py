@@ -4,7 +4,8 @@ Keys, beside the run's (``P`` is the log's prefix):
 
 * ``P:mbox:RUN`` is a hash: ``next`` (the last message id given), ``closed``
   (the epoch whose writer closed the mailbox), and per message ``k:KEY`` (its
-  id: the key is taken for as long as the run is stored), ``t:ID``, ``v:ID``
+  id: the key is taken for as long as the run is stored), ``u:KEY`` while
+  no send has reported it (the one that stored it raised), ``t:ID``, ``v:ID``
   and ``key:ID`` (its topic, stored value and key, until it moves);
 * ``P:mboxq:RUN`` is a sorted set of the ids not moved yet, by id.
 
@@ -42,6 +43,7 @@ local status = redis.call('HGET', KEYS[1], 'status') or ''
 local ended = 0
 for i = 4, #ARGV do if ARGV[i] == status then ended = 1 end end
 local inserted = 0
+local reports = 0
 local id = redis.call('HGET', KEYS[2], 'k:' .. ARGV[1])
 if not id and ended == 0 then
   id = tostring(redis.call('HINCRBY', KEYS[2], 'next', 1))
@@ -49,10 +51,13 @@ if not id and ended == 0 then
     'key:' .. id, ARGV[1])
   redis.call('ZADD', KEYS[3], tonumber(id), id)
   inserted = 1
+  reports = 1
+elseif id and ended == 0 then
+  reports = redis.call('HDEL', KEYS[2], 'u:' .. ARGV[1])
 end
 local moved = 0
 if id and not redis.call('ZSCORE', KEYS[3], id) then moved = 1 end
-return {'ok', inserted, moved, ended, status,
+return {'ok', inserted, reports, moved, ended, status,
   redis.call('HGET', KEYS[1], 'writer_epoch') or '0',
   redis.call('HGET', KEYS[1], 'lease_expires_at') or '',
   redis.call('HGET', KEYS[2], 'closed') or ''}
@@ -86,6 +91,19 @@ end
 return 1
 """
 
+# KEYS: mailbox hash; ARGV: key.
+_UNREPORT = """
+if redis.call('HEXISTS', KEYS[1], 'k:' .. ARGV[1]) == 1 then
+  redis.call('HSET', KEYS[1], 'u:' .. ARGV[1], '1')
+end
+return 1
+"""
+
+# KEYS: mailbox hash; ARGV: key.
+_TAKE_REPORT = """
+return redis.call('HDEL', KEYS[1], 'u:' .. ARGV[1])
+"""
+
 # KEYS: mailbox hash; ARGV: epoch.
 _OPEN = """
 if redis.call('HGET', KEYS[1], 'closed') == ARGV[1] then redis.call('HDEL', KEYS[1], 'closed') end
@@ -99,14 +117,14 @@ class RedisMailbox(MailboxLog):
     url: str
     cipher: PayloadCipher | None
     _client: Any
-    _mailbox_scripts: tuple[Any, Any, Any, Any] | None = None
+    _mailbox_scripts: tuple[Any, ...] | None = None
 
     def _mailbox_keys(self, run_id: str) -> list[str]:
         prefix = self._keys.prefix  # type: ignore[attr-defined]
         run: str = self._keys.run(run_id)  # type: ignore[attr-defined]
         return [run, f"{prefix}:mbox:{run_id}", f"{prefix}:mboxq:{run_id}"]
 
-    def _scripts(self) -> tuple[Any, Any, Any, Any]:
+    def _scripts(self) -> tuple[Any, ...]:
         if self._mailbox_scripts is None:
             register = self._client.register_script
             self._mailbox_scripts = (
@@ -114,6 +132,8 @@ class RedisMailbox(MailboxLog):
                 register(_READ),
                 register(_MOVED),
                 register(_OPEN),
+                register(_UNREPORT),
+                register(_TAKE_REPORT),
             )
         return self._mailbox_scripts
 
@@ -128,15 +148,16 @@ class RedisMailbox(MailboxLog):
         reply = await self._mailbox_write(self._scripts()[0], self._mailbox_keys(run_id), args)
         if reply[0] == b"unknown":
             raise UnknownRunError(run_id, self.url)
-        _, inserted, moved, _ended, status, epoch, lease, closed = reply
+        _, inserted, reports, moved, _ended, status, epoch, lease, closed = reply
         info = RunInfo(
             run_id,
             status=status.decode(),
             writer_epoch=int(epoch),
             lease_expires_at=from_us(int(lease)) if lease else None,
         )
+        closed_epoch = int(closed) if closed else None
         return stored_outcome(
-            info, bool(int(inserted)), bool(int(moved)), int(closed) if closed else None
+            info, bool(int(inserted)), bool(int(reports)), bool(int(moved)), closed_epoch
         )
 
     async def stored_messages(
@@ -162,6 +183,14 @@ class RedisMailbox(MailboxLog):
         if ids:
             keys = self._mailbox_keys(run_id)[1:]
             await self._mailbox_write(self._scripts()[2], keys, [str(i) for i in ids])
+
+    async def unreport(self, run_id: str, key: str) -> None:
+        keys = self._mailbox_keys(run_id)[1:2]
+        await self._mailbox_write(self._scripts()[4], keys, [key])
+
+    async def take_report(self, run_id: str, key: str) -> bool:
+        keys = self._mailbox_keys(run_id)[1:2]
+        return bool(int(await self._mailbox_write(self._scripts()[5], keys, [key])))
 
     async def open_mailbox(self, run_id: str, epoch: int) -> None:
         keys = self._mailbox_keys(run_id)[1:2]

@@ -374,9 +374,12 @@ class SqliteEventLog(SqliteColdRead, SqliteMailbox, SqlIndexedEventLog):
 
         def body(conn: sqlite3.Connection) -> None:
             conn.executemany("DELETE FROM events WHERE run_id = ?", ids)
-            # An unfinished run's unmoved messages stay for its next writer.
+            # An unfinished run's unmoved messages stay for its next writer, and
+            # its unreported ones for the next send of their keys.
             conn.executemany(
-                f"DELETE FROM run_messages WHERE run_id = ? AND (moved = 1 OR {ended})", twice
+                "DELETE FROM run_messages WHERE run_id = ? "
+                f"AND ((moved = 1 AND reported = 1) OR {ended})",
+                twice,
             )
             conn.executemany(f"DELETE FROM run_mailboxes WHERE run_id = ? AND {ended}", twice)
             if keep_latest_snapshot:

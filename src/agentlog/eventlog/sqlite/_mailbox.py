@@ -3,9 +3,10 @@
 Migration 8 (:mod:`agentlog.eventlog.sqlite._schema`) adds ``run_messages``
 (one row per stored message, ``UNIQUE (run_id, key)``, ``moved`` once its
 ``MessageSent`` is in the history) and ``run_mailboxes`` (the epoch whose
-writer closed the run's mailbox). Each call is one transaction on the log's
-writing connection, so a store and a writer's close are ordered by SQLite's
-one write lock.
+writer closed the run's mailbox); migration 11 adds ``reported`` (0 while
+no send has reported the message: the one that stored it raised). Each call
+is one transaction on the log's writing connection, so a store and a
+writer's close are ordered by SQLite's one write lock.
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ _WAITING = (
 )
 
 
+_REPORT = "UPDATE run_messages SET reported = 1 WHERE run_id = ? AND key = ? AND reported = 0"
+_UNREPORTED = "SELECT 1 FROM run_messages WHERE run_id = ? AND key = ? AND reported = 0"
+
+
 def _messages(
     cipher: PayloadCipher | None, run_id: str, rows: Sequence[Sequence[Any]]
 ) -> list[StoredMessage]:
@@ -68,13 +73,14 @@ class SqliteMailbox(MailboxLog):
             if info is None or info.last_seq == 0:
                 raise UnknownRunError(run_id, self.url)
             ended = status_ended(info.status)
-            inserted = 0
+            inserted = reports = 0
             if not ended:
                 inserted = conn.execute(
                     "INSERT INTO run_messages (run_id, key, topic, value) VALUES (?,?,?,?) "
                     "ON CONFLICT (run_id, key) DO NOTHING",
                     (run_id, key, topic, raw),
                 ).rowcount
+                reports = inserted or conn.execute(_REPORT, (run_id, key)).rowcount
             found = conn.execute(
                 "SELECT moved FROM run_messages WHERE run_id = ? AND key = ?", (run_id, key)
             ).fetchone()
@@ -82,7 +88,8 @@ class SqliteMailbox(MailboxLog):
             closed = conn.execute(
                 "SELECT closed_epoch FROM run_mailboxes WHERE run_id = ?", (run_id,)
             ).fetchone()
-            return stored_outcome(info, inserted == 1, moved, None if closed is None else closed[0])
+            closed_epoch = None if closed is None else closed[0]
+            return stored_outcome(info, inserted == 1, reports == 1, moved, closed_epoch)
 
         return await self._mailbox_call(body, durable=True, doing="message store failed")
 
@@ -122,6 +129,23 @@ class SqliteMailbox(MailboxLog):
             )
 
         await self._mailbox_call(body, durable=None, doing="mailbox update failed")
+
+    async def unreport(self, run_id: str, key: str) -> None:
+        def body(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE run_messages SET reported = 0 WHERE run_id = ? AND key = ?", (run_id, key)
+            )
+
+        await self._mailbox_call(body, durable=True, doing="mailbox update failed")
+
+    async def take_report(self, run_id: str, key: str) -> bool:
+        if not self._read(_UNREPORTED, (run_id, key)):  # type: ignore[attr-defined]
+            return False  # the usual case: no write
+
+        def body(conn: sqlite3.Connection) -> bool:
+            return conn.execute(_REPORT, (run_id, key)).rowcount == 1
+
+        return await self._mailbox_call(body, durable=True, doing="mailbox update failed")
 
     async def open_mailbox(self, run_id: str, epoch: int) -> None:
         def body(conn: sqlite3.Connection) -> None:

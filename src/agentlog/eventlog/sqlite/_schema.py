@@ -34,6 +34,8 @@ Migration 8 adds the run mailboxes (:mod:`agentlog.eventlog.sqlite._mailbox`).
 Migration 9 indexes ``admitted_at`` for a queue's rate (docs/queues.md).
 Migration 10 indexes the queued runs by rank and the queued or running runs
 by lease, so an admission reads a few rows whatever the backlog (docs/queues.md).
+Migration 11 adds ``run_messages.reported``: whether a send reported the
+stored message (:mod:`agentlog.eventlog._mailbox`).
 """
 
 from __future__ import annotations
@@ -146,6 +148,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "WHERE status = 'queued'",
         "CREATE INDEX runs_held_by_lease ON runs (lease_expires_at) "
         "WHERE status IN ('queued', 'running')",
+    ),
+    (
+        # Whether a send reported a stored message (returned True for it): 0
+        # while the send that stored it raised, so the next send of its key
+        # reports it (eventlog/_mailbox.py). Rows stored before: reported.
+        "ALTER TABLE run_messages ADD COLUMN reported INTEGER NOT NULL DEFAULT 1",
     ),
 )
 
