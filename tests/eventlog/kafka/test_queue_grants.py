@@ -17,12 +17,11 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaTimeoutError
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from agentlog.errors import BackendUnavailableError
 from agentlog.eventlog._base import RunInfo
-from agentlog.eventlog._queue_slots import SlotAsk
+from agentlog.eventlog._queue_slots import SlotAsk, SlotGrant
 from agentlog.eventlog.events import Event, RunStatus, utcnow
 from agentlog.eventlog.kafka._admin import partition_for
 from agentlog.eventlog.kafka._commands import decode_answer
@@ -35,11 +34,13 @@ from agentlog.eventlog.kafka._queue_grants import (
     decode_table,
     encode_table,
     expire,
+    queue_key,
     release,
 )
 from tests.eventlog.kafka.group_support import (
     PARTITIONS,
     SETTLE_S,
+    CommitInDoubt,
     open_log,
     settle,
     split,
@@ -201,30 +202,6 @@ async def test_a_new_admitter_keeps_the_slots_granted_before_it(
 # -- a commit in doubt on the admitter's partition --------------------------------------------
 
 
-class _CommitInDoubt:
-    """The owner's real producer, whose next commit fails as if the broker's answer
-    were lost (a wrapper of the real producer: the broker stays real). ``landed``:
-    the transaction commits first, only its outcome is hidden from the owner; else
-    it stays open, and the owner's reopening of the producer aborts it."""
-
-    def __init__(self, owner: PartitionOwner, landed: bool) -> None:
-        producer = owner.producer
-        assert producer is not None
-        commit = producer.commit_transaction
-        self.failed = 0
-
-        async def commit_once_in_doubt() -> None:
-            if self.failed:
-                await commit()
-                return
-            self.failed += 1
-            if landed:
-                await commit()
-            raise KafkaTimeoutError("injected: the commit's answer was lost")
-
-        producer.commit_transaction = commit_once_in_doubt  # type: ignore[method-assign]
-
-
 @pytest.fixture
 async def lone(
     kafka_bootstrap: str, kafka_name: str
@@ -248,29 +225,45 @@ def _admitter_of(member: PartitionedKafkaEventLog, queue: str) -> PartitionOwner
     return member.member.owners[partition_for(queue, PARTITIONS)]
 
 
-async def _answers_on_record(
-    bootstrap: str, log: PartitionedKafkaEventLog, partition: int
-) -> dict[int, int]:
-    """Per ask on commands ``partition``, the committed replies to it."""
+async def _committed(bootstrap: str, topic: str, partition: int) -> list[ConsumerRecord]:
+    """Every committed record of ``topic`` ``partition``, as a fresh reader sees them."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
     )
     await consumer.start()
     try:
-        tp = TopicPartition(log.layout.commands, partition)
+        tp = TopicPartition(topic, partition)
         consumer.assign([tp])
         await consumer.seek_to_beginning(tp)
         end = (await consumer.end_offsets([tp]))[tp]
-        answers: dict[int, int] = {}
+        records: list[ConsumerRecord] = []
         while await consumer.position(tp) < end:
-            for record in (await consumer.getmany(tp, timeout_ms=500)).get(tp, []):
-                if decode_ask(record.value) is not None:
-                    answers.setdefault(record.offset, 0)
-                elif (reply := decode_answer(record.value)) is not None:
-                    answers[reply[0]] = answers.get(reply[0], 0) + 1
-        return answers
+            records += (await consumer.getmany(tp, timeout_ms=500)).get(tp, [])
+        return records
     finally:
         await consumer.stop()
+
+
+async def _answered_once(
+    bootstrap: str, log: PartitionedKafkaEventLog, queue: str, grant: SlotGrant
+) -> None:
+    """Every ask of ``queue``'s partition has one reply on record, and the queue's
+    table on record holds ``grant`` (x's slot) as its reply said."""
+    partition = partition_for(queue, PARTITIONS)
+    answers: dict[int, int] = {}
+    for record in await _committed(bootstrap, log.layout.commands, partition):
+        if decode_ask(record.value) is not None:
+            answers.setdefault(record.offset, 0)
+        elif (reply := decode_answer(record.value)) is not None:
+            answers[reply[0]] = answers.get(reply[0], 0) + 1
+    assert answers and set(answers.values()) == {1}, f"replies per ask: {answers}"
+    tables = [
+        r.value
+        for r in await _committed(bootstrap, log.layout.runs, partition)
+        if r.key == queue_key(queue)
+    ]
+    slot = decode_table(tables[-1]).slots["x"]
+    assert (slot[1], slot[0]) == (grant.granted_at, grant.expires_at), "not the slot x was told"
 
 
 @pytest.mark.kafka
@@ -293,15 +286,14 @@ async def test_an_ask_after_another_writes_commit_in_doubt_is_answered(
         if member.layout.partition_of(r) == owner.partition
     )
     epoch = await member.claim_writer(run, owner="test")
-    _CommitInDoubt(owner, landed)
+    CommitInDoubt(owner, landed)
     with pytest.raises(BackendUnavailableError):
         await member.append([Event(run, 1, started(), writer_epoch=epoch)])
 
     grant = await client.hold_slot(_ask("x", concurrency=1, lease_s=SETTLE_S))
     assert grant is not None, "the only slot of an empty queue was refused"
     assert await client.hold_slot(_ask("y", concurrency=1)) is None, "x's slot not on record"
-    answers = await _answers_on_record(kafka_bootstrap, member, owner.partition)
-    assert sorted(answers.values()) == [1, 1], f"replies per ask: {answers}"
+    await _answered_once(kafka_bootstrap, member, "q", grant)
 
 
 @pytest.mark.kafka
@@ -317,10 +309,9 @@ async def test_an_ask_whose_commit_is_in_doubt_gets_one_answer_on_record(
     already and is not sent twice (a second decision could say otherwise)."""
     member, client = lone
     owner = _admitter_of(member, "q")
-    doubt = _CommitInDoubt(owner, landed)
+    doubt = CommitInDoubt(owner, landed)
     grant = await client.hold_slot(_ask("x", concurrency=1, lease_s=SETTLE_S))
     assert doubt.failed == 1
     assert grant is not None, "the only slot of an empty queue was refused"
     assert await client.hold_slot(_ask("y", concurrency=1)) is None, "x's slot not on record"
-    answers = await _answers_on_record(kafka_bootstrap, member, owner.partition)
-    assert sorted(answers.values()) == [1, 1], f"replies per ask: {answers}"
+    await _answered_once(kafka_bootstrap, member, "q", grant)
