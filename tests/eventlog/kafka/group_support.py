@@ -6,11 +6,14 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from aiokafka.errors import KafkaTimeoutError
+
 from agentlog.eventlog._base import Command
 from agentlog.eventlog.events import Event, RunStarted
 from agentlog.eventlog.kafka import KafkaConfig, KafkaEventLog
 from agentlog.eventlog.kafka._admin import partition_for
 from agentlog.eventlog.kafka._grouplog import PartitionedKafkaEventLog
+from agentlog.eventlog.kafka._ownership import PartitionOwner
 from agentlog.runtime import StepContext, Workflow, end
 
 PARTITIONS = 4
@@ -113,3 +116,27 @@ async def apply_start(log: PartitionedKafkaEventLog, command: Command) -> None:
     """The effect of a start command: claim the run, record its RunStarted."""
     epoch = await log.claim_writer(command.run_id, owner="test")
     await log.append([Event(command.run_id, 1, command.data, writer_epoch=epoch)])
+
+
+class CommitInDoubt:
+    """The owner's real producer, whose next commit fails as if the broker's answer
+    were lost (a wrapper of the real producer: the broker stays real). ``landed``:
+    the transaction commits first, only its outcome is hidden from the owner; else
+    it stays open, and the owner's reopening of the producer aborts it."""
+
+    def __init__(self, owner: PartitionOwner, landed: bool) -> None:
+        producer = owner.producer
+        assert producer is not None
+        commit = producer.commit_transaction
+        self.failed = 0
+
+        async def commit_once_in_doubt() -> None:
+            if self.failed:
+                await commit()
+                return
+            self.failed += 1
+            if landed:
+                await commit()
+            raise KafkaTimeoutError("injected: the commit's answer was lost")
+
+        producer.commit_transaction = commit_once_in_doubt  # type: ignore[method-assign]

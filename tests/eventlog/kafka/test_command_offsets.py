@@ -34,9 +34,10 @@ async def test_one_event_finishes_one_command_and_an_ack_refuses_the_other() -> 
     offsets.commit(offsets.position(set(finished)), set(finished))
     assert set(offsets.outstanding) == {11, 12}
 
-    offsets.acked.add(11)  # the runtime found the interrupt answered: refused
+    ack = Change("", answers={11: None})  # the runtime found the interrupt answered: refused
     started = Event("other", 1, RunStarted("wf", "1", {}, "sync", "fp"), writer_epoch=1)
-    assert offsets.matched([_change("other", started)]) == {11: False, 12: True}
+    assert offsets.matched([ack, _change("other", started)]) == {11: False, 12: True}
+    assert offsets.matched([_change("other", started)]) == {12: True}  # no ack, no refusal
 
 
 async def _commit_lines(backlog: int) -> int:

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import pytest
 
+from agentlog.errors import BackendUnavailableError
 from agentlog.eventlog._base import Command
+from agentlog.eventlog.events import Event
 from tests.eventlog.kafka.group_support import (
     PARTITIONS,
+    CommitInDoubt,
     apply_start,
     open_log,
     same_partition_runs,
@@ -68,4 +71,39 @@ async def test_a_command_is_taken_once_and_again_only_if_its_effect_was_lost(
             assert [e.type async for e in client.read(run_id)] == ["RunStarted"]
         assert await client.find_run(refused) is None
     finally:
+        await client.close()
+
+
+@pytest.mark.parametrize("landed", [False, True], ids=["aborted", "landed"])
+async def test_an_ack_after_a_commit_in_doubt_is_committed_with_its_reply(
+    kafka_bootstrap: str, kafka_name: str, landed: bool
+) -> None:
+    """Another run's append fails in doubt; the runtime's ack of a refused command
+    is the commit that settles it (the owner reopens and reads its command offsets
+    again). The ack is not lost with the owner's state: its reply says refused,
+    and the next owner does not hand the command out again."""
+    refused, other = same_partition_runs(2, prefix="doubt")
+    client = await open_log(kafka_bootstrap, kafka_name)
+    member = await open_log(kafka_bootstrap, kafka_name, "workers")
+    try:
+        await settle([member], lambda: len(member.owned_partitions) == PARTITIONS, "member")
+        sent = await client.send_command(Command(refused, "start", started()))
+        [command] = await take(member, 1)
+        assert member.member is not None
+        owner = member.member.owners[member.layout.partition_of(other)]
+        epoch = await member.claim_writer(other, owner="test")
+        CommitInDoubt(owner, landed)
+        with pytest.raises(BackendUnavailableError):
+            await member.append([Event(other, 1, started(), writer_epoch=epoch)])
+        await member.ack_command(command)
+        assert await client.command_outcome(sent) is False
+    finally:
+        await member.close()
+    again = await open_log(kafka_bootstrap, kafka_name, "workers")
+    try:
+        await settle([again], lambda: len(again.owned_partitions) == PARTITIONS, "member")
+        await client.send_command(Command("sentinel", "cancel", started()))
+        assert [c.run_id for c in await take(again, 1)] == ["sentinel"]
+    finally:
+        await again.close()
         await client.close()

@@ -17,21 +17,35 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
+from agentlog.errors import BackendUnavailableError
 from agentlog.eventlog._base import RunInfo
-from agentlog.eventlog._queue_slots import SlotAsk
-from agentlog.eventlog.events import RunStatus, utcnow
+from agentlog.eventlog._queue_slots import SlotAsk, SlotGrant
+from agentlog.eventlog.events import Event, RunStatus, utcnow
 from agentlog.eventlog.kafka._admin import partition_for
+from agentlog.eventlog.kafka._commands import decode_answer
 from agentlog.eventlog.kafka._grouplog import PartitionedKafkaEventLog
+from agentlog.eventlog.kafka._ownership import PartitionOwner
 from agentlog.eventlog.kafka._queue_grants import (
     QueueTable,
     decide,
+    decode_ask,
     decode_table,
     encode_table,
     expire,
+    queue_key,
     release,
 )
-from tests.eventlog.kafka.group_support import PARTITIONS, SETTLE_S, open_log, settle, split
+from tests.eventlog.kafka.group_support import (
+    PARTITIONS,
+    SETTLE_S,
+    CommitInDoubt,
+    open_log,
+    settle,
+    split,
+    started,
+)
 
 #: Longer than any wait of these tests: a slot granted here never lapses in one.
 LONG_S = 120.0
@@ -183,3 +197,121 @@ async def test_a_new_admitter_keeps_the_slots_granted_before_it(
     assert await client.hold_slot(asks[2]) is None, "a slot granted before was given again"
     await client.release_slot("taken", asks[0].run_id)
     await _granted_soon(client, asks[2])
+
+
+# -- a commit in doubt on the admitter's partition --------------------------------------------
+
+
+@pytest.fixture
+async def lone(
+    kafka_bootstrap: str, kafka_name: str
+) -> AsyncIterator[tuple[PartitionedKafkaEventLog, PartitionedKafkaEventLog]]:
+    """One group member owning every partition, and a client."""
+    logs: list[PartitionedKafkaEventLog] = []
+    try:
+        member = await open_log(kafka_bootstrap, kafka_name, "g")
+        logs.append(member)
+        await settle(logs, lambda: len(member.owned_partitions) == PARTITIONS, "member")
+        logs.append(await open_log(kafka_bootstrap, kafka_name))
+        yield logs[0], logs[1]
+    finally:
+        for log in logs:
+            with contextlib.suppress(Exception):
+                await log.close()
+
+
+def _admitter_of(member: PartitionedKafkaEventLog, queue: str) -> PartitionOwner:
+    assert member.member is not None
+    return member.member.owners[partition_for(queue, PARTITIONS)]
+
+
+async def _committed(bootstrap: str, topic: str, partition: int) -> list[ConsumerRecord]:
+    """Every committed record of ``topic`` ``partition``, as a fresh reader sees them."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        end = (await consumer.end_offsets([tp]))[tp]
+        records: list[ConsumerRecord] = []
+        while await consumer.position(tp) < end:
+            records += (await consumer.getmany(tp, timeout_ms=500)).get(tp, [])
+        return records
+    finally:
+        await consumer.stop()
+
+
+async def _answered_once(
+    bootstrap: str, log: PartitionedKafkaEventLog, queue: str, grant: SlotGrant
+) -> None:
+    """Every ask of ``queue``'s partition has one reply on record, and the queue's
+    table on record holds ``grant`` (x's slot) as its reply said."""
+    partition = partition_for(queue, PARTITIONS)
+    answers: dict[int, int] = {}
+    for record in await _committed(bootstrap, log.layout.commands, partition):
+        if decode_ask(record.value) is not None:
+            answers.setdefault(record.offset, 0)
+        elif (reply := decode_answer(record.value)) is not None:
+            answers[reply[0]] = answers.get(reply[0], 0) + 1
+    assert answers and set(answers.values()) == {1}, f"replies per ask: {answers}"
+    tables = [
+        r.value
+        for r in await _committed(bootstrap, log.layout.runs, partition)
+        if r.key == queue_key(queue)
+    ]
+    slot = decode_table(tables[-1]).slots["x"]
+    assert (slot[1], slot[0]) == (grant.granted_at, grant.expires_at), "not the slot x was told"
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("landed", [False, True], ids=["aborted", "landed"])
+async def test_an_ask_after_another_writes_commit_in_doubt_is_answered(
+    lone: tuple[PartitionedKafkaEventLog, PartitionedKafkaEventLog],
+    kafka_bootstrap: str,
+    landed: bool,
+) -> None:
+    """A run's append on the admitter's partition fails in doubt; the admitter's
+    next answer is the commit that settles it (the owner reopens its producer and
+    reads its commands' offsets again). That answer is sent, once, with the grant
+    it records: the run is not left waiting for a reply that never comes."""
+    member, client = lone
+    owner = _admitter_of(member, "q")
+    run = next(
+        r
+        for r in (f"r-{n}" for n in range(200))
+        if member.layout.partition_of(r) == owner.partition
+    )
+    epoch = await member.claim_writer(run, owner="test")
+    CommitInDoubt(owner, landed)
+    with pytest.raises(BackendUnavailableError):
+        await member.append([Event(run, 1, started(), writer_epoch=epoch)])
+
+    grant = await client.hold_slot(_ask("x", concurrency=1, lease_s=SETTLE_S))
+    assert grant is not None, "the only slot of an empty queue was refused"
+    assert await client.hold_slot(_ask("y", concurrency=1)) is None, "x's slot not on record"
+    await _answered_once(kafka_bootstrap, member, "q", grant)
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("landed", [False, True], ids=["aborted", "landed"])
+async def test_an_ask_whose_commit_is_in_doubt_gets_one_answer_on_record(
+    lone: tuple[PartitionedKafkaEventLog, PartitionedKafkaEventLog],
+    kafka_bootstrap: str,
+    landed: bool,
+) -> None:
+    """The transaction of the admitter's answer fails in doubt. Aborted, the ask
+    is decided again from the table as committed; landed, its answer is on record
+    already and is not sent twice (a second decision could say otherwise)."""
+    member, client = lone
+    owner = _admitter_of(member, "q")
+    doubt = CommitInDoubt(owner, landed)
+    grant = await client.hold_slot(_ask("x", concurrency=1, lease_s=SETTLE_S))
+    assert doubt.failed == 1
+    assert grant is not None, "the only slot of an empty queue was refused"
+    assert await client.hold_slot(_ask("y", concurrency=1)) is None, "x's slot not on record"
+    await _answered_once(kafka_bootstrap, member, "q", grant)

@@ -90,6 +90,11 @@ class Change:
     """Extra runs-topic records (snapshots, tombstones), keyed."""
     index: bool = False
     """Write the run's index entry in this transaction (claims, leases, prunes)."""
+    answers: dict[int, bytes | None] = field(default_factory=dict)
+    """Commands this change finishes with no event of theirs (a runtime's ack, a
+    queue admitter's answers): offset -> the reply to send (None: refused). Only
+    this change's transaction sends them, and only for commands still outstanding
+    then: none outlives a failed commit or a reopened owner."""
     done: asyncio.Future[None] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )

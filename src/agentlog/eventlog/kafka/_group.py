@@ -226,8 +226,7 @@ class GroupMember:
             return  # the partition's next owner takes the command again: nothing lost
         if offset not in owner.commands.outstanding:
             return  # the transaction of its effect committed it already
-        owner.commands.acked.add(offset)
-        await owner.submit(Change(""))
+        await owner.submit(Change("", answers={offset: None}))
 
     async def _poll_loop(self) -> None:
         while True:

@@ -39,11 +39,6 @@ class CommandOffsets:
         self.next: int | None = None
         self.committed = -1
         self.done_above: set[int] = set()
-        #: Outstanding commands acked without an effect (refused): done at the next commit.
-        self.acked: set[int] = set()
-        #: The reply to send for an acked offset, when not a plain refusal (a
-        #: queue admitter's grant: eventlog/kafka/_queue_grants.py).
-        self.answers: dict[int, bytes] = {}
 
     def seed(self, committed: int, metadata: str) -> None:
         """Start from the group's committed offset and metadata (a new owner)."""
@@ -83,7 +78,8 @@ class CommandOffsets:
         outstanding one of its run that asks for that event type (applied):
         the runtime applies a run's commands in order. So of two answers to
         one interrupt, the second stays outstanding until the runtime acks
-        it, refused. Acked commands with no effect are refused.
+        it, refused. The commands of a change's ``answers`` are finished with no
+        effect (refused, or a queue admitter's answer).
         """
         if not self.outstanding:
             return {}
@@ -96,7 +92,7 @@ class CommandOffsets:
                 key = (change.run_id, event.type)
                 if key in waiting:
                     effects[key] = effects.get(key, 0) + 1
-        done = {offset: False for offset in self.acked if offset in self.outstanding}
+        done = {o: False for c in changes for o in c.answers if o in self.outstanding}
         for key, count in effects.items():
             for offset in self._waiting.get(key, ()):
                 if count <= 0:
@@ -130,13 +126,11 @@ class CommandOffsets:
     def commit(self, position: int | None, done: set[int]) -> None:
         for offset in done:
             key = self.outstanding.pop(offset, None)
-            self.answers.pop(offset, None)
             if key is not None:
                 waiting = self._waiting[key]
                 waiting.remove(offset)
                 if not waiting:
                     del self._waiting[key]
-        self.acked -= done
         if position is not None:
             self.committed = max(self.committed, position)
         self.done_above = {o for o in self.done_above | done if o >= self.committed}

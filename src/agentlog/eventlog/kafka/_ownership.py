@@ -38,7 +38,11 @@ is that ownership in one process:
 A commit that fails with anything but a fence leaves it in doubt: its callers
 get BackendUnavailableError ("may or may not be recorded"), and the next
 commit first reopens the producer (settling the transaction) and reads the
-partition's tails again, if the group still assigns the partition here.
+partition's tails and committed command offset again, if the group still
+assigns the partition here: a command the settled transaction finished is no
+longer outstanding (its reply is on record), one it did not still is. A reply
+with no event of its own rides in the change that decided it
+(``Change.answers``), so a reopening between the two cannot drop it.
 Lease fields are kept only for this process's own drivers: the tails read on
 opening drop the previous owner's leases, since that owner is fenced.
 """
@@ -281,10 +285,11 @@ class PartitionOwner:
         if not taken:
             return
         replies = self.commands.matched(taken)
+        answers = {o: r for c in taken for o, r in c.answers.items() if r is not None}
         done = set(replies)
         position = self.commands.position(done)
         try:
-            final = await self._transact(taken, work, before, position, replies)
+            final = await self._transact(taken, work, before, position, replies, answers)
         except FencedError:
             await self.close("a newer owner opened its producer (it fenced this one)")
             for change in taken:
@@ -325,9 +330,10 @@ class PartitionOwner:
         before: dict[str, RunTail],
         position: int | None,
         replies: dict[int, bool],
+        answers: dict[int, bytes],
     ) -> dict[str, RunTail]:
         """One transaction: events, then index entries, extra records, the replies to
-        the commands it finishes and the command offset."""
+        the commands it finishes (``answers``, where not plain) and the command offset."""
         producer = self.producer
         assert producer is not None
         layout, p = self._layout, self.partition
@@ -363,7 +369,7 @@ class PartitionOwner:
                         sent.append(
                             await producer.send(
                                 layout.commands,
-                                self.commands.answers.get(offset) or encode_reply(offset, applied),
+                                answers.get(offset) or encode_reply(offset, applied),
                                 key=run_id.encode(),
                                 partition=p,
                             )
@@ -456,8 +462,9 @@ class PartitionOwner:
         await self._open_producer()
         outstanding = self.commands.outstanding
         await self._load()
-        # Still handed out to the runtime: keep them outstanding.
-        self.commands.restore(outstanding)
+        # Still handed out to the runtime: kept outstanding, but those the settled
+        # transaction finished (consumed: their replies are on record), never twice.
+        self.commands.restore({o: k for o, k in outstanding.items() if not self.commands.skip(o)})
         self._in_doubt = False
 
 

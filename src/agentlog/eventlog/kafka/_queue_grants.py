@@ -276,6 +276,12 @@ class QueueAdmitter:
 
     async def _answer(self, batch: list[tuple[int, str, SlotAsk]]) -> None:
         tables = await self._tables_now()
+        # An ask no longer outstanding was answered on record: by a transaction
+        # that failed in doubt but landed (settled by now). Never decided twice.
+        outstanding = self.owner.commands.outstanding
+        batch = [asked for asked in batch if asked[0] in outstanding]
+        if not batch:
+            return
         now = utcnow()
         queued: list[RunInfo] | None = None
         if any(kind == HOLD and ask.first for _, kind, ask in batch):
@@ -285,7 +291,7 @@ class QueueAdmitter:
             name: dataclasses.replace(t, slots=dict(t.slots), firsts=list(t.firsts))
             for name, t in tables.items()
         }
-        answers: dict[int, bytes] = {}
+        answers: dict[int, bytes | None] = {}
         # Releases and renewals as they were asked (a renewal sent before its
         # run's release must not outlive it), then first admissions best
         # ranked first: the best of them gets a free slot.
@@ -303,14 +309,6 @@ class QueueAdmitter:
         records: list[tuple[bytes, bytes | None]] = [
             (queue_key(name), encode_table(work[name])) for name in changed
         ]
-        commands = self.owner.commands
-        commands.answers.update(answers)
-        commands.acked.update(offset for offset in answers if offset in commands.outstanding)
-        try:
-            await self.owner.submit(Change("", records=records))
-        except BaseException:
-            for offset in answers:  # never sent later, in another write's transaction
-                commands.answers.pop(offset, None)
-                commands.acked.discard(offset)
-            raise
+        # The replies go in the table's own transaction, or in none (see Change.answers).
+        await self.owner.submit(Change("", records=records, answers=answers))
         self._tables = work
