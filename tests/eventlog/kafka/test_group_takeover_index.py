@@ -61,9 +61,7 @@ async def _die_holding(url: str, run_id: str) -> None:
         async def started() -> bool:
             nonlocal applied
             for command in await log.take_commands(limit=10):
-                epoch = await log.claim_writer(
-                    run_id, owner="dead", lease_seconds=DEAD_LEASE_S
-                )
+                epoch = await log.claim_writer(run_id, owner="dead", lease_seconds=DEAD_LEASE_S)
                 first = Event(run_id, 1, command.data, writer_epoch=epoch)
                 admitted = Event(run_id, 2, RunAdmitted("emails"), writer_epoch=epoch)
                 await log.append([first, admitted])

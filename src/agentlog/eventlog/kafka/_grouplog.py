@@ -50,8 +50,8 @@ from agentlog.eventlog._base import (
     leased,
     select_runs,
 )
-from agentlog.eventlog._run_pages import RunQuery, RunsPage, page_in_memory
 from agentlog.eventlog._queue_slots import SlotAsk, SlotGrant
+from agentlog.eventlog._run_pages import RunQuery, RunsPage, page_in_memory
 from agentlog.eventlog.codec import decode_event, encode_event
 from agentlog.eventlog.events import Event, RunStatus, utcnow
 from agentlog.eventlog.kafka._commands import command_ref, encode_command
