@@ -96,10 +96,11 @@ def driver(info: RunInfo, now: datetime | None = None) -> str:
             return "an answer: invoke with Command(resume=...)"
         return "its LangGraph app" if info.status == RunStatus.RUNNING else ""
     live = info.lease_live(now)
-    if info.status == RunStatus.QUEUED:
-        if live:
-            return f"worker {info.lease_owner} (admitting it)"
-        return f"room in queue {info.queue!r} (priority {info.priority})"
+    if info.status == RunStatus.QUEUED and live:
+        return f"worker {info.lease_owner} (admitting it)"
+    if info.waits_for_room(now):  # queued, or admitted before and needing room again
+        why = f"priority {info.priority}" if info.status == RunStatus.QUEUED else "admitted before"
+        return f"room in queue {info.queue!r} ({why})"
     if info.status == RunStatus.RUNNING:
         if live:
             return f"worker {info.lease_owner}"
@@ -221,8 +222,9 @@ def show(
         print_json(rows)
     else:
         waits = ""
-        if info.status == RunStatus.QUEUED:
-            waits = f" (queued: {driver(info)})"
+        if info.status == RunStatus.QUEUED or info.waits_for_room(utcnow()):
+            label = "queued" if info.status == RunStatus.QUEUED else "waiting for room"
+            waits = f" ({label}: {driver(info)})"
         print_timeline(rows, f"run {run_id}{waits}{timeline_note(rows)}")
 
 

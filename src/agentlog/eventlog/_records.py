@@ -172,6 +172,19 @@ class RunInfo:
         """
         return self.lease_expires_at is not None and self.lease_expires_at > now
 
+    def waits_for_room(self, now: datetime) -> bool:
+        """True while the run waits for a slot in its queue (docs/queues.md): no
+        writer holds a live lease on it, and it is ``queued`` (not admitted
+        yet), or ``running`` after its admission (it resumed, or its worker
+        died: it needs room in the concurrency limit again). The one rule
+        that ``agentlog runs``, ``show`` and the UI say "waiting for room" by,
+        on every backend. A worker that knows the workflow and finds room takes it."""
+        if not self.queue or not self.last_seq or self.lease_live(now):
+            return False
+        if self.status == RunStatus.QUEUED:
+            return True
+        return self.status == RunStatus.RUNNING and self.admitted_at is not None
+
     def needs_worker(self, now: datetime) -> bool:
         """True if a worker should drive the run now: it is running and no live
         writer holds it, or it waits on a timer that is due. A LangGraph thread

@@ -35,6 +35,7 @@ from agentlog.archive._run_index import ArchiveRunIndex, RunTable, run_location
 from agentlog.crypto import KeyStore, PayloadCipher
 from agentlog.eventlog._base import EventReader, RunInfo, RunQuery, RunsPage
 from agentlog.eventlog._run_pages import order_key
+from agentlog.eventlog.events import utcnow
 
 __all__ = ["RunCatalog", "RunPage", "RunRow", "run_row"]
 
@@ -61,6 +62,8 @@ class RunRow:
     """The queue the run waits in or was admitted by, or "" (docs/queues.md)."""
     priority: int = 0
     """Its priority in that queue (lower first)."""
+    waiting_for_room: bool = False
+    """It waits for a slot in its queue (:meth:`RunInfo.waits_for_room`), when read."""
 
     def to_json(self) -> dict[str, Any]:
         """The row as plain values (times as ISO 8601 text)."""
@@ -84,6 +87,7 @@ def run_row(info: RunInfo, where: str) -> RunRow:
         where,
         info.queue,
         info.priority,
+        info.waits_for_room(utcnow()),
     )
 
 

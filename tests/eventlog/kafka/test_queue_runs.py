@@ -6,7 +6,8 @@ run ``b`` is admitted and holds the slot; ``a`` is then answered. It is not
 started again (one ``RunAdmitted``), but it must wait for room: while ``b``
 holds the slot, ``a`` is not driven, and the run index tells them apart
 (``b`` running with its writer's live lease, ``a`` running with none:
-waiting for room). Once ``b`` ends, ``a`` goes on.
+waiting for room: ``RunInfo.waits_for_room``, which ``agentlog runs``, ``show``
+and the UI say). Once ``b`` ends, ``a`` goes on.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from typing import Any
 
 import pytest
 
+from agentlog.cli._runs import driver
 from agentlog.eventlog.events import RunStatus, utcnow
+from agentlog.replay._catalog import run_row
 from agentlog.runtime import Queue, Runtime, RuntimeConfig, StepContext, Workflow, end
 from tests.support.queues import until
 from tests.support.runtime import Calls
@@ -89,9 +92,18 @@ async def test_a_resumed_run_waits_for_room_in_its_queue(
         held, waiting = await log.get_run("b"), await log.get_run("a")
         assert held.status == waiting.status == RunStatus.RUNNING
         assert held.lease_live(now) and not waiting.lease_live(now)
+        # Its index row says it waits for room, as a queued run's does (the
+        # one rule `agentlog runs`, `show` and the UI read), from the
+        # worker's index and from a client's.
+        assert driver(waiting, now) == "room in queue 'emails' (admitted before)"
+        assert driver(held, now) == "worker worker"
+        assert waiting.waits_for_room(now) and not held.waits_for_room(now)
+        seen = await client.log.get_run("a")
+        assert seen.waits_for_room(utcnow()) and run_row(seen, "hot").waiting_for_room
         gate.set()
         await until(lambda: status("a", RunStatus.COMPLETED), "run a completes", WAIT_S)
         assert (await log.get_run("b")).status == RunStatus.COMPLETED
+        assert not (await log.get_run("a")).waits_for_room(utcnow())
         kinds = [e.type async for e in log.read("a")]
         assert kinds.count("RunAdmitted") == 1, kinds  # admitted once, asked twice
     finally:

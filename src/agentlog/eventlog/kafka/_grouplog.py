@@ -48,8 +48,10 @@ from agentlog.eventlog._base import (
     claimed,
     lease_expiry,
     leased,
+    select_runs,
 )
 from agentlog.eventlog._queue_slots import SlotAsk, SlotGrant
+from agentlog.eventlog._run_pages import RunQuery, RunsPage, page_in_memory
 from agentlog.eventlog.codec import decode_event, encode_event
 from agentlog.eventlog.events import Event, RunStatus, utcnow
 from agentlog.eventlog.kafka._commands import command_ref, encode_command
@@ -60,7 +62,7 @@ from agentlog.eventlog.kafka._log import KafkaEventLog
 from agentlog.eventlog.kafka._ownership import Change, PartitionOwner, RunTail
 from agentlog.eventlog.kafka._queue_grants import RELEASE, decode_grant, encode_ask
 from agentlog.eventlog.kafka._reader import KafkaReader
-from agentlog.eventlog.kafka._records import snapshot_key
+from agentlog.eventlog.kafka._records import IndexEntry, snapshot_key
 from agentlog.eventlog.kafka._replies import ReplyWatch
 from agentlog.eventlog.kafka._writer_pool import WriterPool
 
@@ -202,6 +204,50 @@ class PartitionedKafkaEventLog(KafkaEventLog, layout="partitioned"):
             tail = owner.tails.get(run_id)
             return tail.info if tail is not None and tail.has_entry else None
         return await super().find_run(run_id)
+
+    async def list_runs(self, *, status: str | None = None) -> list[RunInfo]:
+        """Every run's row: an owned partition's from its owner's tails (see
+        :meth:`_owned_rows`), the others' from their index entries and later events."""
+        owned, rows = self._owned_rows()
+        if not owned:
+            return await super().list_runs(status=status)
+        others = await self._reader.exact_many(await self._entries_besides(owned))
+        return select_runs([*rows, *(entry.info for entry in others)], status)
+
+    async def page_runs(self, query: RunQuery) -> RunsPage:
+        """One page of the run list, as :meth:`KafkaEventLog.page_runs`, with an
+        owned partition's rows (and counts) from its owner's tails."""
+        owned, rows = self._owned_rows()
+        if not owned:
+            return await super().page_runs(query)
+        entries = {e.info.run_id: e for e in await self._entries_besides(owned)}
+        page = page_in_memory([*rows, *(entry.info for entry in entries.values())], query)
+        read = [entries[info.run_id] for info in page.rows if info.run_id in entries]
+        exact = {entry.info.run_id: entry.info for entry in await self._reader.exact_many(read)}
+        return RunsPage([exact.get(i.run_id, i) for i in page.rows], page.total, page.counts)
+
+    def _owned_rows(self) -> tuple[list[int], list[RunInfo]]:
+        """The partitions owned now, and their runs' rows from their owners' tails.
+
+        The reader keeps a second row of an owned run, its latest index entry
+        on the runs topic, which can be stale: a previous owner's lease (a dead
+        worker never let go; its new owner dropped it on opening), or the
+        events since the entry. A list of the worker's own runs (``runs``, the
+        UI, a pass's queue counts) must see what its owner holds."""
+        if self.member is None:
+            return [], []
+        owned = self.member.owned()
+        owners = [self.member.owners[p] for p in owned]
+        return owned, [t.info for o in owners for t in o.tails.values() if t.has_entry]
+
+    async def _entries_besides(self, owned: list[int]) -> list[IndexEntry]:
+        """The index entries of every runs-topic partition not in ``owned``."""
+        return [
+            entry
+            for p in self.layout.runs_partitions()
+            if p not in owned
+            for entry in await self._reader.entries(p)
+        ]
 
     async def runnable(self, *, now: datetime | None = None, limit: int = 1000) -> list[RunInfo]:
         """Runs of the owned partitions that need a worker now, oldest first."""

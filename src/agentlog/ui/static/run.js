@@ -22,7 +22,8 @@
     const parts = [
       info.workflow ? info.workflow + (info.version ? " v" + info.version : "") : "",
       // The run index's count (StepCompleted events), as the timeline's legend says it.
-      info.status === "queued" ? "queued in " + info.queue + " (priority " + info.priority + "), waiting for room" : info.status,
+      info.status === "queued" ? "queued in " + info.queue + " (priority " + info.priority + "), waiting for room"
+        : info.waiting_for_room ? info.status + " in " + info.queue + " (admitted before), waiting for room" : info.status,
       count(info.steps ?? 0, "step completed", "steps completed"),
       count(lastSeq, "event"),
       data.where === "both" ? "hot and archived" : data.where === "archived" ? "archived" : data.where ? "in the " + data.where + " log" : "",
