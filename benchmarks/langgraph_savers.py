@@ -72,6 +72,9 @@ class Backend:
     cleanup: Callable[[], None]
     durability: str = ""
     """The durability settings the saver runs with, for the table."""
+    file: Path | None = None
+    """The SQLite file the saver stores in (None: not SQLite), for floors
+    measured on the same file."""
 
 
 def _workdir() -> Path:
@@ -105,6 +108,7 @@ def sqlite_saver() -> Backend:
         lambda: _folder_bytes(folder),
         lambda: shutil.rmtree(folder, True),
         pinned[0],
+        folder / "langgraph.db",
     )
 
 
@@ -118,6 +122,7 @@ def agentlog_sqlite() -> Backend:
         lambda: _folder_bytes(folder),
         lambda: shutil.rmtree(folder, True),
         AGENTLOG_SQLITE,
+        folder / "agentlog.db",
     )
 
 

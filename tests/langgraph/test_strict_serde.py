@@ -20,7 +20,11 @@ import ormsgpack
 import pytest
 
 from agentlog.errors import ForbiddenTypeError
+from agentlog.eventlog import Event
+from agentlog.eventlog.events import CheckpointSaved, WritesSaved
 from agentlog.langgraph import StrictSerializer
+from agentlog.langgraph._convert import build_tuple
+from agentlog.langgraph._thread import ThreadModel
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -51,6 +55,29 @@ def test_a_blob_naming_a_class_is_refused_and_never_imported(
         StrictSerializer().loads_typed(("msgpack", forged(module, name, argument, code)))
     assert not sentinel.exists()
     assert "tests.langgraph.sentinel_payload" not in sys.modules
+
+
+def test_a_refusal_names_where_the_bytes_were_read() -> None:
+    """A refused channel value or pending write names the thread, the checkpoint
+    or version, and the channel (written only when a refusal is raised)."""
+    model = ThreadModel("t1")
+    bad = forged("tests.langgraph.sentinel_payload", "Gadget", "touch pwned")
+    saved = CheckpointSaved(
+        "",
+        "c1",
+        None,
+        {"channel_versions": {"messages": "1"}},
+        {},
+        [["messages", "1", "msgpack", bad, None]],
+    )
+    model.apply(Event("t1", 1, saved))
+    serde = StrictSerializer()
+    with pytest.raises(ForbiddenTypeError, match="in thread 't1' channel 'messages' version '1'"):
+        build_tuple(serde, model, {}, saved)
+    model.blobs.clear()  # the channel empty: now only the write is read
+    model.apply(Event("t1", 2, WritesSaved("", "c1", "task", "", [["out", 0, "msgpack", bad]])))
+    with pytest.raises(ForbiddenTypeError, match="in thread 't1' checkpoint 'c1' write to 'out'"):
+        build_tuple(serde, model, {}, saved)
 
 
 @pytest.mark.process

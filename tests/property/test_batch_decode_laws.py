@@ -104,6 +104,22 @@ def test_the_batch_stops_at_a_gap_a_stale_schema_and_a_bad_checksum(
         assert len(decode_rows(_RUN, [rows[0], bad, *rows[2:]], 1, None)) == 1
 
 
+@FAST
+@given(st.lists(any_payload, min_size=2, max_size=6), st.lists(aware_datetimes, min_size=6))
+def test_rows_already_verified_are_not_hashed_again(
+    datas: list[EventData], times: list[Any]
+) -> None:
+    """``checked``: a cold read verified the rows' checksums (``_verified``), so
+    the decoder trusts them; every other check still stops the batch."""
+    rows = _rows(datas, times)
+    seq, event_type, ts, schema_v, epoch, payload, stored = rows[1]
+    wrong = [rows[0], (seq, event_type, ts, schema_v, epoch, payload, stored + 1), *rows[2:]]
+    assert len(decode_rows(_RUN, wrong, 1, None)) == 1
+    assert decode_rows(_RUN, wrong, 1, None, checked=True) == decode_rows(_RUN, rows, 1, None)
+    stale = [rows[0], (seq, event_type, ts, 0, epoch, payload, stored), *rows[2:]]
+    assert len(decode_rows(_RUN, stale, 1, None, checked=True)) == 1
+
+
 def _checked_one_by_one(rows: list[tuple[Any, ...]], after: int) -> tuple[list[Any], Any]:
     """What ``read_rows`` must hand on: the rows before the first gap or bad
     checksum (payloads as bytes), and that problem's seq and kind."""

@@ -59,11 +59,17 @@ def batch_unpacker(rows: Sequence[Any]) -> msgpack.Unpacker | None:
 
 
 def decode_rows(
-    run_id: str, rows: Sequence[Any], first_seq: int, cipher: PayloadCipher | None
+    run_id: str,
+    rows: Sequence[Any],
+    first_seq: int,
+    cipher: PayloadCipher | None,
+    checked: bool = False,
 ) -> list[Event]:
     """The events of the longest run of ``rows`` (``seq, type, ts, schema_v,
     writer_epoch, payload, checksum``, from seq ``first_seq`` on, one more each)
-    that decode on the fast path (see the module docstring).
+    that decode on the fast path (see the module docstring). ``checked``: the
+    rows' checksums were verified already (a cold read's,
+    :func:`~agentlog.eventlog._indexed._verified`), so they are not hashed again.
 
     Never raises for a bad row: it stops before it, for the caller to decode
     one by one. A log that seals content (``cipher``) takes the slow path.
@@ -89,10 +95,11 @@ def decode_rows(
                 or type(stored) is not int
             ):
                 break
-            head = f"{run_id}\0{seq}\0{event_type}\0{ts}\0{schema_v}\0{epoch}"
-            computed = _HASH(payload, seed=_HASH(head.encode("utf-8", "surrogatepass")))
-            if (computed - _WRAP if computed >= _SIGNED else computed) != stored:
-                break
+            if not checked:
+                head = f"{run_id}\0{seq}\0{event_type}\0{ts}\0{schema_v}\0{epoch}"
+                computed = _HASH(payload, seed=_HASH(head.encode("utf-8", "surrogatepass")))
+                if (computed - _WRAP if computed >= _SIGNED else computed) != stored:
+                    break
             fields = unpacker.unpack()
             offset += len(payload)
             cls = types(event_type)

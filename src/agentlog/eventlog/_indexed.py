@@ -100,11 +100,12 @@ class StoredRows:
     stored: Callable[[Any], StoredPayload] = lambda _row: None
     """``(payload bytes, schema_v)`` as the row stores them, for copies that
     pass them through (the archive); None where a backend keeps no bytes."""
-    batch: Callable[[str, Sequence[Any], int, PayloadCipher | None], list[Event]] = (
-        lambda _run_id, _rows, _first, _cipher: []
+    batch: Callable[[str, Sequence[Any], int, PayloadCipher | None, bool], list[Event]] = (
+        lambda _run_id, _rows, _first, _cipher, _checked: []
     )
-    """``(run_id, rows, first seq, cipher)`` -> the events of the longest run
-    of rows from the first that a shortcut decodes at once; the read path
+    """``(run_id, rows, first seq, cipher, checked)`` -> the events of the
+    longest run of rows from the first that a shortcut decodes at once
+    (``checked``: their checksums were verified already); the read path
     decodes the rest one by one with :attr:`event`, which names what is wrong
     (:func:`~agentlog.eventlog._batch_decode.decode_rows`)."""
 
@@ -202,7 +203,8 @@ class IndexedEventLog(EventLog):
     def cold_events(self, run_id: str, cold: ColdRead) -> list[Event] | None:
         """The events of a :meth:`cold_read`'s rows, decoded as :meth:`read`
         decodes them; None if one does not decode (:meth:`read` names it)."""
-        events, problem = self._scan(run_id, cold.rows, cold.after, cold.after + len(cold.rows))
+        end = cold.after + len(cold.rows)
+        events, problem = self._scan(run_id, cold.rows, cold.after, end, checked=True)
         return None if problem is not None else events
 
     # -- the read path ----------------------------------------------------------------
@@ -342,12 +344,13 @@ class IndexedEventLog(EventLog):
         return first, last
 
     def _scan(
-        self, run_id: str, rows: Sequence[Any], after: int, last: int
+        self, run_id: str, rows: Sequence[Any], after: int, last: int, *, checked: bool = False
     ) -> tuple[list[Event], _Problem]:
-        """The batch's good events in order, then what stopped it (the gap check)."""
+        """The batch's good events in order, then what stopped it (the gap check).
+        ``checked``: the rows' checksums were verified (by :func:`_verified`)."""
         stored = self._stored
         seq_of, decode, where, cipher = stored.seq, stored.event, self.url, self.cipher
-        events = stored.batch(run_id, rows, after + 1, cipher)  # the common case, at once
+        events = stored.batch(run_id, rows, after + 1, cipher, checked)  # the common case, at once
         for row in islice(rows, len(events), None):
             expected = after + len(events) + 1
             if seq_of(row) != expected:

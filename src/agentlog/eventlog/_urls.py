@@ -212,6 +212,8 @@ def file_mode_option(url: str, query: str) -> int:
         ConfigError: another parameter, or a mode that does not fit.
     """
     mode = DEFAULT_FILE_MODE
+    if not query:
+        return mode
     for key, values in parse_qs(query, keep_blank_values=True).items():
         if key != "file_mode":
             raise ConfigError(

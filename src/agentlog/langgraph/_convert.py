@@ -11,7 +11,8 @@ version they extend; reading the value joins the chain back together. So a
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -64,11 +65,12 @@ def _dump(serde: SerializerProtocol, thread_id: str, what: str, value: Any) -> t
         raise ChannelNotSerializableError(thread_id, what, type(value).__name__, why) from exc
 
 
-def _load(serde: SerializerProtocol, kind: str, raw: bytes, where: str) -> Any:
+def _load(serde: SerializerProtocol, kind: str, raw: bytes, where: Callable[[], str]) -> Any:
+    """``serde.loads_typed``; a refusal names ``where()`` (written only then)."""
     try:
         return serde.loads_typed((kind, raw))
     except ForbiddenTypeError as exc:
-        raise ForbiddenTypeError(exc.what, where) from exc
+        raise ForbiddenTypeError(exc.what, where()) from exc
 
 
 #: Values that need no copy: nothing in them can change.
@@ -218,7 +220,10 @@ def resolve(
     chain = model.chain(ns, channel, version)
     if not chain or chain[-1][0] == "empty":
         return _MISSING
-    where = f"thread {model.thread_id!r} channel {channel!r} version {version!r}"
+
+    def where() -> str:
+        return f"thread {model.thread_id!r} channel {channel!r} version {version!r}"
+
     value = _load(serde, chain[0][0], chain[0][1], where)
     if len(chain) == 1 and not isinstance(value, list):
         return value
@@ -258,7 +263,11 @@ def build_tuple(
 ) -> CheckpointTuple:
     """The CheckpointTuple LangGraph expects for a stored checkpoint."""
     ns, cid, tid = data.ns, data.checkpoint_id, model.thread_id
-    where = f"thread {tid!r} checkpoint {cid!r}"
+
+    def where(channel: str | None = None) -> str:
+        written = f"thread {tid!r} checkpoint {cid!r}"
+        return written if channel is None else f"{written} write to {channel!r}"
+
     values = {}
     for channel, version in data.checkpoint.get("channel_versions", {}).items():
         value = resolve(serde, model, heads, ns, channel, version)
@@ -276,7 +285,7 @@ def build_tuple(
         else _fresh(data.metadata)
     )
     pending = [
-        (task_id, channel, _load(serde, kind, raw, f"{where} write to {channel!r}"))
+        (task_id, channel, _load(serde, kind, raw, functools.partial(where, channel)))
         for task_id, channel, kind, raw, _path in model.ordered_writes(ns, cid)
     ]
     return CheckpointTuple(

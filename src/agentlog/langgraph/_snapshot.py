@@ -123,12 +123,13 @@ def _open(snapshot: Snapshot) -> tuple[dict[str, Any], int]:
     if not isinstance(frame, dict) or frame.get("format") != FORMAT:
         raise ValueError(f"not a {FORMAT} snapshot")
     body = frame["body"]
-    if not isinstance(body, bytes) or checksum(body) != frame.get("checksum"):
+    digest = checksum(body) if isinstance(body, bytes) else None
+    if digest is None or digest != frame.get("checksum"):
         raise ValueError("checksum mismatch: the snapshot changed after it was written")
     content = unpack(body)
     if content["seq"] != snapshot.seq:
         raise ValueError("snapshot seq does not match its row")
-    return content, checksum(body)
+    return content, digest
 
 
 def _steps(snapshot: Snapshot) -> Generator[int, Snapshot | None, tuple[ThreadModel, Chain]]:

@@ -412,12 +412,13 @@ def _load_here(log: EventLog, thread_id: str) -> _Thread:
     cold = log.cold_read(thread_id)
     if cold is None or not cold.complete:
         raise NotHere(thread_id)
-    state = _Thread(ThreadModel(thread_id))
     if cold.snapshots:
         loaded = _snapshot.load_fetched(cold)
         if loaded is None:
             raise NotHere(thread_id)
         state = _Thread(loaded[0], chain=loaded[1], snapshot_seq=cold.snapshots[0].seq)
+    else:
+        state = _Thread(ThreadModel(thread_id))
     events = log.cold_events(thread_id, cold)
     if events is None:
         raise NotHere(thread_id)

@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from agentlog.errors import UnknownRunError
-from agentlog.eventlog import Event, RunStarted, TaskCompleted
+from agentlog.eventlog import Event, RunStarted, Snapshot, TaskCompleted
+from agentlog.eventlog.events import utcnow
 from agentlog.eventlog.sqlite import SqliteEventLog
+from agentlog.eventlog.sqlite._cold_read import CHAIN_ROWS
 from agentlog.projector import fold, load_state
 from agentlog.projector._fold import apply
 from agentlog.projector._snapshots import SnapshotChain
@@ -91,3 +93,22 @@ async def test_an_unknown_or_damaged_run_is_left_to_the_usual_path(tmp_path: Pat
         with pytest.raises(UnknownRunError):
             await load_state(log, "nobody")
         assert log.cold_read(RUN) is None  # a gap: the usual path names it
+
+
+async def test_a_chain_longer_than_the_statement_fetches_is_left_to_the_usual_path(
+    tmp_path: Path,
+) -> None:
+    """The statement's LIMIT allows a batch of events plus the run row and
+    ``CHAIN_ROWS`` snapshots; a longer chain crowds out the events (here its
+    own newest links too), which the cold read never takes for the run."""
+    path, events = tmp_path / "log.db", _events(90)
+    await _write(path, events, [])
+    async with SqliteEventLog(path, keep_snapshots=100) as log:
+        for seq in range(1, 81):  # a base at 1 and 79 deltas on it (opaque bytes)
+            await log.save_snapshot(Snapshot(RUN, seq, b"link", utcnow(), 0 if seq == 1 else 1))
+    async with SqliteEventLog(path, read_batch=4) as log:
+        assert CHAIN_ROWS < 80
+        assert log.cold_read(RUN) is None
+        fits = log.cold_read(RUN, upto_seq=CHAIN_ROWS - 4)  # a chain of 60: it fits
+        assert fits is not None and fits.complete and not fits.rows
+        assert [s.seq for s in fits.snapshots] == list(range(CHAIN_ROWS - 4, 0, -1))

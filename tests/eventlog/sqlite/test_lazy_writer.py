@@ -116,3 +116,19 @@ async def test_a_read_only_log_reads_and_refuses_writes(tmp_path: Path) -> None:
             await log.append([Event("r", 2, TaskCompleted("k", 1))])
     finally:
         await log.close()
+
+
+async def test_a_file_named_by_a_relative_path_is_opened_writable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writable check looks at the file and its folder: for a bare file
+    name, the current directory."""
+    monkeypatch.chdir(tmp_path)
+    await _written(Path("log.db"))
+    log = SqliteEventLog("log.db")
+    try:
+        assert not log.read_only
+        await log.append([Event("r", 2, TaskCompleted("k", 1))])
+        assert [e.seq async for e in log.read("r")] == [1, 2]
+    finally:
+        await log.close()

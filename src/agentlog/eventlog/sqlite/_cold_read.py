@@ -26,34 +26,45 @@ from agentlog.eventlog._worker_thread import WorkerThread
 from agentlog.eventlog.sqlite._group_commit import GroupCommit
 from agentlog.eventlog.sqlite._reader import ReadConnections
 
-__all__ = ["SqliteColdRead"]
+__all__ = ["COLD_READ", "SqliteColdRead", "cold_read_params"]
 
 _RUN = "SELECT 0, last_seq, archived, NULL, NULL, NULL, NULL, NULL FROM runs WHERE run_id = :run"
 #: The newest snapshot's seq at or below the bound.
 _TOP = "(SELECT max(seq) FROM snapshots WHERE run_id = :run AND seq <= :upto)"
-#: Rows after a seq: a range of at most ``:batch`` seqs (seqs are
-#: consecutive), not a LIMIT, which a compound statement could only take
-#: in a subquery that costs more to compile. Rows past the run's last seq
-#: are dropped by the caller, which reads it from the run's row.
+#: The rows after a seq, up to the bound. How many is the statement's LIMIT,
+#: which counts its rows in the order of its parts (the run row, the
+#: snapshots, then these): one bound, where a range of ``:batch`` seqs named
+#: the newest snapshot's seq twice (a subquery more to compile on each new
+#: connection: 10 to 15 µs). Rows past the run's last seq are dropped by the
+#: caller, which reads it from the run's row.
 _EVENTS = (
     "SELECT 2, seq, type, ts, schema_v, writer_epoch, payload, checksum FROM events "
-    "WHERE run_id = :run AND seq > {after} AND seq <= min(:upto, {after} + :batch)"
+    "WHERE run_id = :run AND seq > {after} AND seq <= :upto"
 )
 
 #: The run row, the newest snapshot's chain (every snapshot from its base to
 #: it) and the rows after it: tagged 0, 1 and 2 in the first column. Written
 #: to compile fast: on a connection's first read, compiling it is most of its
-#: cost (about as much as three simple statements: no CTE, no subquery in FROM).
+#: cost (no CTE, no subquery in FROM, each table named as few times as it can be).
 COLD_READ = (
     f"{_RUN} UNION ALL "
     "SELECT 1, seq, state, created_at, base_seq, NULL, NULL, NULL FROM snapshots "
     "WHERE run_id = :run AND seq <= :upto AND seq >= (SELECT CASE WHEN base_seq > 0 "
     "AND base_seq < seq THEN base_seq ELSE seq END FROM snapshots "
     "WHERE run_id = :run AND seq <= :upto ORDER BY seq DESC LIMIT 1) "
-    "UNION ALL " + _EVENTS.format(after=f"coalesce({_TOP}, 0)")
+    "UNION ALL " + _EVENTS.format(after=f"coalesce({_TOP}, 0)") + " LIMIT :limit"
 )
 #: The run row and the first rows of the run, with no snapshot.
-COLD_READ_EVENTS = f"{_RUN} UNION ALL " + _EVENTS.format(after="0")
+COLD_READ_EVENTS = f"{_RUN} UNION ALL " + _EVENTS.format(after="0") + " LIMIT :limit"
+#: Rows the LIMIT allows beyond a batch of events: the run row and a chain of
+#: snapshots. A longer chain leaves fewer events than a batch, which reads
+#: as a gap, and the caller takes the usual path.
+CHAIN_ROWS = 64
+
+
+def cold_read_params(run_id: str, upto: int, batch: int) -> dict[str, Any]:
+    """The parameters of :data:`COLD_READ` (and :data:`COLD_READ_EVENTS`)."""
+    return {"run": run_id, "upto": upto, "limit": batch + 1 + CHAIN_ROWS}
 
 
 class SqliteColdRead:
@@ -97,7 +108,7 @@ class SqliteColdRead:
                 f"sqlite log {self.url!r} is closed; open it again with open_log()."
             )
         upto = MAX_SEQ if upto_seq is None else seq_param(upto_seq)
-        params = {"run": run_id, "upto": upto, "batch": self.read_batch}
+        params = cold_read_params(run_id, upto, self.read_batch)
         found = self._reads.query_here(COLD_READ if snapshots else COLD_READ_EVENTS, params)
         run: Any = None
         stored: list[Snapshot] = []
@@ -114,6 +125,8 @@ class SqliteColdRead:
             return None  # no index row (unknown, or a damaged index), or pruned
         stored.sort(key=lambda s: s.seq, reverse=True)
         after, bound = (stored[0].seq if stored else 0), min(upto, run[1])
+        if len(rows) > self.read_batch:
+            del rows[self.read_batch :]
         if rows and rows[-1][0] > bound:  # not seen: one transaction writes both
             rows = [row for row in rows if row[0] <= bound]
         good, problem = _verified(run_id, rows, after, self.url)

@@ -63,9 +63,9 @@ class WriteLockBusy(Exception):
     """A transaction that was not to wait found the write lock taken (nothing was written)."""
 
 
-def _writable(path: Path) -> bool:
+def _writable(path: str) -> bool:
     """Whether the file and its folder (for the WAL and its index) can be written."""
-    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+    return os.access(path, os.W_OK) and os.access(os.path.dirname(path) or ".", os.W_OK)
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
@@ -151,26 +151,27 @@ class SqliteConnection:
 
     def _prepare(self, create: bool) -> bool:
         """Check the path, create a missing file; True if this call created it."""
-        path = Path(self.path)
-        if not create and not path.exists():
+        # os.path, not pathlib: one stat, and no Path built, on every open (issue 23 item 8).
+        path, exists = self.path, os.path.exists(self.path)
+        if not create and not exists:
             raise ConfigError(
                 f"no log at {self.path}: check the log URL (--log or AGENTLOG_LOG); "
                 "a command that only reads never creates one"
             )
-        if create and not self.read_only and not path.exists():
+        if create and not self.read_only and not exists:
             # Made here, with its mode, before SQLite makes it with 0644: SQLite
             # gives the -wal and -shm files the mode of the database file.
             try:
-                make_folders(path.parent, self.file_mode)
-                create_file(path, self.file_mode)
+                make_folders(Path(path).parent, self.file_mode)
+                create_file(Path(path), self.file_mode)
             except OSError as exc:
                 error = self.unavailable(exc, "cannot create the file or its directory")
                 error.retryable = False
                 raise error from exc
-            created = True
+            created = exists = True
         else:
             created = False
-        if not self.read_only and path.exists() and not _writable(path):
+        if not self.read_only and exists and not _writable(path):
             # A read-only file or filesystem: still readable, never written.
             self.read_only = True
         return created
