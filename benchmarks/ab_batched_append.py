@@ -125,7 +125,9 @@ def child(folder: Path) -> dict[str, Any]:
     heads = [(r[6], f"{r[0]}\0{r[1]}\0{r[2]}\0{r[3]}\0{r[4]}\0{r[5]}".encode()) for r in flat]
     out["floor_us"] = {
         "msgpack": _best_us(lambda: [packer.pack(d) for d in dicts]),
-        "xxh3": _best_us(lambda: [xxh3_64_intdigest(p, seed=xxh3_64_intdigest(h)) for p, h in heads]),
+        "xxh3": _best_us(
+            lambda: [xxh3_64_intdigest(p, seed=xxh3_64_intdigest(h)) for p, h in heads]
+        ),
         "insert executemany": min(
             _raw_insert(folder / f"em{i}.db", batches, "NORMAL", 0) for i in range(3)
         ),

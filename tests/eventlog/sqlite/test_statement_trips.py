@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from agentlog.errors import ConflictError
-from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.eventlog._row_format import event_rows
+from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.eventlog.sqlite._group_commit import CHUNK_ROWS, ONE_STATEMENT_ROWS
 from tests.eventlog.sqlite.test_known_run_rows import ev, seqs, stored
 

@@ -53,8 +53,8 @@ import functools
 import sqlite3
 import threading
 from collections.abc import Sequence
-from itertools import chain
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 from agentlog._logging import get_logger
