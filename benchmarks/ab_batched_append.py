@@ -14,8 +14,10 @@ the same rows in one transaction a batch, by ``executemany`` (session 32's
 floor) and by multi-row INSERTs of 124 rows, each with
 ``synchronous=NORMAL`` and, for the wall clock of a durable append, FULL.
 It prints one JSON line: events per wall second and per CPU second (the
-process, all threads) of each case, medians of its files, the floors' CPU
-µs an event, and the load average. The parent prints each child's line and
+process, all threads) of each case, medians of its files, the CPU µs an
+event of each piece of a durable append timed apart (the log's own
+functions, called as the log calls them), the floors' CPU µs an event, and
+the load average. The parent prints each child's line and
 the medians over the rounds.
 """
 
@@ -98,6 +100,52 @@ def _best_us(fn: Any, repeat: int = 3) -> float:
     return best / TOTAL * 1e6
 
 
+async def _pieces(path: Path, events: list[Any]) -> dict[str, float]:
+    """CPU µs an event of each piece of a durable append, in the order the log
+    runs them, each timed apart (the log's own functions, called as it calls
+    them; the transaction on this thread, as a lone append commits)."""
+    from agentlog.eventlog import Event
+    from agentlog.eventlog._base import check_batch
+    from agentlog.eventlog._row_format import event_rows, info_to_row
+    from agentlog.eventlog.sqlite import SqliteEventLog
+    from agentlog.eventlog.sqlite._group_commit import PendingAppend, _changed, _insert
+    from agentlog.eventlog.sqlite._schema import update_written_run_sql
+
+    spent: dict[str, float] = {}
+
+    def timed(name: str, fn: Any, *args: Any) -> Any:
+        start = time.process_time()
+        result = fn(*args)
+        spent[name] = spent.get(name, 0.0) + time.process_time() - start
+        return result
+
+    async with SqliteEventLog(path) as log:
+        epoch = await log.claim_writer("run")
+        mine = [Event(e.run_id, e.seq, e.data, e.ts, epoch) for e in events]
+        conn = log._conn
+        conn.execute("PRAGMA synchronous=FULL")
+        info = await log.find_run("run")
+        assert info is not None
+        old = info_to_row(info)
+        for i in range(0, TOTAL, BATCH):
+            batch = mine[i : i + BATCH]
+            timed("check_batch", check_batch, batch)
+            rows = timed("event_rows", event_rows, batch, epoch, None)
+            timed("BEGIN IMMEDIATE + SAVEPOINT", conn.execute, "BEGIN IMMEDIATE")
+            timed("BEGIN IMMEDIATE + SAVEPOINT", conn.execute, "SAVEPOINT a")
+            after = timed("run row fold (RunInfo.after)", info.after, batch)
+            new = timed("run row as stored", info_to_row, after)
+            changed = _changed(old, new)
+            params = [*(new[j] for j in changed), "run", epoch, info.last_seq]
+            timed("UPDATE runs", conn.execute, update_written_run_sql(changed), params)
+            pending = PendingAppend(batch, rows, batch[0].seq, epoch, True, None, None)  # type: ignore[arg-type]
+            timed("insert (_insert)", _insert, conn, pending)
+            timed("RELEASE + COMMIT (FULL)", conn.execute, "RELEASE a")
+            timed("RELEASE + COMMIT (FULL)", conn.execute, "COMMIT")
+            info, old = after, new
+    return {name: value / TOTAL * 1e6 for name, value in spent.items()}
+
+
 def child(folder: Path) -> dict[str, Any]:
     """One tree's figures (see the module docstring)."""
     import msgpack
@@ -118,6 +166,7 @@ def child(folder: Path) -> dict[str, Any]:
             "wall": statistics.median(m[0] for m in measured),
             "cpu": statistics.median(m[1] for m in measured),
         }
+    out["pieces_us"] = asyncio.run(_pieces(folder / "pieces.db", events))
     batches = [event_rows(events[i : i + BATCH], 1, None) for i in range(0, TOTAL, BATCH)]
     dicts = [e.data.to_dict() for e in events]
     packer = msgpack.Packer(use_bin_type=True)
@@ -169,6 +218,9 @@ def main(before: str, after: str, rounds: int) -> None:
             wall = statistics.median(x[case]["wall"] for x in lines)
             cpu = statistics.median(x[case]["cpu"] for x in lines)
             print(f"  {case}: {wall:,.0f} events/s wall, {cpu:,.0f} per CPU second")
+        for name in lines[0]["pieces_us"]:
+            value = statistics.median(x["pieces_us"][name] for x in lines)
+            print(f"  piece {name}: {value:.2f} us an event")
         for name in lines[0]["floor_us"]:
             value = statistics.median(x["floor_us"][name] for x in lines)
             print(f"  floor {name}: {value:.2f} us an event")
