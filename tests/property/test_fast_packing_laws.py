@@ -153,6 +153,21 @@ def test_a_batch_without_a_cipher_is_the_old_writers_rows(batch: list[Event], ep
 
 
 @LAWS
+@given(
+    st.lists(st.tuples(events, st.integers(min_value=0, max_value=3)), min_size=1, max_size=6),
+    st.integers(min_value=0, max_value=2**31),
+)
+def test_each_rows_checksum_covers_its_own_schema_version(
+    pairs: list[tuple[Event, int]], epoch: int
+) -> None:
+    """The checksum head's last two columns (schema version, epoch) are formatted
+    once for a run of events of one schema version (session 33): a batch that
+    mixes versions still gets each row's own column and checksum."""
+    batch = [dataclasses.replace(event, schema_v=version) for event, version in pairs]
+    assert event_rows(batch, epoch, None) == [_old_row(event, epoch) for event in batch]
+
+
+@LAWS
 @given(any_payload)
 def test_the_compiled_readers_read_the_dataclass_fields(data: EventData) -> None:
     assert data.to_dict() == _fields(data)

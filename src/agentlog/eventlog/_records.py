@@ -9,6 +9,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from operator import attrgetter
 
 from agentlog.eventlog.events import (
     LANGGRAPH_WORKFLOW,
@@ -78,6 +79,8 @@ _DRIVEN = frozenset({"TaskStarted", "StepCompleted", "StepFailed", "SuperstepCom
 #: the fold skips them with one look-up, as most events of a long run are
 #: (``tests/eventlog/test_run_row_quiet_events.py`` holds the skip to the rules).
 _QUIET = frozenset({"TaskCompleted", "TaskFailed", "ProgressReported", "ValuePublished"})
+#: An event's type name: a batch of quiet events only is found by C calls alone.
+_TYPE_OF = attrgetter("data.type")
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +116,10 @@ class RunInfo:
 
     def after(self, events: Sequence[Event]) -> RunInfo:
         """This row once ``events`` (the next batch of the run) are recorded."""
+        if _QUIET.issuperset(map(_TYPE_OF, events)):  # task results only: tested in C
+            last = events[-1]
+            wake = self.wake_at if self.status == RunStatus.WAITING else None
+            return dataclasses.replace(self, last_seq=last.seq, updated_at=last.ts, wake_at=wake)
         workflow, version, status = self.workflow, self.version, self.status
         steps, started, wake = self.steps, self.started_at, self.wake_at
         queue, priority, admitted = self.queue, self.priority, self.admitted_at

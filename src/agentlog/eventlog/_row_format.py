@@ -141,14 +141,22 @@ def event_rows(
     add = rows.append
     digest, head_of, names = xxh3_64_intdigest, _CHECKSUM_HEAD, _TYPE_BYTES
     run_id, run = None, b""
+    schema_v: Any = None
+    tail: bytes | None = b""
     for event, us, payload in zip(events, stamps, payloads, strict=True):
         if event.run_id is not run_id:
             run_id = event.run_id
-            run = run_id.encode("utf-8", "surrogatepass")
-        seq, event_type, schema_v = event.seq, event.data.type, event.schema_v
+            run = run_id.encode("utf-8", "surrogatepass") + b"\0"
+        seq, event_type = event.seq, event.data.type
         name = names.get(event_type) or _type_bytes(event_type)
+        if event.schema_v is not schema_v:  # the head's last two columns, once a batch
+            schema_v = event.schema_v
+            try:
+                tail = _CHECKSUM_TAIL % (schema_v, epoch)
+            except TypeError:  # not ints: the head below fails, and row_checksum says them
+                tail = None
         try:  # row_checksum, inlined: its head built from the bytes of its parts
-            value = digest(payload, seed=digest(head_of % (run, seq, name, us, schema_v, epoch)))
+            value = digest(payload, seed=digest(head_of % (run, seq, name, us, tail)))
         except TypeError:  # a column that is not an int: row_checksum says it as it is
             checksum = row_checksum(run_id, seq, event_type, us, schema_v, epoch, payload)
         else:
@@ -157,15 +165,18 @@ def event_rows(
     return rows
 
 
-#: :func:`~agentlog.eventlog.codec.row_checksum`'s head (its columns, NUL-separated),
-#: of the run id and type name encoded once: the same bytes for int columns.
-_CHECKSUM_HEAD = b"%b\0%d\0%b\0%d\0%d\0%d"
+#: :func:`~agentlog.eventlog.codec.row_checksum`'s head (its columns, NUL-separated:
+#: ``run_id\0seq\0type\0ts\0schema_v\0epoch``) from bytes made once: the run id
+#: and its NUL, the type name between NULs, and the last two columns (the same
+#: for a whole batch). The same bytes as the f-string for int columns.
+_CHECKSUM_HEAD = b"%b%d%b%d%b"
+_CHECKSUM_TAIL = b"\0%d\0%d"
 _TWO_63, _TWO_64 = 2**63, 2**64
 _TYPE_BYTES: dict[str, bytes] = {}
 
 
 def _type_bytes(event_type: str) -> bytes:
-    name = _TYPE_BYTES[event_type] = event_type.encode("utf-8", "surrogatepass")
+    name = _TYPE_BYTES[event_type] = b"\0%b\0" % event_type.encode("utf-8", "surrogatepass")
     return name
 
 

@@ -293,31 +293,41 @@ def stored_payloads(cipher: PayloadCipher | None, events: Sequence[Event]) -> li
 
 def _plain_payloads(events: Sequence[Event]) -> list[bytes]:
     """:func:`stored_payloads` without a cipher: each payload's map packed (or the
-    writer's bytes, when it packed them: :attr:`Event.packed`)."""
+    writer's bytes, when it packed them: :attr:`Event.packed`).
+
+    The field reader is looked up once for each run of events of one class
+    (a batch is mostly one class: task results), not once an event.
+    """
     out: list[bytes] = []
     add = out.append
-    plans = _PLANS
     pack_fields = thread_packer().pack
     largest = 0  # the largest payload the thread's Packer wrote (see trim_packer)
+    cls: type[EventData] | None = None
+    read: FieldReader | None = None
     for event in events:
+        data = event.data
         if event.sealed is not None:  # read sealed, stored as it was read
-            fields = event.data.to_dict()
             add(
                 stored_payload(
-                    None, fields, event.run_id, event.seq, event.type, sealed=event.sealed
+                    None, data.to_dict(), event.run_id, event.seq, data.type, sealed=event.sealed
                 )
             )
-        elif event.packed is not None:
-            add(event.packed)
-        else:
-            data = event.data
-            fields = (plans.get(type(data)) or _plan(type(data)))[0](data)
-            try:
-                raw = pack_fields(fields)
-            except PACK_ERRORS:
-                raw = pack(fields, path=data.type)  # raises naming the bad part
-            add(raw)
-            largest = max(largest, len(raw))
+            continue
+        packed = event.packed
+        if packed is not None:
+            add(packed)
+            continue
+        if type(data) is not cls:
+            cls = type(data)
+            read = (_PLANS.get(cls) or _plan(cls))[0]
+        fields = read(data)  # type: ignore[misc]  # set with cls
+        try:
+            raw = pack_fields(fields)
+        except PACK_ERRORS:
+            raw = pack(fields, path=data.type)  # raises naming the bad part
+        add(raw)
+        if len(raw) > largest:
+            largest = len(raw)
     trim_packer(largest)
     return out
 
