@@ -90,13 +90,25 @@ def from_us(us: int) -> datetime:
     return _EPOCH + timedelta(0, 0, us)  # positional: a keyword costs a third more
 
 
+#: Positions in a run index row of the time fields, and of ``archived``.
+_TIME_AT = tuple(i for i, name in enumerate(RUN_FIELDS) if name in TIME_FIELDS)
+_ARCHIVED = RUN_FIELDS.index("archived")
+
+
 def info_from_row(row: Sequence[Any]) -> RunInfo:
-    """A run index row (selected as :data:`RUN_COLUMNS`) as a RunInfo."""
-    values = dict(zip(RUN_FIELDS, row, strict=True))
-    for name in TIME_FIELDS:
-        values[name] = None if values[name] is None else from_us(values[name])
-    values["archived"] = bool(values["archived"])
-    return RunInfo(**values)
+    """A run index row (selected as :data:`RUN_COLUMNS`) as a RunInfo.
+
+    Raises:
+        ValueError: the row has not one value per run index column.
+    """
+    values = list(row)
+    if len(values) != len(RUN_FIELDS):
+        raise ValueError(f"a run index row has {len(RUN_FIELDS)} columns, not {len(values)}")
+    for i in _TIME_AT:
+        if values[i] is not None:
+            values[i] = from_us(values[i])
+    values[_ARCHIVED] = bool(values[_ARCHIVED])
+    return RunInfo(*values)  # positional, in field order: keywords cost more
 
 
 def info_to_row(info: RunInfo) -> list[Any]:
