@@ -60,7 +60,7 @@ from typing import Any
 from agentlog._logging import get_logger
 from agentlog.errors import AgentlogError, ConflictError
 from agentlog.eventlog._base import RunInfo, check_next
-from agentlog.eventlog._row_format import info_from_row, info_to_row
+from agentlog.eventlog._row_format import RUN_FIELDS, info_from_row, info_to_row, row_after_steps
 from agentlog.eventlog._worker_thread import Outcome, WorkerThread, settle
 from agentlog.eventlog.events import Event
 from agentlog.eventlog.sqlite._connection import SqliteConnection, WriteLockBusy
@@ -108,8 +108,18 @@ ONE_STATEMENT_ROWS = 32
 CHUNK_ROWS = 124
 _COLUMNS = 8  # an event row's columns (INSERT_EVENT's parameters)
 
-#: What one append leaves in the run index: the run's row as a RunInfo and as stored.
-Known = tuple[RunInfo, list[Any]]
+#: What one append leaves in the run index: the run's row as stored, and as a
+#: RunInfo unless a step's append wrote it as a delta of the row
+#: (:func:`~agentlog.eventlog._row_format.row_after_steps`): None then, and the
+#: RunInfo is built from the row when an append needs the full rules.
+Known = tuple[RunInfo | None, list[Any]]
+
+_EPOCH, _LAST_SEQ, _STEPS = (
+    RUN_FIELDS.index(name) for name in ("writer_epoch", "last_seq", "steps")
+)
+#: The columns a step's append changes (:func:`row_after_steps`), with or without its steps.
+_STEP_COLUMNS = (_LAST_SEQ, RUN_FIELDS.index("updated_at"))
+_STEP_COLUMNS_STEPS = tuple(sorted((*_STEP_COLUMNS, _STEPS)))
 
 
 def _append_one(conn: sqlite3.Connection, append: PendingAppend, known: Known | None) -> Known:
@@ -141,16 +151,23 @@ def _append_one(conn: sqlite3.Connection, append: PendingAppend, known: Known | 
     run_id, first_seq = append.events[0].run_id, append.first_seq
     if (
         known is not None
-        and known[0].writer_epoch == append.epoch
-        and known[0].last_seq == first_seq - 1
+        and known[1][_EPOCH] == append.epoch
+        and known[1][_LAST_SEQ] == first_seq - 1
     ):
         info, old = known
-        after = info.after(append.events)
-        new = info_to_row(after)
-        changed = _changed(old, new)  # never empty: last_seq moves
+        # A step's events: the row's delta, its stored time the last row's ts.
+        new = row_after_steps(old, append.events, append.rows[-1][3])
+        after: RunInfo | None
+        if new is not None:
+            after = None
+            changed = _STEP_COLUMNS if new[_STEPS] == old[_STEPS] else _STEP_COLUMNS_STEPS
+        else:
+            after = (info or info_from_row(old)).after(append.events)
+            new = info_to_row(after)
+            changed = _changed(old, new)  # never empty: last_seq moves
         cursor = conn.execute(
             update_written_run_sql(changed),
-            [*(new[i] for i in changed), run_id, append.epoch, info.last_seq],
+            [*(new[i] for i in changed), run_id, append.epoch, old[_LAST_SEQ]],
         )
         if cursor.rowcount == 1:
             try:
