@@ -79,8 +79,9 @@ async def _lookups(server: RedisServer, prefix: str, backlog: int) -> int:
     wf = queued(Calls(), asyncio.Event(), QUEUE)
     client = RuntimeConfig(owner="client", execute=False, worker=False)
     raw = aioredis.Redis(host=server.host, port=server.port)
+    url = server.url(prefix=prefix)
     try:
-        async with await Runtime.open(server.url(prefix=prefix), workflows=[wf], config=client) as rt:
+        async with await Runtime.open(url, workflows=[wf], config=client) as rt:
             for n in range(backlog):
                 await rt.submit(wf, run_id=f"r{n:05d}", input={"n": 0}, priority=n % 3)
             await _admit_and_pass(rt.log, wf.name, backlog)  # a log's first read may build its sets

@@ -39,7 +39,8 @@ def _infos(reply: Sequence[Any]) -> list[RunInfo]:
     found = []
     for raw_id, flat in reply:
         if flat:
-            found.append(info_from_hash(raw_id.decode(), dict(zip(flat[::2], flat[1::2]))))
+            fields = dict(zip(flat[::2], flat[1::2], strict=True))
+            found.append(info_from_hash(raw_id.decode(), fields))
     return found
 
 

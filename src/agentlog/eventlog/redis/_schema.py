@@ -297,7 +297,9 @@ return {holders, rows(waiting)}
 # KEYS: run hash.  ARGV: run_id, owner, lease expiry ('' = none), force (1/0), now,
 # the key prefix. Returns {'ok', epoch} or {'held', owner, expiry}. The refusals
 # and the epoch step come from CLAIM_CASES.
-CLAIM = _QUEUE_SETS + f"""
+CLAIM = (
+    _QUEUE_SETS
+    + f"""
 local h = redis.call('HMGET', KEYS[1], 'writer_epoch', 'lease_owner', 'lease_expires_at',
   'status', 'queue', 'workflow')
 local row_epoch, row_owner, row_expiry = h[1], h[2], h[3]
@@ -311,11 +313,14 @@ else redis.call('HSET', KEYS[1], 'lease_expires_at', ARGV[3]) end
 held_sets(ARGV[6], h[4], h[5], h[6], ARGV[1], ARGV[3])
 return {{'ok', epoch}}
 """
+)
 
 # KEYS: run hash.  ARGV: epoch, lease expiry ('' = release), the key prefix, run_id.
 # Returns {'ok'}, {'unknown'} or {'refused', writer_epoch}. The refusals come
 # from LEASE_CASES, whose grant keeps the epoch.
-LEASE = _QUEUE_SETS + f"""
+LEASE = (
+    _QUEUE_SETS
+    + f"""
 local h = redis.call('HMGET', KEYS[1], 'writer_epoch', 'status', 'queue', 'workflow')
 local row_epoch = h[1]
 local epoch = tonumber(ARGV[1])
@@ -325,6 +330,7 @@ else redis.call('HSET', KEYS[1], 'lease_expires_at', ARGV[2]) end
 held_sets(ARGV[3], h[2], h[3], h[4], ARGV[4], ARGV[2])
 return {{'ok'}}
 """
+)
 
 # Delete the snapshots below seq FLOOR of index KEYS[I] and hash KEYS[I + 1].
 _TRIM = """
