@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from agentlog.eventlog._row_format import to_us
 from agentlog.eventlog._urls import open_log
 from agentlog.eventlog.events import Event, RunAdmitted, RunCompleted, RunStarted, utcnow
 from agentlog.eventlog.redis import RedisEventLog
@@ -121,3 +122,23 @@ async def test_a_log_written_before_the_queue_sets_reads_its_queues_after_buildi
         await _admit(log, "q-urgent")
         await _same_as_the_rule(log)
         assert await raw.zcard(f"{redis_prefix}:qwait:q:emails") == 7
+
+        # An older agentlog writes meanwhile, keeping no sets: it ends the best
+        # waiting run, queues one more and claims another.
+        await raw.hset(f"{redis_prefix}:run:moved", "status", "completed")
+        status = f"{redis_prefix}:status"
+        await raw.smove(f"{status}:queued", f"{status}:completed", "moved")
+        q_a = f"{to_us(T0 + timedelta(seconds=3)):020d}:q-a"  # as if recorded by it
+        await raw.zrem(f"{redis_prefix}:qwait:q:emails", q_a)
+        await raw.zrem(f"{redis_prefix}:qwait:w:mail", q_a)
+        late = to_us(utcnow() + timedelta(minutes=1))
+        await raw.hset(f"{redis_prefix}:run:q-b", "lease_expires_at", str(late))
+        holders, waiting = await log.queue_runs(QUEUE.name, NAMES, utcnow(), 2)
+        assert "q-b" not in {i.run_id for i in holders}  # the sets missed its claim
+        assert [i.run_id for i in waiting] == ["sibling", "q-late"]  # and "q-a"
+        await raw.delete(f"{redis_prefix}:queues-built")  # what the docs say to do then
+        await _same_as_the_rule(log)
+        assert await raw.get(f"{redis_prefix}:queues-built") == b"1"
+        assert await raw.zcard(f"{redis_prefix}:qwait:q:emails") == 7  # "q-a" back
+        assert await raw.zcard(f"{redis_prefix}:qwait:w:mail") == 6  # "moved" gone
+        assert await raw.zscore(f"{redis_prefix}:qheld:q:emails", "q-b") == late

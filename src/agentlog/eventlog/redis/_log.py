@@ -77,6 +77,7 @@ from agentlog.eventlog.redis._schema import (
     APPEND,
     BUILD_ORDER,
     BUILD_QUEUES,
+    CHECK_QUEUE_SET,
     CLAIM,
     LEASE,
     LOAD_SNAPSHOT,
@@ -180,7 +181,8 @@ class RedisEventLog(RedisMailbox, IndexedEventLog):
         self._save_snap, self._trim_snaps = register(SAVE_SNAPSHOT), register(TRIM_SNAPSHOTS)
         self._load_snap, self._prune = register(LOAD_SNAPSHOT), register(PRUNE)
         self._order = RunOrder(client, self._keys, register(BUILD_ORDER))
-        self._queues = QueueSets(client, self._keys, register(BUILD_QUEUES), register(READ_QUEUE))
+        scripts = register(BUILD_QUEUES), register(CHECK_QUEUE_SET), register(READ_QUEUE)
+        self._queues = QueueSets(client, self._keys, scripts)
 
     @classmethod
     async def connect(

@@ -6,8 +6,12 @@ list each queue's and each workflow's ``queued`` runs by rank and the
 admission (:meth:`QueueSets.read`) is then one atomic script that reads the
 live range of the held sets and the first entries of the waiting sets, and
 the hashes of those runs only: as many as the writers plus the runs wanted,
-whatever the backlog. A log written before the sets existed has them built
-once, from the ``queued`` and ``running`` runs (:meth:`QueueSets.ensure`).
+whatever the backlog. A log written before the sets existed (no
+``P:queues-built``, which the read script checks) has them built from the
+``queued`` and ``running`` runs (:meth:`QueueSets.build`); deleting that key
+has the next read check every entry against its run's hash and build them
+again (after a process of an older agentlog, which keeps no sets, wrote to
+the log).
 """
 
 from __future__ import annotations
@@ -34,6 +38,11 @@ def _rank(info: RunInfo) -> tuple[int, datetime, str]:
     return (info.priority, info.started_at or _NEVER, info.run_id)
 
 
+def _glob_escaped(text: str) -> str:
+    """``text`` matched literally in a SCAN pattern."""
+    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
+
+
 def _infos(reply: Sequence[Any]) -> list[RunInfo]:
     """``[[run_id, [field, value, ...]], ...]`` as RunInfos (a run with no hash left out)."""
     found = []
@@ -47,23 +56,30 @@ def _infos(reply: Sequence[Any]) -> list[RunInfo]:
 class QueueSets:
     """Reads the queues of one Redis log (see the module docstring)."""
 
-    def __init__(self, client: Any, keys: Keys, build: Any, read: Any) -> None:
-        self._client, self._keys, self._build, self._read = client, keys, build, read
-        self._built = False
+    def __init__(self, client: Any, keys: Keys, scripts: tuple[Any, Any, Any]) -> None:
+        self._client, self._keys = client, keys
+        self._build, self._check, self._read = scripts
 
-    async def ensure(self) -> None:
-        """Build the queue sets of a log written before they existed, once."""
-        if self._built:
-            return
-        keys = self._keys
-        if await self._client.get(keys.queues_built) is None:
-            listed = await self._client.smembers(keys.status(RunStatus.QUEUED))
-            listed |= await self._client.smembers(keys.status(RunStatus.RUNNING))
-            run_ids = sorted(listed)
-            for start in range(0, len(run_ids), _CHUNK):
-                await self._build(keys=[], args=[keys.prefix, *run_ids[start : start + _CHUNK]])
-            await self._client.set(keys.queues_built, "1")
-        self._built = True
+    async def build(self) -> None:
+        """Bring the queue sets in line with the run hashes: of a log written
+        before they existed, or after an older agentlog (which keeps none)
+        wrote to it. Each entry there is checked against its run's hash, then
+        every queued and running run put in; each step is atomic per chunk
+        and reads the hashes as they are then, so appends and claims meanwhile
+        (which keep the sets) lose nothing, and two processes may build at once."""
+        keys, pattern = self._keys, _glob_escaped(self._keys.prefix)
+        for kind in ("wait", "held"):
+            async for key in self._client.scan_iter(match=f"{pattern}:q{kind}:*"):
+                members = [m async for m, _ in self._client.zscan_iter(key)]
+                for start in range(0, len(members), _CHUNK):
+                    chunk = members[start : start + _CHUNK]
+                    await self._check(keys=[key], args=[keys.prefix, kind, *chunk])
+        listed = await self._client.smembers(keys.status(RunStatus.QUEUED))
+        listed |= await self._client.smembers(keys.status(RunStatus.RUNNING))
+        run_ids = sorted(listed)
+        for start in range(0, len(run_ids), _CHUNK):
+            await self._build(keys=[], args=[keys.prefix, *run_ids[start : start + _CHUNK]])
+        await self._client.set(keys.queues_built, "1")
 
     async def read(
         self, queue: str, workflows: Collection[str], now: datetime, limit: int
@@ -71,12 +87,15 @@ class QueueSets:
         """The queued or running runs of ``queue`` (or of ``workflows``) holding
         a live lease at ``now``, and its ``limit`` best-ranked queued runs that
         nobody holds; see ``SqlIndexedEventLog.queue_runs``."""
-        await self.ensure()
         names = sorted(set(workflows))
         keys = self._keys.queue_sets("held", queue, names)
         keys += self._keys.queue_sets("wait", queue, names)
-        args = [self._keys.run(""), to_us(now), max(limit, 0)]
-        held, candidates = await self._read(keys=keys, args=args)
+        args = [self._keys.run(""), to_us(now), max(limit, 0), self._keys.queues_built]
+        reply = await self._read(keys=keys, args=args)
+        if not reply:  # not built: a log written before the sets, or a rebuild asked for
+            await self.build()
+            reply = await self._read(keys=keys, args=args)
+        held, candidates = reply
         active = (RunStatus.QUEUED, RunStatus.RUNNING)
         holders = [
             info

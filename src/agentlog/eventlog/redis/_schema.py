@@ -78,6 +78,7 @@ __all__ = [
     "APPEND",
     "BUILD_ORDER",
     "BUILD_QUEUES",
+    "CHECK_QUEUE_SET",
     "CLAIM",
     "LEASE",
     "LOAD_SNAPSHOT",
@@ -257,13 +258,48 @@ return 0
 """
 )
 
+# KEYS: one queue set.  ARGV: the key prefix, 'wait' or 'held', then members.
+# Keeps each member only as the run's hash says now (its status, queue,
+# workflow, rank; a held run's lease end as its score): what an older agentlog
+# changed without the sets is put right, and nothing an append or a claim put
+# there meanwhile is lost.
+CHECK_QUEUE_SET = (
+    _QUEUE_SETS
+    + """
+local prefix, kind = ARGV[1], ARGV[2]
+for i = 3, #ARGV do
+  local member = ARGV[i]
+  local id = member
+  if kind == 'wait' then id = string.sub(member, 22) end
+  local h = redis.call('HMGET', prefix .. ':run:' .. id, 'last_seq', 'status', 'queue',
+    'workflow', 'started_at', 'priority', 'lease_expires_at')
+  local keep = false
+  if h[1] and tonumber(h[1]) > 0 then
+    for _, key in ipairs(queue_sets(prefix, kind, h[2], h[3], h[4])) do
+      if key == KEYS[1] then keep = true end
+    end
+  end
+  if kind == 'wait' and keep and member == rank_member(h[5], id) then
+    redis.call('ZADD', KEYS[1], h[6] or '0', member)
+  elseif kind == 'held' and keep and h[7] then
+    redis.call('ZADD', KEYS[1], h[7], member)
+  else
+    redis.call('ZREM', KEYS[1], member)
+  end
+end
+return 0
+"""
+)
+
 # KEYS: a queue's held sets, then as many waiting sets.  ARGV: the run hashes'
-# key prefix (``P:run:``), now (microseconds), how many waiting runs are wanted.
-# Returns {holders, waiting}: the hashes (HGETALL) of the runs of the held sets
-# whose lease ends after now, and of the first ``wanted + #holders`` runs of
-# each waiting set (the held ones among them are the reader's to skip), each
-# run once. One atomic read: the backlog behind them is never read.
+# key prefix (``P:run:``), now (microseconds), how many waiting runs are wanted,
+# the ``queues-built`` key. Returns {holders, waiting}: the hashes (HGETALL) of
+# the runs of the held sets whose lease ends after now, and of the first
+# ``wanted + #holders`` runs of each waiting set (the held ones among them are
+# the reader's to skip), each run once; or {} if the sets are not built. One
+# atomic read: the backlog behind them is never read.
 READ_QUEUE = """
+if redis.call('EXISTS', ARGV[4]) == 0 then return {} end
 local n, seen = #KEYS / 2, {}
 local function rows(ids)
   local found = {}
