@@ -43,11 +43,13 @@ Every key starts with the log's prefix ``P`` (``agentlog`` by default):
   (:data:`READ_QUEUE`), not the backlog. The append script keeps them as a
   run's status, queue or rank change; the claim and lease scripts keep the
   held sets' scores. A log written before they existed has no
-  ``P:queues-built``: the first queue read builds them from the
-  ``queued`` and ``running`` runs' hashes (:data:`BUILD_QUEUES`, atomic per
-  chunk) and then sets it; delete it to rebuild them (after a process of
-  an older agentlog wrote to the log). Priorities beyond 2**53 in size
-  share a score (a double); the reader ranks what it reads exactly.
+  ``P:queues-built``, which the read script checks: the read that finds
+  none checks every entry of the sets against its run's hash
+  (:data:`CHECK_QUEUE_SET`), puts every ``queued`` and ``running`` run in
+  (:data:`BUILD_QUEUES`), each atomic per chunk, and then sets it. Delete
+  it to have them put right after a process of an older agentlog (which
+  keeps no sets) wrote to the log. Priorities beyond 2**53 in size share a
+  score (a double); the reader ranks what it reads exactly.
 * ``P:snaps:RUN`` is a hash of the run's snapshots by seq (msgpack of
   ``[created_us, base_seq, state]``), and ``P:snapidx:RUN`` a sorted set of
   ``"SEQ:BASE"`` by seq, so retention (:func:`snapshots_kept_from`) reads
