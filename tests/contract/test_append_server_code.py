@@ -141,7 +141,8 @@ async def test_the_generated_lua_decides_every_example(
             script_keys += [keys.status("running"), keys.wake, keys.order]
             script_keys += [keys.order_in("running"), keys.order_in("running")]
             args = [run_id, example.epoch, example.first, 1, example.last, "wf", "1", "running"]
-            args += [example.first, 0, "", time_arg(event.ts), "", "", 0, "", *event_args(row)]
+            args += [example.first, 0, "", time_arg(event.ts), "", "", 0, "", redis_prefix]
+            args += event_args(row)
             reply = await client.eval(APPEND, len(script_keys), *script_keys, *args)
             if example.error is None:
                 assert reply == [b"ok"], example

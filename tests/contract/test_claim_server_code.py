@@ -114,10 +114,11 @@ async def test_the_generated_lua_decides_every_example(
             asked = _asked(example) or ""
             if example.call == "claim":
                 force = "1" if example.force else "0"
-                args = [run_id, "claimer", asked, force, to_us(NOW)]
+                args = [run_id, "claimer", asked, force, to_us(NOW), redis_prefix]
                 reply = await client.eval(LUA_CLAIM, 1, key, *args)
             else:
-                reply = await client.eval(LUA_LEASE, 1, key, example.ask, asked)
+                args = [example.ask, asked, redis_prefix, run_id]
+                reply = await client.eval(LUA_LEASE, 1, key, *args)
             raw = await client.hgetall(key)
             after = info_from_hash(run_id, raw) if raw else None
             _check(example, reply[0] != b"ok", before, after)

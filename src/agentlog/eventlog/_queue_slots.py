@@ -1,8 +1,11 @@
-"""Queue slots kept by one fenced process: the seam a log whose runs are owned
-per partition (Kafka) offers for queues.
+"""The seams a log offers for queues: a run index that reads a queue without
+its backlog (:class:`QueueIndex`), and queue slots kept by one fenced process
+(:class:`QueueSlots`), for a log whose runs are owned per partition (Kafka).
 
 On SQLite, PostgreSQL and Redis every worker reads every claim, so a queue is
-counted from the run index (:mod:`agentlog.runtime._queue_admission`). On a
+counted from the run index (:mod:`agentlog.runtime._queue_admission`); each
+of them is a :class:`QueueIndex`, whose read of a queue costs the same
+whatever its backlog (elsewhere the runtime lists the queued runs). On a
 partitioned Kafka log no worker sees the others' claims, so one process keeps
 each queue's count: the owner of the queue's partition (its *admitter*). A
 run's owner asks it for a slot (:meth:`QueueSlots.hold_slot`) before it drives
@@ -13,11 +16,29 @@ See docs/queues.md ("Kafka") for what the admitter guarantees.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-__all__ = ["QueueSlots", "SlotAsk", "SlotGrant"]
+if TYPE_CHECKING:
+    from agentlog.eventlog._records import RunInfo
+
+__all__ = ["QueueIndex", "QueueSlots", "SlotAsk", "SlotGrant"]
+
+
+@runtime_checkable
+class QueueIndex(Protocol):
+    """A run index that reads a queue's admission without its backlog."""
+
+    async def queue_runs(
+        self, queue: str, workflows: Collection[str], now: datetime, limit: int
+    ) -> tuple[list[RunInfo], list[RunInfo]]:
+        """The queued or running runs of ``queue`` (or of ``workflows``) a
+        writer holds a live lease on at ``now``, and the ``limit`` best-ranked
+        queued runs nobody holds (priority, then the oldest, then the run id),
+        best first; both read without the rest of the queue."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,12 +4,13 @@ The rules are in :mod:`agentlog.runtime._queues`; this module reads what
 they count (:func:`read_queue`), checks a claimed run against them
 (:func:`admit`) and orders a worker's pass (:func:`arrange`).
 
-Cost: on SQLite and PostgreSQL reading a queue is one round trip of two
-indexed queries (:meth:`SqlIndexedEventLog.queue_runs`): the runs holding a
-live lease (as many as the writers) and the few best-ranked waiting runs
-the reader needs (one for an admission, the room for a pass), so its cost
-does not grow with the backlog. Elsewhere it lists the run index's
-``running`` and ``queued`` runs (``list_runs``). With a rate it also reads
+Cost: on SQLite, PostgreSQL and Redis reading a queue is one round trip
+(:class:`~agentlog.eventlog._queue_slots.QueueIndex`: two indexed queries,
+or one script over Redis's queue sets): the runs holding a live lease (as
+many as the writers) and the few best-ranked waiting runs the reader needs
+(one for an admission, the room for a pass), so its cost does not grow with
+the backlog. Elsewhere (memory, Kafka) it lists the run index's ``running``
+and ``queued`` runs (``list_runs``). With a rate it also reads
 the runs of the queue's workflows admitted within the rate's period (on
 SQLite and PostgreSQL a range of the index of ``admitted_at``; elsewhere
 the runs updated within the period, ``page_runs``). A worker reads each of
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from agentlog.eventlog._base import EventLog, RunInfo
+from agentlog.eventlog._queue_slots import QueueIndex
 from agentlog.eventlog._run_pages import RunQuery
 from agentlog.eventlog._sql_index import SqlIndexedEventLog
 from agentlog.eventlog.events import RunAdmitted, RunStatus, utcnow
@@ -78,13 +80,13 @@ async def read_queue(
     """The queue as the run index says now; ``workflows`` are the names of
     the workflows in the queue (runs recorded before the index had a
     ``queue`` column count by them). ``limit``: how many waiting runs the
-    caller needs (None: all), which a SQL run index reads alone."""
+    caller needs (None: all), which a :class:`QueueIndex` reads alone."""
     now = now or utcnow()
     names = set(workflows)
     admitted: frozenset[str] = frozenset()
     if queue.rate is not None:
         admitted = await _admitted_since(log, names, now - queue.rate.per)
-    if isinstance(log, SqlIndexedEventLog) and limit is not None:
+    if isinstance(log, QueueIndex) and limit is not None:
         holders, waiting = await log.queue_runs(queue.name, names, now, limit)
     else:
 

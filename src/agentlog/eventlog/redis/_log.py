@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -64,6 +64,7 @@ from agentlog.eventlog.redis._connection import (
 )
 from agentlog.eventlog.redis._mailbox import RedisMailbox
 from agentlog.eventlog.redis._pages import RunOrder
+from agentlog.eventlog.redis._queues import QueueSets
 from agentlog.eventlog.redis._rows import (
     event_args,
     event_from_entry,
@@ -75,10 +76,13 @@ from agentlog.eventlog.redis._rows import (
 from agentlog.eventlog.redis._schema import (
     APPEND,
     BUILD_ORDER,
+    BUILD_QUEUES,
+    CHECK_QUEUE_SET,
     CLAIM,
     LEASE,
     LOAD_SNAPSHOT,
     PRUNE,
+    READ_QUEUE,
     SAVE_SNAPSHOT,
     TRIM_SNAPSHOTS,
     Keys,
@@ -177,6 +181,8 @@ class RedisEventLog(RedisMailbox, IndexedEventLog):
         self._save_snap, self._trim_snaps = register(SAVE_SNAPSHOT), register(TRIM_SNAPSHOTS)
         self._load_snap, self._prune = register(LOAD_SNAPSHOT), register(PRUNE)
         self._order = RunOrder(client, self._keys, register(BUILD_ORDER))
+        scripts = register(BUILD_QUEUES), register(CHECK_QUEUE_SET), register(READ_QUEUE)
+        self._queues = QueueSets(client, self._keys, scripts)
 
     @classmethod
     async def connect(
@@ -256,7 +262,7 @@ class RedisEventLog(RedisMailbox, IndexedEventLog):
                 args += [nxt.version, nxt.status, nxt.last_seq, nxt.steps]
                 args += [time_arg(nxt.started_at), time_arg(nxt.updated_at)]
                 args += [time_arg(nxt.wake_at), nxt.queue, nxt.priority]
-                args += [time_arg(nxt.admitted_at), *per_event]
+                args += [time_arg(nxt.admitted_at), k.prefix, *per_event]
                 reply = await self._write(self._append, keys, args, durable)
                 verdict = reply[0]
                 if verdict == b"ok":
@@ -347,6 +353,15 @@ class RedisEventLog(RedisMailbox, IndexedEventLog):
         chosen.sort(key=lambda info: info.wake_at or info.updated_at or now)
         return chosen[:limit]
 
+    async def queue_runs(
+        self, queue: str, workflows: Collection[str], now: datetime, limit: int
+    ) -> tuple[list[RunInfo], list[RunInfo]]:
+        """A queue's admission reads in one atomic script over its queue sets:
+        the runs holding its slots and its ``limit`` best-ranked waiting runs
+        (see ``_queues``), not the backlog."""
+        with self._translating(f"reading queue {queue!r} failed"):
+            return await self._queues.read(queue, workflows, now, limit)
+
     async def next_wake(self) -> datetime | None:
         with self._translating("reading timers failed"):
             first = await self._client.zrange(self._keys.wake, 0, 0, withscores=True)
@@ -369,6 +384,7 @@ class RedisEventLog(RedisMailbox, IndexedEventLog):
                 now = utcnow()
                 expires = None if lease_seconds is None else now + timedelta(seconds=lease_seconds)
                 args = [run_id, owner, time_arg(expires), "1" if force else "0", to_us(now)]
+                args.append(self._keys.prefix)
                 reply = await self._write(self._claim, [self._keys.run(run_id)], args, True)
                 if reply[0] == b"ok":
                     epoch = int(reply[1])
@@ -384,9 +400,8 @@ class RedisEventLog(RedisMailbox, IndexedEventLog):
         check_run_id(run_id)
         self._check_durable()
         with self._translating(f"updating the lease of run {run_id!r} failed"):
-            reply = await self._write(
-                self._lease, [self._keys.run(run_id)], [epoch, time_arg(expires)], True
-            )
+            args = [epoch, time_arg(expires), self._keys.prefix, run_id]
+            reply = await self._write(self._lease, [self._keys.run(run_id)], args, True)
         if reply[0] == b"unknown":
             raise UnknownRunError(run_id, self.url)
         if reply[0] == b"refused":

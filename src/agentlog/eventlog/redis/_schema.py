@@ -31,6 +31,25 @@ Every key starts with the log's prefix ``P`` (``agentlog`` by default):
   (:data:`BUILD_ORDER`, atomic per chunk of runs, so an append meanwhile is
   never undone) and then sets it. Delete ``P:order-built`` to rebuild them
   (after a process of an older agentlog appended to the log).
+* ``P:qwait:q:QUEUE`` and ``P:qwait:w:WORKFLOW`` are sorted sets of the
+  ``queued`` runs of a queue and of a workflow (a run is in its workflow's
+  and, with a queue, its queue's), ranked as every backend ranks a queue:
+  the score is the priority, the member ``STARTED:RUN`` (``started_at`` in
+  microseconds, zero-padded to 20 digits, then the run id), so members of
+  one score sort oldest first, then by run id. ``P:qheld:q:QUEUE`` and
+  ``P:qheld:w:WORKFLOW`` hold the ``queued`` or ``running`` runs with a
+  lease, scored by the lease's end. A queue's admission reads the first
+  entries of its waiting sets and the live range of its held sets
+  (:data:`READ_QUEUE`), not the backlog. The append script keeps them as a
+  run's status, queue or rank change; the claim and lease scripts keep the
+  held sets' scores. A log written before they existed has no
+  ``P:queues-built``, which the read script checks: the read that finds
+  none checks every entry of the sets against its run's hash
+  (:data:`CHECK_QUEUE_SET`), puts every ``queued`` and ``running`` run in
+  (:data:`BUILD_QUEUES`), each atomic per chunk, and then sets it. Delete
+  it to have them put right after a process of an older agentlog (which
+  keeps no sets) wrote to the log. Priorities beyond 2**53 in size share a
+  score (a double); the reader ranks what it reads exactly.
 * ``P:snaps:RUN`` is a hash of the run's snapshots by seq (msgpack of
   ``[created_us, base_seq, state]``), and ``P:snapidx:RUN`` a sorted set of
   ``"SEQ:BASE"`` by seq, so retention (:func:`snapshots_kept_from`) reads
@@ -60,10 +79,13 @@ from agentlog.eventlog._claim_cases import (
 __all__ = [
     "APPEND",
     "BUILD_ORDER",
+    "BUILD_QUEUES",
+    "CHECK_QUEUE_SET",
     "CLAIM",
     "LEASE",
     "LOAD_SNAPSHOT",
     "PRUNE",
+    "READ_QUEUE",
     "SAVE_SNAPSHOT",
     "TRIM_SNAPSHOTS",
     "Keys",
@@ -79,6 +101,7 @@ class Keys:
         self.wake = f"{prefix}:wake"
         self.order = f"{prefix}:order"
         self.order_built = f"{prefix}:order-built"
+        self.queues_built = f"{prefix}:queues-built"
 
     def run(self, run_id: str) -> str:
         return f"{self.prefix}:run:{run_id}"
@@ -92,6 +115,12 @@ class Keys:
     def order_in(self, status: str) -> str:
         return f"{self.order}:{status}"
 
+    def queue_sets(self, kind: str, queue: str, workflows: list[str]) -> list[str]:
+        """A queue's ``held`` or ``wait`` sets: its own, then its workflows'
+        (as :data:`_QUEUE_SETS` names them)."""
+        own = f"{self.prefix}:q{kind}:q:{queue}"
+        return [own, *(f"{self.prefix}:q{kind}:w:{name}" for name in workflows)]
+
     def snaps(self, run_id: str) -> str:
         return f"{self.prefix}:snaps:{run_id}"
 
@@ -99,27 +128,51 @@ class Keys:
         return f"{self.prefix}:snapidx:{run_id}"
 
 
+# The queue sets a run's row puts it in (see the module docstring), and its
+# member in a waiting set. Keys.queue_sets names the same sets for a reader.
+_QUEUE_SETS = """
+local function queue_sets(prefix, kind, status, queue, workflow)
+  if status ~= 'queued' and (kind == 'wait' or status ~= 'running') then return {} end
+  local sets = {prefix .. ':q' .. kind .. ':w:' .. (workflow or '')}
+  if queue and queue ~= '' then table.insert(sets, prefix .. ':q' .. kind .. ':q:' .. queue) end
+  return sets
+end
+local function rank_member(started, run_id)
+  started = started or ''
+  return string.rep('0', 20 - #started) .. started .. ':' .. run_id
+end
+local function held_sets(prefix, h_status, h_queue, h_workflow, run_id, expiry)
+  for _, key in ipairs(queue_sets(prefix, 'held', h_status, h_queue, h_workflow)) do
+    if expiry == '' or not expiry then redis.call('ZREM', key, run_id)
+    else redis.call('ZADD', key, expiry, run_id) end
+  end
+end
+"""
+
 # KEYS: run hash, stream, runs set, old status set, new status set, wake zset,
 #       order zset, old status order zset, new status order zset
 # ARGV: run_id, epoch, first seq, n, the last seq the row was computed from,
 #       then the next row: workflow, version, status, last_seq, steps,
 #       started_at, updated_at, wake_at ('' = none), queue, priority,
-#       admitted_at ('' = none), then per event:
+#       admitted_at ('' = none), the key prefix, then per event:
 #       seq, type, ts, schema_v, payload, checksum
+# The queue sets change only when the run's status, queue, workflow or rank does.
 # Returns {'ok'}, {'refused', last_seq, writer_epoch} (a fence or a conflict,
 # by the checks generated from APPEND_CHECKS, or a row that moved since it was
 # read) or {'corrupt', top seq}.
 _REFUSED = "{'refused', row_last, tonumber(row_epoch)}"
 APPEND = (
-    f"""
-local h = redis.call('HMGET', KEYS[1], 'last_seq', 'writer_epoch', 'wake_at')
+    _QUEUE_SETS
+    + f"""
+local h = redis.call('HMGET', KEYS[1], 'last_seq', 'writer_epoch', 'wake_at', 'status', 'queue',
+  'workflow', 'started_at', 'priority', 'lease_expires_at')
 local row_last, row_epoch = tonumber(h[1] or '0'), h[2] or '0'
 local epoch, first, n = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 {lua_append_refusals(_REFUSED)}
 if row_last ~= tonumber(ARGV[5]) then return {_REFUSED} end
 """
     + """for i = 0, n - 1 do
-  local a = 17 + i * 6
+  local a = 18 + i * 6
   -- Only the first XADD can fail (an id at or below the stream's top, so the
   -- index lost seqs the stream has); it fails before anything is written.
   local added = redis.pcall('XADD', KEYS[2], ARGV[a] .. '-0', 't', ARGV[a + 1],
@@ -152,6 +205,21 @@ local score = '-' .. ARGV[12]
 redis.call('ZADD', KEYS[7], score, ARGV[1])
 if KEYS[8] ~= KEYS[9] then redis.call('ZREM', KEYS[8], ARGV[1]) end
 redis.call('ZADD', KEYS[9], score, ARGV[1])
+local id, prefix = ARGV[1], ARGV[17]
+local was = table.concat(queue_sets(prefix, 'held', h[4], h[5], h[6]), '\\n')
+if was ~= table.concat(queue_sets(prefix, 'held', ARGV[8], ARGV[14], ARGV[6]), '\\n') then
+  held_sets(prefix, h[4], h[5], h[6], id, '')
+  held_sets(prefix, ARGV[8], ARGV[14], ARGV[6], id, h[9])
+end
+local old_wait = queue_sets(prefix, 'wait', h[4], h[5], h[6])
+local new_wait = queue_sets(prefix, 'wait', ARGV[8], ARGV[14], ARGV[6])
+local old_member, new_member = rank_member(h[7], id), rank_member(ARGV[11], id)
+local old_score = h[8] or '0'
+if table.concat(old_wait, '\\n') .. old_member .. ' ' .. old_score
+    ~= table.concat(new_wait, '\\n') .. new_member .. ' ' .. ARGV[15] then
+  for _, key in ipairs(old_wait) do redis.call('ZREM', key, old_member) end
+  for _, key in ipairs(new_wait) do redis.call('ZADD', key, ARGV[15], new_member) end
+end
 return {'ok'}
 """
 )
@@ -171,11 +239,107 @@ end
 return 0
 """
 
-# KEYS: run hash.  ARGV: run_id, owner, lease expiry ('' = none), force (1/0), now.
-# Returns {'ok', epoch} or {'held', owner, expiry}. The refusals and the epoch
-# step come from CLAIM_CASES.
-CLAIM = f"""
-local h = redis.call('HMGET', KEYS[1], 'writer_epoch', 'lease_owner', 'lease_expires_at')
+# KEYS: none.  ARGV: the key prefix, then run ids. Puts each run into the queue
+# sets as its hash says now (a log written before they existed).
+BUILD_QUEUES = (
+    _QUEUE_SETS
+    + """
+local prefix = ARGV[1]
+for i = 2, #ARGV do
+  local id = ARGV[i]
+  local h = redis.call('HMGET', prefix .. ':run:' .. id, 'last_seq', 'status', 'queue',
+    'workflow', 'started_at', 'priority', 'lease_expires_at')
+  if h[1] and tonumber(h[1]) > 0 then
+    if h[7] then held_sets(prefix, h[2], h[3], h[4], id, h[7]) end
+    for _, key in ipairs(queue_sets(prefix, 'wait', h[2], h[3], h[4])) do
+      redis.call('ZADD', key, h[6] or '0', rank_member(h[5], id))
+    end
+  end
+end
+return 0
+"""
+)
+
+# KEYS: one queue set.  ARGV: the key prefix, 'wait' or 'held', then members.
+# Keeps each member only as the run's hash says now (its status, queue,
+# workflow, rank; a held run's lease end as its score): what an older agentlog
+# changed without the sets is put right, and nothing an append or a claim put
+# there meanwhile is lost.
+CHECK_QUEUE_SET = (
+    _QUEUE_SETS
+    + """
+local prefix, kind = ARGV[1], ARGV[2]
+for i = 3, #ARGV do
+  local member = ARGV[i]
+  local id = member
+  if kind == 'wait' then id = string.sub(member, 22) end
+  local h = redis.call('HMGET', prefix .. ':run:' .. id, 'last_seq', 'status', 'queue',
+    'workflow', 'started_at', 'priority', 'lease_expires_at')
+  local keep = false
+  if h[1] and tonumber(h[1]) > 0 then
+    for _, key in ipairs(queue_sets(prefix, kind, h[2], h[3], h[4])) do
+      if key == KEYS[1] then keep = true end
+    end
+  end
+  if kind == 'wait' and keep and member == rank_member(h[5], id) then
+    redis.call('ZADD', KEYS[1], h[6] or '0', member)
+  elseif kind == 'held' and keep and h[7] then
+    redis.call('ZADD', KEYS[1], h[7], member)
+  else
+    redis.call('ZREM', KEYS[1], member)
+  end
+end
+return 0
+"""
+)
+
+# KEYS: a queue's held sets, then as many waiting sets.  ARGV: the run hashes'
+# key prefix (``P:run:``), now (microseconds), how many waiting runs are wanted,
+# the ``queues-built`` key. Returns {holders, waiting}: the hashes (HGETALL) of
+# the runs of the held sets whose lease ends after now, and of the first
+# ``wanted + #holders`` runs of each waiting set (the held ones among them are
+# the reader's to skip), each run once; or {} if the sets are not built. One
+# atomic read: the backlog behind them is never read.
+READ_QUEUE = """
+if redis.call('EXISTS', ARGV[4]) == 0 then return {} end
+local n, seen = #KEYS / 2, {}
+local function rows(ids)
+  local found = {}
+  for _, id in ipairs(ids) do
+    if not seen[id] then
+      seen[id] = true
+      table.insert(found, {id, redis.call('HGETALL', ARGV[1] .. id)})
+    end
+  end
+  return found
+end
+local held = {}
+for i = 1, n do
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[i], '(' .. ARGV[2], '+inf')) do
+    table.insert(held, id)
+  end
+end
+local holders = rows(held)
+local wanted = tonumber(ARGV[3]) + #holders
+local waiting = {}
+if wanted > 0 then
+  for i = n + 1, 2 * n do
+    for _, member in ipairs(redis.call('ZRANGE', KEYS[i], 0, wanted - 1)) do
+      table.insert(waiting, string.sub(member, 22))
+    end
+  end
+end
+return {holders, rows(waiting)}
+"""
+
+# KEYS: run hash.  ARGV: run_id, owner, lease expiry ('' = none), force (1/0), now,
+# the key prefix. Returns {'ok', epoch} or {'held', owner, expiry}. The refusals
+# and the epoch step come from CLAIM_CASES.
+CLAIM = (
+    _QUEUE_SETS
+    + f"""
+local h = redis.call('HMGET', KEYS[1], 'writer_epoch', 'lease_owner', 'lease_expires_at',
+  'status', 'queue', 'workflow')
 local row_epoch, row_owner, row_expiry = h[1], h[2], h[3]
 local force, now = ARGV[4] == '1', tonumber(ARGV[5])
 {lua_refusals(CLAIM_CASES)}
@@ -184,20 +348,27 @@ redis.call('HSET', KEYS[1], 'run_id', ARGV[1], 'writer_epoch', tostring(epoch),
   'lease_owner', ARGV[2])
 if ARGV[3] == '' then redis.call('HDEL', KEYS[1], 'lease_expires_at')
 else redis.call('HSET', KEYS[1], 'lease_expires_at', ARGV[3]) end
+held_sets(ARGV[6], h[4], h[5], h[6], ARGV[1], ARGV[3])
 return {{'ok', epoch}}
 """
+)
 
-# KEYS: run hash.  ARGV: epoch, lease expiry ('' = release).
+# KEYS: run hash.  ARGV: epoch, lease expiry ('' = release), the key prefix, run_id.
 # Returns {'ok'}, {'unknown'} or {'refused', writer_epoch}. The refusals come
 # from LEASE_CASES, whose grant keeps the epoch.
-LEASE = f"""
-local row_epoch = redis.call('HGET', KEYS[1], 'writer_epoch')
+LEASE = (
+    _QUEUE_SETS
+    + f"""
+local h = redis.call('HMGET', KEYS[1], 'writer_epoch', 'status', 'queue', 'workflow')
+local row_epoch = h[1]
 local epoch = tonumber(ARGV[1])
 {lua_refusals(LEASE_CASES)}
 if ARGV[2] == '' then redis.call('HDEL', KEYS[1], 'lease_expires_at')
 else redis.call('HSET', KEYS[1], 'lease_expires_at', ARGV[2]) end
+held_sets(ARGV[3], h[2], h[3], h[4], ARGV[4], ARGV[2])
 return {{'ok'}}
 """
+)
 
 # Delete the snapshots below seq FLOOR of index KEYS[I] and hash KEYS[I + 1].
 _TRIM = """
