@@ -207,7 +207,7 @@ def event_rows(
     add = rows.append
     digest, head_of, names = xxh3_64_intdigest, _CHECKSUM_HEAD, _TYPE_BYTES
     run_id, run = None, b""
-    schema_v: Any = None
+    schema_v: Any = _UNSET  # no version seen yet (None is a version a bad event may carry)
     tail: bytes | None = b""
     for event, us, payload in zip(events, stamps, payloads, strict=True):
         if event.run_id is not run_id:
@@ -230,6 +230,8 @@ def event_rows(
         add((run_id, seq, event_type, us, schema_v, epoch, payload, checksum))
     return rows
 
+
+_UNSET = object()
 
 #: :func:`~agentlog.eventlog.codec.row_checksum`'s head (its columns, NUL-separated:
 #: ``run_id\0seq\0type\0ts\0schema_v\0epoch``) from bytes made once: the run id
