@@ -166,6 +166,7 @@ async def _store(
                     raise
                 await asyncio.sleep(driver.config.poll_seconds)
             stored = await mailbox.store_message(run_id, topic, value, key)
+            reports = reports or stored.reports  # a send that raised meanwhile left it
     except BaseException:
         if reports:  # the caller hears no outcome: the next send of the key reports it
             with contextlib.suppress(Exception):
