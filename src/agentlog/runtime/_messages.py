@@ -95,7 +95,41 @@ async def send_message(
     timeout: float | timedelta | None,  # noqa: ASYNC109 - bounds a wait for the writer
 ) -> bool:
     """``Runtime.send``; see there. True if recorded now, False if a message
-    with this idempotency key was recorded before."""
+    with this idempotency key was recorded before (True once for a message
+    recorded for a send that raised or was cancelled)."""
+    recorded = await _send(driver, read_state, run_id, topic, value, idempotency_key, timeout)
+    if recorded or idempotency_key is None:
+        return recorded
+    return _take_unheard(driver, run_id, idempotency_key)
+
+
+def _retrieved(future: asyncio.Future[bool]) -> None:
+    """Mark a refusal nobody waits for as seen (asyncio would log it)."""
+    if not future.cancelled():
+        future.exception()
+
+
+def _take_unheard(driver: RunDriver, run_id: str, key: str) -> bool:
+    """True if a send of ``key`` to a run driven here was cancelled after its
+    executor took the message, and the executor recorded it: this call
+    reports it (once)."""
+    future = driver.unheard.pop((run_id, key), None)
+    if future is None or not future.done():
+        if future is not None:
+            driver.unheard[(run_id, key)] = future  # not recorded yet: not this call's
+        return False
+    return not future.cancelled() and future.exception() is None and future.result()
+
+
+async def _send(
+    driver: RunDriver,
+    read_state: ReadState,
+    run_id: str,
+    topic: str,
+    value: Any,
+    idempotency_key: str | None,
+    timeout: float | timedelta | None,  # noqa: ASYNC109 - bounds a wait for the writer
+) -> bool:
     check_name("topic", topic)
     key = "" if idempotency_key is None else check_name("idempotency key", idempotency_key)
     pack(value, path="message value")  # refused before anything is claimed
@@ -190,7 +224,13 @@ async def _record(
     if executor is not None and task is not None:
         future = executor.inbox.put(topic, value, key)
         either: list[asyncio.Future[Any]] = [future, task]
-        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        try:
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # the caller hears nothing: the next send of the key reports it
+            if not executor.inbox.withdraw(future) and key and mailbox is None:
+                driver.unheard[(run_id, key)] = future  # taken: recorded unless refused
+                future.add_done_callback(_retrieved)
+            raise
         if future.done():
             return future.result()
         executor.inbox.withdraw(future)  # it stopped first: claim the run below
