@@ -278,6 +278,47 @@ async def test_overlapping_sends_of_a_key_report_it_once_on_redis(
     await overlapping_scenario(redis_url, b_stops=b_stops)
 
 
+async def ended_scenario(url: str) -> None:
+    """A send retried after LeaseHeldError once the run ended: its message is
+    in the history, so the retry reports it (True), the next one returns
+    False; only a key never recorded gets RunEndedError."""
+    config = RuntimeConfig("client", poll_seconds=0.05, worker=False)
+    async with await Runtime.open(url, workflows=[inbox()], config=config) as rt:
+        log: Any = rt.log
+        await rt.start("inbox", run_id="r")
+        assert (await rt.wait("r", timeout=WAIT_S)).status == RunStatus.WAITING  # asks
+        epoch = await log.claim_writer("r", owner="holder", lease_seconds=600, force=False)
+        with pytest.raises(LeaseHeldError):
+            await rt.send("r", "orders", "o1", idempotency_key="K", timeout=0.2)
+        await log.release_lease("r", epoch)
+        assert await rt.send("r", "audit", "x", idempotency_key="A") is True  # moves K too
+        await rt.cancel("r")
+        assert (await rt.wait("r", timeout=WAIT_S)).status == RunStatus.CANCELLED
+        assert await rt.send("r", "orders", "o1", idempotency_key="K") is True
+        assert await rt.send("r", "orders", "o1", idempotency_key="K") is False
+        assert await rt.send("r", "audit", "x", idempotency_key="A") is False
+        with pytest.raises(RunEndedError):
+            await rt.send("r", "orders", "o2", idempotency_key="never")
+        with pytest.raises(RunEndedError):
+            await rt.send("r", "orders", "o3")
+        sent = [e.data async for e in log.read("r") if isinstance(e.data, MessageSent)]
+    assert [m.key for m in sent] == ["K", "A"]
+
+
+async def test_a_retry_after_the_run_ended_reports_its_message_on_sqlite(tmp_path: Path) -> None:
+    await ended_scenario(f"sqlite:///{tmp_path / 'agentlog.db'}")
+
+
+async def test_a_retry_after_the_run_ended_reports_its_message_on_postgres(
+    postgres_url: str,
+) -> None:
+    await ended_scenario(postgres_url)
+
+
+async def test_a_retry_after_the_run_ended_reports_its_message_on_redis(redis_url: str) -> None:
+    await ended_scenario(redis_url)
+
+
 async def pruned_scenario(url: str, *, many: bool = False) -> None:
     """Pruning a run that has not ended (the archiver hot-archives a parked
     run) keeps the messages stored for it and not yet moved: its next writer

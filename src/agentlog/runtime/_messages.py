@@ -97,10 +97,17 @@ async def send_message(
     """``Runtime.send``; see there. True if recorded now, False if a message
     with this idempotency key was recorded before (True once for a message
     recorded for a send that raised or was cancelled)."""
-    recorded = await _send(driver, read_state, run_id, topic, value, idempotency_key, timeout)
-    if recorded or idempotency_key is None:
+    key = idempotency_key
+    try:
+        recorded = await _send(driver, read_state, run_id, topic, value, key, timeout)
+    except RunEndedError:  # a key recorded before the run ended is a duplicate still
+        if key is None or key not in (await read_state(run_id)).message_keys:
+            raise
+        mailbox = mailbox_of(driver.log)
+        recorded = mailbox is not None and await mailbox.take_report(run_id, key)
+    if recorded or key is None:
         return recorded
-    return _take_unheard(driver, run_id, idempotency_key)
+    return _take_unheard(driver, run_id, key)
 
 
 def _retrieved(future: asyncio.Future[bool]) -> None:
