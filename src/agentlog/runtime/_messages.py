@@ -156,19 +156,48 @@ async def _send(
     mailbox = mailbox_of(log)
     if mailbox is not None and driver.active_run(run_id) is None:
         return await _store(driver, mailbox, state, topic, value, key, deadline)
-    while True:  # nothing is recorded before a LeaseHeldError here: a retry reports
-        try:
-            recorded = await _record(driver, run_id, topic, value, key)
-        except _Duplicate:
-            recorded = False
-        except LeaseHeldError:
-            if deadline is not None and time.monotonic() >= deadline:
-                raise
-            await asyncio.sleep(driver.config.poll_seconds)
-            continue
-        if mailbox is not None and key:  # stored by a send that raised: report it once
-            return await mailbox.take_report(run_id, key) or recorded
-        return recorded
+    own = None  # the mailbox where this send stored its message, reporting it
+    if mailbox is not None and key:
+        outcome = await _store_first(driver, mailbox, state, topic, value, key)
+        if outcome is not None:
+            return outcome  # a duplicate: the send that stored or recorded it reports it
+        own = mailbox
+    try:
+        while True:  # nothing is recorded before a LeaseHeldError unless stored
+            try:
+                recorded = await _record(driver, run_id, topic, value, key, own)
+            except _Duplicate:
+                recorded = False
+            except LeaseHeldError:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(driver.config.poll_seconds)
+                continue
+            return own is not None or recorded  # stored: recorded by this send or a move
+    except BaseException:
+        if own is not None:  # the caller hears nothing: the next send of the key reports it
+            with contextlib.suppress(Exception):
+                await own.unreport(run_id, key)
+        raise
+
+
+async def _store_first(
+    driver: RunDriver, mailbox: MailboxLog, state: RunState, topic: str, value: Any, key: str
+) -> bool | None:
+    """A keyed send to a run driven here, on a log with mailboxes: store the
+    message first, so that a send of its key from another process stored
+    before it wins (its message is the one recorded, and it reports it) and
+    one stored after it is a duplicate. None: this send stored it and reports
+    it (now hand it to the executor); else what the send returns: False for
+    a message stored or recorded before, True if the send of it raised."""
+    if key in state.message_keys:
+        return await mailbox.take_report(state.run_id, key)  # recorded: a duplicate
+    stored = await mailbox.store_message(state.run_id, topic, value, key)
+    if stored.ended:
+        _check_open(await load_state(driver.log, state.run_id), topic)
+    if stored.moved or not stored.reports:
+        return stored.reports  # moved, or stored by another send that reports it
+    return None
 
 
 async def _store(
