@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 
 from agentlog.eventlog import EventLog
 from agentlog.eventlog.events import MessageSent, RunStatus
 from agentlog.runtime import Runtime
 from tests.runtime.test_messages import inbox_workflow
+from tests.support.fleet import until
 from tests.support.runtime import Calls, Gate, config, event_log, events_of, run_to_rest
 
 __all__ = ["event_log"]
@@ -25,10 +27,11 @@ async def _sent_keys(log: EventLog, run_id: str) -> list[str]:
     return [e.data.key for e in await events_of(log, run_id) if isinstance(e.data, MessageSent)]
 
 
-async def _until(check: object, what: str) -> None:
-    async with asyncio.timeout(20):  # bounded: a hang fails the test
-        while not check():  # type: ignore[operator]
-            await asyncio.sleep(0.01)
+async def _until(check: Callable[[], bool], what: str) -> None:
+    async def holds() -> bool:
+        return check()
+
+    await until(holds, what, 20.0, every=0.01)  # bounded: a hang fails the test
 
 
 async def test_a_cancelled_send_not_taken_yet_is_withdrawn(event_log: EventLog) -> None:

@@ -20,6 +20,7 @@ from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.replay import verify_history
 from agentlog.runtime import Runtime
 from tests.runtime.test_messages import inbox_workflow
+from tests.support.fleet import until
 from tests.support.runtime import Calls, Gate, config, events_of, run_to_rest, types_of
 
 
@@ -166,9 +167,11 @@ async def test_one_key_sent_from_two_processes_is_reported_once(tmp_path: Path, 
                 here = asyncio.create_task(
                     driver.send("m", "a", "from-driver", idempotency_key="k1")
                 )
-                async with asyncio.timeout(20):  # answered, or waiting for the executor
-                    while not (here.done() or len(executor.inbox) == 1):
-                        await asyncio.sleep(0.01)
+
+                async def settled() -> bool:  # answered, or waiting for the executor
+                    return here.done() or len(executor.inbox) == 1
+
+                await until(settled, "the driver's send is answered or handed over", 20.0)
                 if first == "driver":
                     there = await sender.send("m", "a", "from-sender", idempotency_key="k1")
             gate.release.set()
