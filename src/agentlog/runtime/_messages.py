@@ -4,7 +4,9 @@ A message is recorded by the run's one writer, as every event is:
 
 * the run is driven in this process: it is handed to its executor
   (:class:`~agentlog.runtime._inbox.Inbox`), which records it at its next
-  superstep boundary, or before it parks;
+  superstep boundary, or before it parks; on a log with run mailboxes a
+  send with a key stores the message there first (:func:`_store_first`), so
+  that one key sent from two processes is recorded and reported once;
 * else, on a log with run mailboxes (SQLite, PostgreSQL, Redis), the
   sender stores the message in the run's mailbox; if a writer holds the
   running run it returns at once, and that writer moves it into the history
