@@ -207,6 +207,118 @@ async def test_a_send_retried_after_lease_held_reports_it_on_redis(redis_url: st
     await resent_scenario(redis_url)
 
 
+async def overlapping_scenario(url: str, *, b_stops: bool = False) -> None:
+    """Two sends of one key overlap while another writer holds the parked
+    run: A stores K, B finds it stored (not its report) and keeps trying; A
+    stops (cancelled) and marks K unreported, B's next store takes the report,
+    so B returns True; A's retry afterwards returns False. The history holds K
+    once. (A later store's report was dropped: nobody got True.) ``b_stops``:
+    B is cancelled after it took the report, so a retry returns True."""
+    config = RuntimeConfig("client", poll_seconds=0.05, worker=False)
+    async with await Runtime.open(url, workflows=[inbox()], config=config) as rt:
+        log: Any = rt.log
+        await rt.start("inbox", run_id="r")
+        assert (await rt.wait("r", timeout=WAIT_S)).status == RunStatus.WAITING  # asks
+        epoch = await log.claim_writer("r", owner="holder", lease_seconds=600, force=False)
+        stores: list[str] = []
+        store = log.store_message
+
+        async def counted(run_id: str, topic: str, value: Any, key: str) -> Any:
+            stored = await store(run_id, topic, value, key)
+            stores.append(key)
+            return stored
+
+        log.store_message = counted  # the real store, counted
+        a = asyncio.create_task(rt.send("r", "orders", "o1", idempotency_key="K"))
+
+        async def stored_times(n: int) -> bool:
+            return len(stores) >= n
+
+        await until(lambda: stored_times(1), "A stored K", WAIT_S, every=0.01)
+        b = asyncio.create_task(rt.send("r", "orders", "o1", idempotency_key="K"))
+        await until(lambda: stored_times(3), "B found K stored", WAIT_S, every=0.01)
+        a.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await a
+        after = len(stores)
+        await until(lambda: stored_times(after + 1), "B stored K again", WAIT_S, every=0.01)
+        if b_stops:  # B took the report over, then stops too: it gives it back
+            b.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await b
+        await log.release_lease("r", epoch)
+        async with asyncio.timeout(WAIT_S):
+            if b_stops:
+                assert await rt.send("r", "orders", "o1", idempotency_key="K") is True
+            else:
+                assert await b is True
+        assert await rt.send("r", "orders", "o1", idempotency_key="K") is False
+        sent = [e.data async for e in log.read("r") if isinstance(e.data, MessageSent)]
+    assert [m.key for m in sent] == ["K"]
+
+
+@pytest.mark.parametrize("b_stops", [False, True])
+async def test_overlapping_sends_of_a_key_report_it_once_on_sqlite(
+    tmp_path: Path, b_stops: bool
+) -> None:
+    await overlapping_scenario(f"sqlite:///{tmp_path / 'agentlog.db'}", b_stops=b_stops)
+
+
+@pytest.mark.parametrize("b_stops", [False, True])
+async def test_overlapping_sends_of_a_key_report_it_once_on_postgres(
+    postgres_url: str, b_stops: bool
+) -> None:
+    await overlapping_scenario(postgres_url, b_stops=b_stops)
+
+
+@pytest.mark.parametrize("b_stops", [False, True])
+async def test_overlapping_sends_of_a_key_report_it_once_on_redis(
+    redis_url: str, b_stops: bool
+) -> None:
+    await overlapping_scenario(redis_url, b_stops=b_stops)
+
+
+async def ended_scenario(url: str) -> None:
+    """A send retried after LeaseHeldError once the run ended: its message is
+    in the history, so the retry reports it (True), the next one returns
+    False; only a key never recorded gets RunEndedError."""
+    config = RuntimeConfig("client", poll_seconds=0.05, worker=False)
+    async with await Runtime.open(url, workflows=[inbox()], config=config) as rt:
+        log: Any = rt.log
+        await rt.start("inbox", run_id="r")
+        assert (await rt.wait("r", timeout=WAIT_S)).status == RunStatus.WAITING  # asks
+        epoch = await log.claim_writer("r", owner="holder", lease_seconds=600, force=False)
+        with pytest.raises(LeaseHeldError):
+            await rt.send("r", "orders", "o1", idempotency_key="K", timeout=0.2)
+        await log.release_lease("r", epoch)
+        assert await rt.send("r", "audit", "x", idempotency_key="A") is True  # moves K too
+        await rt.cancel("r")
+        assert (await rt.wait("r", timeout=WAIT_S)).status == RunStatus.CANCELLED
+        assert await rt.send("r", "orders", "o1", idempotency_key="K") is True
+        assert await rt.send("r", "orders", "o1", idempotency_key="K") is False
+        assert await rt.send("r", "audit", "x", idempotency_key="A") is False
+        with pytest.raises(RunEndedError):
+            await rt.send("r", "orders", "o2", idempotency_key="never")
+        with pytest.raises(RunEndedError):
+            await rt.send("r", "orders", "o3")
+        sent = [e.data async for e in log.read("r") if isinstance(e.data, MessageSent)]
+    assert [m.key for m in sent] == ["K", "A"]
+
+
+async def test_a_retry_after_the_run_ended_reports_its_message_on_sqlite(tmp_path: Path) -> None:
+    await ended_scenario(f"sqlite:///{tmp_path / 'agentlog.db'}")
+
+
+async def test_a_retry_after_the_run_ended_reports_its_message_on_postgres(
+    postgres_url: str,
+) -> None:
+    await ended_scenario(postgres_url)
+
+
+async def test_a_retry_after_the_run_ended_reports_its_message_on_redis(redis_url: str) -> None:
+    await ended_scenario(redis_url)
+
+
 async def pruned_scenario(url: str, *, many: bool = False) -> None:
     """Pruning a run that has not ended (the archiver hot-archives a parked
     run) keeps the messages stored for it and not yet moved: its next writer

@@ -124,6 +124,17 @@ def test_a_strided_memoryview_is_refused_naming_its_path(packing: str, tmp_path:
     assert "bytes(view)" in str(caught.value)
 
 
+def test_a_released_memoryview_is_refused_naming_its_path() -> None:
+    """Reading a released view's attributes raises ValueError: the slow path
+    that names the bad part must not, so the caller gets NotSerializableError."""
+    view = memoryview(b"abc")
+    view.release()
+    with pytest.raises(NotSerializableError) as caught:
+        pack({"ok": 1, "a": view})
+    assert caught.value.path == "value['a']"
+    assert "released memoryview" in caught.value.value_type
+
+
 def test_contiguous_views_and_bytearrays_pack_as_bytes_and_are_never_blamed() -> None:
     value = {
         "v": memoryview(b"ab"),

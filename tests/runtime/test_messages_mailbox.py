@@ -13,11 +13,14 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from agentlog.eventlog.events import MessageSent, RunStatus
 from agentlog.eventlog.sqlite import SqliteEventLog
 from agentlog.replay import verify_history
 from agentlog.runtime import Runtime
 from tests.runtime.test_messages import inbox_workflow
+from tests.support.fleet import until
 from tests.support.runtime import Calls, Gate, config, events_of, run_to_rest, types_of
 
 
@@ -141,3 +144,42 @@ async def test_a_send_to_a_run_driven_here_reports_a_message_whose_send_raised(
         events = await events_of(log, "m")
     assert state.status == RunStatus.COMPLETED and state.values["got"] == ["a1", "b1"]
     assert [e.data.key for e in events if isinstance(e.data, MessageSent)][:1] == ["k1"]
+
+
+@pytest.mark.parametrize("first", ["sender", "driver"])
+async def test_one_key_sent_from_two_processes_is_reported_once(tmp_path: Path, first: str) -> None:
+    """Two processes send one key to a run one of them drives: whichever
+    stored it first gets True and its value is the one recorded, the other
+    gets False (the driver's send used to hand its message to its executor,
+    which recorded it before the stored one: True twice, one value dropped)."""
+    gate = Gate()
+    wf = inbox_workflow(Calls(), gate, takes=1)
+    async with SqliteEventLog(tmp_path / "agentlog.db") as log:
+        async with Runtime(log, workflows=[wf], config=config("driver")) as driver:
+            await driver.start(wf, run_id="m")
+            async with asyncio.timeout(20):
+                await gate.reached.wait()  # its step runs: the driver holds the run
+            executor = driver.driver.active_run("m")
+            assert executor is not None
+            async with Runtime(log, workflows=[wf], config=config("sender")) as sender:
+                if first == "sender":
+                    there = await sender.send("m", "a", "from-sender", idempotency_key="k1")
+                here = asyncio.create_task(
+                    driver.send("m", "a", "from-driver", idempotency_key="k1")
+                )
+
+                async def settled() -> bool:  # answered, or waiting for the executor
+                    return here.done() or len(executor.inbox) == 1
+
+                await until(settled, "the driver's send is answered or handed over", 20.0)
+                if first == "driver":
+                    there = await sender.send("m", "a", "from-sender", idempotency_key="k1")
+            gate.release.set()
+            async with asyncio.timeout(20):
+                here_said = await here
+            assert await driver.send("m", "b", "b1") is True
+            assert (await run_to_rest(driver, "m")).status == RunStatus.COMPLETED
+        events = await events_of(log, "m")
+    assert sorted([there, here_said]) == [False, True]
+    sent = [(e.data.key, e.data.value) for e in events if isinstance(e.data, MessageSent)]
+    assert [value for key, value in sent if key == "k1"] == [f"from-{first}"]  # once

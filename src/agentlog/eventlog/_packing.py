@@ -120,7 +120,11 @@ def _find_unserializable(value: Any, path: str) -> tuple[str, str] | None:
         ):
             continue
         if isinstance(item, memoryview):  # packed as its bytes, read back as bytes
-            if not item.c_contiguous:
+            try:
+                contiguous = item.c_contiguous
+            except ValueError:  # released: its attributes cannot be read
+                return (where, "a released memoryview (pass bytes(view) before releasing it)")
+            if not contiguous:
                 return (where, _STRIDED_VIEW)
             continue
         if isinstance(item, datetime):

@@ -83,6 +83,9 @@ class RunDriver:
         self._active: dict[str, tuple[RunExecutor, asyncio.Task[RunState]]] = {}
         #: Runs this process is claiming right now (until launched or released).
         self._claiming: set[str] = set()
+        #: Sends cancelled after their executor here took the message, by
+        #: (run, key): the next send of the key reports it (runtime/_messages.py).
+        self.unheard: dict[tuple[str, str], asyncio.Future[bool]] = {}
         #: Starts and reads child runs for steps; told when a run ends (the runtime's).
         self.children: ChildHost | None = None
         #: Traces and metrics of the runs driven here (runtime/_telemetry.py).

@@ -145,10 +145,13 @@ class Inbox:
             self._by_token[token] = future
         return future
 
-    def withdraw(self, future: asyncio.Future[bool]) -> None:
-        """Take back a message the executor ended without recording."""
-        self._items = [item for item in self._items if item.future is not future]
+    def withdraw(self, future: asyncio.Future[bool]) -> bool:
+        """Take back a message not taken yet (the executor ended without
+        recording it, or its sender stopped). False: the executor took it."""
+        kept = [item for item in self._items if item.future is not future]
         self._by_token = {t: f for t, f in self._by_token.items() if f is not future}
+        withdrawn, self._items = len(kept) < len(self._items), kept
+        return withdrawn
 
     def take(self) -> list[_Handed]:
         """Every message handed over and not yet taken, in order."""

@@ -4,7 +4,9 @@ A message is recorded by the run's one writer, as every event is:
 
 * the run is driven in this process: it is handed to its executor
   (:class:`~agentlog.runtime._inbox.Inbox`), which records it at its next
-  superstep boundary, or before it parks;
+  superstep boundary, or before it parks; on a log with run mailboxes a
+  send with a key stores the message there first (:func:`_store_first`), so
+  that one key sent from two processes is recorded and reported once;
 * else, on a log with run mailboxes (SQLite, PostgreSQL, Redis), the
   sender stores the message in the run's mailbox; if a writer holds the
   running run it returns at once, and that writer moves it into the history
@@ -95,7 +97,48 @@ async def send_message(
     timeout: float | timedelta | None,  # noqa: ASYNC109 - bounds a wait for the writer
 ) -> bool:
     """``Runtime.send``; see there. True if recorded now, False if a message
-    with this idempotency key was recorded before."""
+    with this idempotency key was recorded before (True once for a message
+    recorded for a send that raised or was cancelled)."""
+    key = idempotency_key
+    try:
+        recorded = await _send(driver, read_state, run_id, topic, value, key, timeout)
+    except RunEndedError:  # a key recorded before the run ended is a duplicate still
+        if key is None or key not in (await read_state(run_id)).message_keys:
+            raise
+        mailbox = mailbox_of(driver.log)
+        recorded = mailbox is not None and await mailbox.take_report(run_id, key)
+    if recorded or key is None:
+        return recorded
+    return _take_unheard(driver, run_id, key)
+
+
+def _retrieved(future: asyncio.Future[bool]) -> None:
+    """Mark a refusal nobody waits for as seen (asyncio would log it)."""
+    if not future.cancelled():
+        future.exception()
+
+
+def _take_unheard(driver: RunDriver, run_id: str, key: str) -> bool:
+    """True if a send of ``key`` to a run driven here was cancelled after its
+    executor took the message, and the executor recorded it: this call
+    reports it (once)."""
+    future = driver.unheard.pop((run_id, key), None)
+    if future is None or not future.done():
+        if future is not None:
+            driver.unheard[(run_id, key)] = future  # not recorded yet: not this call's
+        return False
+    return not future.cancelled() and future.exception() is None and future.result()
+
+
+async def _send(
+    driver: RunDriver,
+    read_state: ReadState,
+    run_id: str,
+    topic: str,
+    value: Any,
+    idempotency_key: str | None,
+    timeout: float | timedelta | None,  # noqa: ASYNC109 - bounds a wait for the writer
+) -> bool:
     check_name("topic", topic)
     key = "" if idempotency_key is None else check_name("idempotency key", idempotency_key)
     pack(value, path="message value")  # refused before anything is claimed
@@ -115,19 +158,48 @@ async def send_message(
     mailbox = mailbox_of(log)
     if mailbox is not None and driver.active_run(run_id) is None:
         return await _store(driver, mailbox, state, topic, value, key, deadline)
-    while True:  # nothing is recorded before a LeaseHeldError here: a retry reports
-        try:
-            recorded = await _record(driver, run_id, topic, value, key)
-        except _Duplicate:
-            recorded = False
-        except LeaseHeldError:
-            if deadline is not None and time.monotonic() >= deadline:
-                raise
-            await asyncio.sleep(driver.config.poll_seconds)
-            continue
-        if mailbox is not None and key:  # stored by a send that raised: report it once
-            return await mailbox.take_report(run_id, key) or recorded
-        return recorded
+    own = None  # the mailbox where this send stored its message, reporting it
+    if mailbox is not None and key:
+        outcome = await _store_first(driver, mailbox, state, topic, value, key)
+        if outcome is not None:
+            return outcome  # a duplicate: the send that stored or recorded it reports it
+        own = mailbox
+    try:
+        while True:  # nothing is recorded before a LeaseHeldError unless stored
+            try:
+                recorded = await _record(driver, run_id, topic, value, key, own)
+            except _Duplicate:
+                recorded = False
+            except LeaseHeldError:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(driver.config.poll_seconds)
+                continue
+            return own is not None or recorded  # stored: recorded by this send or a move
+    except BaseException:
+        if own is not None:  # the caller hears nothing: the next send of the key reports it
+            with contextlib.suppress(Exception):
+                await own.unreport(run_id, key)
+        raise
+
+
+async def _store_first(
+    driver: RunDriver, mailbox: MailboxLog, state: RunState, topic: str, value: Any, key: str
+) -> bool | None:
+    """A keyed send to a run driven here, on a log with mailboxes: store the
+    message first, so that a send of its key from another process stored
+    before it wins (its message is the one recorded, and it reports it) and
+    one stored after it is a duplicate. None: this send stored it and reports
+    it (now hand it to the executor); else what the send returns: False for
+    a message stored or recorded before, True if the send of it raised."""
+    if key in state.message_keys:
+        return await mailbox.take_report(state.run_id, key)  # recorded: a duplicate
+    stored = await mailbox.store_message(state.run_id, topic, value, key)
+    if stored.ended:
+        _check_open(await load_state(driver.log, state.run_id), topic)
+    if stored.moved or not stored.reports:
+        return stored.reports  # moved, or stored by another send that reports it
+    return None
 
 
 async def _store(
@@ -166,6 +238,7 @@ async def _store(
                     raise
                 await asyncio.sleep(driver.config.poll_seconds)
             stored = await mailbox.store_message(run_id, topic, value, key)
+            reports = reports or stored.reports  # a send that raised meanwhile left it
     except BaseException:
         if reports:  # the caller hears no outcome: the next send of the key reports it
             with contextlib.suppress(Exception):
@@ -189,7 +262,13 @@ async def _record(
     if executor is not None and task is not None:
         future = executor.inbox.put(topic, value, key)
         either: list[asyncio.Future[Any]] = [future, task]
-        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        try:
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # the caller hears nothing: the next send of the key reports it
+            if not executor.inbox.withdraw(future) and key and mailbox is None:
+                driver.unheard[(run_id, key)] = future  # taken: recorded unless refused
+                future.add_done_callback(_retrieved)
+            raise
         if future.done():
             return future.result()
         executor.inbox.withdraw(future)  # it stopped first: claim the run below

@@ -244,8 +244,8 @@ class Runtime:
             timeout: the wait for a writer that is parking (on memory: any).
 
         Returns:
-            True once per key: recorded, or stored for the writer (also on a retry
-            after LeaseHeldError). False: the key was sent before.
+            True once per key, also when sends of it overlap, or a send of it raised
+            (its retry). False: the key was sent before (also once the run ended).
 
         Raises:
             UnknownRunError, RunEndedError, InvalidMessageError, NotSerializableError,
