@@ -149,18 +149,21 @@ def checkpoint_event(
                 added = value[len(base) :]
                 kind, raw = _dump(serde, tid, channel, added)
                 entries.append([channel, version, kind, raw, base_version])
-                new_heads[(ns, channel)] = (version, [*base, *copy.deepcopy(added)])
+                new_heads[(ns, channel)] = (version, [*base, *_fresh(added)])
                 continue
         kind, raw = _dump(serde, tid, channel, value)
         entries.append([channel, version, kind, raw, None])
         if isinstance(value, list):
-            new_heads[(ns, channel)] = (version, copy.deepcopy(value))
+            new_heads[(ns, channel)] = (version, _fresh(value))
     skeleton: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     for key, item in checkpoint.items():
         if key not in ("channel_values", "id"):
             # A copy: the caller may go on updating its checkpoint in place.
-            (skeleton if _is_builtin(item) else extra)[key] = copy.deepcopy(item)
+            if _is_builtin(item):
+                skeleton[key] = _fresh(item)
+            else:
+                extra[key] = copy.deepcopy(item)
     meta = dict(metadata)
     builtin_meta = _is_builtin(meta)
     event = CheckpointSaved(

@@ -73,6 +73,17 @@ class LoopThread:
         """True once a call made the event loop."""
         return self._loop is not None
 
+    @property
+    def outside(self) -> bool:
+        """True if the loop is open and the calling thread neither is its
+        thread nor runs it here: a call from it may block on the loop, or do
+        the loop's work itself."""
+        return not (
+            self._closed
+            or threading.current_thread() is self._thread
+            or self._running_here == threading.get_ident()
+        )
+
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()

@@ -23,7 +23,7 @@ from agentlog.crypto import KeyStore
 from agentlog.errors import ConfigError, UnknownCheckpointError
 from agentlog.eventlog._base import EventLog
 from agentlog.eventlog._urls import open_log, open_sqlite_log
-from agentlog.eventlog.events import CheckpointSaved, CheckpointsRemoved
+from agentlog.eventlog.events import CheckpointSaved, CheckpointsRemoved, EventData
 from agentlog.langgraph._convert import (
     Heads,
     build_tuple,
@@ -400,7 +400,24 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """Save a checkpoint: only the channels in ``new_versions`` are stored."""
+        """Save a checkpoint: only the channels in ``new_versions`` are stored.
+
+        Appended and committed on the calling thread when the saver holds
+        the thread and the log is idle (SQLite in clear), else on the loop."""
+        thread_id, ns, parent_id = where(config, "put")
+
+        def build(model: ThreadModel, heads: Heads) -> CheckpointSaved:
+            if parent_id and model.get(ns, parent_id) is None:
+                raise NotHere(thread_id)  # the loop looks further: another process, a fork
+            try:
+                return self._checkpoint_event(
+                    model, heads, ns, parent_id, config, checkpoint, metadata, new_versions
+                )
+            except NeedsHistory:
+                raise NotHere(thread_id) from None
+
+        if self._write_here(thread_id, ns, build):
+            return checkpoint_config(thread_id, ns, checkpoint["id"])
         return self._loop.run(self._put(config, checkpoint, metadata, new_versions))
 
     def put_writes(
@@ -410,8 +427,35 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Save a task's pending writes against the checkpoint ``config`` names."""
+        """Save a task's pending writes against the checkpoint ``config`` names
+        (on the calling thread when it can, as :meth:`put`)."""
+        thread_id, ns, checkpoint_id = where(config, "put_writes")
+        if checkpoint_id and writes:
+            serde = self.serde
+            if self._write_here(
+                thread_id,
+                ns,
+                lambda m, h: writes_event(
+                    serde, thread_id, ns, checkpoint_id, writes, task_id, task_path
+                ),
+            ):
+                return
         self._loop.run(self._put_writes(config, writes, task_id, task_path))
+
+    def _write_here(
+        self, thread_id: str, ns: str, build: Callable[[ThreadModel, Heads], EventData]
+    ) -> bool:
+        """Append what ``build`` makes on the calling thread, with no event loop
+        (:meth:`ThreadStore.append_here`); False if it cannot (nothing written)."""
+        if not (self._here and self._loop.outside):
+            return False
+        try:
+            follow_up = self._store.append_here(thread_id, ns, lambda s: build(s.model, s.heads))
+        except NotHere:
+            return False
+        if follow_up:  # a snapshot is due: the loop saves it
+            self._loop.run(self._store.follow_up(thread_id))
+        return True
 
     def delete_thread(self, thread_id: str) -> None:
         """Remove every checkpoint and write of the thread (the events stay)."""
