@@ -330,7 +330,7 @@ class ThreadStore:
         await self._settle(state)
 
     def append_here(
-        self, thread_id: str, served_ns: str, build: Callable[[_Thread], EventData]
+        self, thread_id: str, served_ns: str, build: Callable[[ThreadModel, Heads], EventData]
     ) -> bool:
         """:meth:`append` of what ``build`` makes of the thread, on the calling
         thread with no event loop: a sync put or put_writes.
@@ -338,8 +338,9 @@ class ThreadStore:
         Only for a thread this store holds and has written to (no claim to
         make), that no one else works on, on a log that can commit on this
         thread now (SQLite's ``append_here``: no append waiting, its worker
-        thread idle). ``build`` runs once the thread is held and the log's
-        connection taken; it raises NotHere to leave the put to the loop.
+        thread idle). ``build`` makes the item of the model and heads once the
+        thread is held and the log's connection taken; it raises NotHere (or
+        NeedsHistory) to leave the put to the loop.
 
         Returns:
             True if the loop has work left on the thread (a snapshot is due):
@@ -362,7 +363,11 @@ class ThreadStore:
             made: list[Event] = []
 
             def events() -> list[Event]:
-                made[:] = next_events(state.model, state.epoch, [build(state)])
+                try:
+                    item = build(state.model, state.heads)
+                except NeedsHistory:  # an older checkpoint's blob: the loop folds the thread
+                    raise NotHere(thread_id) from None
+                made[:] = next_events(state.model, state.epoch, [item])
                 return made
 
             try:
