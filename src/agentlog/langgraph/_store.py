@@ -355,7 +355,11 @@ class ThreadStore:
             raise NotHere(thread_id)
         with self._locks.hold_here(thread_id):
             state = self._threads.get(thread_id)
-            if state is None or state.epoch is None:
+            # A new thread's first batch needs no claim either (see append).
+            epoch = None if state is None else state.epoch
+            if epoch is None and state is not None and state.absent:
+                epoch = 0
+            if state is None or epoch is None:
                 raise NotHere(thread_id)
             if state.stale(served_ns):
                 state.refuse()
@@ -367,7 +371,7 @@ class ThreadStore:
                     item = build(state.model, state.heads)
                 except NeedsHistory:  # an older checkpoint's blob: the loop folds the thread
                     raise NotHere(thread_id) from None
-                made[:] = next_events(state.model, state.epoch, [item])
+                made[:] = next_events(state.model, epoch, [item])
                 return made
 
             try:
@@ -376,7 +380,7 @@ class ThreadStore:
             except (ConflictError, FencedError) as exc:
                 state.refuse()
                 raise ThreadConflictError(thread_id, refused_because(exc)) from exc
-            state.absent = False
+            state.epoch, state.absent = epoch, False
             fold_in(state.model, state.heads, made)
             return state.model.needs_history or self._due(state)
 
