@@ -178,3 +178,18 @@ def _wait_for(done: Any) -> None:
             return
         finished.wait(0.01)
     raise AssertionError("condition not met in time")
+
+
+def test_editing_what_was_put_changes_nothing_the_saver_holds(saver: AgentlogSaver) -> None:
+    from tests.langgraph.test_bad_input import checkpoint
+
+    head = put(saver, "t1", msgs=[{"text": "a"}])
+    saved = checkpoint(msgs=[{"text": "a"}, {"text": "b"}])
+    saved["channel_versions"] = {"msgs": f"{2:032}.0"}
+    saver.put(config("t1", head), saved, {"step": 1}, {"msgs": f"{2:032}.0"})
+    saved["channel_values"]["msgs"][1]["text"] = "edited"  # LangGraph's objects, edited after
+    saved["channel_versions"]["msgs"] = "edited"
+    found = saver.get_tuple(config("t1"))
+    assert found is not None
+    assert found.checkpoint["channel_values"]["msgs"] == [{"text": "a"}, {"text": "b"}]
+    assert found.checkpoint["channel_versions"] == {"msgs": f"{2:032}.0"}

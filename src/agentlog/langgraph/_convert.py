@@ -76,11 +76,14 @@ _IMMUTABLE = (str, int, float, bool, bytes, type(None))
 
 
 def _fresh(value: Any) -> Any:
-    """A deep copy of builtin data (a checkpoint's skeleton, its metadata).
+    """A deep copy of builtin data (a checkpoint's skeleton, its metadata, a
+    list channel's items).
 
     ``copy.deepcopy`` keeps a memo of every object for cycles and shared
     references, which builtin data read back from msgpack has neither of: it
-    was most of a warm ``get_tuple`` (issue 23). Anything else is deep-copied.
+    was most of a warm ``get_tuple`` (issue 23). A put copies what it was
+    given only after packing it (``_is_builtin``, the serializer), which a
+    cycle fails. Anything else is deep-copied.
     """
     kind = type(value)
     if kind is dict:

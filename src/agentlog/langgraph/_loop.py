@@ -8,8 +8,8 @@ async ones await it through :func:`asyncio.wrap_future`. Until a call needs
 the thread, a SQLite saver's opening and first reads run the loop on the
 caller's thread instead (:meth:`LoopThread.run`, ``here``). The saver's state
 is touched on that thread, but for a sync ``get_tuple`` served from its
-cache on the caller's thread under the cache's guard
-(:meth:`~agentlog.langgraph._store.ThreadStore.serve_here`).
+cache, and a sync put or put_writes committed, on the caller's thread
+(:meth:`~agentlog.langgraph._store.ThreadStore.serve_here`, ``append_here``).
 """
 
 from __future__ import annotations

@@ -1,12 +1,14 @@
 """The threads' events: loading, caching, fenced appends and snapshots.
 
-Runs on the saver's loop thread, but for one read: a sync ``get_tuple`` of a
-thread this store holds is served on the caller's thread when the log can
-tell, there and then, that nothing was appended since (see
-:meth:`ThreadStore.serve_here`). The cache is guarded for it: the loop marks
-a thread busy while it holds the thread's lock, under a threading lock that
-the caller's read holds throughout, so the two never touch one thread at
-once. Each thread is one agentlog run (run id = thread id). A thread is read
+Runs on the saver's loop thread, but for a sync ``get_tuple`` of a thread
+this store holds, served on the caller's thread when the log can tell, there
+and then, that nothing was appended since (:meth:`ThreadStore.serve_here`),
+and a sync put or put_writes of such a thread, appended and committed on the
+caller's thread when the log can commit there now
+(:meth:`ThreadStore.append_here`). The cache is guarded for them
+(:mod:`agentlog.langgraph._locks`): the loop marks a thread busy while it
+holds the thread's lock, a caller's thread works on a thread only while no
+one else does, and the two never touch one thread at once. Each thread is one agentlog run (run id = thread id). A thread is read
 once (latest snapshot + the events after it) and then kept in memory; every
 read checks for events appended since (one cheap query), so another
 process's checkpoints are seen.
