@@ -8,10 +8,11 @@ caller's thread when the log can commit there now
 (:meth:`ThreadStore.append_here`). The cache is guarded for them
 (:mod:`agentlog.langgraph._locks`): the loop marks a thread busy while it
 holds the thread's lock, a caller's thread works on a thread only while no
-one else does, and the two never touch one thread at once. Each thread is one agentlog run (run id = thread id). A thread is read
-once (latest snapshot + the events after it) and then kept in memory; every
-read checks for events appended since (one cheap query), so another
-process's checkpoints are seen.
+one else does, and the two never touch one thread at once. Each thread is
+one agentlog run (run id = thread id). A thread is read once (latest
+snapshot + the events after it) and then kept in memory; every read checks
+for events appended since (one cheap query), so another process's
+checkpoints are seen.
 
 Writing is fenced, and a saver never appends on top of anything it did not
 serve to LangGraph. LangGraph reads a namespace's checkpoint (``get_tuple``
