@@ -335,11 +335,12 @@ class GroupCommit:
         try:
             batch = make()
             (error,) = self._outcomes([batch], wait=True)
+            if error is None:
+                self.here_commits += 1
         finally:
             self._worker.release()
         if error is not None:
             raise error
-        self.here_commits += 1
         return True
 
     def seal(self) -> None:
