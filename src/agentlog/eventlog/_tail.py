@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from typing import cast
 
 __all__ = ["Changes", "TailWake"]
@@ -55,11 +56,35 @@ class Changes:
 
     def __init__(self) -> None:
         self._event = asyncio.Event()
+        #: The loops of the tails armed on ``_event``: :meth:`notify` wakes each on its thread.
+        self._loops: set[asyncio.AbstractEventLoop] = set()
+        self._lock = threading.Lock()
+
+    def arm(self) -> asyncio.Event:
+        """The event that the next :meth:`notify` sets, for a tail on the running loop."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            self._loops.add(loop)
+            return self._event
 
     def notify(self) -> None:
-        """Wake every tail armed before now."""
-        self._event.set()
-        self._event = asyncio.Event()
+        """Wake every tail armed before now; from any thread (an append that
+        committed with no event loop, on the caller's thread, notifies too)."""
+        with self._lock:
+            event, loops = self._event, self._loops
+            if not loops:
+                return  # no tail waits: the event stays for the next one
+            self._event, self._loops = asyncio.Event(), set()
+        try:
+            here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        for loop in loops:
+            if loop is here:
+                event.set()
+            else:
+                with contextlib.suppress(RuntimeError):  # that loop closed: no tail waits
+                    loop.call_soon_threadsafe(event.set)
 
     def wake(self, poll_seconds: float | None) -> TailWake:
         """A wake for one tail; ``poll_seconds`` None never polls (nothing
@@ -75,7 +100,7 @@ class _ChangeWake(TailWake):
         self._changes, self._poll = changes, poll_seconds
 
     def arm(self) -> asyncio.Event:
-        return self._changes._event
+        return self._changes.arm()
 
     async def wait(self, armed: object, after_seq: int) -> None:
         changed = cast(asyncio.Event, armed)

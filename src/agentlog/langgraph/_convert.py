@@ -78,11 +78,14 @@ _IMMUTABLE = (str, int, float, bool, bytes, type(None))
 
 
 def _fresh(value: Any) -> Any:
-    """A deep copy of builtin data (a checkpoint's skeleton, its metadata).
+    """A deep copy of builtin data (a checkpoint's skeleton, its metadata, a
+    list channel's items).
 
     ``copy.deepcopy`` keeps a memo of every object for cycles and shared
     references, which builtin data read back from msgpack has neither of: it
-    was most of a warm ``get_tuple`` (issue 23). Anything else is deep-copied.
+    was most of a warm ``get_tuple`` (issue 23). A put copies what it was
+    given only after packing it (``_is_builtin``, the serializer), which a
+    cycle fails. Anything else is deep-copied.
     """
     kind = type(value)
     if kind is dict:
@@ -151,18 +154,21 @@ def checkpoint_event(
                 added = value[len(base) :]
                 kind, raw = _dump(serde, tid, channel, added)
                 entries.append([channel, version, kind, raw, base_version])
-                new_heads[(ns, channel)] = (version, [*base, *copy.deepcopy(added)])
+                new_heads[(ns, channel)] = (version, [*base, *_fresh(added)])
                 continue
         kind, raw = _dump(serde, tid, channel, value)
         entries.append([channel, version, kind, raw, None])
         if isinstance(value, list):
-            new_heads[(ns, channel)] = (version, copy.deepcopy(value))
+            new_heads[(ns, channel)] = (version, _fresh(value))
     skeleton: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     for key, item in checkpoint.items():
         if key not in ("channel_values", "id"):
             # A copy: the caller may go on updating its checkpoint in place.
-            (skeleton if _is_builtin(item) else extra)[key] = copy.deepcopy(item)
+            if _is_builtin(item):
+                skeleton[key] = _fresh(item)
+            else:
+                extra[key] = copy.deepcopy(item)
     meta = dict(metadata)
     builtin_meta = _is_builtin(meta)
     event = CheckpointSaved(

@@ -8,8 +8,8 @@ async ones await it through :func:`asyncio.wrap_future`. Until a call needs
 the thread, a SQLite saver's opening and first reads run the loop on the
 caller's thread instead (:meth:`LoopThread.run`, ``here``). The saver's state
 is touched on that thread, but for a sync ``get_tuple`` served from its
-cache on the caller's thread under the cache's guard
-(:meth:`~agentlog.langgraph._store.ThreadStore.serve_here`).
+cache, and a sync put or put_writes committed, on the caller's thread
+(:meth:`~agentlog.langgraph._store.ThreadStore.serve_here`, ``append_here``).
 """
 
 from __future__ import annotations
@@ -72,6 +72,17 @@ class LoopThread:
     def made(self) -> bool:
         """True once a call made the event loop."""
         return self._loop is not None
+
+    @property
+    def outside(self) -> bool:
+        """True if the loop is open and the calling thread neither is its
+        thread nor runs it here: a call from it may block on the loop, or do
+        the loop's work itself."""
+        return not (
+            self._closed
+            or threading.current_thread() is self._thread
+            or self._running_here == threading.get_ident()
+        )
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)

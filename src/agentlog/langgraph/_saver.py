@@ -23,18 +23,17 @@ from agentlog.crypto import KeyStore
 from agentlog.errors import ConfigError, UnknownCheckpointError
 from agentlog.eventlog._base import EventLog
 from agentlog.eventlog._urls import open_log, open_sqlite_log
-from agentlog.eventlog.events import CheckpointSaved, CheckpointsRemoved
+from agentlog.eventlog.events import CheckpointSaved, EventData
+from agentlog.langgraph import _removals
 from agentlog.langgraph._convert import (
     Heads,
     build_tuple,
     checkpoint_config,
     checkpoint_event,
-    copy_events,
     where,
     writes_event,
 )
 from agentlog.langgraph._loop import LoopThread, close_unused, runs_here
-from agentlog.langgraph._removals import of_runs, pruned
 from agentlog.langgraph._serde import serializer
 from agentlog.langgraph._store import NotHere, ThreadStore
 from agentlog.langgraph._thread import NeedsHistory, ThreadModel
@@ -246,71 +245,47 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
                 out.append(built)
         return True
 
-    async def _put(
+    def _put_event(
         self,
         config: RunnableConfig,
         checkpoint: Checkpoint,
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
-    ) -> RunnableConfig:
+    ) -> tuple[str, str, str | None, Callable[[ThreadModel, Heads], CheckpointSaved]]:
+        """Where a put goes (thread, namespace, parent), and how its event is
+        made of the thread's model and heads."""
         thread_id, ns, parent_id = where(config, "put")
-        async with self._store.lock(thread_id):
-            return await self._put_locked(
-                thread_id, ns, parent_id, config, checkpoint, metadata, new_versions
+        meta, versions = get_checkpoint_metadata(config, metadata), dict(new_versions)
+
+        def make(model: ThreadModel, heads: Heads) -> CheckpointSaved:
+            return checkpoint_event(
+                self.serde, model, heads, ns, parent_id, checkpoint, meta, versions
             )
 
-    async def _put_locked(
+        return thread_id, ns, parent_id, make
+
+    async def _put(
         self,
         thread_id: str,
         ns: str,
         parent_id: str | None,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        state = await self._store.thread(thread_id, refresh=False)
-        model = state.model
-        if parent_id and model.get(ns, parent_id) is None:
-            await self._store.thread(thread_id)  # perhaps another process saved it
+        make: Callable[[ThreadModel, Heads], CheckpointSaved],
+    ) -> None:
+        async with self._store.lock(thread_id):
+            state = await self._store.thread(thread_id, refresh=False)
             model = state.model
-            if model.get(ns, parent_id) is None and not model.complete:
-                model = await self._store.history(state)  # an older parent: a fork
-            if model.get(ns, parent_id) is None:
-                raise UnknownCheckpointError(thread_id, ns, parent_id, "the parent of a put")
-        try:
-            event = self._checkpoint_event(
-                model, state.heads, ns, parent_id, config, checkpoint, metadata, new_versions
-            )
-        except NeedsHistory:
-            model = await self._store.history(state)
-            event = self._checkpoint_event(
-                model, state.heads, ns, parent_id, config, checkpoint, metadata, new_versions
-            )
-        await self._store.append(thread_id, [event], served_ns=ns)
-        return checkpoint_config(thread_id, ns, checkpoint["id"])
-
-    def _checkpoint_event(
-        self,
-        model: ThreadModel,
-        heads: Heads,
-        ns: str,
-        parent_id: str | None,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> CheckpointSaved:
-        return checkpoint_event(
-            self.serde,
-            model,
-            heads,
-            ns,
-            parent_id,
-            checkpoint,
-            get_checkpoint_metadata(config, metadata),
-            dict(new_versions),
-        )
+            if parent_id and model.get(ns, parent_id) is None:
+                await self._store.thread(thread_id)  # perhaps another process saved it
+                model = state.model
+                if model.get(ns, parent_id) is None and not model.complete:
+                    model = await self._store.history(state)  # an older parent: a fork
+                if model.get(ns, parent_id) is None:
+                    raise UnknownCheckpointError(thread_id, ns, parent_id, "the parent of a put")
+            try:
+                event = make(model, state.heads)
+            except NeedsHistory:
+                event = make(await self._store.history(state), state.heads)
+            await self._store.append(thread_id, [event], served_ns=ns)
 
     async def _put_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, path: str
@@ -323,42 +298,6 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
         event = writes_event(self.serde, thread_id, ns, checkpoint_id, writes, task_id, path)
         async with self._store.lock(thread_id):
             await self._store.append(thread_id, [event], served_ns=ns)
-
-    async def _remove(
-        self, thread_id: str, choose: Callable[[ThreadModel, Heads], CheckpointsRemoved]
-    ) -> None:
-        """Record the removal ``choose`` picks from the thread's live checkpoints, if any."""
-        async with self._store.lock(thread_id):
-            state = await self._store.thread(thread_id)
-            if state.model.empty:
-                return
-            removed = choose(await self._store.history(state), state.heads)
-            if removed.everything or removed.checkpoints:
-                await self._store.append(thread_id, [removed])
-
-    async def _delete_thread(self, thread_id: str) -> None:
-        await self._remove(
-            str(thread_id), lambda m, h: CheckpointsRemoved(everything=True, reason="delete_thread")
-        )
-
-    async def _delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        wanted = set(run_ids)
-        if wanted:
-            for thread_id in await self._store.thread_ids():
-                await self._remove(thread_id, of_runs(self.serde, wanted))
-
-    async def _copy_thread(self, source: str, target: str) -> None:
-        async with self._store.lock(source):
-            state = await self._store.thread(source)
-            copies = copy_events(await self._store.history(state))
-        if copies:
-            async with self._store.lock(target):
-                await self._store.append(target, copies)
-
-    async def _prune(self, thread_ids: Sequence[str], strategy: str) -> None:
-        older = pruned(strategy)
-        for thread_id in thread_ids:
-            await self._remove(str(thread_id), older)
 
     # -- LangGraph's sync API -------------------------------------------------------
 
@@ -400,8 +339,20 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """Save a checkpoint: only the channels in ``new_versions`` are stored."""
-        return self._loop.run(self._put(config, checkpoint, metadata, new_versions))
+        """Save a checkpoint: only the channels in ``new_versions`` are stored.
+
+        Appended and committed on the calling thread when the saver holds
+        the thread and the log is idle (SQLite in clear), else on the loop."""
+        thread_id, ns, parent_id, make = self._put_event(config, checkpoint, metadata, new_versions)
+
+        def build(model: ThreadModel, heads: Heads) -> CheckpointSaved:
+            if parent_id and model.get(ns, parent_id) is None:
+                raise NotHere(thread_id)  # the loop looks further: another process, a fork
+            return make(model, heads)
+
+        if not self._write_here(thread_id, ns, build):
+            self._loop.run(self._put(thread_id, ns, parent_id, make))
+        return checkpoint_config(thread_id, ns, checkpoint["id"])
 
     def put_writes(
         self,
@@ -410,24 +361,51 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Save a task's pending writes against the checkpoint ``config`` names."""
+        """Save a task's pending writes against the checkpoint ``config`` names
+        (on the calling thread when it can, as :meth:`put`)."""
+        thread_id, ns, checkpoint_id = where(config, "put_writes")
+        if checkpoint_id and writes:
+            serde = self.serde
+            if self._write_here(
+                thread_id,
+                ns,
+                lambda m, h: writes_event(
+                    serde, thread_id, ns, checkpoint_id, writes, task_id, task_path
+                ),
+            ):
+                return
         self._loop.run(self._put_writes(config, writes, task_id, task_path))
+
+    def _write_here(
+        self, thread_id: str, ns: str, build: Callable[[ThreadModel, Heads], EventData]
+    ) -> bool:
+        """Append what ``build`` makes on the calling thread, with no event loop
+        (:meth:`ThreadStore.append_here`); False if it cannot (nothing written)."""
+        if not (self._here and self._loop.outside):
+            return False
+        try:
+            follow_up = self._store.append_here(thread_id, ns, build)
+        except NotHere:
+            return False
+        if follow_up:  # a snapshot is due: the loop saves it
+            self._loop.run(self._store.follow_up(thread_id))
+        return True
 
     def delete_thread(self, thread_id: str) -> None:
         """Remove every checkpoint and write of the thread (the events stay)."""
-        self._loop.run(self._delete_thread(thread_id))
+        self._loop.run(_removals.delete_thread(self._store, thread_id))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Remove the checkpoints (and their writes) whose metadata run_id is in ``run_ids``."""
-        self._loop.run(self._delete_for_runs(run_ids))
+        self._loop.run(_removals.delete_for_runs(self._store, self.serde, run_ids))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint and write of one thread onto another."""
-        self._loop.run(self._copy_thread(str(source_thread_id), str(target_thread_id)))
+        self._loop.run(_removals.copy_thread(self._store, source_thread_id, target_thread_id))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Keep only each namespace's latest checkpoint (``keep_latest``), or none (``delete``)."""
-        self._loop.run(self._prune(thread_ids, strategy))
+        self._loop.run(_removals.prune(self._store, thread_ids, strategy))
 
     # -- LangGraph's async API ------------------------------------------------------
 
@@ -455,7 +433,9 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Async :meth:`put`."""
-        return await self._loop.arun(self._put(config, checkpoint, metadata, new_versions))
+        thread_id, ns, parent_id, make = self._put_event(config, checkpoint, metadata, new_versions)
+        await self._loop.arun(self._put(thread_id, ns, parent_id, make))
+        return checkpoint_config(thread_id, ns, checkpoint["id"])
 
     async def aput_writes(
         self,
@@ -469,19 +449,21 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Async :meth:`delete_thread`."""
-        await self._loop.arun(self._delete_thread(thread_id))
+        await self._loop.arun(_removals.delete_thread(self._store, thread_id))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Async :meth:`delete_for_runs`."""
-        await self._loop.arun(self._delete_for_runs(run_ids))
+        await self._loop.arun(_removals.delete_for_runs(self._store, self.serde, run_ids))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Async :meth:`copy_thread`."""
-        await self._loop.arun(self._copy_thread(str(source_thread_id), str(target_thread_id)))
+        await self._loop.arun(
+            _removals.copy_thread(self._store, source_thread_id, target_thread_id)
+        )
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Async :meth:`prune`."""
-        await self._loop.arun(self._prune(thread_ids, strategy))
+        await self._loop.arun(_removals.prune(self._store, thread_ids, strategy))
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """The next channel version: a zero-padded counter, then a random tiebreak."""

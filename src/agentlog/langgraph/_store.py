@@ -1,15 +1,18 @@
 """The threads' events: loading, caching, fenced appends and snapshots.
 
-Runs on the saver's loop thread, but for one read: a sync ``get_tuple`` of a
-thread this store holds is served on the caller's thread when the log can
-tell, there and then, that nothing was appended since (see
-:meth:`ThreadStore.serve_here`). The cache is guarded for it: the loop marks
-a thread busy while it holds the thread's lock, under a threading lock that
-the caller's read holds throughout, so the two never touch one thread at
-once. Each thread is one agentlog run (run id = thread id). A thread is read
-once (latest snapshot + the events after it) and then kept in memory; every
-read checks for events appended since (one cheap query), so another
-process's checkpoints are seen.
+Runs on the saver's loop thread, but for a sync ``get_tuple`` of a thread
+this store holds, served on the caller's thread when the log can tell, there
+and then, that nothing was appended since (:meth:`ThreadStore.serve_here`),
+and a sync put or put_writes of such a thread, appended and committed on the
+caller's thread when the log can commit there now
+(:meth:`ThreadStore.append_here`). The cache is guarded for them
+(:mod:`agentlog.langgraph._locks`): the loop marks a thread busy while it
+holds the thread's lock, a caller's thread works on a thread only while no
+one else does, and the two never touch one thread at once. Each thread is
+one agentlog run (run id = thread id). A thread is read once (latest
+snapshot + the events after it) and then kept in memory; every read checks
+for events appended since (one cheap query), so another process's
+checkpoints are seen.
 
 Writing is fenced, and a saver never appends on top of anything it did not
 serve to LangGraph. LangGraph reads a namespace's checkpoint (``get_tuple``
@@ -37,13 +40,10 @@ save is one commit (a later writer's claim fences this process).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import TypeVar
 
 from agentlog._logging import get_logger
@@ -63,10 +63,11 @@ from agentlog.eventlog.events import (
     CheckpointsRemoved,
     Event,
     EventData,
-    RunStarted,
 )
 from agentlog.langgraph import _snapshot
+from agentlog.langgraph._batch import STALE, fold_in, next_events, refused_because
 from agentlog.langgraph._convert import Heads
+from agentlog.langgraph._locks import ThreadLock, ThreadLocks
 from agentlog.langgraph._thread import NeedsHistory, ThreadModel
 
 __all__ = ["NotHere", "ThreadStore"]
@@ -133,23 +134,25 @@ class ThreadStore:
         self.base_every = base_every
         self.owner = f"{socket.gethostname()}:{os.getpid()}:langgraph"
         self._threads: dict[str, _Thread] = {}
-        self._locks: dict[str, _ThreadLock] = {}
-        #: Held by a read on a caller's thread, and by the loop to mark a thread busy.
-        self._guard = threading.Lock()
-        self._busy: set[str] = set()
+        self._locks = ThreadLocks()
+        #: Held by a read on a caller's thread, and to mark a thread busy (see _locks).
+        self._guard = self._locks.guard
+        self._busy = self._locks.busy
         #: The run's last seq read on the calling thread (None: no run), if the log can.
         self._last_seq_here: Callable[[str], int | None] | None = getattr(
             log, "last_seq_here", None
         )
+        #: Commits an append on the calling thread if the log is idle (see append_here).
+        self._append_here: Callable[[Callable[[], list[Event]]], bool] | None = getattr(
+            log, "append_here", None
+        )
 
-    def lock(self, thread_id: str) -> _ThreadLock:
-        """The thread's lock: LangGraph calls put and put_writes from several
-        threads at once, and one thread's reads and appends must not interleave.
-        While it is held the thread is busy: no caller's thread reads it."""
-        found = self._locks.get(thread_id)
-        if found is None:
-            found = self._locks[thread_id] = _ThreadLock(self, thread_id)
-        return found
+    def lock(self, thread_id: str) -> ThreadLock:
+        """The thread's lock on the loop: LangGraph calls put and put_writes from
+        several threads at once, and one thread's reads and appends must not
+        interleave. While it is held the thread is busy: no caller's thread
+        touches it."""
+        return self._locks.lock(thread_id)
 
     def serve_here(
         self,
@@ -287,7 +290,7 @@ class ThreadStore:
         state = await self.thread(thread_id, refresh=False)
         if served_ns is not None and state.stale(served_ns):
             state.refuse()
-            raise ThreadConflictError(thread_id, _STALE)
+            raise ThreadConflictError(thread_id, STALE)
         claim_after = False
         if state.epoch is None and state.absent and served_ns is not None:
             # A new thread, as LangGraph was served it: its first batch goes in
@@ -300,7 +303,7 @@ class ThreadStore:
             await self._catch_up(state)
             if served_ns is not None and state.stale(served_ns):
                 state.refuse()
-                raise ThreadConflictError(thread_id, _STALE)
+                raise ThreadConflictError(thread_id, STALE)
             if state.model.seq == 0:
                 state.epoch = await self.log.claim_writer(thread_id, owner=self.owner, force=True)
             else:
@@ -314,30 +317,89 @@ class ThreadStore:
         await self._write(state, items)
         if claim_after:
             state.epoch = await self.log.claim_writer(thread_id, owner=self.owner, force=True)
-        if state.model.seq - state.snapshot_seq >= self.snapshot_every:
+        if self._due(state):
             await self._snapshot(state)
 
     async def _write(self, state: _Thread, items: Sequence[EventData]) -> None:
         """Append ``items`` under ``state.epoch`` at the next seq and fold them in."""
-        model = state.model
-        if model.seq == 0:
-            items = [_thread_started(), *items]
-        assert state.epoch is not None
-        events = [
-            Event(model.thread_id, model.seq + 1 + i, data, writer_epoch=state.epoch)
-            for i, data in enumerate(items)
-        ]
+        events = next_events(state.model, state.epoch, items)
         try:
             await self.log.append(events, durable=True)
         except (ConflictError, FencedError) as exc:
             state.refuse()
-            raise ThreadConflictError(model.thread_id, _why(exc)) from exc
+            raise ThreadConflictError(state.model.thread_id, refused_because(exc)) from exc
         state.absent = False
-        for event in events:
-            model.apply(event)
-            if isinstance(event.data, CheckpointsRemoved) and event.data.everything:
-                state.heads.clear()
+        fold_in(state.model, state.heads, events)
         await self._settle(state)
+
+    def append_here(
+        self, thread_id: str, served_ns: str, build: Callable[[ThreadModel, Heads], EventData]
+    ) -> bool:
+        """:meth:`append` of what ``build`` makes of the thread, on the calling
+        thread with no event loop: a sync put or put_writes.
+
+        Only for a thread this store holds and has written to (no claim to
+        make), that no one else works on, on a log that can commit on this
+        thread now (SQLite's ``append_here``: no append waiting, its worker
+        thread idle). ``build`` makes the item of the model and heads once the
+        thread is held and the log's connection taken; it raises NotHere (or
+        NeedsHistory) to leave the put to the loop.
+
+        Returns:
+            True if the loop has work left on the thread (a snapshot is due):
+            call :meth:`follow_up`. The append is recorded either way.
+
+        Raises:
+            NotHere: any other case (nothing written): run it on the loop.
+            ThreadConflictError: as :meth:`append`.
+        """
+        append_here = self._append_here
+        if append_here is None:
+            raise NotHere(thread_id)
+        with self._locks.hold_here(thread_id):
+            state = self._threads.get(thread_id)
+            # A new thread's first batch needs no claim either (see append).
+            epoch = None if state is None else state.epoch
+            if epoch is None and state is not None and state.absent:
+                epoch = 0
+            if state is None or epoch is None:
+                raise NotHere(thread_id)
+            if state.stale(served_ns):
+                state.refuse()
+                raise ThreadConflictError(thread_id, STALE)
+            made: list[Event] = []
+
+            def events() -> list[Event]:
+                try:
+                    item = build(state.model, state.heads)
+                except NeedsHistory:  # an older checkpoint's blob: the loop folds the thread
+                    raise NotHere(thread_id) from None
+                made[:] = next_events(state.model, epoch, [item])
+                return made
+
+            try:
+                if not append_here(events):
+                    raise NotHere(thread_id)
+            except (ConflictError, FencedError) as exc:
+                state.refuse()
+                raise ThreadConflictError(thread_id, refused_because(exc)) from exc
+            state.epoch, state.absent = epoch, False
+            fold_in(state.model, state.heads, made)
+            return state.model.needs_history or self._due(state)
+
+    async def follow_up(self, thread_id: str) -> None:
+        """After :meth:`append_here` said so: fold and snapshot the thread as
+        :meth:`append` does after its write, if still due."""
+        async with self.lock(thread_id):
+            state = self._threads.get(thread_id)
+            if state is not None:
+                await self._settle(state)
+                if self._due(state):
+                    await self._snapshot(state)
+
+    def _due(self, state: _Thread) -> bool:
+        """True if the thread's next snapshot is due."""
+        return state.model.seq - state.snapshot_seq >= self.snapshot_every
 
     async def _snapshot(self, state: _Thread) -> None:
         """Save the next snapshot of the writer's chain, then keep only what it holds."""
@@ -364,29 +426,6 @@ class ThreadStore:
         """Every run of the log that is a LangGraph thread."""
         runs = await self.log.list_runs()
         return [info.run_id for info in runs if info.workflow == LANGGRAPH_WORKFLOW]
-
-
-class _ThreadLock:
-    """A thread's asyncio lock that marks the thread busy while the loop holds it."""
-
-    def __init__(self, store: ThreadStore, thread_id: str) -> None:
-        self._lock = asyncio.Lock()
-        self._store, self._thread_id = store, thread_id
-
-    async def __aenter__(self) -> None:
-        await self._lock.acquire()
-        with self._store._guard:
-            self._store._busy.add(self._thread_id)
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        with self._store._guard:
-            self._store._busy.discard(self._thread_id)
-        self._lock.release()
 
 
 def _current(state: _Thread, last_seq: int | None) -> bool:
@@ -434,25 +473,3 @@ def _load_here(log: EventLog, thread_id: str) -> _Thread:
         raise NotHere(thread_id)
     state.read_seq = state.foreign_seq = model.seq
     return state
-
-
-def _thread_started() -> RunStarted:
-    return RunStarted(
-        workflow=LANGGRAPH_WORKFLOW,
-        version="",
-        input=None,
-        durability="sync",
-        fingerprint="",
-    )
-
-
-_STALE = "another process appended to it since this saver last read it"
-
-
-def _why(exc: Exception) -> str:
-    if isinstance(exc, FencedError):
-        return (
-            f"another process claimed it (writer epoch {exc.current} fences this one's {exc.epoch})"
-        )
-    assert isinstance(exc, ConflictError)
-    return f"another process appended to it (its next seq is {exc.expected}, not {exc.got})"

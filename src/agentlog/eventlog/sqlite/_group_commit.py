@@ -52,7 +52,7 @@ import asyncio
 import functools
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any
@@ -73,22 +73,28 @@ from agentlog.eventlog.sqlite._schema import (
     update_written_run_sql,
 )
 
-__all__ = ["CHUNK_ROWS", "ONE_STATEMENT_ROWS", "GroupCommit", "PendingAppend"]
+__all__ = ["CHUNK_ROWS", "ONE_STATEMENT_ROWS", "Batch", "GroupCommit", "PendingAppend"]
 
 _log = get_logger(__name__)
 
 
 @dataclass(slots=True, eq=False)
-class PendingAppend:
-    """One caller's batch, waiting for the group that will commit it."""
+class Batch:
+    """One caller's batch of one run, encoded."""
 
     events: Sequence[Event]
     rows: list[tuple[Any, ...]]
     """The events as :data:`~agentlog.eventlog.sqlite._schema.INSERT_EVENT`
-    parameters, encoded on the caller's side before any lock is taken."""
+    parameters, encoded on the caller's side before the write lock is taken."""
     first_seq: int
     epoch: int
     durable: bool
+
+
+@dataclass(slots=True, eq=False)
+class PendingAppend(Batch):
+    """A batch waiting for the group that will commit it, and who awaits it."""
+
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[None]
 
@@ -122,7 +128,7 @@ _STEP_COLUMNS = (_LAST_SEQ, RUN_FIELDS.index("updated_at"))
 _STEP_COLUMNS_STEPS = tuple(sorted((*_STEP_COLUMNS, _STEPS)))
 
 
-def _append_one(conn: sqlite3.Connection, append: PendingAppend, known: Known | None) -> Known:
+def _append_one(conn: sqlite3.Connection, append: Batch, known: Known | None) -> Known:
     """The conditional append of one batch, inside the open transaction.
 
     ``known`` is the run's index row as this log last wrote it. When the
@@ -179,7 +185,7 @@ def _append_one(conn: sqlite3.Connection, append: PendingAppend, known: Known | 
     return _append_read(conn, append)
 
 
-def _append_read(conn: sqlite3.Connection, append: PendingAppend) -> Known:
+def _append_read(conn: sqlite3.Connection, append: Batch) -> Known:
     """:func:`_append_one` for a run whose index row this log does not know."""
     run_id, first_seq = append.events[0].run_id, append.first_seq
     row = conn.execute(SELECT_RUN, (run_id,)).fetchone()
@@ -204,7 +210,7 @@ def _changed(old: Sequence[Any], new: Sequence[Any]) -> tuple[int, ...]:
     return tuple(i for i, (was, now) in enumerate(zip(old, new, strict=True)) if was != now)
 
 
-def _insert(conn: sqlite3.Connection, append: PendingAppend, last_seq: int | None = None) -> None:
+def _insert(conn: sqlite3.Connection, append: Batch, last_seq: int | None = None) -> None:
     """The batch's rows; ConflictError if the table already holds one of its seqs."""
     try:
         rows = append.rows
@@ -236,7 +242,7 @@ def _insert_chunks(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> Non
 
 
 def _apply(
-    group: list[PendingAppend], known: dict[str, Known], conn: sqlite3.Connection
+    group: Sequence[Batch], known: dict[str, Known], conn: sqlite3.Connection
 ) -> tuple[list[AgentlogError | None], dict[str, Known]]:
     """Each append of the group in turn: its own error, or None; and the run
     index rows the group leaves (kept by the caller only once it committed)."""
@@ -295,6 +301,8 @@ class GroupCommit:
         """Appends in those groups, each its caller's own success or error."""
         self.inline_commits = 0
         """Of :attr:`commits`, those made on an event loop's thread."""
+        self.here_commits = 0
+        """Of :attr:`commits`, those made by :meth:`commit_here` (no event loop)."""
 
     @property
     def open(self) -> bool:
@@ -340,6 +348,38 @@ class GroupCommit:
             loop.call_soon(self._flush, group)
         elif queue:
             self._worker.post(functools.partial(self._commit, group))
+
+    def commit_here(self, make: Callable[[], Batch]) -> bool:
+        """Commit one batch on the calling thread, with no event loop, if the
+        log is idle: no group open and the worker thread idle.
+
+        ``make`` builds the batch once the connection is held (so what it
+        reads cannot change before the commit). The transaction waits for
+        another process's write lock as the worker thread would: the caller
+        is a plain thread that may block. No later append or call overtakes
+        it: they queue behind the held connection.
+
+        Returns:
+            True once the batch committed; False if the log was busy (``make``
+            not called, nothing written: append through the event loop).
+
+        Raises:
+            ConflictError, FencedError: the batch's own (nothing written).
+            Whatever ``make`` raises, or the transaction's failure, typed.
+        """
+        with self._lock:
+            if self._open is not None or not self._worker.hold_if_idle():
+                return False
+        try:
+            batch = make()
+            (error,) = self._outcomes([batch], wait=True)
+            if error is None:
+                self.here_commits += 1
+        finally:
+            self._worker.release()
+        if error is not None:
+            raise error
+        return True
 
     def seal(self) -> None:
         """Close the open group: later appends form a new group, committed after
@@ -420,7 +460,7 @@ class GroupCommit:
             for append, error in zip(group, outcomes, strict=True)
         ]
 
-    def _outcomes(self, group: list[PendingAppend], *, wait: bool) -> list[BaseException | None]:
+    def _outcomes(self, group: Sequence[Batch], *, wait: bool) -> list[BaseException | None]:
         """Commit ``group`` as one transaction: each append's error, or None.
 
         Raises:

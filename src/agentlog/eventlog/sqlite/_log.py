@@ -61,7 +61,7 @@ from agentlog.eventlog._worker_thread import WorkerThread
 from agentlog.eventlog.events import Event, utcnow
 from agentlog.eventlog.sqlite._cold_read import SqliteColdRead
 from agentlog.eventlog.sqlite._connection import SqliteConnection
-from agentlog.eventlog.sqlite._group_commit import GroupCommit, PendingAppend
+from agentlog.eventlog.sqlite._group_commit import Batch, GroupCommit, PendingAppend
 from agentlog.eventlog.sqlite._mailbox import SqliteMailbox
 from agentlog.eventlog.sqlite._reader import ReadConnections
 from agentlog.eventlog.sqlite._schema import (
@@ -224,6 +224,37 @@ class SqliteEventLog(SqliteColdRead, SqliteMailbox, SqlIndexedEventLog):
         self._group.submit(PendingAppend(events, rows, first_seq, epoch, durable, loop, future))
         await future
         self._changes.notify()
+
+    def append_here(self, make: Callable[[], Sequence[Event]], *, durable: bool = True) -> bool:
+        """:meth:`append` on the calling thread, with no event loop, if the log
+        is idle (no append waiting for its commit, the worker thread idle).
+
+        For a caller on a plain thread that would otherwise hand the append to
+        an event loop and block until it is done (a LangGraph checkpointer's
+        sync ``put``). ``make`` builds the batch once the log's connection is
+        held for it, so what it reads cannot change before the commit. The
+        same checks and the same commit as :meth:`append`: when it returns
+        True the batch is committed (fsync'd if ``durable``).
+
+        Returns:
+            False if the log was busy: ``make`` was not called and nothing
+            written (append through the event loop instead).
+
+        Raises:
+            ConflictError, FencedError, NotSerializableError, ValueError: as
+                :meth:`append` (nothing written); whatever ``make`` raises.
+        """
+        self._check_open()
+
+        def batch() -> Batch:
+            events = make()
+            _run_id, first_seq, epoch = check_batch(events)
+            return Batch(events, event_rows(events, epoch, self.cipher), first_seq, epoch, durable)
+
+        if not self._group.commit_here(batch):
+            return False
+        self._changes.notify()
+        return True
 
     async def _stored_seq(self, run_id: str, *, newest: bool) -> int | None:
         sql = f"SELECT {'max' if newest else 'min'}(seq) FROM events WHERE run_id = ?"
