@@ -282,6 +282,7 @@ class GroupCommit:
         # Taken by the event loop (submit, seal, flush) and by other loops' threads.
         self._lock = threading.Lock()
         self._open: list[PendingAppend] | None = None
+        self._closed = False  # by seal(closing=True): no append joins a group after it
         self._queued: list[PendingAppend] | None = None  # the open group, if queued already
         # The loops that scheduled the open group's commit (see submit).
         self._flushing: asyncio.AbstractEventLoop | None = None
@@ -311,9 +312,15 @@ class GroupCommit:
         its commit on its own loop too, whichever runs first commits it: the
         loop that opened the group may stop before its next iteration, and
         the group would then wait for it with every later append in it.
+
+        Raises:
+            BackendUnavailableError: the log is closing (:meth:`seal` with
+                ``closing``); nothing of ``append`` is written.
         """
         loop = append.loop
         with self._lock:
+            if self._closed:  # decided under the lock the closing seal takes
+                raise self._connection.closed_error()
             group = self._open
             if group is None:
                 group = self._open = [append]
@@ -341,10 +348,17 @@ class GroupCommit:
         elif queue:
             self._worker.post(functools.partial(self._commit, group))
 
-    def seal(self) -> None:
+    def seal(self, *, closing: bool = False) -> None:
         """Close the open group: later appends form a new group, committed after
-        the call about to be queued (the open one is queued before it)."""
+        the call about to be queued (the open one is queued before it).
+
+        With ``closing`` (the log's close()), no later append joins a group:
+        :meth:`submit` refuses it. An append either joined a group before
+        (which then commits before the connection closes: see
+        :meth:`_flush`) or is refused, having written nothing."""
         with self._lock:
+            if closing:
+                self._closed = True
             group, self._open = self._open, None
             queue = group is not None and group is not self._queued
         if queue and group is not None:  # not queued yet
@@ -378,12 +392,13 @@ class GroupCommit:
             try:
                 outcomes = self._outcomes(group, wait=False)
             except WriteLockBusy:  # nothing written: the worker thread waits for the lock
-                outcomes = None
+                # Queued before the hold ends (post() never waits for it): a
+                # close() from another thread, which needs the hold or the
+                # thread, then closes the connection after this commit.
+                self._worker.post(functools.partial(self._commit, group))
+                return
         finally:
             self._worker.release()
-        if outcomes is None:  # queued once released: post() may wait for another loop's hold
-            self._worker.post(functools.partial(self._commit, group))
-            return
         self.inline_commits += 1
         settle(
             [
