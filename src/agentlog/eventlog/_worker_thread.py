@@ -17,6 +17,8 @@ _log = get_logger(__name__)
 
 #: A future and what it gets: ``(future, result, error)``; ``error`` wins if set.
 Outcome = tuple["asyncio.Future[Any]", Any, BaseException | None]
+#: A queued call: the loop and future awaiting it (None for a posted call), and the call.
+_Call = tuple["asyncio.AbstractEventLoop | None", "asyncio.Future[Any] | None", Callable[[], Any]]
 
 
 def _resolve(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
@@ -71,10 +73,7 @@ class WorkerThread:
     def __init__(
         self, name: str, stopped: Callable[[], BaseException] = lambda: RuntimeError("stopped")
     ) -> None:
-        self._calls: queue.SimpleQueue[
-            tuple[asyncio.AbstractEventLoop | None, asyncio.Future[Any] | None, Callable[[], Any]]
-            | None
-        ] = queue.SimpleQueue()
+        self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
         self._name = name
         # Made and started by the first call, not here: a log opened only to
         # read never needs it, and a thread start is most of opening one (issue
@@ -141,10 +140,7 @@ class WorkerThread:
         if not self.started:
             self._start()
 
-    def _put(
-        self,
-        call: tuple[asyncio.AbstractEventLoop | None, asyncio.Future[Any] | None, Callable[[], Any]],
-    ) -> None:
+    def _put(self, call: _Call) -> None:
         """Queue ``call`` ahead of :meth:`stop`'s end mark, or raise if it was queued."""
         with self._counting:
             if self._stopped:

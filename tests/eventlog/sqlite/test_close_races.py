@@ -174,3 +174,55 @@ async def test_a_call_queued_just_before_stop_runs_though_its_caller_never_start
         await worker.run(lambda: 8)
     with pytest.raises(BackendUnavailableError, match="closed"):
         worker.post(lambda: None)
+
+
+def test_close_unused_racing_an_append_from_another_loop_closes_whole(
+    log_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """close_unused() (a saver closing with no event loop) finds no group open;
+    another loop's append, past its closed check, then opens one before the
+    close goes on. Closing must not then need an event loop (it has none):
+    the append is refused with nothing written, and the log closes whole."""
+    log = SqliteEventLog(log_path)
+    other = asyncio.new_event_loop()
+    checked, go = threading.Event(), threading.Event()
+    check = log._check_open
+
+    def checked_then_wait() -> None:
+        check()
+        checked.set()
+        go.wait(_GENEROUS)
+
+    monkeypatch.setattr(log, "_check_open", checked_then_wait)
+    appended: list[asyncio.Future[None]] = []
+
+    async def fire_and_forget() -> None:  # the loop stops before it commits the group
+        appended.append(asyncio.ensure_future(log.append([ev("a", 1)])))
+
+    appender = _in_thread(lambda: other.run_until_complete(fire_and_forget()))
+    assert checked.wait(_GENEROUS)
+    close_reads = log._reads.close
+
+    def reads_closed_then_append() -> None:  # inside close(), before the group is sealed
+        close_reads()
+        go.set()
+        appender.join(_GENEROUS)
+
+    monkeypatch.setattr(log._reads, "close", reads_closed_then_append)
+    try:
+        assert log.close_unused() is True
+    finally:
+        go.set()
+        appender.join(_GENEROUS)
+    assert not log._db.opened
+    assert appended
+    if appended[0].done():
+        error = appended[0].exception()
+    else:  # committed, and told to its loop, which stopped: it is told once the loop runs
+        error = other.run_until_complete(asyncio.wait_for(appended[0], _GENEROUS))
+    other.close()
+    if error is None:
+        assert _stored(log_path, "a") == [1]
+    else:
+        assert isinstance(error, BackendUnavailableError) and "is closed" in str(error)
+        assert _stored(log_path, "a") == []

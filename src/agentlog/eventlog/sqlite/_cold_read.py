@@ -88,8 +88,9 @@ class SqliteColdRead:
         awaits nothing: its worker thread never started (lone appends commit
         on their loop's thread without it) and no group of appends is open
         (closing would queue it on the thread); False, and nothing done,
-        otherwise."""
-        if self._worker.started or self._group.open:
+        otherwise. Whether a group is open is decided under the group's lock,
+        which refuses every later append (another loop's, racing this)."""
+        if self._worker.started or not self._group.close_if_empty():
             return False
         closing = self.close()
         try:

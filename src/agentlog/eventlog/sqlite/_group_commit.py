@@ -297,11 +297,6 @@ class GroupCommit:
         self.inline_commits = 0
         """Of :attr:`commits`, those made on an event loop's thread."""
 
-    @property
-    def open(self) -> bool:
-        """Whether a group is open (appends waiting for their commit)."""
-        return self._open is not None
-
     def submit(self, append: PendingAppend) -> None:
         """Add ``append`` to the open group, opening one if none is.
 
@@ -363,6 +358,16 @@ class GroupCommit:
             queue = group is not None and group is not self._queued
         if queue and group is not None:  # not queued yet
             self._worker.post(functools.partial(self._commit, group))
+
+    def close_if_empty(self) -> bool:
+        """As :meth:`seal` with ``closing`` if no group is open (nothing to
+        queue); False, and nothing done, if one is. Decided under the lock
+        :meth:`submit` takes, so no append slips in between."""
+        with self._lock:
+            if self._open is not None:
+                return False
+            self._closed = True
+            return True
 
     def _flush(self, group: list[PendingAppend]) -> None:
         """On an event loop's thread, one iteration after ``group`` opened: commit it.

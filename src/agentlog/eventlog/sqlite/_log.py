@@ -33,7 +33,6 @@ from typing import Any, TypeVar
 from agentlog._files import DEFAULT_FILE_MODE
 from agentlog._logging import get_logger
 from agentlog.crypto import PayloadCipher
-from agentlog.errors import BackendUnavailableError
 from agentlog.eventlog._base import (
     Capabilities,
     RunInfo,
