@@ -226,3 +226,46 @@ def test_close_unused_racing_an_append_from_another_loop_closes_whole(
     else:
         assert isinstance(error, BackendUnavailableError) and "is closed" in str(error)
         assert _stored(log_path, "a") == []
+
+
+def test_a_group_sealed_by_a_call_as_another_thread_closes_is_told(
+    log_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call (a claim) seals the open group, of another loop's append, to
+    queue it first; another thread's close() runs whole before the group
+    reaches the worker thread. The append must be told (the closed error:
+    nothing of it was written), not left waiting on a stopped thread."""
+    log = SqliteEventLog(log_path)
+    other = asyncio.new_event_loop()
+    stranded: list[asyncio.Future[None]] = []
+
+    async def fire_and_forget() -> None:  # the loop stops before it commits the group
+        stranded.append(asyncio.ensure_future(log.append([ev("a", 1)])))
+
+    other.run_until_complete(fire_and_forget())
+    post = log._worker.post
+    fired: list[bool] = []
+
+    def closed_then_post(fn: Callable[[], object]) -> None:
+        if not fired:
+            fired.append(True)
+            closer = _close_in_thread(log)
+            closer.join(_GENEROUS)
+            assert not closer.is_alive(), "close() hung"
+        post(fn)
+
+    monkeypatch.setattr(log._worker, "post", closed_then_post)
+
+    async def claim() -> None:
+        with pytest.raises(BackendUnavailableError, match="is closed"):
+            await asyncio.wait_for(log.claim_writer("b"), _GENEROUS)
+
+    try:
+        asyncio.run(claim())
+        assert fired, "the claim did not seal the group"
+        with pytest.raises(BackendUnavailableError, match="is closed"):
+            other.run_until_complete(asyncio.wait_for(stranded[0], _GENEROUS))
+    finally:
+        other.close()
+    assert not log._db.opened
+    assert _stored(log_path, "a") == []

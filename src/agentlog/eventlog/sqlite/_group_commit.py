@@ -41,6 +41,9 @@ another loop's hold). Whether a group is queued on the worker thread is
 decided under :attr:`GroupCommit._lock`, so it is queued once; the
 loop that opened a group may stop before committing it, so an append from
 another loop that joins it schedules its commit there too (:meth:`submit`).
+The log's close() seals the groups for good (:meth:`seal` with ``closing``):
+an append racing it from another thread either joined a group, which commits
+before the connection closes, or is refused, having written nothing.
 
 The small reads run on the caller's thread (``sqlite/_reader.py``): they
 see every append that has returned, not one still waiting in an open group.
@@ -58,7 +61,7 @@ from itertools import chain
 from typing import Any
 
 from agentlog._logging import get_logger
-from agentlog.errors import AgentlogError, ConflictError
+from agentlog.errors import AgentlogError, BackendUnavailableError, ConflictError
 from agentlog.eventlog._base import RunInfo, check_next
 from agentlog.eventlog._row_format import RUN_FIELDS, info_from_row, info_to_row, row_after_steps
 from agentlog.eventlog._worker_thread import Outcome, WorkerThread, settle
@@ -341,7 +344,7 @@ class GroupCommit:
         if flush:
             loop.call_soon(self._flush, group)
         elif queue:
-            self._worker.post(functools.partial(self._commit, group))
+            self._post(group)
 
     def seal(self, *, closing: bool = False) -> None:
         """Close the open group: later appends form a new group, committed after
@@ -357,7 +360,17 @@ class GroupCommit:
             group, self._open = self._open, None
             queue = group is not None and group is not self._queued
         if queue and group is not None:  # not queued yet
+            self._post(group)
+
+    def _post(self, group: list[PendingAppend]) -> None:
+        """Queue ``group``'s commit on the worker thread. The log's close()
+        from another thread may have stopped the thread since ``group`` was
+        taken (under the lock, posted after it): every caller is then told
+        the closed error, nothing of the group having been written."""
+        try:
             self._worker.post(functools.partial(self._commit, group))
+        except BackendUnavailableError as exc:  # close() ran whole meanwhile
+            settle([(append.loop, (append.future, None, exc)) for append in group])
 
     def close_if_empty(self) -> bool:
         """As :meth:`seal` with ``closing`` if no group is open (nothing to
@@ -400,7 +413,7 @@ class GroupCommit:
                 # Queued before the hold ends (post() never waits for it): a
                 # close() from another thread, which needs the hold or the
                 # thread, then closes the connection after this commit.
-                self._worker.post(functools.partial(self._commit, group))
+                self._post(group)
                 return
         finally:
             self._worker.release()
@@ -422,7 +435,7 @@ class GroupCommit:
             if self._open is not group or self._queued is group:
                 return
             self._queued = group
-        self._worker.post(functools.partial(self._commit, group))
+        self._post(group)
 
     def _commit(
         self, group: list[PendingAppend]
