@@ -269,3 +269,26 @@ def test_a_group_sealed_by_a_call_as_another_thread_closes_is_told(
         other.close()
     assert not log._db.opened
     assert _stored(log_path, "a") == []
+
+
+def test_close_unused_while_another_loops_commit_holds_the_connection(log_path: Path) -> None:
+    """close_unused() finds no group open, the worker thread never started, and
+    another loop's thread is committing a lone append on the connection: it
+    must close the connection after that commit, not under it, and with no
+    event loop of its own."""
+    log = SqliteEventLog(log_path)
+    asyncio.run(log.append([ev("r", 1)]))
+    assert not log._worker.started
+    assert log._worker.hold_if_idle()  # as another loop's thread, committing
+    answers: list[bool] = []
+    closer = _in_thread(lambda: answers.append(log.close_unused()))
+    try:
+        deadline = time.monotonic() + _GENEROUS  # until it returned, or waits behind the hold
+        while closer.is_alive() and not log._worker.busy and time.monotonic() < deadline:
+            closer.join(0.001)
+        assert log._db.opened, "the connection was closed under its holder"
+    finally:
+        log._worker.release()
+    closer.join(_GENEROUS)
+    assert answers == [True], "close_unused() failed (see the thread's exception)"
+    assert not log._db.opened
