@@ -111,7 +111,15 @@ async def _pieces(path: Path, events: list[Any]) -> dict[str, float]:
     from agentlog.eventlog._base import check_batch
     from agentlog.eventlog._row_format import event_rows, info_to_row
     from agentlog.eventlog.sqlite import SqliteEventLog
-    from agentlog.eventlog.sqlite._group_commit import PendingAppend, _changed, _insert
+    from agentlog.eventlog.sqlite._group_commit import PendingAppend
+
+    try:  # since session 33's split; a tree before it has them in _group_commit
+        from agentlog.eventlog.sqlite._append_batch import _changed, _insert
+    except ImportError:
+        from agentlog.eventlog.sqlite._group_commit import (  # type: ignore[attr-defined,no-redef]
+            _changed,
+            _insert,
+        )
     from agentlog.eventlog.sqlite._schema import update_written_run_sql
 
     spent: dict[str, float] = {}

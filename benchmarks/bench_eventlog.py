@@ -29,7 +29,8 @@ from pathlib import Path
 from agentlog.eventlog import Event
 from agentlog.eventlog._row_format import event_rows
 from agentlog.eventlog.codec import encode_payload
-from agentlog.eventlog.sqlite._group_commit import PendingAppend, _apply
+from agentlog.eventlog.sqlite._append_batch import apply_batches
+from agentlog.eventlog.sqlite._group_commit import PendingAppend
 from agentlog.eventlog.sqlite._log import MIGRATIONS, SqliteEventLog
 from benchmarks.floor import Floors
 from benchmarks.harness import Row, percentile, row_from_samples, task_events
@@ -96,7 +97,7 @@ async def _inline_samples(path: str, n: int) -> list[float]:
                 [event], rows, event.seq, epoch, True, loop, loop.create_future()
             )
             errors, written = log._db.transact(
-                functools.partial(_apply, [append], known), durable=True
+                functools.partial(apply_batches, [append], known), durable=True
             )
             assert errors == [None]
             known.update(written)

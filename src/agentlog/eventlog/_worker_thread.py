@@ -17,6 +17,8 @@ _log = get_logger(__name__)
 
 #: A future and what it gets: ``(future, result, error)``; ``error`` wins if set.
 Outcome = tuple["asyncio.Future[Any]", Any, BaseException | None]
+#: A queued call: the loop and future awaiting it (None for a posted call), and the call.
+_Call = tuple["asyncio.AbstractEventLoop | None", "asyncio.Future[Any] | None", Callable[[], Any]]
 
 
 def _resolve(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
@@ -68,11 +70,10 @@ class WorkerThread:
     call than ``run_in_executor``, which matters next to a 300 us fsync.
     """
 
-    def __init__(self, name: str) -> None:
-        self._calls: queue.SimpleQueue[
-            tuple[asyncio.AbstractEventLoop | None, asyncio.Future[Any] | None, Callable[[], Any]]
-            | None
-        ] = queue.SimpleQueue()
+    def __init__(
+        self, name: str, stopped: Callable[[], BaseException] = lambda: RuntimeError("stopped")
+    ) -> None:
+        self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
         self._name = name
         # Made and started by the first call, not here: a log opened only to
         # read never needs it, and a thread start is most of opening one (issue
@@ -85,6 +86,10 @@ class WorkerThread:
         # loop's thread between :meth:`hold_if_idle` and :meth:`release`.
         self._pending = 0
         self._counting = threading.Lock()
+        # Set by stop(), under _counting: a call submitted after it raises
+        # ``stopped()`` rather than waiting for a thread that will not run it.
+        self._stopped = False
+        self._stopped_error = stopped
         self._owner = threading.Lock()
 
     def _serve(self) -> None:
@@ -106,12 +111,14 @@ class WorkerThread:
             settle([(loop, (future, result, error))])
 
     async def run(self, fn: Callable[[], _T]) -> _T:
-        """Run ``fn`` on the thread; return its result or raise its error."""
+        """Run ``fn`` on the thread; return its result or raise its error.
+
+        Raises:
+            What ``stopped`` makes: :meth:`stop` was called first.
+        """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[_T] = loop.create_future()
-        with self._counting:
-            self._pending += 1
-        self._calls.put((loop, future, fn))
+        self._put((loop, future, fn))
         if not self.started:
             self._start()
         return await future
@@ -124,12 +131,22 @@ class WorkerThread:
         settles (:func:`settle`) once it has counted ``fn`` done, so that a
         waiter that resumes finds the thread idle; anything else it returns is
         dropped. It must not raise (what it raises is only logged).
+
+        Raises:
+            What ``stopped`` makes: :meth:`stop` was called first (a caller
+            that posts must know it cannot have been).
         """
-        with self._counting:
-            self._pending += 1
-        self._calls.put((None, None, fn))
+        self._put((None, None, fn))
         if not self.started:
             self._start()
+
+    def _put(self, call: _Call) -> None:
+        """Queue ``call`` ahead of :meth:`stop`'s end mark, or raise if it was queued."""
+        with self._counting:
+            if self._stopped:
+                raise self._stopped_error()
+            self._pending += 1
+            self._calls.put(call)
 
     @property
     def busy(self) -> bool:
@@ -161,8 +178,15 @@ class WorkerThread:
                 self.started = True
 
     def stop(self) -> None:
-        """Finish the queued calls, then end the thread (if it ever started)."""
-        self._calls.put(None)
+        """Finish the queued calls, then end the thread (if it ever started).
+        A call submitted after this raises (see :meth:`run`): none is left
+        queued behind the end mark, waiting for ever."""
+        with self._counting:
+            self._stopped = True
+            self._calls.put(None)
+            queued = self._pending
+        if queued:  # a call queued just before, by a caller yet to start the thread
+            self._start()
         with self._starting:
             started, self.started = self.started, True  # no call starts it after this
         if started and self._thread is not None:

@@ -15,7 +15,6 @@ takes the usual path, which raises the usual typed error.
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from agentlog.errors import BackendUnavailableError
@@ -23,6 +22,7 @@ from agentlog.eventlog._base import Snapshot, check_run_id
 from agentlog.eventlog._indexed import ColdRead, _verified
 from agentlog.eventlog._row_format import MAX_SEQ, from_us, seq_param
 from agentlog.eventlog._worker_thread import WorkerThread
+from agentlog.eventlog.sqlite._connection import SqliteConnection
 from agentlog.eventlog.sqlite._group_commit import GroupCommit
 from agentlog.eventlog.sqlite._reader import ReadConnections
 
@@ -74,6 +74,7 @@ class SqliteColdRead:
     _closed: bool
     _worker: WorkerThread
     _group: GroupCommit
+    _db: SqliteConnection
     read_batch: int
     url: str
 
@@ -81,23 +82,32 @@ class SqliteColdRead:
 
         def _opened_snapshot(self, snapshot: Snapshot | None) -> Snapshot | None: ...
 
-        def close(self) -> Coroutine[Any, Any, None]: ...
-
     def close_unused(self) -> bool:
-        """Close the log now, on this thread, with no event loop, if closing
-        awaits nothing: its worker thread never started (lone appends commit
-        on their loop's thread without it) and no group of appends is open
-        (closing would queue it on the thread); False, and nothing done,
-        otherwise."""
-        if self._worker.started or self._group.open:
-            return False
-        closing = self.close()
-        try:
-            closing.send(None)
-        except StopIteration:
+        """Close the log now, on this thread, with no event loop, if its
+        worker thread never started (lone appends commit on their loop's
+        thread without it) and no group of appends is open (closing would
+        queue it on the thread); False, and nothing done, otherwise.
+
+        Whether a group is open is decided under the group's lock, which
+        refuses every later append (another loop's, racing this). A call
+        that another thread queued on the worker thread since, or another
+        loop's commit still holding the connection, finishes first: this
+        then waits for the thread (it never needs an event loop)."""
+        if self._closed:
             return True
-        closing.close()  # not reached: a log that never wrote awaits nothing to close
-        raise RuntimeError("closing an unused sqlite log waited on the event loop")
+        if self._worker.started or not self._group.close_if_empty():
+            return False
+        self._closed = True
+        self._reads.close()
+        if self._worker.hold_if_idle():
+            try:
+                self._db.close()
+            finally:
+                self._worker.release()
+        else:  # after what holds the connection or is queued: stop() waits for it
+            self._worker.post(self._db.close)
+        self._worker.stop()
+        return True
 
     def cold_read(
         self, run_id: str, *, upto_seq: int | None = None, snapshots: bool = True

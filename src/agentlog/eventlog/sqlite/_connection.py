@@ -106,6 +106,7 @@ class SqliteConnection:
         self._synchronous = ""
         self._busy_ms = round(busy_timeout * 1000)  # what sqlite waits for the lock now
         self._conn: sqlite3.Connection | None = None
+        self._closed = False  # by close(): never opened again
         self._opening = threading.Lock()
         #: True if this call created the file (it is then migrated at once).
         self.created = self._prepare(create)
@@ -127,19 +128,33 @@ class SqliteConnection:
         """Open the connection now, if it is not open yet, migrating the file.
 
         Raises:
-            BackendUnavailableError: the file cannot be opened or migrated.
+            BackendUnavailableError: the file cannot be opened or migrated,
+                or :meth:`close` ran (:meth:`closed_error`).
         """
         with self._opening:
             if self._conn is None:
+                if self._closed:
+                    raise self.closed_error()
                 self._conn = self._open()
             return self._conn
 
     def close(self) -> None:
-        """Close the connection if it was opened (it checkpoints the WAL)."""
+        """Close the connection if it was opened (it checkpoints the WAL). It
+        is never opened again: a write queued behind this call (one that
+        raced the log's close) fails with :meth:`closed_error`, having
+        written nothing, rather than reopening the file after close."""
         with self._opening:
-            conn, self._conn = self._conn, None
+            conn, self._conn, self._closed = self._conn, None, True
         if conn is not None:
             conn.close()
+
+    def closed_error(self) -> BackendUnavailableError:
+        """The typed error of a call to a closed log."""
+        error = BackendUnavailableError(
+            f"sqlite log {self.path!r} is closed; open it again with open_log()."
+        )
+        error.retryable = False  # retrying on this log cannot help
+        return error
 
     def unavailable(self, exc: BaseException, doing: str) -> BackendUnavailableError:
         """The typed error for a failed sqlite call, with advice by error code."""

@@ -15,7 +15,8 @@ Inside the group's transaction each append is checked and written as before
 write. The log remembers the run index row its last commit left for each run
 it appends to, so a writer's next append does not read the row again: its
 update of the row is conditional on the epoch and last seq it knows, and that
-condition is the check, in the same transaction (see :func:`_append_one`);
+condition is the check, in the same transaction (see
+``sqlite/_append_batch.py``);
 only when another writer or log came in between is the row read. A batch of
 up to :data:`ONE_STATEMENT_ROWS` rows is one multi-row INSERT, which SQLite
 applies or refuses whole; a bigger one is written under its own SAVEPOINT,
@@ -41,6 +42,9 @@ another loop's hold). Whether a group is queued on the worker thread is
 decided under :attr:`GroupCommit._lock`, so it is queued once; the
 loop that opened a group may stop before committing it, so an append from
 another loop that joins it schedules its commit there too (:meth:`submit`).
+The log's close() seals the groups for good (:meth:`seal` with ``closing``):
+an append racing it from another thread either joined a group, which commits
+before the connection closes, or is refused, having written nothing.
 
 The small reads run on the caller's thread (``sqlite/_reader.py``): they
 see every append that has returned, not one still waiting in an open group.
@@ -50,45 +54,25 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import chain
-from typing import Any
 
 from agentlog._logging import get_logger
-from agentlog.errors import AgentlogError, ConflictError
-from agentlog.eventlog._base import RunInfo, check_next
-from agentlog.eventlog._row_format import RUN_FIELDS, info_from_row, info_to_row, row_after_steps
+from agentlog.errors import BackendUnavailableError
 from agentlog.eventlog._worker_thread import Outcome, WorkerThread, settle
-from agentlog.eventlog.events import Event
-from agentlog.eventlog.sqlite._connection import SqliteConnection, WriteLockBusy
-from agentlog.eventlog.sqlite._schema import (
-    INSERT_EVENT,
-    SELECT_RUN,
-    UPSERT_RUN,
-    insert_events_sql,
-    update_run_sql,
-    update_written_run_sql,
+from agentlog.eventlog.sqlite._append_batch import (
+    CHUNK_ROWS,
+    ONE_STATEMENT_ROWS,
+    Batch,
+    Known,
+    apply_batches,
 )
+from agentlog.eventlog.sqlite._connection import SqliteConnection, WriteLockBusy
 
 __all__ = ["CHUNK_ROWS", "ONE_STATEMENT_ROWS", "Batch", "GroupCommit", "PendingAppend"]
 
 _log = get_logger(__name__)
-
-
-@dataclass(slots=True, eq=False)
-class Batch:
-    """One caller's batch of one run, encoded."""
-
-    events: Sequence[Event]
-    rows: list[tuple[Any, ...]]
-    """The events as :data:`~agentlog.eventlog.sqlite._schema.INSERT_EVENT`
-    parameters, encoded on the caller's side before the write lock is taken."""
-    first_seq: int
-    epoch: int
-    durable: bool
 
 
 @dataclass(slots=True, eq=False)
@@ -101,169 +85,6 @@ class PendingAppend(Batch):
 
 #: Run index rows the log remembers (the runs it appended to most recently).
 KNOWN_RUNS = 4096
-
-#: The largest batch inserted by one statement (8 parameters a row: 256, under
-#: the 999 that SQLite builds before 3.32 allow). Each statement is a trip of
-#: the worker thread out of the GIL, which it must then take back from the busy
-#: event loop: one INSERT, not a SAVEPOINT, an executemany stepping each row
-#: and a RELEASE, for a step's few events.
-ONE_STATEMENT_ROWS = 32
-
-#: The rows of one INSERT of a batch bigger than :data:`ONE_STATEMENT_ROWS`: 992
-#: parameters, under the 999 of the oldest SQLite builds.
-CHUNK_ROWS = 124
-_COLUMNS = 8  # an event row's columns (INSERT_EVENT's parameters)
-
-#: What one append leaves in the run index: the run's row as stored, and as a
-#: RunInfo unless a step's append wrote it as a delta of the row
-#: (:func:`~agentlog.eventlog._row_format.row_after_steps`): None then, and the
-#: RunInfo is built from the row when an append needs the full rules.
-Known = tuple[RunInfo | None, list[Any]]
-
-_EPOCH, _LAST_SEQ, _STEPS = (
-    RUN_FIELDS.index(name) for name in ("writer_epoch", "last_seq", "steps")
-)
-#: The columns a step's append changes (:func:`row_after_steps`), with or without its steps.
-_STEP_COLUMNS = (_LAST_SEQ, RUN_FIELDS.index("updated_at"))
-_STEP_COLUMNS_STEPS = tuple(sorted((*_STEP_COLUMNS, _STEPS)))
-
-
-def _append_one(conn: sqlite3.Connection, append: Batch, known: Known | None) -> Known:
-    """The conditional append of one batch, inside the open transaction.
-
-    ``known`` is the run's index row as this log last wrote it. When the
-    batch follows it (same epoch, next seq), the row is not read again: the
-    new row is written with ``UPDATE ... WHERE writer_epoch = ? AND last_seq
-    = ?``, which is the fence and the seq check inside this transaction. If
-    it changes no row (another writer claimed the run, or another log
-    appended to it), nothing was written and the row is read as without
-    ``known``, and the checks raise the error the append deserves.
-
-    Every check runs, and the new run index row is built, before the first
-    event is written: a failing append of one statement's rows writes
-    nothing. Only a batch of more than :data:`ONE_STATEMENT_ROWS` rows can
-    fail halfway (a row the index did not know of), so only such a batch
-    needs a savepoint to undo its first rows.
-
-    Returns:
-        The run's index row after the append.
-
-    Raises:
-        ConflictError: the batch is not the run's next seq.
-        FencedError: a newer writer claimed the run.
-        EventLogError: the batch's epoch was never claimed.
-        NotSerializableError: a time in the batch cannot be stored.
-    """
-    run_id, first_seq = append.events[0].run_id, append.first_seq
-    if (
-        known is not None
-        and known[1][_EPOCH] == append.epoch
-        and known[1][_LAST_SEQ] == first_seq - 1
-    ):
-        info, old = known
-        # A step's events: the row's delta, its stored time the last row's ts.
-        new = row_after_steps(old, append.events, append.rows[-1][3])
-        after: RunInfo | None
-        if new is not None:
-            after = None
-            changed = _STEP_COLUMNS if new[_STEPS] == old[_STEPS] else _STEP_COLUMNS_STEPS
-        else:
-            after = (info or info_from_row(old)).after(append.events)
-            new = info_to_row(after)
-            changed = _changed(old, new)  # never empty: last_seq moves
-        cursor = conn.execute(
-            update_written_run_sql(changed),
-            [*(new[i] for i in changed), run_id, append.epoch, old[_LAST_SEQ]],
-        )
-        if cursor.rowcount == 1:
-            try:
-                _insert(conn, append)
-            except ConflictError:  # the row is put back as it was: nothing is recorded
-                conn.execute(update_run_sql(changed), [*(old[i] for i in changed), run_id])
-                raise
-            return after, new
-    return _append_read(conn, append)
-
-
-def _append_read(conn: sqlite3.Connection, append: Batch) -> Known:
-    """:func:`_append_one` for a run whose index row this log does not know."""
-    run_id, first_seq = append.events[0].run_id, append.first_seq
-    row = conn.execute(SELECT_RUN, (run_id,)).fetchone()
-    info = RunInfo(run_id) if row is None else info_from_row(row)
-    check_next(run_id, info.last_seq, first_seq, append.epoch, info.writer_epoch)
-    after = info.after(append.events)
-    new = info_to_row(after)
-    _insert(conn, append, info.last_seq)
-    if row is None:
-        conn.execute(UPSERT_RUN, new)
-        return after, new
-    # Only the columns that changed: an index on an unchanged column (the
-    # status, the wake-up time) is then not rewritten at every step.
-    old = list(row)
-    changed = _changed(old, new)
-    if changed:
-        conn.execute(update_run_sql(changed), [*(new[i] for i in changed), run_id])
-    return after, new
-
-
-def _changed(old: Sequence[Any], new: Sequence[Any]) -> tuple[int, ...]:
-    return tuple(i for i, (was, now) in enumerate(zip(old, new, strict=True)) if was != now)
-
-
-def _insert(conn: sqlite3.Connection, append: Batch, last_seq: int | None = None) -> None:
-    """The batch's rows; ConflictError if the table already holds one of its seqs."""
-    try:
-        rows = append.rows
-        if len(rows) == 1:
-            conn.execute(INSERT_EVENT, rows[0])
-        elif len(rows) <= ONE_STATEMENT_ROWS:
-            conn.execute(insert_events_sql(len(rows)), [value for row in rows for value in row])
-        else:  # under the append's savepoint (see _apply)
-            _insert_chunks(conn, rows)
-    except sqlite3.IntegrityError as exc:
-        # The index said the seq was free; the table disagrees.
-        expected = append.first_seq - 1 if last_seq is None else last_seq
-        raise ConflictError(append.events[0].run_id, expected + 1, append.first_seq) from exc
-
-
-def _insert_chunks(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
-    """A big batch's rows, :data:`CHUNK_ROWS` to a multi-row INSERT: about 0.25 µs
-    of CPU an event less than ``executemany`` stepping each row (a statement
-    binds and steps its rows inside SQLite; measured in docs/benchmarks.md,
-    session 33)."""
-    flat = list(chain.from_iterable(rows))
-    whole = len(rows) - len(rows) % CHUNK_ROWS
-    if whole:
-        sql, width = insert_events_sql(CHUNK_ROWS), CHUNK_ROWS * _COLUMNS
-        for start in range(0, whole * _COLUMNS, width):
-            conn.execute(sql, flat[start : start + width])
-    if whole < len(rows):
-        conn.execute(insert_events_sql(len(rows) - whole), flat[whole * _COLUMNS :])
-
-
-def _apply(
-    group: Sequence[Batch], known: dict[str, Known], conn: sqlite3.Connection
-) -> tuple[list[AgentlogError | None], dict[str, Known]]:
-    """Each append of the group in turn: its own error, or None; and the run
-    index rows the group leaves (kept by the caller only once it committed)."""
-    errors: list[AgentlogError | None] = []
-    written: dict[str, Known] = {}
-    for append in group:
-        run_id = append.events[0].run_id
-        guarded = len(append.rows) > ONE_STATEMENT_ROWS
-        if guarded:
-            conn.execute("SAVEPOINT agentlog_append")
-        try:
-            written[run_id] = _append_one(conn, append, written.get(run_id, known.get(run_id)))
-        except AgentlogError as exc:  # this append's own: the others go on
-            if guarded:
-                conn.execute("ROLLBACK TO agentlog_append")
-            errors.append(exc)
-        else:
-            errors.append(None)
-        if guarded:
-            conn.execute("RELEASE agentlog_append")
-    return errors, written
 
 
 class GroupCommit:
@@ -288,6 +109,7 @@ class GroupCommit:
         # Taken by the event loop (submit, seal, flush) and by other loops' threads.
         self._lock = threading.Lock()
         self._open: list[PendingAppend] | None = None
+        self._closed = False  # by seal(closing=True): no append joins a group after it
         self._queued: list[PendingAppend] | None = None  # the open group, if queued already
         # The loops that scheduled the open group's commit (see submit).
         self._flushing: asyncio.AbstractEventLoop | None = None
@@ -304,11 +126,6 @@ class GroupCommit:
         self.here_commits = 0
         """Of :attr:`commits`, those made by :meth:`commit_here` (no event loop)."""
 
-    @property
-    def open(self) -> bool:
-        """Whether a group is open (appends waiting for their commit)."""
-        return self._open is not None
-
     def submit(self, append: PendingAppend) -> None:
         """Add ``append`` to the open group, opening one if none is.
 
@@ -319,9 +136,15 @@ class GroupCommit:
         its commit on its own loop too, whichever runs first commits it: the
         loop that opened the group may stop before its next iteration, and
         the group would then wait for it with every later append in it.
+
+        Raises:
+            BackendUnavailableError: the log is closing (:meth:`seal` with
+                ``closing``); nothing of ``append`` is written.
         """
         loop = append.loop
         with self._lock:
+            if self._closed:  # decided under the lock the closing seal takes
+                raise self._connection.closed_error()
             group = self._open
             if group is None:
                 group = self._open = [append]
@@ -347,7 +170,7 @@ class GroupCommit:
         if flush:
             loop.call_soon(self._flush, group)
         elif queue:
-            self._worker.post(functools.partial(self._commit, group))
+            self._post(group)
 
     def commit_here(self, make: Callable[[], Batch]) -> bool:
         """Commit one batch on the calling thread, with no event loop, if the
@@ -368,7 +191,7 @@ class GroupCommit:
             Whatever ``make`` raises, or the transaction's failure, typed.
         """
         with self._lock:
-            if self._open is not None or not self._worker.hold_if_idle():
+            if self._closed or self._open is not None or not self._worker.hold_if_idle():
                 return False
         try:
             batch = make()
@@ -381,14 +204,41 @@ class GroupCommit:
             raise error
         return True
 
-    def seal(self) -> None:
+    def seal(self, *, closing: bool = False) -> None:
         """Close the open group: later appends form a new group, committed after
-        the call about to be queued (the open one is queued before it)."""
+        the call about to be queued (the open one is queued before it).
+
+        With ``closing`` (the log's close()), no later append joins a group:
+        :meth:`submit` refuses it. An append either joined a group before
+        (which then commits before the connection closes: see
+        :meth:`_flush`) or is refused, having written nothing."""
         with self._lock:
+            if closing:
+                self._closed = True
             group, self._open = self._open, None
             queue = group is not None and group is not self._queued
         if queue and group is not None:  # not queued yet
+            self._post(group)
+
+    def _post(self, group: list[PendingAppend]) -> None:
+        """Queue ``group``'s commit on the worker thread. The log's close()
+        from another thread may have stopped the thread since ``group`` was
+        taken (under the lock, posted after it): every caller is then told
+        the closed error, nothing of the group having been written."""
+        try:
             self._worker.post(functools.partial(self._commit, group))
+        except BackendUnavailableError as exc:  # close() ran whole meanwhile
+            settle([(append.loop, (append.future, None, exc)) for append in group])
+
+    def close_if_empty(self) -> bool:
+        """As :meth:`seal` with ``closing`` if no group is open (nothing to
+        queue); False, and nothing done, if one is. Decided under the lock
+        :meth:`submit` takes, so no append slips in between."""
+        with self._lock:
+            if self._open is not None:
+                return False
+            self._closed = True
+            return True
 
     def _flush(self, group: list[PendingAppend]) -> None:
         """On an event loop's thread, one iteration after ``group`` opened: commit it.
@@ -418,12 +268,13 @@ class GroupCommit:
             try:
                 outcomes = self._outcomes(group, wait=False)
             except WriteLockBusy:  # nothing written: the worker thread waits for the lock
-                outcomes = None
+                # Queued before the hold ends (post() never waits for it): a
+                # close() from another thread, which needs the hold or the
+                # thread, then closes the connection after this commit.
+                self._post(group)
+                return
         finally:
             self._worker.release()
-        if outcomes is None:  # queued once released: post() may wait for another loop's hold
-            self._worker.post(functools.partial(self._commit, group))
-            return
         self.inline_commits += 1
         settle(
             [
@@ -442,7 +293,7 @@ class GroupCommit:
             if self._open is not group or self._queued is group:
                 return
             self._queued = group
-        self._worker.post(functools.partial(self._commit, group))
+        self._post(group)
 
     def _commit(
         self, group: list[PendingAppend]
@@ -469,7 +320,7 @@ class GroupCommit:
         """
         try:
             errors, written = self._connection.transact(
-                functools.partial(_apply, group, self._known),
+                functools.partial(apply_batches, group, self._known),
                 durable=any(append.durable for append in group),
                 doing="append failed",
                 wait=wait,

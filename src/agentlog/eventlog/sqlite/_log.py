@@ -33,7 +33,6 @@ from typing import Any, TypeVar
 from agentlog._files import DEFAULT_FILE_MODE
 from agentlog._logging import get_logger
 from agentlog.crypto import PayloadCipher
-from agentlog.errors import BackendUnavailableError
 from agentlog.eventlog._base import (
     Capabilities,
     RunInfo,
@@ -150,7 +149,7 @@ class SqliteEventLog(SqliteColdRead, SqliteMailbox, SqlIndexedEventLog):
             file_mode=file_mode,
             defer=True,
         )
-        self._worker = WorkerThread(f"agentlog-sqlite {self.path}")
+        self._worker = WorkerThread(f"agentlog-sqlite {self.path}", self._db.closed_error)
         self._group = GroupCommit(self._db, self._worker)
         # The small reads run on the caller's thread (see _reader).
         self._reads = ReadConnections(
@@ -183,9 +182,7 @@ class SqliteEventLog(SqliteColdRead, SqliteMailbox, SqlIndexedEventLog):
 
     def _check_open(self) -> None:
         if self._closed:
-            raise BackendUnavailableError(
-                f"sqlite log {self.path!r} is closed; open it again with open_log()."
-            )
+            raise self._db.closed_error()
 
     async def _call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         self._check_open()
@@ -437,7 +434,9 @@ class SqliteEventLog(SqliteColdRead, SqliteMailbox, SqlIndexedEventLog):
         # The readers first: the writer's connection, closed last, checkpoints
         # the WAL into the file and removes it (a read-only one cannot).
         self._reads.close()
-        self._group.seal()  # an open group commits first (on the worker thread)
+        # An open group commits first (on the worker thread); an append that
+        # passed _check_open but joins no group before this is refused.
+        self._group.seal(closing=True)
         if self._worker.started or not self._worker.hold_if_idle():
             await self._worker.run(self._db.close)
         else:  # the thread never started, and no other loop's thread holds the connection
