@@ -232,7 +232,7 @@ async def test_a_busy_lock_after_begin_on_the_loop_then_the_worker_writes_once(
     the worker thread's commit writes the batch once."""
     await log.append([ev("r", 1)])
     loop_thread = threading.get_ident()
-    apply = group_commit._apply
+    apply = group_commit.apply_batches
     calls: list[bool] = []
 
     def busy_once(*args: Any) -> Any:
@@ -244,7 +244,7 @@ async def test_a_busy_lock_after_begin_on_the_loop_then_the_worker_writes_once(
             raise error
         return result
 
-    monkeypatch.setattr(group_commit, "_apply", busy_once)
+    monkeypatch.setattr(group_commit, "apply_batches", busy_once)
     commits = commits_by_thread(log)
     await asyncio.wait_for(log.append([ev("r", 2), ev("r", 3)]), _GENEROUS)
     assert calls == [True, False]  # tried on the loop, done on the worker thread
