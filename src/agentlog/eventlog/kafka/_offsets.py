@@ -49,6 +49,23 @@ class CommandOffsets:
         if head == "done" and listed:
             self.done_above = {int(o) for o in listed.split(",") if o.isdigit()}
 
+    def reopened(self, before: CommandOffsets) -> None:
+        """Go on from ``before`` (this ownership's offsets before a reopen), once
+        seeded from the group's commit as the settled transaction left it.
+
+        Commands still handed out stay outstanding, but not those the settled
+        transaction finished (consumed: their replies are on record, never
+        twice). The commands handed out before stay skipped: a rebalance that
+        keeps the partition fetches again from the committed offset, and
+        those must not be handed out a second time in this ownership.
+        """
+        self.restore({o: k for o, k in before.outstanding.items() if not self.skip(o)})
+        if before.next is not None and (self.next is None or before.next > self.next):
+            self.next = before.next
+        # Done in transactions that landed before the doubt (the metadata may list
+        # fewer: its cap); the settled one's own are in the seeded metadata if it landed.
+        self.done_above |= {o for o in before.done_above if o >= self.committed}
+
     def skip(self, offset: int) -> bool:
         """Whether the record at ``offset`` was handed out or done already."""
         return (self.next is not None and offset < self.next) or offset in self.done_above
