@@ -40,6 +40,7 @@ from typing import Any
 from agentlog._logging import get_logger
 from agentlog.errors import (
     AgentlogError,
+    BackendUnavailableError,
     FencedError,
     LeaseExpiredError,
     LeaseHeldError,
@@ -263,9 +264,9 @@ class Worker:
         try:
             while commands:
                 outcome = await apply_command(self.driver, commands[0])
-                if outcome == "ack":
-                    await self.log.ack_command(commands[0])
-                elif outcome == "retry":
+                if outcome == "ack" and not await self._acked(commands[0]):
+                    outcome = "retry"
+                if outcome == "retry":
                     self._retry.extend(commands)  # the rest waits behind it, in order
                     return
                 commands.pop(0)
@@ -275,6 +276,18 @@ class Worker:
             self._chain_error = exc
         finally:
             del self._applying[run_id]
+
+    async def _acked(self, command: Command) -> bool:
+        """Ack ``command``; False if the ack's commit is in doubt: the command is
+        applied and acked again (a log hands a command out once per ownership, so
+        an ack dropped here would leave it unanswered and its run's later commands
+        unapplied). A log does not answer a command twice, so a landed ack is not."""
+        try:
+            await self.log.ack_command(command)
+        except BackendUnavailableError as exc:
+            _log.info("command ack in doubt; acked again", run_id=command.run_id, error=str(exc))
+            return False
+        return True
 
     async def _end_chains(self, *, cancel: bool) -> None:
         """Wait for the commands being applied (cancelled first if ``cancel``)."""

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaTimeoutError
 
 from agentlog.eventlog._base import Command
@@ -140,3 +141,22 @@ class CommitInDoubt:
             raise KafkaTimeoutError("injected: the commit's answer was lost")
 
         producer.commit_transaction = commit_once_in_doubt  # type: ignore[method-assign]
+
+
+async def committed_records(bootstrap: str, topic: str, partition: int) -> list[ConsumerRecord]:
+    """Every committed record of ``topic`` ``partition``, as a fresh reader sees them."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        end = (await consumer.end_offsets([tp]))[tp]
+        records: list[ConsumerRecord] = []
+        while await consumer.position(tp) < end:
+            records += (await consumer.getmany(tp, timeout_ms=500)).get(tp, [])
+        return records
+    finally:
+        await consumer.stop()

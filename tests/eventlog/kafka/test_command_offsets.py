@@ -79,3 +79,27 @@ async def test_a_commit_costs_the_same_with_10_or_2000_commands_outstanding() ->
     work of a commit is the commands it finishes, not the ones still waiting."""
     small, large = await _commit_lines(10), await _commit_lines(2000)
     assert large < small * 1.5, f"a commit ran {small} lines with 10 outstanding, {large} with 2000"
+
+
+async def test_a_reopen_after_a_landed_commit_skips_its_answers_past_the_metadata_cap() -> None:
+    """A command pinned outstanding, 399 done above it (past the metadata's cap),
+    then a transaction answering an ask lands but its owner sees it in doubt:
+    the owner, reopened from the group's commit, does not decide the ask again."""
+    offsets = CommandOffsets()
+    offsets.seed(1_000_000, "")
+    offsets.taken(1_000_000, "stuck", "RunStarted")  # its effect not committed yet
+    for offset in range(1_000_001, 1_000_400):
+        offsets.taken(offset, f"r{offset}", "RunStarted")
+        offsets.commit(offsets.position({offset}), {offset})
+    ask = 1_000_400
+    offsets.taken(ask, "x")  # a queue's ask, answered in the transaction below
+    done = set(offsets.matched([Change("", answers={ask: b"grant"})]))
+    assert done == {ask}
+    position = offsets.position(done)
+    meta = offsets.metadata(position, done)
+    assert len(meta) <= 3000 and str(1_000_001) not in meta  # capped: the lowest left out
+    reopened = CommandOffsets()
+    reopened.seed(position, meta)  # the landed transaction's commit, read back
+    reopened.reopened(offsets)
+    assert reopened.skip(ask) and set(reopened.outstanding) == {1_000_000}
+    assert all(reopened.skip(o) for o in range(1_000_001, 1_000_401))

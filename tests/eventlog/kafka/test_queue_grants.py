@@ -17,7 +17,6 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
-from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from agentlog.errors import BackendUnavailableError
 from agentlog.eventlog._base import RunInfo
@@ -41,6 +40,7 @@ from tests.eventlog.kafka.group_support import (
     PARTITIONS,
     SETTLE_S,
     CommitInDoubt,
+    committed_records,
     open_log,
     settle,
     split,
@@ -225,25 +225,6 @@ def _admitter_of(member: PartitionedKafkaEventLog, queue: str) -> PartitionOwner
     return member.member.owners[partition_for(queue, PARTITIONS)]
 
 
-async def _committed(bootstrap: str, topic: str, partition: int) -> list[ConsumerRecord]:
-    """Every committed record of ``topic`` ``partition``, as a fresh reader sees them."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
-    )
-    await consumer.start()
-    try:
-        tp = TopicPartition(topic, partition)
-        consumer.assign([tp])
-        await consumer.seek_to_beginning(tp)
-        end = (await consumer.end_offsets([tp]))[tp]
-        records: list[ConsumerRecord] = []
-        while await consumer.position(tp) < end:
-            records += (await consumer.getmany(tp, timeout_ms=500)).get(tp, [])
-        return records
-    finally:
-        await consumer.stop()
-
-
 async def _answered_once(
     bootstrap: str, log: PartitionedKafkaEventLog, queue: str, grant: SlotGrant
 ) -> None:
@@ -251,7 +232,7 @@ async def _answered_once(
     table on record holds ``grant`` (x's slot) as its reply said."""
     partition = partition_for(queue, PARTITIONS)
     answers: dict[int, int] = {}
-    for record in await _committed(bootstrap, log.layout.commands, partition):
+    for record in await committed_records(bootstrap, log.layout.commands, partition):
         if decode_ask(record.value) is not None:
             answers.setdefault(record.offset, 0)
         elif (reply := decode_answer(record.value)) is not None:
@@ -259,7 +240,7 @@ async def _answered_once(
     assert answers and set(answers.values()) == {1}, f"replies per ask: {answers}"
     tables = [
         r.value
-        for r in await _committed(bootstrap, log.layout.runs, partition)
+        for r in await committed_records(bootstrap, log.layout.runs, partition)
         if r.key == queue_key(queue)
     ]
     slot = decode_table(tables[-1]).slots["x"]

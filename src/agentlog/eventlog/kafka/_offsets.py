@@ -25,9 +25,13 @@ class CommandOffsets:
     lowest command still outstanding; the commands done above it are listed
     in the commit's metadata (``done:<offset>,...``), committed in the same
     transactions, so that the partition's next owner skips them too. Past
-    :data:`_METADATA_BYTES` the highest are left out of the list: those are
-    handed out again (the runtime then finds their effect recorded and
-    refuses them), never lost.
+    :data:`_METADATA_BYTES` (about 370 offsets of 7 digits above a command
+    still outstanding) the list keeps the transaction's own commands first,
+    then the newest others: the lowest are left out. An owner reopened after
+    a commit in doubt keeps its own list (:meth:`reopened`), so it skips them
+    still; the partition's *next* owner hands them out again: never lost, but
+    a runtime command is then refused (its effect is recorded) with a second
+    reply, and a queue's ask is decided again.
     """
 
     def __init__(self) -> None:
@@ -48,6 +52,23 @@ class CommandOffsets:
         head, _, listed = metadata.partition(":")
         if head == "done" and listed:
             self.done_above = {int(o) for o in listed.split(",") if o.isdigit()}
+
+    def reopened(self, before: CommandOffsets) -> None:
+        """Go on from ``before`` (this ownership's offsets before a reopen), once
+        seeded from the group's commit as the settled transaction left it.
+
+        Commands still handed out stay outstanding, but not those the settled
+        transaction finished (consumed: their replies are on record, never
+        twice). The commands handed out before stay skipped: a rebalance that
+        keeps the partition fetches again from the committed offset, and
+        those must not be handed out a second time in this ownership.
+        """
+        self.restore({o: k for o, k in before.outstanding.items() if not self.skip(o)})
+        if before.next is not None and (self.next is None or before.next > self.next):
+            self.next = before.next
+        # Done in transactions that landed before the doubt (the metadata may list
+        # fewer: its cap); the settled one's own are in the seeded metadata if it landed.
+        self.done_above |= {o for o in before.done_above if o >= self.committed}
 
     def skip(self, offset: int) -> bool:
         """Whether the record at ``offset`` was handed out or done already."""
@@ -114,9 +135,15 @@ class CommandOffsets:
         return position is not None and (position > self.committed or bool(done))
 
     def metadata(self, position: int, done: set[int]) -> str:
-        """The commit metadata: the commands done at or above ``position``."""
+        """The commit metadata: the commands done at or above ``position``.
+
+        Past the cap, this transaction's own (``done``) are listed first, then
+        the newest of the others: the lowest are left out first.
+        """
+        own = sorted(o for o in done if o >= position)
+        others = sorted((o for o in self.done_above - done if o >= position), reverse=True)
         listed, size = [], len("done:")
-        for offset in sorted(o for o in self.done_above | done if o >= position):
+        for offset in [*own, *others]:
             size += len(str(offset)) + 1
             if size > _METADATA_BYTES:
                 break

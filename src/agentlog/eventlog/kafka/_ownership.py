@@ -460,11 +460,9 @@ class PartitionOwner:
             await stop_quietly(self.producer, _STOP_S)
             self.producer = None
         await self._open_producer()
-        outstanding = self.commands.outstanding
+        before = self.commands
         await self._load()
-        # Still handed out to the runtime: kept outstanding, but those the settled
-        # transaction finished (consumed: their replies are on record), never twice.
-        self.commands.restore({o: k for o, k in outstanding.items() if not self.commands.skip(o)})
+        self.commands.reopened(before)
         self._in_doubt = False
 
 
