@@ -28,6 +28,21 @@ from tests.support.fleet import until
 WAIT_S = 120.0
 
 
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("redis", marks=pytest.mark.redis),
+    ]
+)
+def mailbox_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh log of each backend with a mailbox: a SQLite file, a PostgreSQL
+    database, a Redis server's log."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'agentlog.db'}"
+    return str(request.getfixturevalue(f"{request.param}_url"))
+
+
 def inbox() -> Workflow:
     wf = Workflow("inbox", state={"got": "append"})
 
@@ -154,16 +169,8 @@ async def held_scenario(url: str) -> None:
     assert state.values["got"] == [1, 2, "seen"]
 
 
-async def test_a_send_to_a_held_run_returns_at_once_on_sqlite(tmp_path: Path) -> None:
-    await held_scenario(f"sqlite:///{tmp_path / 'agentlog.db'}")
-
-
-async def test_a_send_to_a_held_run_returns_at_once_on_postgres(postgres_url: str) -> None:
-    await held_scenario(postgres_url)
-
-
-async def test_a_send_to_a_held_run_returns_at_once_on_redis(redis_url: str) -> None:
-    await held_scenario(redis_url)
+async def test_a_send_to_a_held_run_returns_at_once(mailbox_url: str) -> None:
+    await held_scenario(mailbox_url)
 
 
 async def resent_scenario(url: str) -> None:
@@ -195,16 +202,8 @@ async def resent_scenario(url: str) -> None:
     assert [m.value for m in sent] == ["o1", "o2", "seen"]
 
 
-async def test_a_send_retried_after_lease_held_reports_it_on_sqlite(tmp_path: Path) -> None:
-    await resent_scenario(f"sqlite:///{tmp_path / 'agentlog.db'}")
-
-
-async def test_a_send_retried_after_lease_held_reports_it_on_postgres(postgres_url: str) -> None:
-    await resent_scenario(postgres_url)
-
-
-async def test_a_send_retried_after_lease_held_reports_it_on_redis(redis_url: str) -> None:
-    await resent_scenario(redis_url)
+async def test_a_send_retried_after_lease_held_reports_it(mailbox_url: str) -> None:
+    await resent_scenario(mailbox_url)
 
 
 async def overlapping_scenario(url: str, *, b_stops: bool = False) -> None:
@@ -258,24 +257,8 @@ async def overlapping_scenario(url: str, *, b_stops: bool = False) -> None:
 
 
 @pytest.mark.parametrize("b_stops", [False, True])
-async def test_overlapping_sends_of_a_key_report_it_once_on_sqlite(
-    tmp_path: Path, b_stops: bool
-) -> None:
-    await overlapping_scenario(f"sqlite:///{tmp_path / 'agentlog.db'}", b_stops=b_stops)
-
-
-@pytest.mark.parametrize("b_stops", [False, True])
-async def test_overlapping_sends_of_a_key_report_it_once_on_postgres(
-    postgres_url: str, b_stops: bool
-) -> None:
-    await overlapping_scenario(postgres_url, b_stops=b_stops)
-
-
-@pytest.mark.parametrize("b_stops", [False, True])
-async def test_overlapping_sends_of_a_key_report_it_once_on_redis(
-    redis_url: str, b_stops: bool
-) -> None:
-    await overlapping_scenario(redis_url, b_stops=b_stops)
+async def test_overlapping_sends_of_a_key_report_it_once(mailbox_url: str, b_stops: bool) -> None:
+    await overlapping_scenario(mailbox_url, b_stops=b_stops)
 
 
 async def ended_scenario(url: str) -> None:
@@ -305,18 +288,8 @@ async def ended_scenario(url: str) -> None:
     assert [m.key for m in sent] == ["K", "A"]
 
 
-async def test_a_retry_after_the_run_ended_reports_its_message_on_sqlite(tmp_path: Path) -> None:
-    await ended_scenario(f"sqlite:///{tmp_path / 'agentlog.db'}")
-
-
-async def test_a_retry_after_the_run_ended_reports_its_message_on_postgres(
-    postgres_url: str,
-) -> None:
-    await ended_scenario(postgres_url)
-
-
-async def test_a_retry_after_the_run_ended_reports_its_message_on_redis(redis_url: str) -> None:
-    await ended_scenario(redis_url)
+async def test_a_retry_after_the_run_ended_reports_its_message(mailbox_url: str) -> None:
+    await ended_scenario(mailbox_url)
 
 
 async def pruned_scenario(url: str, *, many: bool = False) -> None:
@@ -349,34 +322,12 @@ async def pruned_scenario(url: str, *, many: bool = False) -> None:
         assert await log.take_report("p", "unreported") is False
 
 
-async def test_pruning_keeps_an_unfinished_runs_messages_on_sqlite(tmp_path: Path) -> None:
-    await pruned_scenario(f"sqlite:///{tmp_path / 'agentlog.db'}")
+async def test_pruning_keeps_an_unfinished_runs_messages(mailbox_url: str) -> None:
+    await pruned_scenario(mailbox_url)
 
 
-async def test_pruning_keeps_an_unfinished_runs_messages_on_postgres(postgres_url: str) -> None:
-    await pruned_scenario(postgres_url)
-
-
-async def test_pruning_keeps_an_unfinished_runs_messages_on_redis(redis_url: str) -> None:
-    await pruned_scenario(redis_url)
-
-
-async def test_pruning_runs_together_keeps_unfinished_runs_messages_on_sqlite(
-    tmp_path: Path,
-) -> None:
-    await pruned_scenario(f"sqlite:///{tmp_path / 'agentlog.db'}", many=True)
-
-
-async def test_pruning_runs_together_keeps_unfinished_runs_messages_on_postgres(
-    postgres_url: str,
-) -> None:
-    await pruned_scenario(postgres_url, many=True)
-
-
-async def test_pruning_runs_together_keeps_unfinished_runs_messages_on_redis(
-    redis_url: str,
-) -> None:
-    await pruned_scenario(redis_url, many=True)
+async def test_pruning_runs_together_keeps_unfinished_runs_messages(mailbox_url: str) -> None:
+    await pruned_scenario(mailbox_url, many=True)
 
 
 async def test_an_ended_runs_mailbox_goes_in_the_prune_itself_on_redis(redis_url: str) -> None:
