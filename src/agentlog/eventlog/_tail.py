@@ -55,31 +55,32 @@ class Changes:
     """
 
     def __init__(self) -> None:
-        self._event = asyncio.Event()
-        #: The loops of the tails armed on ``_event``: :meth:`notify` wakes each on its thread.
-        self._loops: set[asyncio.AbstractEventLoop] = set()
+        #: One event for each loop with a tail armed: an asyncio.Event belongs to
+        #: the loop that first waits on it. :meth:`notify` sets each on its loop.
+        self._events: dict[asyncio.AbstractEventLoop, asyncio.Event] = {}
         self._lock = threading.Lock()
 
     def arm(self) -> asyncio.Event:
         """The event that the next :meth:`notify` sets, for a tail on the running loop."""
         loop = asyncio.get_running_loop()
         with self._lock:
-            self._loops.add(loop)
-            return self._event
+            event = self._events.get(loop)
+            if event is None:
+                event = self._events[loop] = asyncio.Event()
+            return event
 
     def notify(self) -> None:
         """Wake every tail armed before now; from any thread (an append that
         committed with no event loop, on the caller's thread, notifies too)."""
         with self._lock:
-            event, loops = self._event, self._loops
-            if not loops:
-                return  # no tail waits: the event stays for the next one
-            self._event, self._loops = asyncio.Event(), set()
+            events, self._events = self._events, {}
+        if not events:
+            return
         try:
             here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             here = None
-        for loop in loops:
+        for loop, event in events.items():
             if loop is here:
                 event.set()
             else:

@@ -15,6 +15,8 @@ cache, and a sync put or put_writes committed, on the caller's thread
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -26,6 +28,8 @@ from agentlog.eventlog.sqlite import SqliteEventLog
 __all__ = ["LoopThread", "close_unused", "runs_here"]
 
 _T = TypeVar("_T")
+
+_CLOSED = "the saver is closed; open a new one with AgentlogSaver.from_url"
 
 
 class LoopThread:
@@ -51,6 +55,10 @@ class LoopThread:
         self._running_here: int | None = None  # the ident of the thread running it here
         self._made = threading.Lock()  # makes the loop once
         self.started = False
+        #: Calls handed to the thread and not done: :meth:`stop` fails those
+        #: the stopped loop will never run, so no caller waits forever.
+        self._pending: set[concurrent.futures.Future[Any]] = set()
+        self._pending_lock = threading.Lock()
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -96,7 +104,7 @@ class LoopThread:
             raise ConfigError("the saver's own loop thread cannot wait on itself")
         if self._closed:
             coro.close()
-            raise ConfigError("the saver is closed; open a new one with AgentlogSaver.from_url")
+            raise ConfigError(_CLOSED)
 
     def _start(self) -> None:
         with self._gate:  # waits for a call running here to finish
@@ -130,25 +138,48 @@ class LoopThread:
             if ran:
                 return result  # type: ignore[return-value]
         self._start()
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        return self._submit(coro).result()
 
     async def arun(self, coro: Coroutine[Any, Any, _T]) -> _T:
         """Run ``coro`` on the loop and await it from another loop."""
         self._check_caller(coro)
         self._start()
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+        return await asyncio.wrap_future(self._submit(coro))
+
+    def _submit(self, coro: Coroutine[Any, Any, _T]) -> concurrent.futures.Future[_T]:
+        """Hand ``coro`` to the thread's loop, counted until done (see :meth:`stop`)."""
+        with self._pending_lock:
+            if self._closed:  # stop() ran since the caller's check
+                coro.close()
+                raise ConfigError(_CLOSED)
+            future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+            self._pending.add(future)
+        future.add_done_callback(self._done)
+        return future
+
+    def _done(self, future: concurrent.futures.Future[Any]) -> None:
+        with self._pending_lock:
+            self._pending.discard(future)
 
     def stop(self) -> None:
         """Stop the loop and join its thread (idempotent)."""
         with self._gate:
             if self._closed:
                 return
-            self._closed = True
+            with self._pending_lock:
+                self._closed = True
             if self.started and self._thread is not None:
                 self.loop.call_soon_threadsafe(self.loop.stop)
                 self._thread.join()
             if self._loop is not None:
                 self._loop.close()
+            with self._pending_lock:  # handed over but never run: the loop stopped first
+                left, self._pending = self._pending, set()
+        for future in left:
+            with contextlib.suppress(concurrent.futures.InvalidStateError):
+                future.set_exception(
+                    ConfigError(f"{_CLOSED} (closed while this call waited for its loop)")
+                )
 
 
 def _loop_running() -> bool:

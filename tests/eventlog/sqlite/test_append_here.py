@@ -63,29 +63,37 @@ async def test_a_refused_batch_writes_nothing(log_path: Path) -> None:
         assert await seqs(log, "r") == [1]
 
 
-def test_a_tail_on_another_threads_loop_is_woken(log_path: Path) -> None:
+@pytest.mark.parametrize("tails", [1, 2])
+def test_tails_on_other_threads_loops_are_woken(log_path: Path, tails: int) -> None:
+    """One tail, or two on two loops sharing the log (an asyncio.Event belongs
+    to one loop: a shared one failed the second tail with RuntimeError)."""
     log = SqliteEventLog(log_path)
     assert log.append_here(lambda: [ev("r", 1)])
-    seen: list[int] = []
-    armed = threading.Event()
+    seen: dict[int, object] = {}
 
-    async def follow() -> None:
-        tail = log.tail("r", after_seq=1, poll_seconds=3600.0)
-        armed.set()
-        async for event in tail:
-            seen.append(event.seq)
-            return
+    async def follow(n: int) -> None:
+        try:
+            async for event in log.tail("r", after_seq=1, poll_seconds=3600.0):
+                seen[n] = event.seq
+                return
+        except Exception as exc:
+            seen[n] = exc
 
-    follower = threading.Thread(target=asyncio.run, args=(follow(),), daemon=True)
-    follower.start()
+    followers = [
+        threading.Thread(target=asyncio.run, args=(follow(n),), daemon=True) for n in range(tails)
+    ]
+    for follower in followers:
+        follower.start()
     try:
-        assert armed.wait(_BOUND)
-        for _ in range(int(_BOUND * 100)):  # until the tail armed its wake
-            if log._changes._loops:
+        waited = threading.Event()
+        for _ in range(int(_BOUND * 100)):  # until every tail armed its wake
+            if len(log._changes._events) == tails:
                 break
-            armed.wait(0.01)
+            waited.wait(0.01)
+        assert len(log._changes._events) == tails
         assert log.append_here(lambda: [ev("r", 2)])
-        follower.join(_BOUND)
-        assert seen == [2]
+        for follower in followers:
+            follower.join(_BOUND)
+        assert seen == dict.fromkeys(range(tails), 2)
     finally:
         asyncio.run(log.close())

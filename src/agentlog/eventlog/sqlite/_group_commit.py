@@ -44,7 +44,9 @@ loop that opened a group may stop before committing it, so an append from
 another loop that joins it schedules its commit there too (:meth:`submit`).
 The log's close() seals the groups for good (:meth:`seal` with ``closing``):
 an append racing it from another thread either joined a group, which commits
-before the connection closes, or is refused, having written nothing.
+before the connection closes (unless its commit on the loop met another
+process's write lock while close() was already waiting for the connection:
+then it is refused too), or is refused, having written nothing.
 
 The small reads run on the caller's thread (``sqlite/_reader.py``): they
 see every append that has returned, not one still waiting in an open group.
@@ -210,8 +212,9 @@ class GroupCommit:
 
         With ``closing`` (the log's close()), no later append joins a group:
         :meth:`submit` refuses it. An append either joined a group before
-        (which then commits before the connection closes: see
-        :meth:`_flush`) or is refused, having written nothing."""
+        (which then commits before the connection closes, but for the busy
+        write lock case of :meth:`_flush`) or is refused, having written
+        nothing."""
         with self._lock:
             if closing:
                 self._closed = True
@@ -269,8 +272,10 @@ class GroupCommit:
                 outcomes = self._outcomes(group, wait=False)
             except WriteLockBusy:  # nothing written: the worker thread waits for the lock
                 # Queued before the hold ends (post() never waits for it): a
-                # close() from another thread, which needs the hold or the
-                # thread, then closes the connection after this commit.
+                # close() from another thread that has not queued the
+                # connection's close yet closes it after this commit; one that
+                # already waits for the connection closes it first, and the
+                # group's callers get the closed error, nothing written.
                 self._post(group)
                 return
         finally:

@@ -234,8 +234,9 @@ class SqliteEventLog(SqliteColdRead, SqliteMailbox, SqlIndexedEventLog):
         True the batch is committed (fsync'd if ``durable``).
 
         Returns:
-            False if the log was busy: ``make`` was not called and nothing
-            written (append through the event loop instead).
+            False if the log was busy or is closing: ``make`` was not called
+            and nothing written (append through the event loop instead, which
+            raises the closed error if it closed).
 
         Raises:
             ConflictError, FencedError, NotSerializableError, ValueError: as
