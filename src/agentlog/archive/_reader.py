@@ -9,7 +9,7 @@ hot events after them. A pruned run's hot index row (its tombstone, with
 ``archived=True``) is its index row here too. A run pruned into another
 archive than this one raises :class:`~agentlog.errors.RunArchivedError`
 rather than returning part of its history. It is an
-:class:`~agentlog.eventlog._base.EventReader` only: it has no write methods at
+:class:`~agentlog.eventlog._reader.EventReader` only: it has no write methods at
 all, so passing it where a writable :class:`~agentlog.eventlog._base.EventLog`
 is needed is a type error, not a runtime one.
 

@@ -9,7 +9,7 @@ is checked for a gap against the seq expected next, so a deleted or damaged
 record is a CorruptEventError naming the missing seq (or RunArchivedError
 if the run was pruned meanwhile). A corrupt event is logged once, here, as the debug
 line ``corrupt_event``, before it is raised. The tail is
-:meth:`EventReader.tail <agentlog.eventlog._base.EventReader.tail>`, which a
+:meth:`EventReader.tail <agentlog.eventlog._reader.EventReader.tail>`, which a
 backend only tells how to wait.
 
 What a backend gives, as DBOS's system database asks its SQLite and

@@ -1,7 +1,7 @@
 """One page of the run index: the query, the answer, and the rule written once.
 
 A run list of 100,000 runs is never loaded whole to show 50 of them:
-:meth:`~agentlog.eventlog._base.EventReader.page_runs` takes a
+:meth:`~agentlog.eventlog._reader.EventReader.page_runs` takes a
 :class:`RunQuery` (filters, an order, an offset and a limit) and answers a
 :class:`RunsPage` (the page's rows, how many runs match, and how many in each
 status). The order is fixed and total: the most recently updated first, then

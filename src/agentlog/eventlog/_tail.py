@@ -1,6 +1,6 @@
 """How a tail waits for a run's next event: the hook of the one tail loop.
 
-:meth:`EventReader.tail <agentlog.eventlog._base.EventReader.tail>` is written
+:meth:`EventReader.tail <agentlog.eventlog._reader.EventReader.tail>` is written
 once: read what is there, stop after the run's terminal event, else wait and
 read again. Only the waiting differs by backend, so a backend gives the loop
 a :class:`TailWake` (its ``_tail_wake`` hook): this default polls; a log that

@@ -3,7 +3,7 @@
 :meth:`RunCatalog.page` answers one page of the runs table (filters by
 status, workflow, time range and run id text; counts by status; the total)
 without loading every run: the hot log pages its own run index
-(:meth:`~agentlog.eventlog._base.EventReader.page_runs`, one indexed SQL query
+(:meth:`~agentlog.eventlog._reader.EventReader.page_runs`, one indexed SQL query
 on SQLite and PostgreSQL), and the archive's runs come from its manifest,
 paged by DuckDB (:class:`~agentlog.archive._run_index.RunTable`).
 

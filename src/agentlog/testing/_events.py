@@ -41,7 +41,7 @@ def started(workflow: str = "wf") -> RunStarted:
 
 
 async def read_all(log: EventReader, run_id: str, **kwargs: Any) -> list[Event]:
-    """Every event :meth:`~agentlog.eventlog._base.EventReader.read` yields."""
+    """Every event :meth:`~agentlog.eventlog._reader.EventReader.read` yields."""
     return [event async for event in log.read(run_id, **kwargs)]
 
 

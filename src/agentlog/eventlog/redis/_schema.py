@@ -23,7 +23,7 @@ Every key starts with the log's prefix ``P`` (``agentlog`` by default):
   event, all and per status, scored by ``-updated_at`` (microseconds), so
   that ascending order is the run list's (newest update first, then run id:
   members of one score sort by their bytes). They page
-  :meth:`~agentlog.eventlog._base.EventReader.page_runs` in the server: a
+  :meth:`~agentlog.eventlog._reader.EventReader.page_runs` in the server: a
   page is one ZRANGEBYSCORE with LIMIT, and the counts by status are the
   sizes of the per-status sets (ZCOUNT over a time range). The append
   script keeps them. A log written before they existed has no

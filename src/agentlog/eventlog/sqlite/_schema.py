@@ -26,7 +26,7 @@ The rows' format (columns, times in microseconds, the checksum) is
 :mod:`agentlog.eventlog._row_format`, shared with PostgreSQL and Redis.
 
 Migration 5 indexes the run list's order (``runs_by_update``,
-``runs_by_status_update``) for :meth:`~agentlog.eventlog._base.EventReader.page_runs`.
+``runs_by_status_update``) for :meth:`~agentlog.eventlog._reader.EventReader.page_runs`.
 Migration 6 adds ``run_counts``, the listed runs per status, kept by triggers
 on ``runs``, so an unfiltered page's counts do not walk every run.
 Migration 7 adds ``queue``, ``priority`` and ``admitted_at`` (docs/queues.md).
