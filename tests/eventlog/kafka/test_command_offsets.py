@@ -82,27 +82,33 @@ async def test_a_commit_costs_the_same_with_10_or_2000_commands_outstanding() ->
 
 
 async def test_a_reopen_after_a_landed_commit_skips_its_answers_past_the_metadata_cap() -> None:
-    """A command pinned outstanding, 399 done above it (past the metadata's cap),
-    then a transaction answering an ask lands but its owner sees it in doubt:
-    the owner, reopened from the group's commit, does not decide the ask again."""
+    """400 commands done above a pinned one, each between two still outstanding
+    (400 ranges: past the metadata's cap), then a transaction answering an ask
+    lands but its owner sees it in doubt: the commit lists the ask (its own
+    first), and the owner, reopened from the group's commit, decides nothing again."""
     offsets = CommandOffsets()
     offsets.seed(1_000_000, "")
     offsets.taken(1_000_000, "stuck", "RunStarted")  # its effect not committed yet
-    for offset in range(1_000_001, 1_000_400):
-        offsets.taken(offset, f"r{offset}", "RunStarted")
-        offsets.commit(offsets.position({offset}), {offset})
-    ask = 1_000_400
+    pending = {1_000_000}
+    for n in range(400):
+        waiting, finished = 1_000_001 + 2 * n, 1_000_002 + 2 * n
+        offsets.taken(waiting, f"w{n}", "RunStarted")
+        offsets.taken(finished, f"r{n}", "RunStarted")
+        offsets.commit(offsets.position({finished}), {finished})
+        pending.add(waiting)
+    ask = 1_000_801
     offsets.taken(ask, "x")  # a queue's ask, answered in the transaction below
     done = set(offsets.matched([Change("", answers={ask: b"grant"})]))
     assert done == {ask}
     position = offsets.position(done)
     meta = offsets.metadata(position, done)
-    assert len(meta) <= 3000
+    assert len(meta) <= 3000 and str(ask) in meta
+    assert str(1_000_002) not in meta  # capped: the lowest left out
     reopened = CommandOffsets()
     reopened.seed(position, meta)  # the landed transaction's commit, read back
     reopened.reopened(offsets)
-    assert reopened.skip(ask) and set(reopened.outstanding) == {1_000_000}
-    assert all(reopened.skip(o) for o in range(1_000_001, 1_000_401))
+    assert reopened.skip(ask) and set(reopened.outstanding) == pending
+    assert all(reopened.skip(1_000_002 + 2 * n) for n in range(400))
 
 
 def _new_owner(meta: str, position: int) -> CommandOffsets:
