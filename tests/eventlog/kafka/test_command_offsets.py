@@ -82,24 +82,82 @@ async def test_a_commit_costs_the_same_with_10_or_2000_commands_outstanding() ->
 
 
 async def test_a_reopen_after_a_landed_commit_skips_its_answers_past_the_metadata_cap() -> None:
-    """A command pinned outstanding, 399 done above it (past the metadata's cap),
-    then a transaction answering an ask lands but its owner sees it in doubt:
-    the owner, reopened from the group's commit, does not decide the ask again."""
+    """400 commands done above a pinned one, each between two still outstanding
+    (400 ranges: past the metadata's cap), then a transaction answering an ask
+    lands but its owner sees it in doubt: the commit lists the ask (its own
+    first), and the owner, reopened from the group's commit, decides nothing again."""
     offsets = CommandOffsets()
     offsets.seed(1_000_000, "")
     offsets.taken(1_000_000, "stuck", "RunStarted")  # its effect not committed yet
-    for offset in range(1_000_001, 1_000_400):
-        offsets.taken(offset, f"r{offset}", "RunStarted")
-        offsets.commit(offsets.position({offset}), {offset})
-    ask = 1_000_400
+    pending = {1_000_000}
+    for n in range(400):
+        waiting, finished = 1_000_001 + 2 * n, 1_000_002 + 2 * n
+        offsets.taken(waiting, f"w{n}", "RunStarted")
+        offsets.taken(finished, f"r{n}", "RunStarted")
+        offsets.commit(offsets.position({finished}), {finished})
+        pending.add(waiting)
+    ask = 1_000_801
     offsets.taken(ask, "x")  # a queue's ask, answered in the transaction below
     done = set(offsets.matched([Change("", answers={ask: b"grant"})]))
     assert done == {ask}
     position = offsets.position(done)
     meta = offsets.metadata(position, done)
-    assert len(meta) <= 3000 and str(1_000_001) not in meta  # capped: the lowest left out
+    assert len(meta) <= 3000 and str(ask) in meta
+    assert str(1_000_002) not in meta  # capped: the lowest left out
     reopened = CommandOffsets()
     reopened.seed(position, meta)  # the landed transaction's commit, read back
     reopened.reopened(offsets)
-    assert reopened.skip(ask) and set(reopened.outstanding) == {1_000_000}
-    assert all(reopened.skip(o) for o in range(1_000_001, 1_000_401))
+    assert reopened.skip(ask) and set(reopened.outstanding) == pending
+    assert all(reopened.skip(1_000_002 + 2 * n) for n in range(400))
+
+
+def _new_owner(meta: str, position: int) -> CommandOffsets:
+    """The partition's next owner (after a rebalance or a crash), seeded from the commit."""
+    fresh = CommandOffsets()
+    fresh.seed(position, meta)
+    return fresh
+
+
+async def test_a_new_owner_skips_every_command_done_above_a_stuck_one() -> None:
+    """One command stays outstanding while 2,000 above it are finished, each
+    transaction writing its reply to the partition after it (the offsets in
+    between): the partition's next owner, from the last commit alone, hands out
+    the stuck one again and none of the 2,000 (no second reply, no ask decided twice)."""
+    offsets = CommandOffsets()
+    offsets.seed(5_000_000, "")
+    offsets.taken(5_000_000, "stuck", "RunStarted")
+    finished: list[int] = []
+    meta, position = "", 5_000_000
+    for n in range(2_000):
+        command = 5_000_001 + 2 * n
+        offsets.taken(command, f"r{n}", "RunStarted")
+        position = offsets.position({command})
+        assert position == 5_000_000
+        meta = offsets.metadata(position, {command})
+        offsets.commit(position, {command})
+        offsets.taken(command + 1)  # this transaction's reply, read back
+        finished.append(command)
+    assert len(meta) <= 3000
+    fresh = _new_owner(meta, position)
+    assert not fresh.skip(5_000_000)
+    assert [o for o in finished if not fresh.skip(o)] == []
+    assert not fresh.skip(finished[-1] + 2)  # the next command, never read: handed out
+
+
+async def test_ranges_never_span_a_command_outstanding_or_not_read() -> None:
+    """A range joins two done commands only over offsets read and not outstanding."""
+    offsets = CommandOffsets()
+    offsets.seed(100, "")
+    for o in range(100, 110):
+        offsets.taken(o, f"r{o}", "RunStarted")
+    offsets.commit(offsets.position({101, 102}), {101, 102})
+    offsets.taken(110)  # a reply
+    meta = offsets.metadata(100, {104, 105, 109})
+    assert meta == "done:101-102,104-105,109"  # 103 and 106..108 still outstanding
+    offsets.commit(100, {104, 105, 109})
+    fresh = _new_owner(meta, 100)
+    assert [o for o in range(100, 115) if fresh.skip(o)] == [101, 102, 104, 105, 109]
+    fresh.taken(100, "r100", "RunStarted")
+    fresh.taken(103, "r103", "RunStarted")
+    # Carried on by the next owner: its seeded ranges stay listed, joined over read offsets.
+    assert fresh.metadata(100, {103}) == "done:101-105,109"
