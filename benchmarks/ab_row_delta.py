@@ -32,49 +32,60 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
+from typing import Any
 
 from agentlog.eventlog.codec import encode_payload
-from agentlog.eventlog.sqlite import SqliteEventLog, _group_commit
+from agentlog.eventlog.sqlite import SqliteEventLog, _append_batch
 from agentlog.eventlog.sqlite._schema import MIGRATIONS
 from benchmarks import bench_eventlog, bench_group_commit
 
 _CACHE = Path(__file__).resolve().parent.parent / ".cache" / "bench"
-_DELTA = _group_commit.row_after_steps
+_DELTA = _append_batch.row_after_steps
 
 
 @contextmanager
 def _mode(mode: str) -> Iterator[None]:
     """``full``: the delta switched off for what runs inside."""
     if mode == "full":
-        _group_commit.row_after_steps = lambda *_: None  # type: ignore[assignment]
+        _append_batch.row_after_steps = lambda *_: None  # type: ignore[assignment]
     try:
         yield
     finally:
-        _group_commit.row_after_steps = _DELTA
+        _append_batch.row_after_steps = _DELTA
 
 
 def _load() -> str:
     return Path("/proc/loadavg").read_text().split()[0]
 
 
-async def _appends(folder: Path, pairs: int) -> None:
-    cpu: dict[str, list[float]] = {"delta": [], "full": []}
-    wall: dict[str, list[float]] = {"delta": [], "full": []}
+@asynccontextmanager
+async def _two_logs(
+    folder: Path, prefix: str, count: int, warm: int, *, durable: bool
+) -> AsyncIterator[tuple[dict[str, SqliteEventLog], dict[str, list[Any]]]]:
+    """The delta and the full log side by side, each with ``count`` events of
+    one run, its first ``warm`` appended (the row known, statements cached)."""
     async with (
-        SqliteEventLog(folder / "delta.db") as delta,
-        SqliteEventLog(folder / "full.db") as full,
+        SqliteEventLog(folder / f"{prefix}delta.db") as delta,
+        SqliteEventLog(folder / f"{prefix}full.db") as full,
     ):
         logs = {"delta": delta, "full": full}
         events = {}
         for mode, log in logs.items():
             epoch = await log.claim_writer("run")
-            events[mode] = bench_eventlog._events("run", pairs + 100, epoch)
+            events[mode] = bench_eventlog._events("run", count, epoch)
             with _mode(mode):
-                for event in events[mode][:100]:  # warm: the row known, statements cached
-                    await log.append([event], durable=False)
+                for event in events[mode][:warm]:
+                    await log.append([event], durable=durable)
+        yield logs, events
+
+
+async def _appends(folder: Path, pairs: int) -> None:
+    cpu: dict[str, list[float]] = {"delta": [], "full": []}
+    wall: dict[str, list[float]] = {"delta": [], "full": []}
+    async with _two_logs(folder, "", pairs + 100, 100, durable=False) as (logs, events):
         for i in range(100, pairs + 100):
             for mode in ("delta", "full") if i % 2 else ("full", "delta"):
                 with _mode(mode):
@@ -95,17 +106,7 @@ async def _durable(folder: Path, triples: int) -> None:
     raw.execute("PRAGMA synchronous=FULL")
     raw.execute(MIGRATIONS[0][0])
     times: dict[str, list[float]] = {"raw": [], "delta": [], "full": []}
-    async with (
-        SqliteEventLog(folder / "d-delta.db") as delta,
-        SqliteEventLog(folder / "d-full.db") as full,
-    ):
-        logs = {"delta": delta, "full": full}
-        events = {}
-        for mode, log in logs.items():
-            epoch = await log.claim_writer("run")
-            events[mode] = bench_eventlog._events("run", triples + 1, epoch)
-            with _mode(mode):
-                await log.append(events[mode][:1], durable=True)
+    async with _two_logs(folder, "d-", triples + 1, 1, durable=True) as (logs, events):
         for i in range(1, triples + 1):
             payload = encode_payload(events["delta"][i].data)
             start = time.perf_counter()
