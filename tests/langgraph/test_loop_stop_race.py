@@ -1,17 +1,27 @@
 """A call handed to the saver's loop thread as another thread stops it.
 
 The stop's ``loop.stop`` can land in the same loop iteration as the call's
-callback, after it: the loop stops before the call's task takes its first
-step, and the caller's ``.result()`` used to wait forever (a review of
-session 33). Now :meth:`LoopThread.stop` fails every call it left unrun with
-the closed saver's ConfigError. The order is forced by recording the loop's
-``call_soon_threadsafe``: a callback blocks the loop until both the call and
-the stop are queued.
+callback: the loop stops before the call's task takes its first step, and
+the caller's ``.result()`` used to wait forever (a review of session 33).
+Then :meth:`LoopThread.stop` failed such calls, but left their tasks
+pending on the closed loop: each was reported as destroyed, its coroutine
+as never awaited, in whatever later test collected it (CI of session 33).
+
+Now the stopped loop's thread runs what the stop left and cancels every
+task left, as :func:`asyncio.run` does: a call whose task was not yet made
+is cancelled before its first step (its caller gets the closed saver's
+ConfigError), and a call whose task was made runs and delivers its result.
+The two orders are forced by holding the call's hand-over callback (what
+``run_coroutine_threadsafe`` queues) and queueing it with the stop.
 """
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import inspect
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from agentlog.errors import ConfigError
@@ -24,42 +34,72 @@ async def _one() -> int:
     return 1
 
 
-def test_a_call_queued_with_the_stop_is_failed_not_left_waiting() -> None:
+def _stop_with_a_call(
+    order: Callable[[asyncio.AbstractEventLoop, Callable[[], Any]], None],
+) -> tuple[dict[str, object], Any, list[dict[str, Any]]]:
+    """Hand a call to a started LoopThread and stop it; ``order(loop,
+    hand_over)`` runs on the loop in place of its stop, ``hand_over`` being
+    the call's callback. The caller's outcome, its coroutine and what the
+    loop reported (after a collection) are returned."""
     loop_thread = LoopThread()
     assert loop_thread.run(_one()) == 1  # the thread runs
     loop = loop_thread.loop
     original = loop.call_soon_threadsafe
-    call_queued, stop_queued = threading.Event(), threading.Event()
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+    held: list[Callable[[], Any]] = []
+    call_held = threading.Event()
 
     def recording(callback: Any, *args: Any, **kwargs: Any) -> Any:
-        handle = original(callback, *args, **kwargs)
+        if threading.current_thread().name == "caller":
+            held.append(callback)  # the call's hand-over: queued with the stop
+            call_held.set()
+            return None
         if callback == loop.stop:
-            stop_queued.set()
-        elif threading.current_thread().name == "caller":
-            call_queued.set()
-        return handle
-
-    def hold_the_loop() -> None:
-        call_queued.wait(_BOUND)
-        stop_queued.wait(_BOUND)
+            return original(order, loop, held[0])
+        return original(callback, *args, **kwargs)
 
     loop.call_soon_threadsafe = recording  # type: ignore[method-assign]
-    original(hold_the_loop)
     outcome: dict[str, object] = {}
+    call = _one()
 
     def caller() -> None:
         try:
-            outcome["result"] = loop_thread.run(_one())
+            outcome["result"] = loop_thread.run(call)
         except ConfigError as exc:
             outcome["error"] = exc
 
     thread = threading.Thread(target=caller, name="caller", daemon=True)
     thread.start()
-    assert call_queued.wait(_BOUND)
+    assert call_held.wait(_BOUND)
     loop_thread.stop()
     thread.join(_BOUND)
     assert not thread.is_alive(), "the call still waits for a loop that stopped"
-    assert "closed" in str(outcome["error"]), outcome
+    del thread
+    gc.collect()
+    return outcome, call, reported
+
+
+def test_a_call_handed_over_after_the_stop_is_cancelled_before_it_runs() -> None:
+    def stop_then_hand_over(loop: asyncio.AbstractEventLoop, hand_over: Callable[[], Any]) -> None:
+        loop.stop()
+        loop.call_soon(hand_over)  # left for after the loop stopped
+
+    outcome, call, reported = _stop_with_a_call(stop_then_hand_over)
+    assert "closed" in str(outcome.get("error")), outcome
+    assert inspect.getcoroutinestate(call) == inspect.CORO_CLOSED, "the call was left unrun"
+    assert not reported, f"the stop left a task pending: {reported}"
+
+
+def test_a_call_whose_task_was_made_as_the_loop_stopped_runs() -> None:
+    def hand_over_then_stop(loop: asyncio.AbstractEventLoop, hand_over: Callable[[], Any]) -> None:
+        hand_over()  # the task is made; its first step is left for after the stop
+        loop.stop()
+
+    outcome, call, reported = _stop_with_a_call(hand_over_then_stop)
+    assert outcome == {"result": 1}, outcome
+    assert inspect.getcoroutinestate(call) == inspect.CORO_CLOSED
+    assert not reported, f"the stop left a task pending: {reported}"
 
 
 def test_a_call_after_stop_is_refused() -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -55,8 +54,8 @@ class LoopThread:
         self._running_here: int | None = None  # the ident of the thread running it here
         self._made = threading.Lock()  # makes the loop once
         self.started = False
-        #: Calls handed to the thread and not done: :meth:`stop` fails those
-        #: the stopped loop will never run, so no caller waits forever.
+        #: Calls handed to the thread and not done: once the loop stops, its
+        #: thread cancels them and their tasks, so no caller waits forever.
         self._pending: set[concurrent.futures.Future[Any]] = set()
         self._pending_lock = threading.Lock()
 
@@ -93,8 +92,12 @@ class LoopThread:
         )
 
     def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
+        loop = self.loop
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_forever()
+        finally:  # stop() ran: no call is handed over from now on
+            loop.run_until_complete(_cancel_left())
 
     def _check_caller(self, coro: Coroutine[Any, Any, Any]) -> None:
         if threading.current_thread() is self._thread or (
@@ -138,13 +141,29 @@ class LoopThread:
             if ran:
                 return result  # type: ignore[return-value]
         self._start()
-        return self._submit(coro).result()
+        future = self._submit(coro)
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError:
+            if self._closed:  # stop() cancelled it
+                raise self._closed_error() from None
+            raise
+
+    def _closed_error(self) -> ConfigError:
+        return ConfigError(f"{_CLOSED} (closed while this call waited for its loop)")
 
     async def arun(self, coro: Coroutine[Any, Any, _T]) -> _T:
         """Run ``coro`` on the loop and await it from another loop."""
         self._check_caller(coro)
         self._start()
-        return await asyncio.wrap_future(self._submit(coro))
+        future = self._submit(coro)
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if self._closed and future.cancelled() and not (task and task.cancelling()):
+                raise self._closed_error() from None  # stop() cancelled it, not our caller
+            raise
 
     def _submit(self, coro: Coroutine[Any, Any, _T]) -> concurrent.futures.Future[_T]:
         """Hand ``coro`` to the thread's loop, counted until done (see :meth:`stop`)."""
@@ -173,13 +192,21 @@ class LoopThread:
                 self._thread.join()
             if self._loop is not None:
                 self._loop.close()
-            with self._pending_lock:  # handed over but never run: the loop stopped first
-                left, self._pending = self._pending, set()
-        for future in left:
-            with contextlib.suppress(concurrent.futures.InvalidStateError):
-                future.set_exception(
-                    ConfigError(f"{_CLOSED} (closed while this call waited for its loop)")
-                )
+
+
+async def _cancel_left() -> None:
+    """Run on a stopped loop: cancel every task left and let it finish, as
+    :func:`asyncio.run` does (a task left pending is reported as destroyed
+    when collected, its coroutine as never awaited). The callbacks the stop
+    left run first, in this step's loop iteration: a call handed over before
+    the stop makes its task, which is cancelled before its first step, and a
+    call already done delivers its result. A cancelled call's caller is told
+    the saver closed (:meth:`LoopThread.run`)."""
+    this = asyncio.current_task()
+    while left := asyncio.all_tasks() - {this}:
+        for task in left:
+            task.cancel()
+        await asyncio.gather(*left, return_exceptions=True)
 
 
 def _loop_running() -> bool:
