@@ -18,13 +18,28 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from agentlog.eventlog._records import RunInfo
 
-__all__ = ["QueueIndex", "QueueSlots", "SlotAsk", "SlotGrant"]
+__all__ = ["QueueIndex", "QueueSlots", "SlotAsk", "SlotGrant", "rank", "rank_of"]
+
+_EARLIEST = datetime.min.replace(tzinfo=UTC)
+
+
+def rank(priority: int, started_at: datetime | None, run_id: str) -> tuple[int, datetime, str]:
+    """A queued run's place in its queue, one rule on every backend (and the
+    SQL logs' ``queued_by_rank`` index): lower priority number first, then
+    the oldest, then by run id. A run with no start time (none is queued
+    without one) would rank first."""
+    return (priority, started_at or _EARLIEST, run_id)
+
+
+def rank_of(info: RunInfo) -> tuple[int, datetime, str]:
+    """:func:`rank` of an indexed run."""
+    return rank(info.priority, info.started_at, info.run_id)
 
 
 @runtime_checkable

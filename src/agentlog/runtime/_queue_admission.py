@@ -24,22 +24,16 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from agentlog.eventlog._base import EventLog, RunInfo
-from agentlog.eventlog._queue_slots import QueueIndex
+from agentlog.eventlog._queue_slots import QueueIndex, rank_of
 from agentlog.eventlog._run_pages import RunQuery
 from agentlog.eventlog._sql_index import SqlIndexedEventLog
 from agentlog.eventlog.events import RunAdmitted, RunStatus, utcnow
 from agentlog.runtime._queues import Queue
 
-__all__ = ["QueueView", "admit", "arrange", "rank", "read_queue"]
+__all__ = ["QueueView", "admit", "arrange", "read_queue"]
 
 #: Runs per page when counting a period's admissions.
 _PAGE = 500
-
-
-def rank(info: RunInfo) -> tuple[int, datetime | None, str]:
-    """A queued run's place in its queue: lower priority number first, then
-    the oldest, then by run id."""
-    return (info.priority, info.started_at, info.run_id)
 
 
 @dataclass(frozen=True)
@@ -54,8 +48,8 @@ class QueueView:
     admitted: frozenset[str]
     """Runs the queue admitted within the rate's period (empty without a rate)."""
     waiting: tuple[RunInfo, ...]
-    """Queued runs no writer holds, best first (:func:`rank`); only the
-    first ``limit`` of them when read with one."""
+    """Queued runs no writer holds, best first (``_queue_slots.rank_of``);
+    only the first ``limit`` of them when read with one."""
     holding: dict[str, RunInfo]
     """The runs of :attr:`held`, by id."""
 
@@ -101,7 +95,8 @@ async def read_queue(
         ]
         holders = [info for info in listed if info.lease_live(now)]
         waiting = sorted(
-            (i for i in listed if i.status == RunStatus.QUEUED and not i.lease_live(now)), key=rank
+            (i for i in listed if i.status == RunStatus.QUEUED and not i.lease_live(now)),
+            key=rank_of,
         )[:limit]
     return QueueView(
         queue=queue,
@@ -155,7 +150,7 @@ async def admit(
         return True  # admitted before: only the concurrency limit applies
     if queue.rate is not None and len(view.admitted | view.claiming | {run_id}) > queue.rate.runs:
         return False
-    if view.waiting and rank(view.waiting[0]) < rank(me):
+    if view.waiting and rank_of(view.waiting[0]) < rank_of(me):
         return False  # a run ranked ahead of it waits: that one first
     return RunAdmitted(queue.name)
 

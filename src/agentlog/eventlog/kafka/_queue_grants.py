@@ -38,14 +38,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from agentlog._logging import get_logger
 from agentlog.errors import AgentlogError
 from agentlog.eventlog._base import RunInfo
 from agentlog.eventlog._packing import pack, unpack
-from agentlog.eventlog._queue_slots import SlotAsk, SlotGrant
+from agentlog.eventlog._queue_slots import SlotAsk, SlotGrant, rank, rank_of
 from agentlog.eventlog.events import RunStatus, utcnow
 from agentlog.eventlog.kafka._changes import Change
 from agentlog.eventlog.kafka._ownership import PartitionOwner
@@ -64,8 +64,6 @@ __all__ = [
 ]
 
 _log = get_logger(__name__)
-
-_EARLIEST = datetime.min.replace(tzinfo=UTC)
 
 #: A release is an ask too: ``SlotAsk`` with ``lease_s`` 0 and ``first`` False.
 RELEASE = "release"
@@ -156,15 +154,11 @@ def decode_table(raw: bytes) -> QueueTable:
     return table
 
 
-def _rank(priority: int, started_at: datetime | None, run_id: str) -> tuple[int, datetime, str]:
-    return (priority, started_at or _EARLIEST, run_id)
-
-
 def _order(asked: tuple[int, str, SlotAsk]) -> tuple[bool, tuple[int, datetime, str], int]:
     offset, kind, ask = asked
     first = kind == HOLD and ask.first
-    rank = _rank(ask.priority, ask.started_at, ask.run_id) if first else _rank(0, None, "")
-    return (first, rank, offset)
+    place = rank(ask.priority, ask.started_at, ask.run_id) if first else rank(0, None, "")
+    return (first, place, offset)
 
 
 def decide(
@@ -187,9 +181,9 @@ def decide(
     if ask.first:
         if ask.rate_runs is not None and len(table.firsts) >= ask.rate_runs:
             return None
-        mine = _rank(ask.priority, ask.started_at, ask.run_id)
+        mine = rank(ask.priority, ask.started_at, ask.run_id)
         for info in queued:
-            theirs = _rank(info.priority, info.started_at, info.run_id)
+            theirs = rank_of(info)
             if info.run_id not in table.slots and theirs < mine:
                 return None  # a run ranked ahead of it waits: that one first
         if ask.rate_per_s is not None:  # only a queue with a rate counts them

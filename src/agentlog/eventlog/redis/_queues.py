@@ -17,10 +17,11 @@ the log).
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from agentlog.eventlog._base import RunInfo
+from agentlog.eventlog._queue_slots import rank_of
 from agentlog.eventlog._row_format import to_us
 from agentlog.eventlog.events import RunStatus
 from agentlog.eventlog.redis._rows import info_from_hash
@@ -29,13 +30,6 @@ from agentlog.eventlog.redis._schema import Keys
 __all__ = ["QueueSets"]
 
 _CHUNK = 500  # runs per BUILD_QUEUES call
-_NEVER = datetime.min.replace(tzinfo=UTC)
-
-
-def _rank(info: RunInfo) -> tuple[int, datetime, str]:
-    """A queued run's place: lower priority number, then the oldest, then the
-    run id (as ``runtime._queue_admission.rank``; no start time ranks first)."""
-    return (info.priority, info.started_at or _NEVER, info.run_id)
 
 
 def _glob_escaped(text: str) -> str:
@@ -107,5 +101,5 @@ class QueueSets:
             for info in _infos(candidates)
             if info.status == RunStatus.QUEUED and info.last_seq > 0 and not info.lease_live(now)
         ]
-        waiting.sort(key=_rank)
+        waiting.sort(key=rank_of)
         return holders, waiting[: max(limit, 0)]
