@@ -36,7 +36,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -164,7 +164,7 @@ async def _send(
         if outcome is not None:
             return outcome  # a duplicate: the send that stored or recorded it reports it
         own = mailbox
-    try:
+    async with _given_back_on_raise(own, run_id, key, lambda: own is not None):
         while True:  # nothing is recorded before a LeaseHeldError unless stored
             try:
                 recorded = await _record(driver, run_id, topic, value, key, own)
@@ -176,11 +176,6 @@ async def _send(
                 await asyncio.sleep(driver.config.poll_seconds)
                 continue
             return own is not None or recorded  # stored: recorded by this send or a move
-    except BaseException:
-        if own is not None:  # the caller hears nothing: the next send of the key reports it
-            with contextlib.suppress(Exception):
-                await own.unreport(run_id, key)
-        raise
 
 
 async def _store_first(
@@ -224,7 +219,7 @@ async def _store(
         return await mailbox.take_report(run_id, key)  # moved: unreported if its send raised
     stored = await mailbox.store_message(run_id, topic, value, key)
     reports = stored.reports
-    try:
+    async with _given_back_on_raise(mailbox, run_id, key, lambda: reports):
         while not (stored.moved or stored.taken):  # else: in the history, or the writer's
             if stored.ended:
                 _check_open(await load_state(driver.log, run_id), topic)
@@ -239,12 +234,23 @@ async def _store(
                 await asyncio.sleep(driver.config.poll_seconds)
             stored = await mailbox.store_message(run_id, topic, value, key)
             reports = reports or stored.reports  # a send that raised meanwhile left it
+    return reports
+
+
+@contextlib.asynccontextmanager
+async def _given_back_on_raise(
+    mailbox: MailboxLog | None, run_id: str, key: str, reports: Callable[[], bool]
+) -> AsyncIterator[None]:
+    """A send that raises while it holds its message's report (``reports()``:
+    it stored it, or took the report over) gives the report back: its caller
+    hears no outcome, so the next send of the key reports it."""
+    try:
+        yield
     except BaseException:
-        if reports:  # the caller hears no outcome: the next send of the key reports it
+        if mailbox is not None and reports():
             with contextlib.suppress(Exception):
                 await mailbox.unreport(run_id, key)
         raise
-    return reports
 
 
 async def _record(
