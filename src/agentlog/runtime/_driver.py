@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
@@ -29,7 +30,7 @@ from agentlog.errors import (
     UnknownWorkflowError,
     VersionMismatchError,
 )
-from agentlog.eventlog._base import EventLog
+from agentlog.eventlog._base import Command, EventLog
 from agentlog.eventlog._queue_slots import QueueSlots
 from agentlog.eventlog.events import (
     LANGGRAPH_WORKFLOW,
@@ -60,6 +61,9 @@ __all__ = ["RunDriver"]
 
 _log = get_logger("agentlog.runtime")
 
+#: In-doubt keyed send commands kept per process (:meth:`RunDriver.keep_unheard_command`).
+_UNHEARD_KEPT = 10_000
+
 #: What a driver records that is not an input from outside the run.
 _NOT_INPUTS = (WriterClaimed, RunMigrated)
 
@@ -86,6 +90,9 @@ class RunDriver:
         #: Sends cancelled after their executor here took the message, by
         #: (run, key): the next send of the key reports it (runtime/_messages.py).
         self.unheard: dict[tuple[str, str], asyncio.Future[bool]] = {}
+        #: Keyed ``send`` commands whose outcome did not come in time, by
+        #: (run, key), the oldest first (runtime/_messages.py, Kafka).
+        self.unheard_commands: OrderedDict[tuple[str, str], Command] = OrderedDict()
         #: Starts and reads child runs for steps; told when a run ends (the runtime's).
         self.children: ChildHost | None = None
         #: Traces and metrics of the runs driven here (runtime/_telemetry.py).
@@ -94,6 +101,13 @@ class RunDriver:
         self.slots: SlotKeeper | None = None
         if not log.direct_writes and isinstance(log, QueueSlots):
             self.slots = SlotKeeper(log, config.lease_seconds)
+
+    def keep_unheard_command(self, run_id: str, key: str, command: Command) -> None:
+        """Keep ``command`` as the in-doubt send of ``key`` (the first one
+        kept stays), at most ``_UNHEARD_KEPT`` of them (the oldest let go)."""
+        self.unheard_commands.setdefault((run_id, key), command)
+        while len(self.unheard_commands) > _UNHEARD_KEPT:
+            self.unheard_commands.popitem(last=False)
 
     def register(self, *workflows: Workflow[Any, Any]) -> None:
         """Make workflows runnable here (validates their graphs)."""

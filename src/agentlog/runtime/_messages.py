@@ -22,7 +22,11 @@ A message is recorded by the run's one writer, as every event is:
   sender sends a ``send`` command, which the run's owner applies as above
   (:func:`apply_send`), and waits for its outcome. A command always carries
   an idempotency key (a random one if the caller gave none), so a command
-  delivered twice is recorded once.
+  delivered twice is recorded once. A keyed send whose outcome did not come
+  in time raises, its command still queued; this process keeps the command
+  (:attr:`RunDriver.unheard_commands`), and a later send of the key that is
+  refused as a duplicate asks for the first command's outcome: applied, so
+  the later send reports it (:func:`_send_command`).
 
 A message sent before a step waits for it is kept in the run's inbox, in
 order per topic; a message that answers a parked ``recv`` carries that
@@ -41,6 +45,7 @@ from datetime import timedelta
 from typing import Any
 
 from agentlog.errors import (
+    BackendUnavailableError,
     EventNotPublishedError,
     LeaseHeldError,
     RunEndedError,
@@ -146,13 +151,7 @@ async def _send(
     _check_open(state, topic)
     log = driver.log
     if not log.direct_writes:
-        command = Command(run_id, "send", MessageSent(topic, value, key or uuid.uuid4().hex))
-        sent = await log.send_command(command)
-        driver.wake.set()  # this process's worker may own the run
-        if await log.command_outcome(sent) is False:  # refused: ended, or a duplicate
-            _check_open(await load_state(log, run_id), topic)
-            return False
-        return True
+        return await _send_command(driver, run_id, topic, value, key)
     seconds = _wait_seconds(timeout)
     deadline = None if seconds is None else time.monotonic() + seconds
     mailbox = mailbox_of(log)
@@ -176,6 +175,43 @@ async def _send(
                 await asyncio.sleep(driver.config.poll_seconds)
                 continue
             return own is not None or recorded  # stored: recorded by this send or a move
+
+
+async def _send_command(driver: RunDriver, run_id: str, topic: str, value: Any, key: str) -> bool:
+    """Send on a log whose workers own the runs: a ``send`` command, and its outcome.
+
+    A keyed send whose outcome did not come within the log's time bound
+    raises BackendUnavailableError with its command queued, and the owner
+    may apply it later: its caller heard nothing, so the first send of the
+    key that returns reports it. This process keeps each such command, the
+    first per key (:attr:`RunDriver.unheard_commands`); a later send refused as a
+    duplicate asks for that command's outcome (its reply was written before
+    the later one's, on the same partition) and returns True if it was
+    applied. A later send that is applied means the kept one was not (a key
+    is recorded once): it is dropped. A process that dies keeps nothing, so
+    a retry from another process returns False (docs/messages.md)."""
+    log = driver.log
+    command = Command(run_id, "send", MessageSent(topic, value, key or uuid.uuid4().hex))
+    sent = await log.send_command(command)
+    driver.wake.set()  # this process's worker may own the run
+    try:
+        applied = await log.command_outcome(sent)
+    except BackendUnavailableError:
+        if key:  # in doubt: the next send of the key learns how it went
+            driver.keep_unheard_command(run_id, key, sent)
+        raise
+    first = driver.unheard_commands.pop((run_id, key), None) if key else None
+    if applied is False:  # refused: ended, or a duplicate
+        if first is not None:
+            try:
+                if await log.command_outcome(first):
+                    return True  # this send reports the first one's message
+            except BackendUnavailableError:
+                driver.keep_unheard_command(run_id, key, first)
+                raise
+        _check_open(await load_state(log, run_id), topic)
+        return False
+    return True
 
 
 async def _store_first(
