@@ -29,6 +29,8 @@ __all__ = ["LoopThread", "close_unused", "runs_here"]
 _T = TypeVar("_T")
 
 _CLOSED = "the saver is closed; open a new one with AgentlogSaver.from_url"
+#: Rounds of cancelling what a stopped loop left (bounded: stop() joins the thread).
+_CANCEL_ROUNDS = 3
 
 
 class LoopThread:
@@ -203,7 +205,10 @@ async def _cancel_left() -> None:
     call already done delivers its result. A cancelled call's caller is told
     the saver closed (:meth:`LoopThread.run`)."""
     this = asyncio.current_task()
-    while left := asyncio.all_tasks() - {this}:
+    for _ in range(_CANCEL_ROUNDS):  # a cancelled task's clean-up may start another
+        left = asyncio.all_tasks() - {this}
+        if not left:
+            return
         for task in left:
             task.cancel()
         await asyncio.gather(*left, return_exceptions=True)
