@@ -8,11 +8,11 @@ pending on the closed loop: each was reported as destroyed, its coroutine
 as never awaited, in whatever later test collected it (CI of session 33).
 
 Now the stopped loop's thread runs what the stop left and cancels every
-task left, as :func:`asyncio.run` does: a call whose task was not yet made
-is cancelled before its first step (its caller gets the closed saver's
-ConfigError), and a call whose task was made runs and delivers its result.
-The two orders are forced by holding the call's hand-over callback (what
-``run_coroutine_threadsafe`` queues) and queueing it with the stop.
+task left, as :func:`asyncio.run` does: a call under way is cancelled at
+its wait (its caller gets the closed saver's ConfigError), and a call
+whose task was made as the loop stopped runs and delivers its result. The
+second order is forced by holding the call's hand-over callback (what
+``run_coroutine_threadsafe`` queues) and running it just before the stop.
 """
 
 from __future__ import annotations
@@ -80,14 +80,37 @@ def _stop_with_a_call(
     return outcome, call, reported
 
 
-def test_a_call_handed_over_after_the_stop_is_cancelled_before_it_runs() -> None:
-    def stop_then_hand_over(loop: asyncio.AbstractEventLoop, hand_over: Callable[[], Any]) -> None:
-        loop.stop()
-        loop.call_soon(hand_over)  # left for after the loop stopped
+def test_a_call_under_way_when_the_loop_stops_is_cancelled_and_told_so() -> None:
+    loop_thread = LoopThread()
+    assert loop_thread.run(_one()) == 1  # the thread runs
+    reported: list[dict[str, Any]] = []
+    loop_thread.loop.set_exception_handler(lambda _loop, context: reported.append(context))
+    started = threading.Event()
 
-    outcome, call, reported = _stop_with_a_call(stop_then_hand_over)
+    async def waits() -> int:
+        started.set()
+        await asyncio.Event().wait()  # never set: under way until cancelled
+        return 2
+
+    call = waits()
+    outcome: dict[str, object] = {}
+
+    def caller() -> None:
+        try:
+            outcome["result"] = loop_thread.run(call)
+        except ConfigError as exc:
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=caller, name="caller", daemon=True)
+    thread.start()
+    assert started.wait(_BOUND)
+    loop_thread.stop()
+    thread.join(_BOUND)
+    assert not thread.is_alive(), "the call still waits for a loop that stopped"
+    del thread
+    gc.collect()
     assert "closed" in str(outcome.get("error")), outcome
-    assert inspect.getcoroutinestate(call) == inspect.CORO_CLOSED, "the call was left unrun"
+    assert inspect.getcoroutinestate(call) == inspect.CORO_CLOSED, "the call was left pending"
     assert not reported, f"the stop left a task pending: {reported}"
 
 

@@ -56,10 +56,9 @@ class LoopThread:
         self._running_here: int | None = None  # the ident of the thread running it here
         self._made = threading.Lock()  # makes the loop once
         self.started = False
-        #: Calls handed to the thread and not done: once the loop stops, its
-        #: thread cancels them and their tasks, so no caller waits forever.
-        self._pending: set[concurrent.futures.Future[Any]] = set()
-        self._pending_lock = threading.Lock()
+        #: Held to hand a call over and to close, so that every call handed
+        #: over is queued before the stop (see _cancel_left).
+        self._hand_over = threading.Lock()
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -148,11 +147,13 @@ class LoopThread:
             return future.result()
         except concurrent.futures.CancelledError:
             if self._closed:  # stop() cancelled it
-                raise self._closed_error() from None
+                raise self.closed_error() from None
             raise
 
-    def _closed_error(self) -> ConfigError:
-        return ConfigError(f"{_CLOSED} (closed while this call waited for its loop)")
+    @staticmethod
+    def closed_error(why: str = "closed while this call waited for its loop") -> ConfigError:
+        """The closed saver's error for a call that the close overtook."""
+        return ConfigError(f"{_CLOSED} ({why})")
 
     async def arun(self, coro: Coroutine[Any, Any, _T]) -> _T:
         """Run ``coro`` on the loop and await it from another loop."""
@@ -164,30 +165,23 @@ class LoopThread:
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if self._closed and future.cancelled() and not (task and task.cancelling()):
-                raise self._closed_error() from None  # stop() cancelled it, not our caller
+                raise self.closed_error() from None  # stop() cancelled it, not our caller
             raise
 
     def _submit(self, coro: Coroutine[Any, Any, _T]) -> concurrent.futures.Future[_T]:
-        """Hand ``coro`` to the thread's loop, counted until done (see :meth:`stop`)."""
-        with self._pending_lock:
+        """Hand ``coro`` to the thread's loop (before any stop: see :func:`_cancel_left`)."""
+        with self._hand_over:
             if self._closed:  # stop() ran since the caller's check
                 coro.close()
                 raise ConfigError(_CLOSED)
-            future = asyncio.run_coroutine_threadsafe(coro, self.loop)
-            self._pending.add(future)
-        future.add_done_callback(self._done)
-        return future
-
-    def _done(self, future: concurrent.futures.Future[Any]) -> None:
-        with self._pending_lock:
-            self._pending.discard(future)
+            return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
     def stop(self) -> None:
         """Stop the loop and join its thread (idempotent)."""
         with self._gate:
             if self._closed:
                 return
-            with self._pending_lock:
+            with self._hand_over:
                 self._closed = True
             if self.started and self._thread is not None:
                 self.loop.call_soon_threadsafe(self.loop.stop)
@@ -199,11 +193,12 @@ class LoopThread:
 async def _cancel_left() -> None:
     """Run on a stopped loop: cancel every task left and let it finish, as
     :func:`asyncio.run` does (a task left pending is reported as destroyed
-    when collected, its coroutine as never awaited). The callbacks the stop
-    left run first, in this step's loop iteration: a call handed over before
-    the stop makes its task, which is cancelled before its first step, and a
-    call already done delivers its result. A cancelled call's caller is told
-    the saver closed (:meth:`LoopThread.run`)."""
+    when collected, its coroutine as never awaited). What the stop left in
+    the loop's queue runs first: every call is handed over before the stop
+    is queued (:meth:`LoopThread._submit`), so each call's task takes its
+    first step, and is cancelled at its next wait; a call already done
+    delivers its result. A cancelled call's caller is told the saver closed
+    (:meth:`LoopThread.run`)."""
     this = asyncio.current_task()
     for _ in range(_CANCEL_ROUNDS):  # a cancelled task's clean-up may start another
         left = asyncio.all_tasks() - {this}

@@ -20,7 +20,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from agentlog.crypto import KeyStore
-from agentlog.errors import ConfigError, UnknownCheckpointError
+from agentlog.errors import BackendUnavailableError, ConfigError, UnknownCheckpointError
 from agentlog.eventlog._base import EventLog
 from agentlog.eventlog._urls import open_log, open_sqlite_log
 from agentlog.eventlog.events import CheckpointSaved, EventData
@@ -88,6 +88,9 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
         if snapshot_every < 1:
             raise ConfigError(f"snapshot_every must be 1 or more, not {snapshot_every!r}")
         self._loop, self._log, self._owns_log = loop, log, owns_log
+        #: Set as close() starts: a read on a caller's thread that then finds
+        #: the log closed says the saver is (get_tuple).
+        self._closing = False
         self._store = ThreadStore(log, snapshot_every=snapshot_every)
         #: Reads may run the loop on the caller's thread until its own starts
         #: (a SQLite log in clear: no background task waits on the loop).
@@ -132,6 +135,7 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
         """Close the log (when opened by :meth:`from_url`) and stop the loop thread."""
         if self._loop.closed:
             return
+        self._closing = True
         if self._owns_log and not close_unused(self._log, self._loop):
             self._loop.run(self._log.close(), here=self._here)
         self._loop.stop()
@@ -140,6 +144,7 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
         """:meth:`close`, from a coroutine."""
         if self._loop.closed:
             return
+        self._closing = True
         if self._owns_log and not close_unused(self._log, self._loop):
             await self._loop.arun(self._log.close())
         self._loop.stop()
@@ -318,6 +323,10 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
                 )
             except NotHere:
                 pass
+            except BackendUnavailableError:
+                if self._closing:  # another thread closed the saver during the read
+                    raise self._loop.closed_error("closed during this read") from None
+                raise
         return self._loop.run(self._get_tuple(config), here=self._here)
 
     def list(

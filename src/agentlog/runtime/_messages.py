@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -63,6 +64,7 @@ from agentlog.eventlog.events import (
 )
 from agentlog.projector._snapshots import load_state
 from agentlog.projector._state import RunState
+from agentlog.runtime._cancelling import task_cancelling
 from agentlog.runtime._driver import RunDriver
 from agentlog.runtime._durations import timer_seconds
 from agentlog.runtime._inbox import check_name, waiting_recv
@@ -112,6 +114,7 @@ async def send_message(
             raise
         mailbox = mailbox_of(driver.log)
         recorded = mailbox is not None and await mailbox.take_report(run_id, key)
+        recorded = recorded or await _kept_was_applied(driver, run_id, key)
     if recorded or key is None:
         return recorded
     return _take_unheard(driver, run_id, key)
@@ -169,12 +172,23 @@ async def _send(
                 recorded = await _record(driver, run_id, topic, value, key, own)
             except _Duplicate:
                 recorded = False
-            except LeaseHeldError:
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise
-                await asyncio.sleep(driver.config.poll_seconds)
+            except LeaseHeldError as held:
+                await _wait_for_writer(driver, deadline, held)
                 continue
             return own is not None or recorded  # stored: recorded by this send or a move
+
+
+async def _wait_for_writer(driver: RunDriver, deadline: float | None, held: LeaseHeldError) -> None:
+    """A send found the run held by another writer: wait a poll before it
+    tries again; past its deadline, raise ``held``. A cancel that a client
+    library swallowed while the send waited in it (it came out as the
+    library's error, here as LeaseHeldError: runtime/_cancelling.py) ends
+    the send as cancelled, instead of a loop that never stops."""
+    if task_cancelling():
+        raise asyncio.CancelledError
+    if deadline is not None and time.monotonic() >= deadline:
+        raise held
+    await asyncio.sleep(driver.config.poll_seconds)
 
 
 async def _send_command(driver: RunDriver, run_id: str, topic: str, value: Any, key: str) -> bool:
@@ -184,12 +198,11 @@ async def _send_command(driver: RunDriver, run_id: str, topic: str, value: Any, 
     raises BackendUnavailableError with its command queued, and the owner
     may apply it later: its caller heard nothing, so the first send of the
     key that returns reports it. This process keeps each such command, the
-    first per key (:attr:`RunDriver.unheard_commands`); a later send refused as a
-    duplicate asks for that command's outcome (its reply was written before
-    the later one's, on the same partition) and returns True if it was
-    applied. A later send that is applied means the kept one was not (a key
-    is recorded once): it is dropped. A process that dies keeps nothing, so
-    a retry from another process returns False (docs/messages.md)."""
+    first per key (:attr:`RunDriver.unheard_commands`); a later send refused
+    as a duplicate asks for its outcome (:func:`_kept_was_applied`). A later
+    send that is applied means the kept one was not (a key is recorded
+    once): it is dropped. A process that dies keeps nothing, so a retry from
+    another process returns False (docs/messages.md)."""
     log = driver.log
     command = Command(run_id, "send", MessageSent(topic, value, key or uuid.uuid4().hex))
     sent = await log.send_command(command)
@@ -198,20 +211,36 @@ async def _send_command(driver: RunDriver, run_id: str, topic: str, value: Any, 
         applied = await log.command_outcome(sent)
     except BackendUnavailableError:
         if key:  # in doubt: the next send of the key learns how it went
-            driver.keep_unheard_command(run_id, key, sent)
+            kept = dataclasses.replace(sent, data=MessageSent(topic, None, key))  # not the value
+            driver.keep_unheard_command(run_id, key, kept)
         raise
-    first = driver.unheard_commands.pop((run_id, key), None) if key else None
     if applied is False:  # refused: ended, or a duplicate
-        if first is not None:
-            try:
-                if await log.command_outcome(first):
-                    return True  # this send reports the first one's message
-            except BackendUnavailableError:
-                driver.keep_unheard_command(run_id, key, first)
-                raise
+        if await _kept_was_applied(driver, run_id, key):
+            return True  # this send reports the kept command's message
         _check_open(await load_state(log, run_id), topic)
         return False
+    if key:
+        driver.unheard_commands.pop((run_id, key), None)
     return True
+
+
+async def _kept_was_applied(driver: RunDriver, run_id: str, key: str | None) -> bool:
+    """True if this process kept an in-doubt send command of ``key`` (see
+    :func:`_send_command`) and the run's owner applied it: the caller, whose
+    send of the key was refused as a duplicate, reports the message. The
+    kept command is let go whatever the answer, and False if its reply
+    cannot be read within the log's time bound (it is gone once the commands
+    topic's retention dropped it); a caller cancelled meanwhile leaves it kept."""
+    first = driver.unheard_commands.pop((run_id, key), None) if key else None
+    if first is None or key is None:
+        return False
+    try:
+        return await driver.log.command_outcome(first) is True
+    except BackendUnavailableError:
+        return False
+    except BaseException:
+        driver.keep_unheard_command(run_id, key, first)  # the next send of the key asks again
+        raise
 
 
 async def _store_first(
@@ -264,10 +293,8 @@ async def _store(
                 break
             except _Duplicate:
                 break  # moved by another writer meanwhile
-            except LeaseHeldError:
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise
-                await asyncio.sleep(driver.config.poll_seconds)
+            except LeaseHeldError as held:
+                await _wait_for_writer(driver, deadline, held)
             stored = await mailbox.store_message(run_id, topic, value, key)
             reports = reports or stored.reports  # a send that raised meanwhile left it
     return reports

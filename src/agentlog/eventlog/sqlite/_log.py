@@ -157,6 +157,7 @@ class SqliteEventLog(SqliteColdRead, SqliteMailbox, SqlIndexedEventLog):
             busy_timeout=busy_timeout,
             immutable_fallback=self._db.read_only,
             unavailable=self._db.unavailable,
+            closed_error=self._db.closed_error,
             writable=not self._db.read_only,
         )
         try:

@@ -11,6 +11,13 @@ thread owns (sqlite3 connections are not shared between threads). Nothing
 is lost by it: every append a caller has seen succeed has committed, and a
 read sees every commit made before it starts.
 
+A read may race another thread's :meth:`ReadConnections.close` (an
+``AgentlogSaver`` closing while a caller's ``get_tuple`` reads). Closing a
+connection that another thread is executing on crashes CPython's sqlite3
+(3.11: a segfault), so close() closes only the connections no read is
+using; a read running then closes its own when it ends. A read that starts
+after close() raises the log's closed error.
+
 A read run here blocks the calling thread (the event loop) for the query's
 own time, as the decoding of its rows already does; the indexed read path
 fetches the batches after a read's first from the worker thread, so a long
@@ -44,6 +51,7 @@ class ReadConnections:
             read-only connection cannot open it (no -shm can be made beside it),
             open it as immutable, as the writer's connection then did.
         unavailable: turns a sqlite error into the log's typed error.
+        closed_error: the log's typed error for a read after :meth:`close`.
         writable: the connection :meth:`open_here` opens may write (it never
             does: it reads only). Closed last, it checkpoints the WAL into
             the file and removes it, as the writer's does, when the log was
@@ -57,6 +65,7 @@ class ReadConnections:
         busy_timeout: float,
         immutable_fallback: bool,
         unavailable: Callable[[BaseException, str], BackendUnavailableError],
+        closed_error: Callable[[], BackendUnavailableError],
         writable: bool = False,
     ) -> None:
         self._target = f"file:{quote(os.path.abspath(path))}?mode=ro"
@@ -64,11 +73,14 @@ class ReadConnections:
         self._busy_timeout = busy_timeout
         self._immutable_fallback = immutable_fallback
         self._unavailable = unavailable
+        self._closed_error = closed_error
         self._local = threading.local()
         self._opened: list[sqlite3.Connection] = []
         self._idle: list[sqlite3.Connection] = []  # lent by query_pooled, one thread at a time
         self._lock = threading.Lock()
         self._closed = False
+        #: The connections a read is running on (close() leaves them to it).
+        self._busy: set[sqlite3.Connection] = set()
         #: ``PRAGMA user_version`` as the last connection opened read it.
         self.schema_version = 0
 
@@ -104,7 +116,7 @@ class ReadConnections:
         with self._lock:
             if self._closed:
                 conn.close()
-                raise BackendUnavailableError("the sqlite log is closed; open it again")
+                raise self._closed_error()
             self._opened.append(conn)
         return conn
 
@@ -144,26 +156,57 @@ class ReadConnections:
             conn = self._idle.pop() if self._idle else None
         if conn is None:
             conn = self._new()
-        try:
-            return self._rows(conn, sql, params)
-        finally:
-            with self._lock:
-                if not self._closed:
-                    self._idle.append(conn)
+        return self._rows(conn, sql, params, pooled=True)
 
     def _rows(
-        self, conn: sqlite3.Connection, sql: str, params: Sequence[Any] | Mapping[str, Any]
+        self,
+        conn: sqlite3.Connection,
+        sql: str,
+        params: Sequence[Any] | Mapping[str, Any],
+        *,
+        pooled: bool = False,
     ) -> list[Any]:
+        """Rows of a read on ``conn``, marked busy while it runs (see :meth:`close`);
+        a pooled connection goes back to the pool after.
+
+        No lock on the way in: the read marks the connection busy, then checks
+        that the log is open, while close() marks the log closed, then takes the
+        connections not busy (each step atomic under the GIL). So either close()
+        leaves this connection to the read, or the read sees the log closed and
+        runs nothing on it."""
+        busy = self._busy
+        busy.add(conn)
         try:
+            if self._closed:
+                raise self._closed_error()
             return conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise self._unavailable(exc, "read failed") from exc
+        finally:
+            busy.discard(conn)
+            if pooled or self._closed:
+                self._after_read(conn, pooled)
+
+    def _after_read(self, conn: sqlite3.Connection, pooled: bool) -> None:
+        """Back to the pool, or closed here if close() ran during the read and
+        left it to the read."""
+        with self._lock:
+            left = self._closed and conn in self._opened
+            if left:
+                self._opened.remove(conn)
+            elif pooled and not self._closed:
+                self._idle.append(conn)
+        if left:
+            conn.close()
 
     def close(self) -> None:
-        """Close every thread's connection (no read may be running); the
-        opener's last, so that it checkpoints the WAL if it may write."""
+        """Close every thread's connection, the opener's last, so that it
+        checkpoints the WAL if it may write; a connection a read is running on
+        is closed by that read when it ends (see the module docstring)."""
         with self._lock:
-            self._closed = True
-            opened, self._opened = self._opened, []
-        for conn in reversed(opened):
+            self._closed = True  # before the busy ones are taken: see _rows
+            self._idle.clear()
+            idle = [conn for conn in self._opened if conn not in self._busy]
+            self._opened = [conn for conn in self._opened if conn not in idle]
+        for conn in reversed(idle):
             conn.close()
