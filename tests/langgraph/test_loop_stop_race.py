@@ -21,7 +21,7 @@ import asyncio
 import gc
 import inspect
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from agentlog.errors import ConfigError
@@ -60,8 +60,17 @@ def _stop_with_a_call(
         return original(callback, *args, **kwargs)
 
     loop.call_soon_threadsafe = recording  # type: ignore[method-assign]
-    outcome: dict[str, object] = {}
     call = _one()
+    return _call_then_stop(loop_thread, call, call_held), call, reported
+
+
+def _call_then_stop(
+    loop_thread: LoopThread, call: Coroutine[Any, Any, int], ready: threading.Event
+) -> dict[str, object]:
+    """Run ``call`` on ``loop_thread`` from a thread named "caller"; once
+    ``ready`` is set, stop the loop. The caller's result or ConfigError,
+    after a collection (a task left pending is reported then)."""
+    outcome: dict[str, object] = {}
 
     def caller() -> None:
         try:
@@ -71,13 +80,13 @@ def _stop_with_a_call(
 
     thread = threading.Thread(target=caller, name="caller", daemon=True)
     thread.start()
-    assert call_held.wait(_BOUND)
+    assert ready.wait(_BOUND)
     loop_thread.stop()
     thread.join(_BOUND)
     assert not thread.is_alive(), "the call still waits for a loop that stopped"
     del thread
     gc.collect()
-    return outcome, call, reported
+    return outcome
 
 
 def test_a_call_under_way_when_the_loop_stops_is_cancelled_and_told_so() -> None:
@@ -93,22 +102,7 @@ def test_a_call_under_way_when_the_loop_stops_is_cancelled_and_told_so() -> None
         return 2
 
     call = waits()
-    outcome: dict[str, object] = {}
-
-    def caller() -> None:
-        try:
-            outcome["result"] = loop_thread.run(call)
-        except ConfigError as exc:
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=caller, name="caller", daemon=True)
-    thread.start()
-    assert started.wait(_BOUND)
-    loop_thread.stop()
-    thread.join(_BOUND)
-    assert not thread.is_alive(), "the call still waits for a loop that stopped"
-    del thread
-    gc.collect()
+    outcome = _call_then_stop(loop_thread, call, started)
     assert "closed" in str(outcome.get("error")), outcome
     assert inspect.getcoroutinestate(call) == inspect.CORO_CLOSED, "the call was left pending"
     assert not reported, f"the stop left a task pending: {reported}"

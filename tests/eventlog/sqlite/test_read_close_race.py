@@ -23,6 +23,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -90,19 +91,25 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.parametrize("how", ["pooled", "own"], ids=["pooled-connection", "threads-own"])
-def test_a_read_running_as_another_thread_closes_the_log_ends_cleanly(
-    tmp_path: Path, how: str
-) -> None:
+def _child(tmp_path: Path, *args: str) -> dict[str, Any]:
+    """Run the race in a child process; what it printed (a crash fails here)."""
     done = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(tmp_path / "race.db"), how],
+        [sys.executable, "-c", _CHILD, str(tmp_path / "race.db"), *args],
         capture_output=True,
         text=True,
         timeout=_GENEROUS,
         env=child_env(),
     )
     assert done.returncode == 0, f"the reading process died ({done.returncode}): {done.stderr}"
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return out
+
+
+@pytest.mark.parametrize("how", ["pooled", "own"], ids=["pooled-connection", "threads-own"])
+def test_a_read_running_as_another_thread_closes_the_log_ends_cleanly(
+    tmp_path: Path, how: str
+) -> None:
+    out = _child(tmp_path, how)
     assert out["joined"], out
     assert out["busy_at_close"], out  # the read held its connection when close() ran
     assert out["read"] == 2_000_000, out  # a read under way when close() ran finishes
@@ -112,14 +119,6 @@ def test_a_read_running_as_another_thread_closes_the_log_ends_cleanly(
 
 
 def test_reads_in_a_loop_as_another_thread_closes_the_log_never_crash(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(tmp_path / "race.db"), "many", str(_ROUNDS)],
-        capture_output=True,
-        text=True,
-        timeout=_GENEROUS,
-        env=child_env(),
-    )
-    assert done.returncode == 0, f"the reading process died ({done.returncode}): {done.stderr}"
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = _child(tmp_path, "many", str(_ROUNDS))
     # Every read that lost the race said the log is closed, and not to retry.
     assert out["errors"] == [[False, True]], out
