@@ -219,20 +219,19 @@ async def _send_command(driver: RunDriver, run_id: str, topic: str, value: Any, 
             return True  # this send reports the kept command's message
         _check_open(await load_state(log, run_id), topic)
         return False
-    if key:
-        driver.unheard_commands.pop((run_id, key), None)
+    driver.unheard_commands.pop((run_id, key), None)
     return True
 
 
-async def _kept_was_applied(driver: RunDriver, run_id: str, key: str | None) -> bool:
+async def _kept_was_applied(driver: RunDriver, run_id: str, key: str) -> bool:
     """True if this process kept an in-doubt send command of ``key`` (see
     :func:`_send_command`) and the run's owner applied it: the caller, whose
     send of the key was refused as a duplicate, reports the message. The
     kept command is let go whatever the answer, and False if its reply
     cannot be read within the log's time bound (it is gone once the commands
     topic's retention dropped it); a caller cancelled meanwhile leaves it kept."""
-    first = driver.unheard_commands.pop((run_id, key), None) if key else None
-    if first is None or key is None:
+    first = driver.unheard_commands.pop((run_id, key), None)  # none kept for no key
+    if first is None:
         return False
     try:
         return await driver.log.command_outcome(first) is True
